@@ -1,0 +1,44 @@
+"""The algorithm interface: what every runnable all-reduce implements.
+
+An algorithm is bound to one process group at construction (it may allocate
+resources such as shared memory there, collectively) and then reduces tensors
+in place. The Communicator owns algorithms; algorithms know nothing about
+tables, tuning or reports.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+
+import torch
+
+# Reduce ops by the names tables and users write; values are torch's.
+REDUCE_OPS = ("sum", "max", "min")
+
+
+class Algorithm(ABC):
+    """One runnable all-reduce bound to a process group."""
+
+    #: the registry name (a key of ``artune.catalog.SPECS``)
+    name: str
+
+    @abstractmethod
+    def unavailable(self, dtype: torch.dtype, op: str) -> str | None:
+        """Why this algorithm cannot reduce ``dtype`` with ``op`` here, or ``None`` when it can.
+
+        Must not depend on the message size and must give the same answer on
+        every rank (the Communicator relies on that to agree without talking).
+        """
+
+    @abstractmethod
+    def all_reduce(self, tensor: torch.Tensor, op: str, params: Mapping[str, object]) -> torch.Tensor:
+        """Reduce the contiguous ``tensor`` in place across the group and return it.
+
+        ``params`` are the plan's parameters for this algorithm (may be empty).
+        Raises ``CallMismatch`` when ranks disagree on element count, dtype or
+        op, and ``PeerTimeout`` when a peer does not arrive in time.
+        """
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release resources; idempotent."""

@@ -1,0 +1,107 @@
+"""The registry of algorithm names: every name a table may use is defined here, once.
+
+An ``AlgorithmSpec`` is data about an algorithm (who runs it, which
+parameters it needs, the static conditions under which its engine uses it).
+It is a leaf module: the table model checks names against it and ``explain``
+evaluates the static conditions; the runnable implementations live in
+``artune.algorithms`` and refer to these specs by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
+
+
+@dataclass(frozen=True)
+class Conditions:
+    """Static conditions an engine checks before using an algorithm; ``None`` means any."""
+
+    world_sizes: frozenset[int] | None = None
+    dtypes: frozenset[str] | None = None
+    align: int = 1  # nbytes must be a multiple of this
+    multicast: bool = False  # needs NVLink multicast (NVLS) at run time
+
+    def unmet(self, world_size: int, dtype: str | None, nbytes: int, multicast: bool) -> str | None:
+        """Why the conditions fail for this call, or ``None`` when they hold.
+
+        A ``dtype`` of ``None`` skips the dtype condition.
+        """
+        if self.world_sizes is not None and world_size not in self.world_sizes:
+            return f"world_size={world_size} not in {sorted(self.world_sizes)}"
+        if dtype is not None and self.dtypes is not None and dtype not in self.dtypes:
+            return f"dtype {dtype} not in {sorted(self.dtypes)}"
+        if nbytes % self.align:
+            return f"{nbytes} bytes is not a multiple of {self.align}"
+        if self.multicast and not multicast:
+            return "multicast (NVLS) is not available"
+        return None
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """One known algorithm name."""
+
+    name: str
+    engine: str  # who runs it: "artune", "vllm", "sglang", "torch" (process-group backends)
+    summary: str
+    required_params: tuple[str, ...] = ()
+    conditions: Conditions = field(default_factory=Conditions)
+
+
+_HALF_AND_FP32 = frozenset({"float32", "float16", "bfloat16"})
+_BF16 = frozenset({"bfloat16"})
+_VLLM_CUSTOM_AR_WORLD_SIZES = frozenset({2, 4, 6, 8})
+
+SPECS: dict[str, AlgorithmSpec] = {
+    spec.name: spec
+    for spec in (
+        # process-group all-reduce, named after its torch.distributed backend
+        AlgorithmSpec("gloo", "torch", "torch.distributed.all_reduce on a gloo process group"),
+        AlgorithmSpec("nccl", "torch", "NCCL all-reduce (torch.distributed or the engine's pynccl)"),
+        AlgorithmSpec("mpi", "torch", "torch.distributed.all_reduce on an MPI process group"),
+        # artune's CPU algorithms
+        AlgorithmSpec("shm_one_shot", "artune", "shared memory: every rank reduces all slots"),
+        AlgorithmSpec("shm_two_shot", "artune", "shared memory: reduce-scatter then all-gather"),
+        # vLLM (vllm/distributed/device_communicators)
+        AlgorithmSpec(
+            "custom_ar",
+            "vllm",
+            "vLLM custom all-reduce over CUDA IPC peer memory",
+            conditions=Conditions(world_sizes=_VLLM_CUSTOM_AR_WORLD_SIZES, dtypes=_HALF_AND_FP32, align=16),
+        ),
+        AlgorithmSpec(
+            "symm_mem_multimem",
+            "vllm",
+            "torch symmetric memory multimem all-reduce (NVLS)",
+            conditions=Conditions(dtypes=_BF16, align=4, multicast=True),
+        ),
+        AlgorithmSpec(
+            "symm_mem_two_shot",
+            "vllm",
+            "torch symmetric memory two-shot all-reduce",
+            conditions=Conditions(dtypes=_BF16, align=4),
+        ),
+        # SGLang custom_all_reduce_v2
+        AlgorithmSpec("2shot_push", "sglang", "SGLang two-shot push", ("blocks",)),
+        AlgorithmSpec("1shot_push", "sglang", "SGLang one-shot push", ("blocks",)),
+        AlgorithmSpec("1shot_pull", "sglang", "SGLang one-shot pull", ("blocks",)),
+        AlgorithmSpec(
+            "2shot_pull_mc",
+            "sglang",
+            "SGLang two-shot pull with NVLink multicast",
+            ("blocks",),
+            Conditions(multicast=True),
+        ),
+        AlgorithmSpec("2shot_pull", "sglang", "SGLang two-shot pull", ("blocks",)),
+    )
+}
+
+
+def spec(name: str) -> AlgorithmSpec:
+    """The spec for ``name``; ``KeyError`` with the known names when it is unknown."""
+    try:
+        return SPECS[name]
+    except KeyError:
+        raise KeyError(f"unknown algorithm {name!r}; known: {', '.join(sorted(SPECS))}") from None

@@ -1,0 +1,55 @@
+"""The ``artune`` command line: one sub-command per job of the pipeline.
+
+Exit codes: 0 success, 1 findings (``check``) or drift (``verify``), 2 bad
+input (a file that cannot be read, a malformed option): always one clear
+line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+
+from artune.errors import ArtuneError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every sub-command registered."""
+    from artune.cli import tables
+
+    parser = argparse.ArgumentParser(
+        prog="artune",
+        description="Measure, derive, check and run the fastest all-reduce for each message.",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    tables.register(commands)
+    for module_name in ("artune.cli.measure", "artune.cli.tune"):
+        try:
+            module = __import__(module_name, fromlist=["register"])
+        except ModuleNotFoundError as err:  # a pipeline stage not installed in this build
+            if err.name != module_name:
+                raise
+            continue
+        module.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING,
+        format="artune: %(levelname)s: %(message)s",
+    )
+    try:
+        return int(args.run(args) or 0)
+    except ArtuneError as err:
+        print(f"artune {args.command}: error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"artune {args.command}: interrupted", file=sys.stderr)
+        return 130

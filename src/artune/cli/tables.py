@@ -1,0 +1,282 @@
+"""``artune check``, ``explain`` and ``show``: look at tables without running anything."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from artune import settings
+from artune.catalog import DTYPES, SPECS
+from artune.errors import ArtuneError, TableError
+from artune.sizes import format_size, format_span, parse_size
+from artune.table.check import check_table
+from artune.table.io import dumps_table, load_table, table_to_dict
+from artune.table.model import MODES, Plan, Table
+from artune.table.overrides import apply_overrides, parse_overrides
+
+REFERENCE_PREFIX = "reference:"
+BUNDLED_PREFIX = "bundled:"
+
+
+def register(commands: Any) -> None:
+    """Add the table sub-commands to the parser."""
+    check = commands.add_parser("check", help="lint tables; exit 1 when anything is found")
+    check.add_argument("tables", nargs="+", metavar="FILE|reference:NAME|bundled:cpu")
+    check.add_argument(
+        "--max-world-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also require plans for every world size up to N",
+    )
+    check.set_defaults(run=run_check)
+
+    explain = commands.add_parser("explain", help="which algorithm a table picks for one message, and why")
+    source = explain.add_mutually_exclusive_group(required=True)
+    source.add_argument("--table", metavar="FILE|bundled:cpu")
+    source.add_argument("--reference", metavar="NAME", help="an engine's published tables: vllm or sglang")
+    explain.add_argument("--arch", help="architecture, e.g. 10.7 (required with --reference)")
+    explain.add_argument("--world-size", type=int, required=True)
+    explain.add_argument("--size", required=True, help="message size, e.g. 4096, 64KiB, 2.5MiB")
+    explain.add_argument("--mode", choices=MODES, default="eager")
+    explain.add_argument("--dtype", choices=DTYPES, default="bfloat16")
+    explain.add_argument("--no-multicast", action="store_true", help="NVLink multicast not available")
+    explain.add_argument("--algorithm", help="override: force this algorithm (wins over the table)")
+    explain.add_argument(
+        "--bound",
+        action="append",
+        default=[],
+        metavar="NAME=SIZE",
+        help="override: the band of NAME ends at SIZE (repeatable)",
+    )
+    explain.add_argument("--json", action="store_true", help="print the decision as one JSON object")
+    explain.set_defaults(run=run_explain)
+
+    show = commands.add_parser("show", help="print tables as band charts, TOML or JSON")
+    show.add_argument("tables", nargs="+", metavar="FILE|reference:NAME|bundled:cpu")
+    show.add_argument("--format", choices=("chart", "toml", "json"), default="chart")
+    show.set_defaults(run=run_show)
+
+
+# ------------------------------------------------------------------ sources
+
+
+def open_tables(spec: str) -> list[Table]:
+    """Every table a command-line name stands for: a file, ``reference:NAME`` or ``bundled:cpu``."""
+    if spec.startswith(REFERENCE_PREFIX):
+        from artune.table.references import reference_set
+
+        tables = reference_set(spec[len(REFERENCE_PREFIX) :])
+        return [*tables.tables.values(), *([tables.default] if tables.default else [])]
+    if spec.startswith(BUNDLED_PREFIX):
+        from artune.table.bundled import cpu_default
+
+        if spec != "bundled:cpu":
+            raise TableError(f"{spec}: unknown bundled table; there is bundled:cpu")
+        return [cpu_default()]
+    return [load_table(spec)]
+
+
+def _label(table: Table) -> str:
+    return f"{table.name} arch={table.platform.arch}"
+
+
+# ------------------------------------------------------------------ check
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Print one line per finding; 0 clean, 1 findings, 2 unreadable."""
+    found = 0
+    unreadable = 0
+    for spec in args.tables:
+        try:
+            tables = open_tables(spec)
+        except ArtuneError as err:
+            print(f"{err}", file=sys.stderr)
+            unreadable += 1
+            continue
+        for table in tables:
+            for finding in check_table(table, args.max_world_size):
+                print(finding)
+                found += 1
+    if unreadable:
+        return 2
+    if found:
+        print(f"{found} finding(s)", file=sys.stderr)
+        return 1
+    return 0
+
+
+# ------------------------------------------------------------------ explain
+
+
+def _resolve_for_explain(args: argparse.Namespace) -> Table:
+    if args.reference:
+        from artune.table.references import reference_set
+
+        if not args.arch:
+            raise ArtuneError("explain: --reference needs --arch, e.g. --arch 10.7")
+        return reference_set(args.reference).resolve(args.arch)
+    tables = open_tables(args.table)
+    return tables[0]
+
+
+def run_explain(args: argparse.Namespace) -> int:
+    """Print the decision for one message."""
+    nbytes = parse_size(args.size, "--size")
+    table = _resolve_for_explain(args)
+    env = settings.from_env()
+    # environment first, command-line arguments on top: the most explicit wins
+    for source, algorithm, bounds in (
+        ("ARTUNE_ALGORITHM/ARTUNE_BOUNDS", env.algorithm, env.bounds),
+        ("--algorithm/--bound", args.algorithm, ",".join(args.bound) or None),
+    ):
+        table = apply_overrides(table, parse_overrides(algorithm, bounds, source))
+    multicast = not args.no_multicast
+    unavailable = {
+        name: why
+        for name, spec in SPECS.items()
+        if (why := spec.conditions.unmet(args.world_size, args.dtype, nbytes, multicast))
+    }
+    available = frozenset(SPECS) - unavailable.keys()
+    decision = table.decide(nbytes, args.world_size, args.mode, available)
+    note = ""
+    if args.table and args.arch and args.arch != table.platform.arch:
+        note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
+    skipped = {name: why for name, why in unavailable.items() if name in _plan_algorithms(table, decision)}
+    if args.json:
+        data: dict[str, Any] = decision.as_dict()
+        data.update(
+            size=nbytes,
+            world_size=args.world_size,
+            mode=args.mode,
+            dtype=args.dtype,
+            multicast=multicast,
+            table=table.name,
+            unavailable=skipped,
+        )
+        if note:
+            data["note"] = note
+        print(json.dumps(data, sort_keys=True))
+        return 0
+    console = Console()
+    console.print(f"[bold]{decision.algorithm}[/bold] {dict(decision.params) or ''}".rstrip())
+    console.print(
+        f"  for {format_size(nbytes)} ({nbytes} B), world_size={args.world_size}, mode={args.mode}, "
+        f"dtype={args.dtype}, multicast={'on' if multicast else 'off'}",
+        highlight=False,
+    )
+    for step in decision.steps:
+        console.print(f"  - {step}", highlight=False, markup=False, soft_wrap=True)
+    for name, why in skipped.items():
+        console.print(f"  - {name} not available: {why}", highlight=False, markup=False)
+    if note:
+        console.print(f"  - note: {note}", highlight=False)
+    return 0
+
+
+def _plan_algorithms(table: Table, decision: Any) -> tuple[str, ...]:
+    plan = table.plan(decision.world_size, decision.mode)
+    return plan.algorithms if plan else ()
+
+
+# ------------------------------------------------------------------ show
+
+_PALETTE = (
+    "cyan",
+    "magenta",
+    "green",
+    "yellow",
+    "blue",
+    "red",
+    "bright_cyan",
+    "bright_magenta",
+    "bright_green",
+    "bright_yellow",
+    "bright_blue",
+    "bright_red",
+)
+_CHART_LO, _CHART_HI, _CHART_WIDTH = 10, 30, 40  # log2 bytes shown: 1KiB .. 1GiB
+
+
+def _color(name: str, colors: dict[str, str]) -> str:
+    if name not in colors:
+        colors[name] = _PALETTE[len(colors) % len(_PALETTE)]
+    return colors[name]
+
+
+def _chart(plan: Plan, colors: dict[str, str]) -> Text:
+    """A log-scale bar from 1 KiB to 1 GiB, one colour per band's first candidate."""
+    bar = Text()
+    for col in range(_CHART_WIDTH):
+        nbytes = int(2 ** (_CHART_LO + (col + 0.5) * (_CHART_HI - _CHART_LO) / _CHART_WIDTH))
+        name = next((b.candidates[0] for b in plan.bands if nbytes <= b.upto), plan.fallback)
+        bar.append("█", style=_color(name, colors))
+    return bar
+
+
+def _bands_text(plan: Plan, colors: dict[str, str]) -> Text:
+    text = Text()
+    for i, band in enumerate(plan.bands):
+        if band.upto < plan.lower(i):
+            text.append(f"{format_span(plan.lower(i), band.upto)} covers nothing  ", style="red")
+            continue
+        text.append(format_span(plan.lower(i), band.upto) + " ")
+        for j, name in enumerate(band.candidates):
+            text.append(("|" if j else "") + name, style=_color(name, colors))
+        text.append("  ")
+    last = plan.bands[-1].upto + 1 if plan.bands else 0
+    text.append(format_span(last, None) + " ")
+    text.append(plan.fallback, style=_color(plan.fallback, colors))
+    return text
+
+
+def _print_chart(table: Table, console: Console) -> None:
+    colors: dict[str, str] = {}
+    grid = RichTable(
+        title=f"{_label(table)}  [{table.platform}]  {table.provenance}",
+        title_justify="left",
+        show_edge=False,
+    )
+    grid.add_column("ws", justify="right")
+    grid.add_column("mode")
+    grid.add_column(f"1KiB {'log2 size':^{_CHART_WIDTH - 10}} 1GiB", no_wrap=True)
+    grid.add_column("bands (first available candidate wins)")
+    for plan in sorted(table.plans, key=lambda p: (p.world_size, p.mode)):
+        grid.add_row(str(plan.world_size), plan.mode, _chart(plan, colors), _bands_text(plan, colors))
+    console.print(grid)
+    params = {(p.world_size, p.mode): p.params for p in table.plans if p.params}
+    if params:
+        console.print(
+            "  params: "
+            + "; ".join(
+                f"ws={ws} {mode}: " + ", ".join(f"{n} {dict(v)}" for n, v in values)
+                for (ws, mode), values in sorted(params.items())[:8]
+            )
+            + (" ..." if len(params) > 8 else ""),
+            highlight=False,
+        )
+    console.print()
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """Print each table as a chart, TOML or JSON."""
+    tables = [t for spec in args.tables for t in open_tables(spec)]
+    if args.format == "json":
+        print(json.dumps([table_to_dict(t) for t in tables], indent=1))
+    elif args.format == "toml":
+        for table in tables:
+            if len(tables) > 1:
+                print(f"# ---- {_label(table)}")
+            print(dumps_table(table))
+    else:
+        console = Console(width=max(160, Console().width))
+        for table in tables:
+            _print_chart(table, console)
+    return 0

@@ -1,0 +1,157 @@
+"""Run a function on W local ranks joined by a gloo process group, with a deadline.
+
+This is how ``artune tune`` and ``artune bench`` start their ranks when not
+under ``torchrun``, and how the tests run multi-process code: every rank's
+result comes back, a failing rank's traceback is re-raised in the parent with
+its rank, and ranks still running at the deadline are killed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import pickle
+import queue
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from artune.errors import ArtuneError
+
+
+class RankFailed(ArtuneError):
+    """A rank raised, died or ran past the deadline; the message holds its traceback."""
+
+
+@dataclass(frozen=True)
+class RankContext:
+    """What a rank function gets besides its own arguments."""
+
+    rank: int
+    world_size: int
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago (for the rendezvous store)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _rank_main(
+    fn: Callable[..., Any],
+    rank: int,
+    world_size: int,
+    port: int,
+    args: tuple[Any, ...],
+    results: Any,
+    init_timeout: float,
+    env: dict[str, str],
+) -> None:
+    os.environ.update(env)
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(world_size),
+    )
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    try:
+        dist.init_process_group(
+            "gloo", rank=rank, world_size=world_size, timeout=timedelta(seconds=init_timeout)
+        )
+        try:
+            value = fn(RankContext(rank, world_size), *args)
+        finally:
+            dist.destroy_process_group()
+        payload = ("ok", rank, pickle.dumps(value))
+    except BaseException as err:  # every failure must reach the parent
+        payload = ("error", rank, f"{type(err).__name__}: {err}\n{traceback.format_exc()}")
+    results.put(payload)
+
+
+def run_ranks(
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout: float = 120.0,
+    env: dict[str, str] | None = None,
+) -> list[Any]:
+    """Run ``fn(RankContext, *args)`` on ``world_size`` spawned ranks; return their results by rank.
+
+    ``fn`` must be importable (a module-level function). Raises ``RankFailed``
+    naming the rank(s) when any rank raises, exits without a result, or is
+    still running after ``timeout`` seconds (then every rank is killed).
+    """
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    port = free_port()
+    procs = [
+        ctx.Process(
+            target=_rank_main,
+            args=(fn, rank, world_size, port, args, results, min(timeout, 60.0), env or {}),
+            daemon=True,
+        )
+        for rank in range(world_size)
+    ]
+    for proc in procs:
+        proc.start()
+    deadline = time.monotonic() + timeout
+    outcome: dict[int, tuple[str, Any]] = {}
+    try:
+        while len(outcome) < world_size:
+            try:
+                status, rank, value = results.get(timeout=0.2)
+                outcome[rank] = (status, value)
+                continue
+            except queue.Empty:
+                pass
+            dead = [r for r, p in enumerate(procs) if r not in outcome and p.exitcode is not None]
+            if dead and _drain(results, outcome, world_size, grace=1.0):
+                continue
+            dead = [r for r, p in enumerate(procs) if r not in outcome and p.exitcode is not None]
+            if dead:
+                for r in dead:
+                    outcome[r] = ("error", f"rank {r} exited with code {procs[r].exitcode} and no result")
+                _drain(results, outcome, world_size, grace=5.0)
+                break
+            if time.monotonic() > deadline:
+                break
+    finally:
+        for proc in procs:
+            proc.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
+        for proc in procs:
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5.0)
+        results.close()
+    missing = [r for r in range(world_size) if r not in outcome]
+    errors = [f"--- rank {r} ---\n{v}" for r, (s, v) in sorted(outcome.items()) if s == "error"]
+    if missing:
+        errors.append(f"ranks {missing} still running after {timeout:.0f}s; killed")
+    if errors:
+        raise RankFailed("\n".join(errors))
+    return [pickle.loads(outcome[r][1]) for r in range(world_size)]
+
+
+def _drain(results: Any, outcome: dict[int, tuple[str, Any]], world_size: int, grace: float) -> bool:
+    """Collect results that were queued before a process exited; True when any arrived."""
+    got = False
+    end = time.monotonic() + grace
+    while len(outcome) < world_size and time.monotonic() < end:
+        try:
+            status, rank, value = results.get(timeout=0.1)
+        except queue.Empty:
+            continue
+        outcome[rank] = (status, value)
+        got = True
+    return got

@@ -1,0 +1,214 @@
+"""The decision: which algorithm runs one all-reduce, and why.
+
+``Table.decide`` is the one function the Communicator, ``artune explain`` and
+the tuner call. Each plan is compiled once into a sorted list of band bounds,
+so the hot path is a dict lookup, a bisect and a cached ``Decision``.
+
+Rules, in order (the ``reason`` of every decision names the ones applied):
+
+1. A user override that forces an algorithm wins (``Table.forced``).
+2. The plan for ``(world_size, mode)``. A world size without a plan uses the
+   plan of the nearest smaller world size with one; if there is none, the
+   nearest larger plan's fallback for every size. A mode without any plan uses
+   the other mode's plans by the same rule.
+3. The band covering ``nbytes``; its first candidate that is available and has
+   the parameters its spec requires wins; otherwise (and above the last band)
+   the plan's fallback.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from artune.catalog import SPECS
+from artune.sizes import format_span
+from artune.table.model import MODES, ParamValue, Plan, Table
+
+_KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The chosen algorithm for one message, with its parameters and the reason."""
+
+    algorithm: str
+    params: Mapping[str, ParamValue] = field(hash=False)
+    reason: str
+    steps: tuple[str, ...] = ()  # the reason, one step of the rules per item
+    lower: int = 0  # the band's bounds, inclusive; upper None = no upper bound
+    upper: int | None = None
+    world_size: int = 0  # the plan's world size (may differ from the call's: see reason)
+    mode: str = "eager"
+
+    def as_dict(self) -> dict[str, object]:
+        """Plain data for JSON output."""
+        return {
+            "algorithm": self.algorithm,
+            "params": dict(self.params),
+            "reason": self.reason,
+            "steps": list(self.steps),
+            "band": {"from": self.lower, "upto": self.upper},
+            "plan": {"world_size": self.world_size, "mode": self.mode},
+        }
+
+
+def _missing_param(plan: Plan, name: str) -> str | None:
+    spec = SPECS.get(name)
+    if spec is None:
+        return None
+    have = plan.params_for(name)
+    for key in spec.required_params:
+        if key not in have or have[key] is None:
+            return key
+    return None
+
+
+class _CompiledPlan:
+    """One plan as sorted bounds plus a cache of decisions per (band, available)."""
+
+    def __init__(self, table: Table, plan: Plan | None, fallback: str, rule_note: str) -> None:
+        self.table = table
+        self.plan = plan
+        self.fallback = fallback
+        self.rule_note = rule_note
+        self.bounds: list[int] = []
+        self.bands: list[tuple[int, int, tuple[str, ...]]] = []  # (lower, upto, candidates)
+        if plan is not None:
+            lower = 0
+            for band in plan.bands:
+                if band.upto < lower:
+                    continue  # out of order: covers no size (artune check reports it)
+                self.bands.append((lower, band.upto, band.candidates))
+                self.bounds.append(band.upto)
+                lower = band.upto + 1
+        self.cache: dict[tuple[int, frozenset[str] | None], Decision] = {}
+
+    def decision(self, index: int, available: frozenset[str] | None) -> Decision:
+        key = (index, available)
+        found = self.cache.get(key)
+        if found is None:
+            found = self.cache[key] = self._build(index, available)
+        return found
+
+    def _build(self, index: int, available: frozenset[str] | None) -> Decision:
+        plan = self.plan
+        notes: list[str] = []
+        if index < len(self.bands):
+            lower, upper, candidates = self.bands[index]
+            where: str = f"band {index + 1} {format_span(lower, upper)}"
+        else:
+            lower = self.bands[-1][1] + 1 if self.bands else 0
+            upper, candidates = None, ()
+            where = f"above the last band {format_span(lower, None)}" if self.bands else "no bands"
+        chosen = ""
+        for name in candidates:
+            if available is not None and name not in available:
+                notes.append(f"{name} skipped: not available here")
+                continue
+            missing = _missing_param(plan, name) if plan is not None else None
+            if missing:
+                notes.append(f"{name} skipped: plan has no '{missing}' parameter")
+                continue
+            chosen = name
+            break
+        if not chosen:
+            chosen = self.fallback
+            notes.append(f"fallback {chosen}" + (" (no candidate available)" if candidates else ""))
+        elif len(candidates) > 1:
+            notes.append(f"first available of {list(candidates)}")
+        table = self.table
+        header = f"{table.name} [{table.platform}]"
+        plan_text = f"plan ws={plan.world_size} mode={plan.mode}" if plan else "no plan"
+        parts = [header, *table.borrowed, *([self.rule_note] if self.rule_note else [])]
+        parts += [f"{plan_text}: {where} -> {chosen}", *notes]
+        provenance = plan.provenance if plan is not None and plan.provenance else table.provenance
+        parts.append(f"provenance: {provenance}")
+        if table.overrides:
+            parts.append("user overrides applied: " + "; ".join(table.overrides))
+        params = plan.params_for(chosen) if plan is not None else {}
+        return Decision(
+            algorithm=chosen,
+            params=MappingProxyType(params),
+            reason="; ".join(parts),
+            steps=tuple(parts),
+            lower=lower,
+            upper=upper,
+            world_size=plan.world_size if plan else 0,
+            mode=plan.mode if plan else "",
+        )
+
+
+class Decider:
+    """Compiles a table's plans lazily and answers ``decide`` calls."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
+        self.compiled: dict[tuple[int, str], _CompiledPlan] = {}
+
+    def decide(
+        self, nbytes: int, world_size: int, mode: str, available: frozenset[str] | set[str] | None
+    ) -> Decision:
+        compiled = self.compiled.get((world_size, mode))
+        if compiled is None:
+            compiled = self.compiled[(world_size, mode)] = self._compile(world_size, mode)
+        if nbytes < 0 or isinstance(nbytes, bool):
+            raise ValueError(f"decide(): nbytes must be a non-negative integer, got {nbytes!r}")
+        if available is not None and not isinstance(available, frozenset):
+            available = frozenset(available)
+        if self.table.forced:
+            return compiled.decision(-1, None)
+        return compiled.decision(bisect.bisect_left(compiled.bounds, nbytes), available)
+
+    def _compile(self, world_size: int, mode: str) -> _CompiledPlan:
+        if mode not in MODES:
+            raise ValueError(f"decide(): mode must be one of {MODES}, got {mode!r}")
+        if world_size < 1 or isinstance(world_size, bool):
+            raise ValueError(f"decide(): world_size must be a positive integer, got {world_size!r}")
+        table = self.table
+        if table.forced:
+            note = f"user override: {table.forced} forced for every size"
+            return _ForcedPlan(table, table.plan(world_size, mode), table.forced, note)
+        plans = [p for p in table.plans if p.mode == mode]
+        note = ""
+        if not plans:
+            other = [p for p in table.plans if p.mode != mode]
+            if other:
+                note = f"no {mode}-mode plans; using {other[0].mode}-mode plans"
+            plans = other
+        exact = [p for p in plans if p.world_size == world_size]
+        if exact:
+            return _CompiledPlan(table, exact[0], exact[0].fallback, note)
+        smaller = [p for p in plans if p.world_size < world_size]
+        if smaller:
+            plan = max(smaller, key=lambda p: p.world_size)
+            rule = (
+                f"no plan for world_size={world_size}; using world_size={plan.world_size}'s plan "
+                "(rule: nearest smaller world size)"
+            )
+            return _CompiledPlan(table, plan, plan.fallback, "; ".join(filter(None, (note, rule))))
+        if plans:
+            plan = min(plans, key=lambda p: p.world_size)
+            rule = (
+                f"no plan for world_size={world_size} or below; the fallback of world_size="
+                f"{plan.world_size}'s plan for every size (rule: no smaller plan)"
+            )
+            return _CompiledPlan(table, None, plan.fallback, "; ".join(filter(None, (note, rule))))
+        fallback = _KIND_DEFAULT.get(table.platform.kind, "nccl")
+        return _CompiledPlan(table, None, fallback, f"table has no plans; {fallback} for every size")
+
+
+class _ForcedPlan(_CompiledPlan):
+    def _build(self, index: int, available: frozenset[str] | None) -> Decision:
+        plan = self.plan
+        params = plan.params_for(self.fallback) if plan is not None else {}
+        return Decision(
+            algorithm=self.fallback,
+            params=MappingProxyType(params),
+            reason=f"{self.table.name}: {self.rule_note} (wins over the table)",
+            steps=(self.table.name, f"{self.rule_note} (wins over the table)"),
+            world_size=plan.world_size if plan else 0,
+            mode=plan.mode if plan else "",
+        )

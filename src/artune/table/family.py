@@ -1,0 +1,86 @@
+"""Architecture families: which table an arch without its own may borrow, loudly.
+
+Arch strings keep their minor version ("10.7" is not "10.0"). ``FAMILY``
+lists, per arch, the archs it may borrow from, nearest first; an arch that is
+not listed may borrow from ``"<major>.0"``. Borrowing logs a warning that
+names what was borrowed and how to measure instead, and is recorded on the
+returned table (``Table.borrowed``) so every decision's reason shows it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from artune.table.model import Plan, Platform, Provenance, Table
+
+log = logging.getLogger(__name__)
+
+FAMILY: dict[str, tuple[str, ...]] = {
+    # Rubin (sm_107) shares major 10 with Blackwell; B300 (10.3) is its nearest measured relative.
+    "10.7": ("10.3", "10.0"),
+    "10.3": ("10.0",),
+    "12.1": ("12.0",),
+}
+
+
+def family_chain(arch: str) -> tuple[str, ...]:
+    """The archs ``arch`` may borrow from, nearest first (without ``arch`` itself)."""
+    if arch in FAMILY:
+        return FAMILY[arch]
+    major, dot, _minor = arch.partition(".")
+    if dot and major.isdigit() and arch != f"{major}.0":
+        return (f"{major}.0",)
+    return ()
+
+
+@dataclass(frozen=True)
+class TableSet:
+    """Tables of one origin (an engine's published tables, or a cache) keyed by arch.
+
+    ``default`` is what the origin itself uses for archs it does not know
+    (SGLang has one); when absent, artune's conservative default applies.
+    """
+
+    name: str
+    kind: str
+    tables: Mapping[str, Table] = field(hash=False)
+    default: Table | None = field(default=None, hash=False)
+
+    def resolve(self, arch: str) -> Table:
+        """The table for ``arch``: its own, a family member's, the set's default, or a conservative one."""
+        if arch in self.tables:
+            return self.tables[arch]
+        for relative in family_chain(arch):
+            if relative in self.tables:
+                note = (
+                    f"arch {arch} has no table in {self.name}; borrowed arch {relative}'s "
+                    f"(family {arch} -> {' -> '.join(family_chain(arch))}); "
+                    f"measure instead: artune tune on a {arch} machine"
+                )
+                log.warning("%s", note)
+                return self.tables[relative].with_changes(borrowed=(note,))
+        if self.default is not None:
+            note = (
+                f"arch {arch} has no table or family member in {self.name}; using its default table; "
+                f"measure instead: artune tune on a {arch} machine"
+            )
+            log.warning("%s", note)
+            return self.default.with_changes(borrowed=(note,))
+        note = (
+            f"arch {arch} has no table or family member in {self.name}; using the conservative default "
+            f"(the process group for every size); measure instead: artune tune on a {arch} machine"
+        )
+        log.warning("%s", note)
+        return conservative_default(Platform(self.kind, arch)).with_changes(borrowed=(note,))
+
+
+def conservative_default(platform: Platform) -> Table:
+    """A table that sends every size to the process group (NCCL on GPUs, gloo on CPU)."""
+    fallback = "gloo" if platform.kind == "cpu" else "nccl"
+    plan = Plan(world_size=1, mode="eager", bands=(), fallback=fallback)
+    provenance = Provenance(
+        source="modelled", tool="artune", notes="conservative default: the process group for every size"
+    )
+    return Table(platform, provenance, (plan,), origin="artune:conservative-default")

@@ -1,0 +1,275 @@
+"""Reading and writing tables as TOML: the only place where tables meet plain dicts.
+
+Every problem in a file becomes a ``TableError`` naming the file, the place
+and the fix; never a bare traceback. Keys starting with ``x_`` or ``x-`` are
+extensions of other tools and are ignored; any other unknown key is an error,
+so that a typo cannot silently change a table.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from artune.errors import SizeError, TableError
+from artune.sizes import format_size, parse_size
+from artune.table.model import (
+    KINDS,
+    MODES,
+    SCHEMA,
+    SOURCES,
+    Band,
+    Plan,
+    Platform,
+    Provenance,
+    Table,
+    freeze_params,
+)
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MAX_FILE_BYTES = 8 << 20
+MAX_PLANS = 4096
+MAX_BANDS = 1024
+MAX_WORLD_SIZE = 1 << 20
+_PROVENANCE_KEYS = ("source", "date", "device", "tool", "notes", "inherited_from")
+
+
+def load_table(path: str | Path) -> Table:
+    """Read a table file; ``TableError`` with a one-line reason when it cannot be used."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise TableError(f"{path}: file is {size} bytes, more than {MAX_FILE_BYTES}; is it a table?")
+        data = path.read_bytes()
+    except OSError as err:
+        raise TableError(f"{path}: cannot read: {err.strerror or err}") from err
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise TableError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+    return loads_table(text, origin=str(path))
+
+
+def loads_table(text: str, origin: str = "<string>") -> Table:
+    """Parse TOML text into a ``Table``."""
+    if len(text) > MAX_FILE_BYTES:
+        raise TableError(f"{origin}: {len(text)} characters, more than {MAX_FILE_BYTES}; is it a table?")
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise TableError(f"{origin}: not valid TOML: {err}") from err
+    except RecursionError as err:
+        raise TableError(f"{origin}: not valid TOML: nested too deeply") from err
+    return table_from_dict(data, origin)
+
+
+def dumps_table(table: Table) -> str:
+    """The table as TOML text, sizes written with binary units where exact."""
+    return tomli_w.dumps(table_to_dict(table))
+
+
+def dump_table(table: Table, path: str | Path) -> None:
+    """Write the table to ``path`` (atomically: a temporary file, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(dumps_table(table), encoding="utf-8")
+    tmp.replace(path)
+
+
+# ---------------------------------------------------------------- dict -> Table
+
+
+class _Reader:
+    """Checks one file's dict, keeping the file name for messages."""
+
+    def __init__(self, origin: str) -> None:
+        self.origin = origin
+
+    def fail(self, where: str, message: str) -> TableError:
+        return TableError(f"{self.origin}: {where}: {message}" if where else f"{self.origin}: {message}")
+
+    def mapping(self, value: Any, where: str) -> Mapping[str, Any]:
+        if not isinstance(value, Mapping):
+            raise self.fail(where, f"expected a table, got {type(value).__name__}")
+        return value
+
+    def keys(self, data: Mapping[str, Any], where: str, allowed: tuple[str, ...]) -> None:
+        unknown = [k for k in data if k not in allowed and not k.startswith(("x_", "x-"))]
+        if unknown:
+            raise self.fail(
+                where,
+                f"unknown key {unknown[0]!r}; expected one of {', '.join(allowed)} "
+                "(prefix a key with 'x_' to keep tool-specific data)",
+            )
+
+    def text(self, data: Mapping[str, Any], key: str, where: str, choices: tuple[str, ...] = ()) -> str:
+        value = data.get(key, "")
+        if not isinstance(value, str):
+            raise self.fail(where, f"{key} must be a string, got {type(value).__name__} {value!r}")
+        if choices and value not in choices:
+            raise self.fail(where, f"{key} = {value!r}; expected one of {', '.join(choices)}")
+        return value
+
+    def required(self, data: Mapping[str, Any], key: str, where: str) -> Any:
+        if key not in data:
+            raise self.fail(where, f"missing key {key!r}")
+        return data[key]
+
+    def size(self, value: Any, where: str) -> int:
+        try:
+            return parse_size(value, where)
+        except SizeError as err:
+            raise TableError(f"{self.origin}: {err}") from None
+
+    def name(self, value: Any, where: str) -> str:
+        if not isinstance(value, str) or not value:
+            raise self.fail(where, f"an algorithm name must be a non-empty string, got {value!r}")
+        return value
+
+    def provenance(self, value: Any, where: str) -> Provenance:
+        data = self.mapping(value, where)
+        self.keys(data, where, _PROVENANCE_KEYS)
+        self.required(data, "source", where)
+        fields = {k: self.text(data, k, where, SOURCES if k == "source" else ()) for k in _PROVENANCE_KEYS}
+        if isinstance(data.get("date"), str) is False and "date" in data:
+            raise self.fail(where, "date must be a string like '2026-11-29'")
+        return Provenance(**fields)
+
+    def band(self, value: Any, where: str) -> Band:
+        data = self.mapping(value, where)
+        self.keys(data, where, ("upto", "below", "algorithm"))
+        if ("upto" in data) == ("below" in data):
+            raise self.fail(where, "give exactly one of 'upto' (inclusive) or 'below' (exclusive)")
+        if "upto" in data:
+            upto = self.size(data["upto"], f"{where}: upto")
+        else:
+            below = self.size(data["below"], f"{where}: below")
+            if below == 0:
+                raise self.fail(where, "below = 0 covers no size")
+            upto = below - 1
+        algorithm = self.required(data, "algorithm", where)
+        if isinstance(algorithm, list):
+            if not algorithm:
+                raise self.fail(where, "algorithm list is empty")
+            candidates = tuple(self.name(a, where) for a in algorithm)
+        else:
+            candidates = (self.name(algorithm, where),)
+        return Band(upto, candidates)
+
+    def params(self, value: Any, where: str) -> dict[str, dict[str, Any]]:
+        data = self.mapping(value, where)
+        out: dict[str, dict[str, Any]] = {}
+        for algorithm, values in data.items():
+            values = self.mapping(values, f"{where}.{algorithm}")
+            for key, item in values.items():
+                if not isinstance(item, (int, float, str, bool)):
+                    raise self.fail(
+                        f"{where}.{algorithm}.{key}",
+                        f"a parameter must be a number, string or boolean, got {type(item).__name__}",
+                    )
+            out[self.name(algorithm, where)] = dict(values)
+        return out
+
+    def plan(self, value: Any, where: str) -> Plan:
+        data = self.mapping(value, where)
+        self.keys(data, where, ("world_size", "mode", "fallback", "bands", "params", "provenance"))
+        world_size = self.required(data, "world_size", where)
+        if isinstance(world_size, bool) or not isinstance(world_size, int):
+            raise self.fail(where, f"world_size must be an integer, got {world_size!r}")
+        if not 1 <= world_size <= MAX_WORLD_SIZE:
+            raise self.fail(where, f"world_size = {world_size} is outside 1..{MAX_WORLD_SIZE}")
+        where = f"{where} (world_size={world_size})"
+        mode = self.text(data, "mode", where, MODES) if "mode" in data else "eager"
+        fallback = self.name(self.required(data, "fallback", where), f"{where}: fallback")
+        bands_value = data.get("bands", [])
+        if not isinstance(bands_value, list):
+            raise self.fail(where, f"bands must be a list, got {type(bands_value).__name__}")
+        if len(bands_value) > MAX_BANDS:
+            raise self.fail(where, f"{len(bands_value)} bands, more than {MAX_BANDS}")
+        bands = tuple(self.band(b, f"{where}: band {i + 1}") for i, b in enumerate(bands_value))
+        params = self.params(data.get("params", {}), f"{where}: params")
+        provenance = (
+            self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
+        )
+
+        return Plan(world_size, mode, bands, fallback, freeze_params(params), provenance)
+
+
+def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
+    """Build a ``Table`` from the dict form of a TOML file, checking every value."""
+    r = _Reader(origin)
+    data = r.mapping(data, "")
+    r.keys(data, "top level", ("schema", "platform", "provenance", "plan"))
+    schema = data.get("schema", SCHEMA)
+    if schema != SCHEMA or isinstance(schema, bool):
+        raise r.fail("schema", f"schema = {schema!r}, this artune reads schema {SCHEMA}; upgrade artune")
+    platform_data = r.mapping(r.required(data, "platform", "top level"), "[platform]")
+    r.keys(platform_data, "[platform]", ("kind", "arch", "device"))
+    r.required(platform_data, "kind", "[platform]")
+    platform = Platform(
+        kind=r.text(platform_data, "kind", "[platform]", KINDS),
+        arch=r.text(platform_data, "arch", "[platform]"),
+        device=r.text(platform_data, "device", "[platform]"),
+    )
+    if not platform.arch:
+        raise r.fail("[platform]", "arch must be a non-empty string such as '10.7' or 'x86_64'")
+    provenance = r.provenance(r.required(data, "provenance", "top level"), "[provenance]")
+    plans_value = data.get("plan", [])
+    if not isinstance(plans_value, list):
+        raise r.fail("plan", "use [[plan]] (a list of plans)")
+    if len(plans_value) > MAX_PLANS:
+        raise r.fail("plan", f"{len(plans_value)} plans, more than {MAX_PLANS}")
+    plans = tuple(r.plan(p, f"plan {i + 1}") for i, p in enumerate(plans_value))
+    return Table(platform, provenance, plans, schema, origin=origin)
+
+
+# ---------------------------------------------------------------- Table -> dict
+
+
+def _size_value(nbytes: int, exact: bool) -> int | str:
+    text = format_size(nbytes)
+    return nbytes if exact or text.isdigit() else text
+
+
+def _band_dict(band: Band, exact: bool) -> dict[str, Any]:
+    algorithm: str | list[str] = band.candidates[0] if len(band.candidates) == 1 else list(band.candidates)
+    upto_text, below_text = format_size(band.upto), format_size(band.upto + 1)
+    if not exact and upto_text.isdigit() and not below_text.isdigit():
+        return {"below": below_text, "algorithm": algorithm}
+    return {"upto": _size_value(band.upto, exact), "algorithm": algorithm}
+
+
+def _provenance_dict(provenance: Provenance) -> dict[str, str]:
+    return {k: getattr(provenance, k) for k in _PROVENANCE_KEYS if getattr(provenance, k)}
+
+
+def table_to_dict(table: Table, exact: bool = False) -> dict[str, Any]:
+    """The dict form written to TOML; ``exact`` writes sizes as integers (for hashing)."""
+    plans = []
+    for plan in table.plans:
+        entry: dict[str, Any] = {"world_size": plan.world_size, "mode": plan.mode, "fallback": plan.fallback}
+        entry["bands"] = [_band_dict(b, exact) for b in plan.bands]
+        if plan.params:
+            entry["params"] = {name: dict(values) for name, values in plan.params}
+        if plan.provenance is not None:
+            entry["provenance"] = _provenance_dict(plan.provenance)
+        plans.append(entry)
+    platform = {"kind": table.platform.kind, "arch": table.platform.arch}
+    if table.platform.device:
+        platform["device"] = table.platform.device
+    return {
+        "schema": table.schema,
+        "platform": platform,
+        "provenance": _provenance_dict(table.provenance),
+        "plan": plans,
+    }
