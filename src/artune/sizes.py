@@ -50,6 +50,8 @@ def _parse_text(text: str, what: str) -> int:
     if unit not in UNITS:
         hint = " (artune sizes are binary: write KiB/MiB/GiB)" if unit in _DECIMAL_UNITS else ""
         raise SizeError(f"{what}: unknown unit {unit!r} in {text!r}{hint}; units: {', '.join(UNITS)}")
+    if unit == "B" and "." in number:
+        raise SizeError(f"{what}: {text!r} is a fraction of a byte; give whole bytes or a unit like '1.5KiB'")
     try:
         exact = Decimal(number) * UNITS[unit]
     except InvalidOperation as err:  # pragma: no cover - the regex admits only decimals

@@ -85,6 +85,7 @@ class _CompiledPlan:
                 self.bounds.append(band.upto)
                 lower = band.upto + 1
         self.cache: dict[tuple[int, frozenset[str] | None], Decision] = {}
+        self.forced = bool(table.forced)
 
     def decision(self, index: int, available: frozenset[str] | None) -> Decision:
         key = (index, available)
@@ -151,16 +152,17 @@ class Decider:
     def decide(
         self, nbytes: int, world_size: int, mode: str, available: frozenset[str] | set[str] | None
     ) -> Decision:
+        # the hot path: keep it to a dict lookup, a bisect and a cached Decision
         compiled = self.compiled.get((world_size, mode))
         if compiled is None:
             compiled = self.compiled[(world_size, mode)] = self._compile(world_size, mode)
-        if nbytes < 0 or isinstance(nbytes, bool):
+        if nbytes < 0:
             raise ValueError(f"decide(): nbytes must be a non-negative integer, got {nbytes!r}")
-        if available is not None and not isinstance(available, frozenset):
+        if available is not None and type(available) is not frozenset:
             available = frozenset(available)
-        if self.table.forced:
-            return compiled.decision(-1, None)
-        return compiled.decision(bisect.bisect_left(compiled.bounds, nbytes), available)
+        key = (-1 if compiled.forced else bisect.bisect_left(compiled.bounds, nbytes), available)
+        found = compiled.cache.get(key)
+        return found if found is not None else compiled.decision(*key)
 
     def _compile(self, world_size: int, mode: str) -> _CompiledPlan:
         if mode not in MODES:

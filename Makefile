@@ -1,0 +1,38 @@
+# Two commands do all the set-up on a fresh Linux machine:
+#   make tune   measure this machine and install its table (the main job)
+#   make test   lint and run the test suite
+# Both create .venv on first use. PyTorch is pinned to a CPU build: on these
+# machines pip takes it from local disk; elsewhere pass the CPU wheel index, e.g.
+#   make test TORCH_INDEX=--index-url=https://download.pytorch.org/whl/cpu
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
+WORLD_SIZE ?= 2
+TUNE_OUT ?= tune-out
+BIN := $(VENV)/bin
+
+.PHONY: tune test lint format clean
+
+$(BIN)/.installed: pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet $(TORCH_INDEX) "$(TORCH)"
+	$(BIN)/python -m pip install --quiet -e ".[test]"
+	touch $@
+
+tune: $(BIN)/.installed
+	$(BIN)/artune tune --world-size $(WORLD_SIZE) --out $(TUNE_OUT)
+
+test: $(BIN)/.installed
+	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/python -m pytest -q
+
+format: $(BIN)/.installed
+	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format src tests bench
+
+clean:
+	rm -rf $(VENV) $(TUNE_OUT) .pytest_cache .ruff_cache .hypothesis

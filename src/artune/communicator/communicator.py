@@ -1,0 +1,236 @@
+"""The Communicator: one object per process group that decides and runs every all-reduce.
+
+Rules it follows (documented here because users rely on them):
+
+- Every rank uses the same table (checked at construction, ``AgreementError``
+  otherwise) and the same decision function, so for the same call every rank
+  picks the same algorithm without talking.
+- Shared-memory algorithms are offered only when every rank is on one host and
+  the segment could be created and opened by all; otherwise the process group
+  runs every size and the reason is logged (``shm_unavailable_reason``).
+- Per call, ranks compare element count, dtype, op and algorithm before any
+  data moves (inside the shared-memory round, or a header-only round before
+  a process-group call); a mismatch raises ``CallMismatch`` on every rank.
+- A non-contiguous tensor is reduced through a contiguous copy that is copied
+  back. A dtype or op an algorithm cannot reduce exactly makes it unavailable;
+  when the table's choice is unavailable, the plan's fallback runs, and when
+  that is unavailable too, the process group does.
+- A dead or silent peer raises ``PeerTimeout`` naming it within ``timeout``
+  seconds; the Communicator is then broken and later calls raise
+  ``CommunicatorClosed``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+from types import TracebackType
+
+import torch
+import torch.distributed as dist
+
+from artune import __version__, machine, settings
+from artune.algorithms import AlgorithmSet, open_algorithms
+from artune.algorithms.base import REDUCE_OPS
+from artune.communicator.agreement import RankFacts, agree
+from artune.communicator.selection import select_table
+from artune.errors import ArtuneError, CommunicatorClosed, PeerTimeout
+from artune.table.decide import Decision
+from artune.table.model import Table
+
+log = logging.getLogger(__name__)
+
+_TORCH_OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.MAX: "max", dist.ReduceOp.MIN: "min"}
+
+
+class Communicator:
+    """Decides and runs all-reduces over a ``torch.distributed`` process group.
+
+    Args:
+        group: the process group (default: WORLD). It must be initialised.
+        table: a ``Table``, a path to a table file, or ``None`` to select one
+            (``ARTUNE_TABLE``, then this machine's measured table, then the
+            bundled default).
+        timeout: seconds to wait for peers before ``PeerTimeout``
+            (default ``ARTUNE_TIMEOUT`` or 60).
+        mode: ``"eager"`` (CPU has no other) or ``"graph"``.
+        shm: offer shared-memory algorithms when the ranks share a host.
+        buffer_bytes: shared-memory buffer per rank and round (default
+            ``ARTUNE_SHM_BYTES`` or 4 MiB); larger messages go in chunks.
+    """
+
+    def __init__(
+        self,
+        group: dist.ProcessGroup | None = None,
+        table: Table | str | Path | None = None,
+        timeout: float | None = None,
+        *,
+        mode: str = "eager",
+        shm: bool = True,
+        buffer_bytes: int | None = None,
+    ) -> None:
+        if not dist.is_initialized():
+            raise ArtuneError(
+                "Communicator(): torch.distributed is not initialised; call "
+                "torch.distributed.init_process_group('gloo') first (torchrun sets the environment)"
+            )
+        env = settings.from_env()
+        self.group = group
+        self.rank = dist.get_rank(group)
+        self.world_size = dist.get_world_size(group)
+        self.mode = mode
+        self.timeout = float(timeout if timeout is not None else env.timeout_s)
+        self.table = select_table(table, env)
+        buffer_bytes = int(buffer_bytes if buffer_bytes is not None else env.shm_bytes)
+        facts = RankFacts(
+            version=__version__,
+            table_digest=self.table.digest,
+            table_name=self.table.name,
+            forced=self.table.forced,
+            mode=mode,
+            buffer_bytes=buffer_bytes,
+            host=machine.host_id(),
+        )
+        everyone = agree(facts, group)
+        same_host = len({f.host for f in everyone}) == 1
+        self._algorithms: AlgorithmSet = open_algorithms(
+            group, timeout=self.timeout, buffer_bytes=buffer_bytes, use_shm=shm and same_host
+        )
+        reason = self._algorithms.shm_unavailable_reason
+        if shm and not same_host:
+            reason = "ranks are on different hosts"
+        self.shm_unavailable_reason: str | None = reason if shm else "disabled (shm=False)"
+        self._available: dict[tuple[torch.dtype, str], frozenset[str]] = {}
+        self._broken = ""
+        self._closed = False
+        if self.rank == 0:
+            log.info(
+                "artune Communicator: world_size=%d, table %s, algorithms %s%s",
+                self.world_size,
+                self.table.name,
+                ", ".join(self.algorithms),
+                f"; shared memory not used: {self.shm_unavailable_reason}"
+                if self.shm_unavailable_reason
+                else "",
+            )
+
+    # ------------------------------------------------------------ queries
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        """The algorithm names runnable on this group."""
+        return tuple(self._algorithms.by_name)
+
+    @property
+    def baseline(self) -> str:
+        """The process group's own algorithm (``gloo`` on CPU): always available, the reference."""
+        return self._algorithms.baseline
+
+    def tunables(self, name: str) -> dict[str, tuple[object, ...]]:
+        """The declared parameters of algorithm ``name`` and their candidate values."""
+        return dict(getattr(self._runnable(name), "tunables", {}))
+
+    def available(self, dtype: torch.dtype, op: str = "sum") -> frozenset[str]:
+        """Names of the algorithms that can reduce ``dtype`` with ``op`` exactly here."""
+        key = (dtype, op)
+        found = self._available.get(key)
+        if found is None:
+            found = frozenset(
+                name for name, alg in self._algorithms.by_name.items() if alg.unavailable(dtype, op) is None
+            )
+            self._available[key] = found
+        return found
+
+    def decide(self, tensor: torch.Tensor, op: str | dist.ReduceOp = "sum") -> Decision:
+        """The decision ``all_reduce`` would make for ``tensor``, without running it."""
+        op = _op_name(op)
+        nbytes = tensor.numel() * tensor.element_size()
+        return self.table.decide(nbytes, self.world_size, self.mode, self._usable(tensor.dtype, op))
+
+    # ------------------------------------------------------------ the call
+
+    def all_reduce(
+        self,
+        tensor: torch.Tensor,
+        op: str | dist.ReduceOp = "sum",
+        algorithm: str | None = None,
+        params: Mapping[str, object] | None = None,
+    ) -> torch.Tensor:
+        """Reduce ``tensor`` in place across the group and return it.
+
+        ``algorithm`` forces one (it must be available for this dtype and op);
+        ``params`` replace the table's parameters for it.
+        """
+        if self._closed or self._broken:
+            raise CommunicatorClosed(self._broken or "all_reduce(): the Communicator is closed")
+        op = _op_name(op)
+        usable = self._usable(tensor.dtype, op)
+        if algorithm is None:
+            decision = self.table.decide(
+                tensor.numel() * tensor.element_size(), self.world_size, self.mode, usable
+            )
+            name = decision.algorithm if decision.algorithm in usable else self.baseline
+            chosen_params: Mapping[str, object] = decision.params if params is None else params
+        else:
+            if algorithm not in usable:
+                raise ArtuneError(
+                    f"all_reduce(): algorithm {algorithm!r} cannot reduce {tensor.dtype} with {op!r} here; "
+                    f"available: {', '.join(sorted(usable))}"
+                )
+            name, chosen_params = algorithm, params or {}
+        work = tensor if tensor.is_contiguous() else tensor.contiguous()
+        try:
+            self._algorithms.run(name, work, op, chosen_params)
+        except PeerTimeout as err:
+            self._broken = (
+                f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
+            )
+            raise
+        if work is not tensor:
+            tensor.copy_(work)
+        return tensor
+
+    def _usable(self, dtype: torch.dtype, op: str) -> frozenset[str]:
+        usable = self.available(dtype, op)
+        if not usable:
+            raise ArtuneError(
+                f"all_reduce(): no algorithm here can reduce {dtype} with {op!r} "
+                f"(the process group {self.baseline} cannot either); use another dtype"
+            )
+        return usable
+
+    def _runnable(self, name: str) -> object:
+        try:
+            return self._algorithms.by_name[name]
+        except KeyError:
+            raise ArtuneError(
+                f"unknown or unavailable algorithm {name!r}; here: {', '.join(self.algorithms)}"
+            ) from None
+
+    # ------------------------------------------------------------ lifetime
+
+    def close(self) -> None:
+        """Release shared memory and semaphores; idempotent. The process group stays yours."""
+        if not self._closed:
+            self._closed = True
+            self._algorithms.close()
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            self.close()
+
+
+def _op_name(op: str | dist.ReduceOp) -> str:
+    name = _TORCH_OPS.get(op, op) if not isinstance(op, str) else op.lower()  # type: ignore[call-overload]
+    if name not in REDUCE_OPS:
+        raise ArtuneError(f"all_reduce(): op {op!r} is not supported; use one of {', '.join(REDUCE_OPS)}")
+    return name

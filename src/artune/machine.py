@@ -1,0 +1,58 @@
+"""This machine's identity: its platform and a fingerprint that keys its measured table.
+
+Two machines with the same fingerprint are expected to measure alike (same
+CPU model, core count and memory size); a measured table is cached under the
+fingerprint and a measurement log refuses to mix fingerprints.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import platform as _platform
+import socket
+from functools import cache
+
+from artune.table.model import Platform
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.lower().startswith(("model name", "cpu model", "hardware")):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return _platform.processor() or _platform.machine()
+
+
+def _memory_gib() -> int:
+    try:
+        return round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30))
+    except (ValueError, OSError):
+        return 0
+
+
+@cache
+def cpu_platform() -> Platform:
+    """This host as a CPU platform: arch = ``platform.machine()``, device = the CPU model."""
+    return Platform(kind="cpu", arch=_platform.machine() or "unknown", device=_cpu_model())
+
+
+@cache
+def fingerprint() -> str:
+    """A short stable hash of what makes this machine's figures what they are."""
+    plat = cpu_platform()
+    text = f"{plat.kind}|{plat.arch}|{plat.device}|cpus={os.cpu_count()}|mem={_memory_gib()}GiB"
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def host_id() -> str:
+    """Identifies the running OS instance: ranks with equal ids can share /dev/shm (if mounted alike)."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="utf-8") as boot:
+            boot_id = boot.read().strip()
+    except OSError:
+        boot_id = ""
+    return f"{socket.gethostname()}|{boot_id}"

@@ -1,0 +1,177 @@
+"""The decision: bands, candidates, parameters, the world-size and mode rules, overrides."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from artune.errors import OverrideError
+from artune.table import apply_overrides, loads_table, parse_overrides
+from artune.table.bundled import cpu_default
+from artune.table.family import TableSet, family_chain
+
+MiB = 1 << 20
+
+TABLE = """
+schema = 1
+[platform]
+kind = "cuda"
+arch = "10.7"
+[provenance]
+source = "published"
+date = "2026-11-29"
+notes = "test table"
+[[plan]]
+world_size = 8
+mode = "graph"
+fallback = "nccl"
+bands = [
+  { upto = "2.438MiB", algorithm = "1shot_push" },
+  { upto = "128MiB", algorithm = ["2shot_pull_mc", "2shot_pull"] },
+]
+params = { "1shot_push" = { blocks = 148 }, "2shot_pull_mc" = { blocks = 96 }, "2shot_pull" = { blocks = 96 } }
+[[plan]]
+world_size = 4
+mode = "graph"
+fallback = "nccl"
+bands = [{ below = "1MiB", algorithm = "1shot_push" }]
+params = { "1shot_push" = { blocks = 148 } }
+"""
+
+
+@pytest.fixture(scope="module")
+def table():
+    return loads_table(TABLE, "test.toml")
+
+
+def test_bands_inclusive_bounds(table) -> None:
+    edge = int(2.438 * MiB)
+    assert table.decide(edge, 8, "graph").algorithm == "1shot_push"
+    assert table.decide(edge + 1, 8, "graph").algorithm == "2shot_pull_mc"
+    assert table.decide(128 * MiB, 8, "graph").algorithm == "2shot_pull_mc"
+    assert table.decide(128 * MiB + 1, 8, "graph").algorithm == "nccl"
+    assert table.decide(0, 8, "graph").algorithm == "1shot_push"
+
+
+def test_below_is_exclusive(table) -> None:
+    assert table.decide(MiB - 1, 4, "graph").algorithm == "1shot_push"
+    assert table.decide(MiB, 4, "graph").algorithm == "nccl"
+
+
+def test_first_available_candidate_wins(table) -> None:
+    decision = table.decide(3 * MiB, 8, "graph", available={"2shot_pull", "nccl"})
+    assert decision.algorithm == "2shot_pull"
+    assert dict(decision.params) == {"blocks": 96}
+    assert "2shot_pull_mc skipped" in decision.reason
+
+
+def test_no_candidate_available_gives_fallback(table) -> None:
+    decision = table.decide(3 * MiB, 8, "graph", available=frozenset({"nccl"}))
+    assert decision.algorithm == "nccl"
+    assert "no candidate available" in decision.reason
+
+
+def test_missing_required_param_skips_candidate() -> None:
+    text = TABLE.replace('"2shot_pull_mc" = { blocks = 96 }, ', "")
+    decision = loads_table(text).decide(3 * MiB, 8, "graph")
+    assert decision.algorithm == "2shot_pull"
+    assert "no 'blocks' parameter" in decision.reason
+
+
+def test_world_size_rule_nearest_smaller(table) -> None:
+    decision = table.decide(3 * MiB, 12, "graph")
+    assert decision.algorithm == "2shot_pull_mc"
+    assert decision.world_size == 8
+    assert "nearest smaller" in decision.reason
+
+
+def test_world_size_rule_no_smaller_plan(table) -> None:
+    decision = table.decide(1024, 2, "graph")
+    assert decision.algorithm == "nccl"
+    assert "no smaller plan" in decision.reason
+
+
+def test_mode_rule(table) -> None:
+    decision = table.decide(1024, 8, "eager")
+    assert decision.algorithm == "1shot_push"
+    assert "no eager-mode plans" in decision.reason
+
+
+def test_reason_carries_provenance(table) -> None:
+    assert "provenance: published" in table.decide(1024, 8, "graph").reason
+
+
+@given(st.integers(min_value=0, max_value=1 << 40), st.integers(min_value=1, max_value=64))
+def test_decide_never_fails_for_valid_input(nbytes: int, world_size: int) -> None:
+    table = loads_table(TABLE)
+    for mode in ("graph", "eager"):
+        decision = table.decide(nbytes, world_size, mode)
+        assert decision.algorithm
+        assert decision.reason
+
+
+def test_decide_rejects_bad_input(table) -> None:
+    with pytest.raises(ValueError, match="nbytes"):
+        table.decide(-1, 8, "graph")
+    with pytest.raises(ValueError, match="mode"):
+        table.decide(1, 8, "fast")
+    with pytest.raises(ValueError, match="world_size"):
+        table.decide(1, 0, "graph")
+
+
+def test_override_forces_algorithm(table) -> None:
+    forced = apply_overrides(table, parse_overrides("nccl", None, "ARTUNE_ALGORITHM"))
+    decision = forced.decide(1024, 8, "graph")
+    assert decision.algorithm == "nccl"
+    assert "ARTUNE_ALGORITHM" not in decision.reason or "override" in decision.reason
+    assert "user override" in decision.reason
+
+
+def test_override_moves_a_bound(table) -> None:
+    moved = apply_overrides(table, parse_overrides(None, "1shot_push=4MiB", "--bound"))
+    assert moved.decide(4 * MiB, 8, "graph").algorithm == "1shot_push"
+    assert moved.decide(4 * MiB + 1, 8, "graph").algorithm == "2shot_pull_mc"
+    assert "1shot_push bands end at 4MiB" in moved.decide(1, 8, "graph").reason
+    swallowed = apply_overrides(table, parse_overrides(None, "1shot_push=200MiB", "--bound"))
+    assert swallowed.decide(150 * MiB, 8, "graph").algorithm == "1shot_push"
+    assert swallowed.decide(200 * MiB + 1, 8, "graph").algorithm == "nccl"
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "bounds", "message"),
+    [
+        ("fastest", None, "unknown algorithm"),
+        (None, "1shot_push", "must look like"),
+        (None, "1shot_push=lots", "cannot read"),
+        (None, "gloo=1MiB", "no plan"),
+    ],
+)
+def test_bad_overrides(table, algorithm, bounds, message) -> None:
+    with pytest.raises(OverrideError, match=message):
+        apply_overrides(table, parse_overrides(algorithm, bounds, "test"))
+
+
+def test_family_chain() -> None:
+    assert family_chain("10.7") == ("10.3", "10.0")
+    assert family_chain("10.9") == ("10.0",)
+    assert family_chain("9.0") == ()
+    assert family_chain("x86_64") == ()
+
+
+def test_family_borrowing_is_loud(table, caplog) -> None:
+    tables = TableSet("test", "cuda", {"10.0": table})
+    borrowed = tables.resolve("10.7")
+    assert "borrowed arch 10.0" in borrowed.decide(1024, 8, "graph").reason
+    assert any("artune tune" in r.message for r in caplog.records)
+    unknown = tables.resolve("8.0")
+    decision = unknown.decide(1024, 8, "graph")
+    assert decision.algorithm == "nccl"
+    assert "conservative default" in decision.reason
+
+
+def test_cpu_default_is_deepspeeds_rule() -> None:
+    table = cpu_default()
+    assert table.decide(MiB - 1, 2).algorithm == "shm_one_shot"
+    assert table.decide(MiB, 2).algorithm == "shm_two_shot"
+    assert table.decide(MiB, 2, available={"gloo"}).algorithm == "gloo"
