@@ -28,9 +28,7 @@ def test_parse(text: object, expected: int) -> None:
     assert parse_size(text) == expected
 
 
-@pytest.mark.parametrize(
-    "bad", ["-1", -1, "1MB", "1.5", "x", "", "1 PiB", True, 1.5, None, "2e3KiB", "2048TiB"]
-)
+@pytest.mark.parametrize("bad", ["-1", -1, "1MB", "1.5", "x", "", "1 PiB", True, 1.5, None, "2e3KiB", "2048TiB"])
 def test_parse_rejects_with_a_clear_error(bad: object) -> None:
     with pytest.raises(SizeError) as err:
         parse_size(bad, "upto")

@@ -52,7 +52,8 @@ class AlgorithmSpec:
 
 _HALF_AND_FP32 = frozenset({"float32", "float16", "bfloat16"})
 _BF16 = frozenset({"bfloat16"})
-_VLLM_CUSTOM_AR_WORLD_SIZES = frozenset({2, 4, 6, 8})
+_VLLM_WORLD_SIZES = frozenset({2, 4, 6, 8})
+_ALIGN16 = Conditions(align=16)
 
 SPECS: dict[str, AlgorithmSpec] = {
     spec.name: spec
@@ -69,32 +70,34 @@ SPECS: dict[str, AlgorithmSpec] = {
             "custom_ar",
             "vllm",
             "vLLM custom all-reduce over CUDA IPC peer memory",
-            conditions=Conditions(world_sizes=_VLLM_CUSTOM_AR_WORLD_SIZES, dtypes=_HALF_AND_FP32, align=16),
+            conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_HALF_AND_FP32, align=16),
         ),
+        # vLLM builds its symmetric-memory communicator only for the world sizes in its
+        # table and only where multicast works, for two-shot too
         AlgorithmSpec(
             "symm_mem_multimem",
             "vllm",
             "torch symmetric memory multimem all-reduce (NVLS)",
-            conditions=Conditions(dtypes=_BF16, align=4, multicast=True),
+            conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True),
         ),
         AlgorithmSpec(
             "symm_mem_two_shot",
             "vllm",
             "torch symmetric memory two-shot all-reduce",
-            conditions=Conditions(dtypes=_BF16, align=4),
+            conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True),
         ),
-        # SGLang custom_all_reduce_v2
-        AlgorithmSpec("2shot_push", "sglang", "SGLang two-shot push", ("blocks",)),
-        AlgorithmSpec("1shot_push", "sglang", "SGLang one-shot push", ("blocks",)),
-        AlgorithmSpec("1shot_pull", "sglang", "SGLang one-shot pull", ("blocks",)),
+        # SGLang custom_all_reduce_v2 (needs 16-byte aligned sizes)
+        AlgorithmSpec("2shot_push", "sglang", "SGLang two-shot push", ("blocks",), _ALIGN16),
+        AlgorithmSpec("1shot_push", "sglang", "SGLang one-shot push", ("blocks",), _ALIGN16),
+        AlgorithmSpec("1shot_pull", "sglang", "SGLang one-shot pull", ("blocks",), _ALIGN16),
         AlgorithmSpec(
             "2shot_pull_mc",
             "sglang",
             "SGLang two-shot pull with NVLink multicast",
             ("blocks",),
-            Conditions(multicast=True),
+            Conditions(align=16, multicast=True),
         ),
-        AlgorithmSpec("2shot_pull", "sglang", "SGLang two-shot pull", ("blocks",)),
+        AlgorithmSpec("2shot_pull", "sglang", "SGLang two-shot pull", ("blocks",), _ALIGN16),
     )
 }
 

@@ -56,7 +56,7 @@ def _parse_text(text: str, what: str) -> int:
         exact = Decimal(number) * UNITS[unit]
     except InvalidOperation as err:  # pragma: no cover - the regex admits only decimals
         raise SizeError(f"{what}: cannot read {text!r} as a size") from err
-    if exact > MAX_SIZE:
+    if exact > 2 * MAX_SIZE:  # parse_size enforces MAX_SIZE; this only bounds the arithmetic
         raise SizeError(f"{what}: size {text!r} is larger than 1 PiB; check the unit")
     return int(exact.to_integral_value(rounding=ROUND_FLOOR))
 
@@ -70,7 +70,7 @@ def format_size(nbytes: int) -> str:
         scale = UNITS[unit]
         if nbytes >= scale:
             text = f"{Decimal(nbytes) / scale:.3f}".rstrip("0").rstrip(".")
-            if parse_size(text + unit) == nbytes:
+            if _parse_text(text + unit, "size") == nbytes:
                 return text + unit
     return str(nbytes)
 

@@ -149,7 +149,13 @@ def run_explain(args: argparse.Namespace) -> int:
     note = ""
     if args.table and args.arch and args.arch != table.platform.arch:
         note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
-    skipped = {name: why for name, why in unavailable.items() if name in _plan_algorithms(table, decision)}
+    # name the unmet engine condition where the decision only says "not available here"
+    steps = [
+        f"{step.split()[0]} skipped: {unavailable[step.split()[0]]}"
+        if step.endswith("skipped: not available here") and step.split()[0] in unavailable
+        else step
+        for step in decision.steps
+    ]
     if args.json:
         data: dict[str, Any] = decision.as_dict()
         data.update(
@@ -159,7 +165,7 @@ def run_explain(args: argparse.Namespace) -> int:
             dtype=args.dtype,
             multicast=multicast,
             table=table.name,
-            unavailable=skipped,
+            steps=steps,
         )
         if note:
             data["note"] = note
@@ -172,18 +178,11 @@ def run_explain(args: argparse.Namespace) -> int:
         f"dtype={args.dtype}, multicast={'on' if multicast else 'off'}",
         highlight=False,
     )
-    for step in decision.steps:
+    for step in steps:
         console.print(f"  - {step}", highlight=False, markup=False, soft_wrap=True)
-    for name, why in skipped.items():
-        console.print(f"  - {name} not available: {why}", highlight=False, markup=False)
     if note:
         console.print(f"  - note: {note}", highlight=False)
     return 0
-
-
-def _plan_algorithms(table: Table, decision: Any) -> tuple[str, ...]:
-    plan = table.plan(decision.world_size, decision.mode)
-    return plan.algorithms if plan else ()
 
 
 # ------------------------------------------------------------------ show

@@ -149,9 +149,7 @@ class Decider:
         self.table = table
         self.compiled: dict[tuple[int, str], _CompiledPlan] = {}
 
-    def decide(
-        self, nbytes: int, world_size: int, mode: str, available: frozenset[str] | set[str] | None
-    ) -> Decision:
+    def decide(self, nbytes: int, world_size: int, mode: str, available: frozenset[str] | set[str] | None) -> Decision:
         # the hot path: keep it to a dict lookup, a bisect and a cached Decision
         compiled = self.compiled.get((world_size, mode))
         if compiled is None:

@@ -8,6 +8,7 @@ so that a typo cannot silently change a table.
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Mapping
 from pathlib import Path
@@ -104,6 +105,7 @@ class _Reader:
         return value
 
     def keys(self, data: Mapping[str, Any], where: str, allowed: tuple[str, ...]) -> None:
+        self.string_keys(data, where)
         unknown = [k for k in data if k not in allowed and not k.startswith(("x_", "x-"))]
         if unknown:
             raise self.fail(
@@ -111,6 +113,11 @@ class _Reader:
                 f"unknown key {unknown[0]!r}; expected one of {', '.join(allowed)} "
                 "(prefix a key with 'x_' to keep tool-specific data)",
             )
+
+    def string_keys(self, data: Mapping[Any, Any], where: str) -> None:
+        for key in data:
+            if not isinstance(key, str) or not key or not key.isprintable():
+                raise self.fail(where, f"key {key!r} must be a non-empty printable string")
 
     def text(self, data: Mapping[str, Any], key: str, where: str, choices: tuple[str, ...] = ()) -> str:
         value = data.get(key, "")
@@ -168,14 +175,18 @@ class _Reader:
 
     def params(self, value: Any, where: str) -> dict[str, dict[str, Any]]:
         data = self.mapping(value, where)
+        self.string_keys(data, where)
         out: dict[str, dict[str, Any]] = {}
         for algorithm, values in data.items():
             values = self.mapping(values, f"{where}.{algorithm}")
+            self.string_keys(values, f"{where}.{algorithm}")
             for key, item in values.items():
-                if not isinstance(item, (int, float, str, bool)):
+                if not isinstance(item, (int, float, str, bool)) or (
+                    isinstance(item, float) and not math.isfinite(item)
+                ):
                     raise self.fail(
                         f"{where}.{algorithm}.{key}",
-                        f"a parameter must be a number, string or boolean, got {type(item).__name__}",
+                        f"a parameter must be a finite number, a string or a boolean, got {item!r}",
                     )
             out[self.name(algorithm, where)] = dict(values)
         return out
@@ -198,9 +209,7 @@ class _Reader:
             raise self.fail(where, f"{len(bands_value)} bands, more than {MAX_BANDS}")
         bands = tuple(self.band(b, f"{where}: band {i + 1}") for i, b in enumerate(bands_value))
         params = self.params(data.get("params", {}), f"{where}: params")
-        provenance = (
-            self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
-        )
+        provenance = self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
 
         return Plan(world_size, mode, bands, fallback, freeze_params(params), provenance)
 
@@ -211,7 +220,7 @@ def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
     data = r.mapping(data, "")
     r.keys(data, "top level", ("schema", "platform", "provenance", "plan"))
     schema = data.get("schema", SCHEMA)
-    if schema != SCHEMA or isinstance(schema, bool):
+    if type(schema) is not int or schema != SCHEMA:
         raise r.fail("schema", f"schema = {schema!r}, this artune reads schema {SCHEMA}; upgrade artune")
     platform_data = r.mapping(r.required(data, "platform", "top level"), "[platform]")
     r.keys(platform_data, "[platform]", ("kind", "arch", "device"))

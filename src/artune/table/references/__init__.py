@@ -1,0 +1,38 @@
+"""The inference engines' published dispatch tables, bundled as artune tables.
+
+``reference_set("vllm")`` and ``reference_set("sglang")`` return a
+``TableSet`` keyed by arch whose tables reproduce what each engine decides
+(tables' ``origin`` is ``reference:NAME``). They are facts about the engines,
+to explain their choices, find the holes in their tables and compare them with
+measured tables; the figures and their exact semantics are documented in the
+``vllm`` and ``sglang`` modules, and ``rules`` turns an engine's priority
+rules into bands.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+
+from artune.errors import TableError
+from artune.table.family import TableSet
+
+REFERENCES: tuple[str, ...] = ("vllm", "sglang")
+
+
+def _builders() -> dict[str, Callable[[], TableSet]]:
+    from artune.table.references import sglang, vllm
+
+    return {"vllm": vllm.table_set, "sglang": sglang.table_set}
+
+
+@cache
+def reference_set(name: str) -> TableSet:
+    """The published tables of engine ``name``; ``TableError`` listing the known names when unknown."""
+    builder = _builders().get(name)
+    if builder is None:
+        raise TableError(f"reference:{name}: unknown reference; known: {', '.join(REFERENCES)}")
+    return builder()
+
+
+__all__ = ["REFERENCES", "reference_set"]

@@ -1,0 +1,101 @@
+"""The table commands as a user runs them: explain, show, check on the bundled references."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from artune.cli import main
+from artune.table import loads_table
+
+
+def explain(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
+    assert main(["explain", *args, "--json"]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize(
+    ("size", "extra", "algorithm"),
+    [
+        ("1MiB", [], "1shot_push"),
+        ("3MiB", [], "2shot_pull_mc"),
+        ("3MiB", ["--no-multicast"], "2shot_pull"),
+        ("200MiB", [], "nccl"),
+    ],
+)
+def test_explain_sglang_rubin(capsys, size, extra, algorithm) -> None:
+    args = ["--reference", "sglang", "--arch", "10.7", "--world-size", "8", "--size", size, "--mode", "graph"]
+    assert explain(capsys, *args, *extra)["algorithm"] == algorithm
+
+
+@pytest.mark.parametrize(
+    ("size", "algorithm"), [("3MiB", "custom_ar"), ("5MiB", "symm_mem_multimem"), ("100MiB", "nccl")]
+)
+def test_explain_vllm_rubin(capsys, size, algorithm) -> None:
+    args = ["--reference", "vllm", "--arch", "10.7", "--world-size", "8", "--size", size, "--dtype", "bfloat16"]
+    decision = explain(capsys, *args)
+    assert decision["algorithm"] == algorithm
+    assert "inherited from arch 10.3" in decision["reason"]
+
+
+def test_explain_unplanned_world_size_says_which_rule(capsys) -> None:
+    args = ["--reference", "vllm", "--arch", "10.7", "--world-size", "12", "--size", "3MiB", "--dtype", "bfloat16"]
+    decision = explain(capsys, *args)
+    assert decision["algorithm"] == "nccl"
+    assert "no plan for world_size=12" in decision["reason"]
+    assert "custom_ar skipped: world_size=12 not in [2, 4, 6, 8]" in decision["steps"]
+    assert set(decision) >= {"algorithm", "params", "reason"}
+
+
+def test_explain_text_output_and_overrides(capsys, monkeypatch) -> None:
+    args = ["explain", "--reference", "sglang", "--arch", "10.7", "--world-size", "8", "--size", "3MiB"]
+    assert main([*args, "--mode", "graph", "--bound", "1shot_push=4MiB"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1shot_push")
+    assert "--algorithm/--bound: 1shot_push bands end at 4MiB" in out
+    monkeypatch.setenv("ARTUNE_ALGORITHM", "nccl")
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("nccl") and "user override" in out
+
+
+def test_explain_borrowing_and_bad_input(capsys) -> None:
+    decision = explain(capsys, "--reference", "sglang", "--arch", "10.3", "--world-size", "8", "--size", "1KiB")
+    assert "borrowed arch 10.0" in decision["reason"]
+    assert main(["explain", "--reference", "nope", "--arch", "9.0", "--world-size", "2", "--size", "1KiB"]) == 2
+    assert "vllm" in capsys.readouterr().err
+    assert main(["explain", "--table", "bundled:cpu", "--world-size", "2", "--size", "-5"]) == 2
+    assert "--size" in capsys.readouterr().err
+
+
+def test_show_formats(capsys) -> None:
+    assert main(["show", "reference:sglang"]) == 0
+    chart = capsys.readouterr().out
+    assert "2shot_pull_mc" in chart and "arch=10.7" in chart
+    assert main(["show", "bundled:cpu", "--format", "toml"]) == 0
+    table = loads_table(capsys.readouterr().out)
+    assert table.decide(4096, 2).algorithm == "shm_one_shot"
+    assert main(["show", "reference:vllm", "--format", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 5
+
+
+def test_check_references_exit_1_with_their_holes(capsys) -> None:
+    assert main(["check", "reference:vllm"]) == 1
+    out = capsys.readouterr().out
+    assert "reference:vllm: arch=9.0: mode=graph: no plan for world sizes 3, 5, 7 (up to 8)" in out
+    assert "arch=10.7: figures inherited from arch 10.3" in out
+    assert main(["check", "reference:sglang", "--max-world-size", "16"]) == 1
+    out = capsys.readouterr().out
+    assert "arch=10.7: mode=graph: no plan for world sizes 9-15 (up to 16)" in out
+    assert "arch=9.0: mode=eager: no plan for world sizes 9-16 (up to 16)" in out
+
+
+def test_python_dash_m_entry_point() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "artune", "check", "/nonexistent.toml"], capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip() == "/nonexistent.toml: cannot read: No such file or directory"

@@ -1,0 +1,390 @@
+"""The bundled vLLM and SGLang reference tables decide exactly as the engines do.
+
+The expected decisions are re-implemented here straight from the published
+figures (``/work/shared/reference/published-tables.md``), independently of
+``artune.table.references``: the thresholds are re-typed as the engines write
+them and each engine's first-match rule is coded again.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from typing import NamedTuple
+
+import pytest
+
+from artune.catalog import SPECS
+from artune.errors import ArtuneError
+from artune.table.io import dumps_table, loads_table
+from artune.table.references import REFERENCES, reference_set
+
+KiB = KB = 1024
+MiB = MB = 1024 * 1024
+GiB = 1024 * MiB
+MODES = ("graph", "eager")
+
+# ---------------------------------------------------------------- vLLM, as the engine writes it
+
+VLLM_CUSTOM_AR = {
+    "9.0": {2: 64 * MiB, 4: 32 * MiB, 6: MiB // 2, 8: MiB // 4},
+    "10.0": {2: 2 * MiB, 4: 2 * MiB, 6: 1 * MiB, 8: 1 * MiB},
+    "10.3": {2: 4 * MiB, 4: 4 * MiB, 6: 8 * MiB, 8: 4 * MiB},
+    "10.7": {2: 4 * MiB, 4: 4 * MiB, 6: 8 * MiB, 8: 4 * MiB},
+}
+VLLM_SYMM_MEM = {
+    "9.0": {2: 64 * MiB, 4: 32 * MiB, 6: 64 * MiB, 8: 64 * MiB},
+    "10.0": {2: 8 * MiB, 4: 32 * MiB, 6: 128 * MiB, 8: 128 * MiB},
+    "10.3": {2: 4 * MiB, 4: 32 * MiB, 6: 32 * MiB, 8: 64 * MiB},
+    "10.7": {2: 4 * MiB, 4: 32 * MiB, 6: 32 * MiB, 8: 64 * MiB},
+}
+VLLM_MULTIMEM = {"9.0": [4, 6, 8], "10.0": [6, 8], "10.3": [6, 8], "10.7": [6, 8]}
+VLLM_NAMES = ("custom_ar", "symm_mem_multimem", "symm_mem_two_shot", "nccl")
+VLLM_DTYPES = ("bfloat16", "float16", "float32")
+
+
+def vllm_rule(arch: str | None, ws: int, dtype: str, nbytes: int, multicast: bool = True) -> str:
+    """vLLM's choice; ``arch=None`` is an arch missing from its tables.
+
+    Without multicast vLLM builds no symmetric-memory communicator at all.
+    """
+    ca_max = VLLM_CUSTOM_AR[arch][ws] if arch is not None else 8 * MiB
+    custom_ok = ws in (2, 4, 6, 8) and dtype in ("float32", "float16", "bfloat16") and nbytes % 16 == 0
+    if custom_ok and nbytes < ca_max:
+        return "custom_ar"
+    symm_max = VLLM_SYMM_MEM[arch].get(ws, 0) if arch is not None else 0
+    if multicast and dtype == "bfloat16" and nbytes % 4 == 0 and nbytes < symm_max:
+        return "symm_mem_multimem" if ws in VLLM_MULTIMEM[arch] else "symm_mem_two_shot"
+    return "nccl"
+
+
+def catalog_available(ws: int, dtype: str, nbytes: int, multicast: bool = True) -> frozenset[str]:
+    """The run-time availability model: the catalog's static conditions."""
+    return frozenset(name for name in VLLM_NAMES if SPECS[name].conditions.unmet(ws, dtype, nbytes, multicast) is None)
+
+
+# ---------------------------------------------------------------- SGLang, as the engine writes it
+
+
+class Range(NamedTuple):
+    min_bytes: float
+    max_bytes: float
+
+    def contains(self, n: int) -> bool:
+        return self.max_bytes > 0 and self.min_bytes <= n <= self.max_bytes
+
+
+class Heur(NamedTuple):
+    push: int
+    pull: int
+    two_shot: int
+    mc: Range = Range(0, 0)
+    two_shot_push: Range = Range(0, 0)
+
+
+def pack(*args: object) -> Heur:
+    # floats at the top level are int()-ed; Range bounds stay as written
+    return Heur(*[int(a) if isinstance(a, float) else a for a in args])
+
+
+SGL_SM90_GRAPH = {
+    2: (16.00 * MB, 128.0 * MB, 128.0 * MB),
+    3: (1.250 * MB, 1.250 * MB, 128.0 * MB),
+    4: (384.0 * KB, 384.0 * KB, 128.0 * MB),
+    5: (192.0 * KB, 192.0 * KB, 32.00 * MB),
+    6: (128.0 * KB, 128.0 * KB, 32.00 * MB, Range(8 * MB, 32 * MB)),
+    7: (128.0 * KB, 128.0 * KB, 32.00 * MB, Range(1 * MB, 32 * MB)),
+    8: (128.0 * KB, 128.0 * KB, 32.00 * MB, Range(512 * KB, 128 * MB)),
+}
+SGL_SM90_EAGER = {
+    2: (32.00 * MB, 128.0 * MB, 128.0 * MB),
+    3: (3.000 * MB, 3.000 * MB, 16.00 * MB),
+    4: (896.0 * KB, 896.0 * KB, 32.00 * MB, Range(0, 32 * MB)),
+    5: (384.0 * KB, 384.0 * KB, 32.00 * MB, Range(0, 32 * MB)),
+    6: (192.0 * KB, 192.0 * KB, 32.00 * MB, Range(0, 32 * MB)),
+    7: (128.0 * KB, 128.0 * KB, 32.00 * MB, Range(0, 32 * MB)),
+    8: (128.0 * KB, 128.0 * KB, 128.0 * MB, Range(0, 128 * MB)),
+}
+SGL_SM100_GRAPH = {
+    2: (8.000 * MB, 32.00 * MB, 128.0 * MB),
+    3: (4.000 * MB, 4.000 * MB, 128.0 * MB),
+    4: (0.625 * MB, 0.625 * MB, 128.0 * MB, Range(0, 0), Range(int(0.625 * MB), 16 * MB)),
+    5: (1.500 * MB, 1.500 * MB, 128.0 * MB),
+    6: (1.000 * MB, 1.000 * MB, 128.0 * MB),
+    7: (0.625 * MB, 0.625 * MB, 128.0 * MB),
+    8: (0.500 * MB, 0.500 * MB, 128.0 * MB, Range(8 * MB, 128 * MB)),
+    16: (0.250 * MB, 0.250 * MB, 128.0 * MB, Range(256 * KB, 128 * MB)),
+}
+SGL_SM100_EAGER = {
+    2: (16.00 * MB, 128.0 * MB, 128.0 * MB),
+    3: (8.000 * MB, 8.000 * MB, 32.00 * MB),
+    4: (0.625 * MB, 0.625 * MB, 32.00 * MB, Range(0, 0), Range(int(0.625 * MB), 16 * MB)),
+    5: (2.000 * MB, 2.000 * MB, 32.00 * MB, Range(0, 32 * MB)),
+    6: (1.250 * MB, 1.250 * MB, 64.00 * MB, Range(0, 64 * MB)),
+    7: (1.000 * MB, 1.000 * MB, 64.00 * MB, Range(0, 64 * MB)),
+    8: (0.750 * MB, 0.750 * MB, 128.0 * MB, Range(0, 128 * MB)),
+    16: (0.250 * MB, 0.250 * MB, 128.0 * MB, Range(256 * KB, 128 * MB)),
+}
+SGL_SM107_GRAPH = {
+    2: (128.0 * MB, 128.0 * MB, 128.0 * MB),
+    3: (19.625 * MB, 19.625 * MB, 128.0 * MB),
+    4: (6.938 * MB, 6.938 * MB, 128.0 * MB),
+    5: (6.938 * MB, 6.938 * MB, 128.0 * MB, Range(6.938 * MB, 128 * MB)),
+    6: (4.875 * MB, 4.875 * MB, 128.0 * MB, Range(4.875 * MB, 128 * MB)),
+    7: (3.438 * MB, 3.438 * MB, 128.0 * MB, Range(3.438 * MB, 128 * MB)),
+    8: (2.438 * MB, 2.438 * MB, 128.0 * MB, Range(2.438 * MB, 128 * MB)),
+    16: (832.0 * KB, 832.0 * KB, 128.0 * MB, Range(832 * KB, 128 * MB)),
+}
+SGL_SM107_EAGER = {
+    **SGL_SM107_GRAPH,
+    3: (39.188 * MB, 39.188 * MB, 128.0 * MB),
+    4: (9.812 * MB, 9.812 * MB, 128.0 * MB, Range(9.812 * MB, 128 * MB)),
+}
+SGL_DEFAULT = {ws: (1 * MB, 1 * MB, 16 * MB) for ws in range(2, 17)}
+
+
+def _mc_sm90(ws: int) -> int | None:
+    return None if ws < 4 else 128 // ws
+
+
+SGLANG = {
+    # table key: (graph map, eager map, num_mc_blocks(ws), push blocks, pull blocks(ws))
+    "9.0": (SGL_SM90_GRAPH, SGL_SM90_EAGER, _mc_sm90, 132, lambda ws: 64),
+    "10.0": (
+        SGL_SM100_GRAPH,
+        SGL_SM100_EAGER,
+        {5: 64, 6: 48, 7: 48, 8: 32, 16: 32}.get,
+        148,
+        lambda ws: 148 if ws == 2 else 96,
+    ),
+    "10.7": (
+        SGL_SM107_GRAPH,
+        SGL_SM107_EAGER,
+        {4: 128, 5: 128, 6: 128, 7: 128, 8: 96, 16: 32}.get,
+        "sms",
+        lambda ws: "min(192,sms)",
+    ),
+    "default": (SGL_DEFAULT, SGL_DEFAULT, lambda ws: None, "sms", lambda ws: "sms"),
+}
+SGL_NAMES = ("2shot_push", "1shot_push", "1shot_pull", "2shot_pull_mc", "2shot_pull", "nccl")
+
+
+def sglang_rule(key: str, ws: int, mode: str, n: int, multicast: bool, available: Iterable[str]) -> str:
+    """SGLang's choice; an algorithm missing from ``available`` is skipped like a failed check."""
+    graph, eager, mc_blocks, _, _ = SGLANG[key]
+    h = pack(*(graph if mode == "graph" else eager)[ws])
+    ok = set(available)
+    if "2shot_push" in ok and h.two_shot_push.contains(n):
+        return "2shot_push"
+    if "1shot_push" in ok and n <= h.push:
+        return "1shot_push"
+    if "1shot_pull" in ok and n <= h.pull:
+        return "1shot_pull"
+    if "2shot_pull_mc" in ok and multicast and mc_blocks(ws) is not None and h.mc.contains(n):
+        return "2shot_pull_mc"
+    if "2shot_pull" in ok and n <= h.two_shot:
+        return "2shot_pull"
+    return "nccl"
+
+
+def sglang_bounds(key: str) -> set[int]:
+    graph, eager, *_ = SGLANG[key]
+    out: set[int] = set()
+    for figures in (*graph.values(), *eager.values()):
+        h = pack(*figures)
+        out |= {h.push, h.pull, h.two_shot}
+        for r in (h.mc, h.two_shot_push):
+            out |= {int(r.min_bytes), int(r.max_bytes)}
+    return out
+
+
+# ---------------------------------------------------------------- sizes
+
+
+def dense_sizes(bounds: Iterable[int], seed: int) -> list[int]:
+    """0, 1, every bound and its neighbours (and those rounded to 16), powers of two, random sizes."""
+    sizes = {0, 1}
+    for b in bounds:
+        sizes |= {b - 1, b, b + 1}
+    sizes |= {1 << k for k in range(31)}  # 1 B .. 1 GiB
+    rng = random.Random(seed)
+    sizes |= {rng.randrange(0, 256 * MiB) for _ in range(300)}
+    sizes |= {rng.randrange(0, 64 * KiB) for _ in range(100)}
+    sizes |= {s - s % 16 for s in list(sizes)}  # aligned neighbours of everything
+    return sorted(s for s in sizes if s >= 0)
+
+
+# ---------------------------------------------------------------- conformance
+
+
+@pytest.mark.parametrize("arch", [*VLLM_CUSTOM_AR, None], ids=lambda a: a or "default")
+@pytest.mark.parametrize("multicast", [True, False], ids=["mc", "no-mc"])
+def test_vllm_conformance(arch: str | None, multicast: bool) -> None:
+    refs = reference_set("vllm")
+    table = refs.tables[arch] if arch else refs.resolve("8.0")
+    if arch:
+        bounds = {*VLLM_CUSTOM_AR[arch].values(), *VLLM_SYMM_MEM[arch].values()}
+    else:
+        bounds = {8 * MiB}
+    sizes = dense_sizes(bounds, seed=7)
+    checked = 0
+    for ws in (2, 4, 6, 8):
+        for mode in MODES:
+            for dtype in VLLM_DTYPES:
+                for n in sizes:
+                    got = table.decide(n, ws, mode, catalog_available(ws, dtype, n, multicast)).algorithm
+                    want = vllm_rule(arch, ws, dtype, n, multicast)
+                    assert got == want, f"vllm {arch} ws={ws} {mode} {dtype} mc={multicast} {n} B: {got} != {want}"
+                    checked += 1
+    assert checked > 10_000
+
+
+@pytest.mark.parametrize("key", list(SGLANG))
+@pytest.mark.parametrize("multicast", [True, False], ids=["mc", "no-mc"])
+def test_sglang_conformance(key: str, multicast: bool) -> None:
+    refs = reference_set("sglang")
+    table = refs.default if key == "default" else refs.tables[key]
+    assert table is not None
+    available = frozenset(SGL_NAMES) - (set() if multicast else {"2shot_pull_mc"})
+    sizes = dense_sizes(sglang_bounds(key), seed=11)
+    graph, eager, *_ = SGLANG[key]
+    assert set(graph) == set(eager)
+    for ws in graph:
+        for mode in MODES:
+            for n in sizes:
+                got = table.decide(n, ws, mode, available).algorithm
+                want = sglang_rule(key, ws, mode, n, multicast, available)
+                assert got == want, f"sglang {key} ws={ws} {mode} mc={multicast} {n} bytes: {got} != {want}"
+
+
+@pytest.mark.parametrize("key", list(SGLANG))
+def test_sglang_any_availability(key: str) -> None:
+    """With any subset of algorithms unavailable, the bands still follow SGLang's order exactly."""
+    refs = reference_set("sglang")
+    table = refs.default if key == "default" else refs.tables[key]
+    assert table is not None
+    rng = random.Random(5)
+    sizes = dense_sizes(sglang_bounds(key), seed=13)
+    graph, *_ = SGLANG[key]
+    for _ in range(12):
+        available = frozenset(name for name in SGL_NAMES if rng.random() < 0.6) | {"nccl"}
+        for ws in graph:
+            for mode in MODES:
+                for n in sizes[::3]:
+                    got = table.decide(n, ws, mode, available).algorithm
+                    want = sglang_rule(key, ws, mode, n, True, available)
+                    assert got == want, f"{key} ws={ws} {mode} {sorted(available)} {n}: {got} != {want}"
+
+
+def test_sglang_float_range_starts_at_its_ceiling() -> None:
+    """Range(2.438 * MB, ...) first matches at 2556429, while the thresholds truncate to 2556428."""
+    table = reference_set("sglang").tables["10.7"]
+    edge = int(2.438 * MB)
+    assert edge == 2556428
+    pulls_only = frozenset({"2shot_pull_mc", "2shot_pull", "nccl"})
+    assert table.decide(edge, 8, "eager", pulls_only).algorithm == "2shot_pull"
+    assert table.decide(edge + 1, 8, "eager", pulls_only).algorithm == "2shot_pull_mc"
+    assert table.decide(edge, 8, "eager").algorithm == "1shot_push"
+
+
+# ---------------------------------------------------------------- shape and provenance
+
+
+def test_reference_names_and_cache() -> None:
+    assert REFERENCES == ("vllm", "sglang")
+    for name in REFERENCES:
+        assert reference_set(name) is reference_set(name)
+        assert reference_set(name).name == name
+    with pytest.raises(ArtuneError) as err:
+        reference_set("trtllm")
+    assert "trtllm" in str(err.value) and "vllm" in str(err.value) and "sglang" in str(err.value)
+
+
+def test_vllm_tables_shape() -> None:
+    refs = reference_set("vllm")
+    assert set(refs.tables) == {"9.0", "10.0", "10.3", "10.7"}
+    assert refs.default is not None
+    for table in [*refs.tables.values(), refs.default]:
+        assert table.origin == "reference:vllm"
+        assert table.platform.kind == "cuda"
+        assert {(p.world_size, p.mode) for p in table.plans} == {(ws, m) for ws in (2, 4, 6, 8) for m in MODES}
+        for ws in (2, 4, 6, 8):
+            assert table.plan(ws, "graph").bands == table.plan(ws, "eager").bands
+        assert "all_reduce_utils.py" in table.provenance.notes
+    for arch in ("9.0", "10.0", "10.3"):
+        assert refs.tables[arch].provenance.source == "published"
+    rubin = refs.tables["10.7"].provenance
+    assert (rubin.source, rubin.inherited_from) == ("inherited", "10.3")
+    assert "without measuring" in rubin.notes
+    assert refs.tables["10.7"].plans == refs.tables["10.3"].plans
+
+
+def test_sglang_tables_shape_and_blocks() -> None:
+    refs = reference_set("sglang")
+    assert set(refs.tables) == {"9.0", "10.0", "10.7"}
+    assert refs.default is not None
+    for key, (graph, _, mc_blocks, push, pull) in SGLANG.items():
+        table = refs.default if key == "default" else refs.tables[key]
+        assert table.origin == "reference:sglang"
+        assert table.provenance.source == "published"
+        assert {(p.world_size, p.mode) for p in table.plans} == {(ws, m) for ws in graph for m in MODES}
+        for plan in table.plans:
+            expected = {
+                "1shot_push": push,
+                "2shot_push": push,
+                "1shot_pull": pull(plan.world_size),
+                "2shot_pull": pull(plan.world_size),
+                "2shot_pull_mc": mc_blocks(plan.world_size),
+            }
+            for name in plan.algorithms:
+                if name == "nccl":
+                    continue
+                want = expected[name]
+                assert plan.params_for(name) == ({} if want is None else {"blocks": want}), (key, plan, name)
+    assert refs.tables["10.0"].plan(4, "graph").params_for("2shot_push") == {"blocks": 148}
+
+
+def test_sglang_arch_mapping() -> None:
+    refs = reference_set("sglang")
+    assert refs.resolve("9.0") is refs.tables["9.0"]
+    assert refs.resolve("10.7") is refs.tables["10.7"]
+    assert refs.resolve("10.0") is refs.tables["10.0"]
+    b300 = refs.resolve("10.3")
+    assert b300 == refs.tables["10.0"] and b300.borrowed
+    other = refs.resolve("8.0")
+    assert other == refs.default and other.borrowed
+    # the borrowing is visible in every decision it makes
+    decision = b300.decide(1 * MiB, 4, "eager")
+    assert decision.algorithm == "2shot_push"
+    assert "borrowed arch 10.0" in decision.reason
+    assert "default table" in other.decide(1 * MiB, 2, "eager").reason
+
+
+def test_vllm_unknown_arch_uses_default() -> None:
+    refs = reference_set("vllm")
+    table = refs.resolve("8.0")
+    assert table == refs.default and table.borrowed
+    decision = table.decide(4 * MiB, 4, "graph", catalog_available(4, "bfloat16", 4 * MiB))
+    assert decision.algorithm == "custom_ar"
+    assert "default table" in decision.reason
+    assert table.decide(8 * MiB, 4, "graph").algorithm == "nccl"
+
+
+@pytest.mark.parametrize("ws", [3, 5, 7, 16])
+def test_vllm_unsupported_world_sizes_use_nccl(ws: int) -> None:
+    table = reference_set("vllm").tables["9.0"]
+    n = 1 * MiB
+    assert table.decide(n, ws, "eager", catalog_available(ws, "bfloat16", n)).algorithm == "nccl"
+
+
+# ---------------------------------------------------------------- files
+
+
+@pytest.mark.parametrize("name", REFERENCES)
+def test_round_trip_through_toml(name: str) -> None:
+    refs = reference_set(name)
+    assert refs.default is not None
+    for table in [*refs.tables.values(), refs.default]:
+        back = loads_table(dumps_table(table), origin=f"reference:{name}")
+        assert back == table
+        assert back.digest == table.digest
