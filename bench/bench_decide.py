@@ -37,9 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(0)
     sizes = [rng.randrange(0, 256 << 20) for _ in range(args.reps)]
-    tables = [
-        ("bundled:cpu ws=2", cpu_default(), 2, "eager", frozenset({"gloo", "shm_one_shot", "shm_two_shot"}))
-    ]
+    tables = [("bundled:cpu ws=2", cpu_default(), 2, "eager", frozenset({"gloo", "shm_one_shot", "shm_two_shot"}))]
     try:
         from artune.table.references import reference_set
 

@@ -1,0 +1,334 @@
+"""artune's CPU all-reduce against gloo (and DeepSpeed when installed), side by side in one run.
+
+    python bench/bench_allreduce.py [--budget 6] [--markdown] [--jsonl FILE]
+
+World size 2, float32 SUM, sizes 4 KiB..64 MiB. One run spawns two ranks
+(pinned to CPUs 0 and 1 unless ``--no-pin``) and, per size, checks and times
+gloo, shm_one_shot and shm_two_shot interleaved (A B C A B C ...) with the
+artune harness (``artune.measure.measure``: time budget per size, step time =
+slowest rank), and each rank's ``dst.copy_(src)`` bandwidth at that size,
+both ranks copying at once, just before and just after (the mean is shown). When ``import deepspeed`` works,
+``deepspeed.comm.inference_all_reduce`` is an extra interleaved column; its
+shared-memory path is verified (op loaded, /dev/shm segments present, no
+``torch.distributed.all_reduce`` call inside it, else it is marked failed).
+
+Prints per size the median (slowest rank) with p20/p80, busbw, and the
+ratios gloo/shm_one_shot, gloo/best-shm, best-shm busbw / memcpy GB/s and,
+with DeepSpeed, t(best shm)/t(DeepSpeed); then PASS/FAIL for the goals:
+
+- shm_one_shot >= 20x faster than gloo at 4 KiB;
+- the best shm algorithm >= 2.5x faster than gloo at 64 MiB;
+- best-shm busbw at 64 MiB >= 0.35 x one rank's copy bandwidth.
+
+The machine is a shared VM: quote the ratios of one run, not absolute times.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import math
+import os
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from artune.launch import RankContext, run_ranks
+from artune.measure.harness import measure, memcpy_bandwidth
+from artune.measure.records import Header, Measurement, MeasurementLog
+from artune.sizes import format_size, parse_size
+
+SIZES = tuple(4096 << (2 * i) for i in range(8))  # 4KiB .. 64MiB
+SHM = ("shm_one_shot", "shm_two_shot")
+ALGORITHMS = ("gloo", *SHM)
+DS = "deepspeed"
+GOAL_ONE_SHOT_4K = 20.0
+GOAL_BEST_64M = 2.5
+GOAL_BUSBW_COPY = 0.35
+
+
+@dataclass
+class RunResult:
+    """What rank 0 hands back."""
+
+    measurements: list[Measurement]
+    copy_GBps: dict[int, float]
+    algorithms_here: tuple[str, ...]
+    notes: list[str] = field(default_factory=list)
+
+
+# ------------------------------------------------------------------ DeepSpeed (optional)
+
+
+class _DeepSpeedShm:
+    """``deepspeed.comm.inference_all_reduce`` with a guard that its shm path is really taken."""
+
+    def __init__(self, ctx: RankContext) -> None:
+        import deepspeed
+        import deepspeed.comm as dscomm
+
+        dscomm.init_distributed(
+            dist_backend="gloo",
+            auto_mpi_discovery=False,
+            rank=ctx.rank,
+            world_size=ctx.world_size,
+            verbose=False,
+        )
+        cdb = dscomm.comm.cdb
+        problems = []
+        if getattr(cdb, "shm_comm_op", None) is None:
+            problems.append("the shm op did not load (cdb.shm_comm_op is None)")
+        level = getattr(cdb, "shm_vector_kernel_level", None)
+        if level is not None and level < 1:
+            problems.append(f"shm_vector_kernel_level={level}")
+        pattern = (
+            f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_"
+            f"{os.environ.get('MASTER_ADDR')}_{os.environ.get('MASTER_PORT')}_*"
+        )
+        segments = glob.glob(pattern)
+        if len(segments) < ctx.world_size:
+            problems.append(f"{len(segments)} of {ctx.world_size} /dev/shm segments ({pattern})")
+        self.problems = problems
+        self.note = (
+            f"deepspeed {deepspeed.__version__}: shm path "
+            + ("verified" if not problems else "NOT verified: " + "; ".join(problems))
+            + f"; {len(segments)} segments in /dev/shm (DeepSpeed never unlinks them)"
+        )
+        self._inference_all_reduce = dscomm.inference_all_reduce
+        self._inside = False
+        self.fallback_calls = 0
+        real = torch.distributed.all_reduce
+
+        def counting_all_reduce(*args: Any, **kwargs: Any) -> Any:
+            if self._inside:
+                self.fallback_calls += 1
+            return real(*args, **kwargs)
+
+        torch.distributed.all_reduce = counting_all_reduce
+
+    def __call__(self, tensor: torch.Tensor, op: str, params: Mapping[str, object]) -> torch.Tensor:
+        if self.problems:
+            raise RuntimeError("DeepSpeed shm path not taken: " + "; ".join(self.problems))
+        if op != "sum" or params:
+            raise RuntimeError(f"DeepSpeed inference_all_reduce does SUM only, no parameters (op={op!r})")
+        self._inside = True
+        try:
+            self._inference_all_reduce(tensor)
+        finally:
+            self._inside = False
+        if self.fallback_calls:
+            raise RuntimeError(f"DeepSpeed fell back to torch.distributed.all_reduce {self.fallback_calls} times")
+        return tensor
+
+
+# ------------------------------------------------------------------ inside each rank
+
+
+def bench_rank(ctx: RankContext, options: argparse.Namespace) -> RunResult | None:
+    """One rank: measure every size (interleaved candidates) then the copy bandwidth at that size."""
+    from artune.communicator import Communicator
+    from artune.measure.reducers import FunctionReducer
+
+    if options.pin:
+        os.sched_setaffinity(0, {ctx.rank % (os.cpu_count() or 1)})
+    notes: list[str] = []
+    with Communicator() as comm:
+        reducer: Any = comm
+        names = list(ALGORITHMS)
+        if options.deepspeed:
+            try:
+                ds = _DeepSpeedShm(ctx)
+            except Exception as err:  # the column is optional: say why it is missing
+                notes.append(f"deepspeed column skipped: {type(err).__name__}: {err}")
+            else:
+                notes.append(ds.note)
+                reducer = FunctionReducer({DS: ds}, base=comm)
+                names.append(DS)
+        if getattr(comm, "shm_unavailable_reason", None):
+            notes.append(f"shared memory not used: {comm.shm_unavailable_reason}")
+        measurements: list[Measurement] = []
+        copy_gbps: dict[int, float] = {}
+        for index, size in enumerate(options.sizes):
+            started = time.monotonic()
+            before = memcpy_bandwidth(size, budget_s=options.copy_budget / 2)
+            measurements += measure(reducer, names, [size], budget_s=options.budget)
+            copy_gbps[size] = (before + memcpy_bandwidth(size, budget_s=options.copy_budget / 2)) / 2
+            if ctx.rank == 0:
+                print(
+                    f"[{index + 1}/{len(options.sizes)}] {format_size(size)} done in "
+                    f"{time.monotonic() - started:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        algorithms_here = tuple(comm.algorithms)
+    if ctx.rank != 0:
+        return None
+    return RunResult(measurements, copy_gbps, algorithms_here, notes)
+
+
+# ------------------------------------------------------------------ report
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if math.isfinite(a) and math.isfinite(b) and b > 0 else math.nan
+
+
+def _x(value: float) -> str:
+    return "-" if math.isnan(value) else f"{value:.2f}x"
+
+
+def _cell(m: Measurement | None) -> str:
+    if m is None:
+        return "-"
+    if not m.ok:
+        return m.status
+    return f"{m.time_us:.1f} ({m.p20_us:.0f}-{m.p80_us:.0f})"
+
+
+def rows(result: RunResult) -> tuple[list[str], list[list[str]], dict[int, dict[str, float]]]:
+    """Header, text rows, and the figures the goals need (per size)."""
+    by = {(m.size_bytes, m.candidate.algorithm): m for m in result.measurements}
+    sizes = list(dict.fromkeys(m.size_bytes for m in result.measurements))
+    has_ds = any(m.candidate.algorithm == DS for m in result.measurements)
+    timed = [*ALGORITHMS, *([DS] if has_ds else [])]
+    header = ["size"]
+    header += [f"{a} us med (p20-p80)" for a in timed]
+    header += [f"{a} busbw GB/s" for a in timed]
+    header += ["copy GB/s/rank", "gloo/shm_one_shot", "gloo/best-shm", "best-shm busbw/copy"]
+    if has_ds:
+        header.append("t(best shm)/t(DS)")
+    table: list[list[str]] = []
+    figures: dict[int, dict[str, float]] = {}
+    for size in sizes:
+        ms = {a: by.get((size, a)) for a in timed}
+        t = {a: (m.time_us if m is not None else math.inf) for a, m in ms.items()}
+        best = min(SHM, key=lambda a: t[a])
+        best_m = ms[best]
+        copy = result.copy_GBps.get(size, math.nan)
+        best_busbw = best_m.busbw_GBps if best_m is not None and best_m.ok else math.nan
+        fig = {
+            "gloo/one_shot": _ratio(t["gloo"], t["shm_one_shot"]),
+            "gloo/best": _ratio(t["gloo"], t[best]),
+            "busbw/copy": best_busbw / copy if copy and not math.isnan(best_busbw) else math.nan,
+            "best_busbw": best_busbw,
+            "copy": copy,
+        }
+        figures[size] = fig
+        row = [format_size(size)]
+        row += [_cell(ms[a]) for a in timed]
+        row += [f"{ms[a].busbw_GBps:.3f}" if ms[a] is not None and ms[a].ok else "-" for a in timed]  # type: ignore[union-attr]
+        row += [
+            f"{copy:.2f}",
+            _x(fig["gloo/one_shot"]),
+            _x(fig["gloo/best"]) + f" ({best.removeprefix('shm_')})",
+            "-" if math.isnan(fig["busbw/copy"]) else f"{fig['busbw/copy']:.2f}",
+        ]
+        if has_ds:
+            row.append(_x(_ratio(t[best], t[DS])))
+        table.append(row)
+    return header, table, figures
+
+
+def goals(figures: dict[int, dict[str, float]]) -> list[tuple[str, str]]:
+    """(PASS|FAIL|SKIP, text) for each speed goal."""
+
+    def verdict(size: int, key: str, goal: float, text: str) -> tuple[str, str]:
+        if size not in figures:
+            return "SKIP", f"{text}: {format_size(size)} not measured"
+        value = figures[size][key]
+        ok = not math.isnan(value) and value >= goal
+        return ("PASS" if ok else "FAIL"), f"{text}: {value:.2f} (goal >= {goal})"
+
+    return [
+        verdict(4096, "gloo/one_shot", GOAL_ONE_SHOT_4K, "shm_one_shot vs gloo at 4KiB, x faster"),
+        verdict(64 << 20, "gloo/best", GOAL_BEST_64M, "best shm vs gloo at 64MiB, x faster"),
+        verdict(
+            64 << 20,
+            "busbw/copy",
+            GOAL_BUSBW_COPY,
+            "best-shm busbw at 64MiB / one rank's copy GB/s",
+        ),
+    ]
+
+
+def print_text(header: list[str], table: list[list[str]]) -> None:
+    widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(header)]
+    print("  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True)))
+    for row in table:
+        print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
+
+
+def print_markdown(header: list[str], table: list[list[str]]) -> None:
+    print("| " + " | ".join(header) + " |")
+    print("|" + "|".join("---:" if i else "---" for i in range(len(header))) + "|")
+    for row in table:
+        print("| " + " | ".join(row) + " |")
+
+
+# ------------------------------------------------------------------ main
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--budget", type=float, default=6.0, help="seconds of timed calls per size (default 6)")
+    parser.add_argument(
+        "--copy-budget",
+        type=float,
+        default=0.5,
+        help="seconds of copies per size, half before and half after the all-reduces (default 0.5)",
+    )
+    parser.add_argument("--sizes", default=None, help="comma list (default 4KiB,16KiB,...,64MiB)")
+    parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
+    parser.add_argument("--jsonl", default=None, metavar="FILE", help="append the measurements to this log")
+    parser.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin rank r to CPU r")
+    parser.add_argument("--no-deepspeed", dest="deepspeed", action="store_false", help="skip the DeepSpeed column")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a goal fails")
+    options = parser.parse_args(argv)
+    options.sizes = tuple(parse_size(s) for s in options.sizes.split(",")) if options.sizes else SIZES
+    if options.deepspeed:
+        try:
+            import deepspeed  # noqa: F401
+        except Exception as err:
+            options.deepspeed = False
+            print(f"# deepspeed column skipped: import deepspeed failed ({err})", file=sys.stderr)
+    world = 2
+    log = MeasurementLog(options.jsonl, Header.for_this_machine(world)) if options.jsonl else None
+    env = {"LOCAL_SIZE": str(world), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+    if options.deepspeed:
+        env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "ds_torch_ext"))
+    started = time.monotonic()
+    per_size = 3 * options.budget + 4 * options.copy_budget + 60
+    result = run_ranks(bench_rank, world, options, timeout=180 + per_size * len(options.sizes), env=env)[0]
+    elapsed = time.monotonic() - started
+    header, table, figures = rows(result)
+    title = (
+        f"all_reduce float32 sum, world_size=2, one thread per rank, pin={options.pin}, "
+        f"{options.budget:g} s per size, torch {torch.__version__}; time = median of the slowest rank"
+    )
+    if options.markdown:
+        print(f"_{title}_\n")
+        print_markdown(header, table)
+        print()
+    else:
+        print(f"# {title}")
+        print_text(header, table)
+    for note in result.notes:
+        print(f"# {note}")
+    for m in result.measurements:
+        if not m.ok:
+            print(f"# {m.candidate.key} at {format_size(m.size_bytes)}: {m.status}: {m.error}")
+    verdicts = goals(figures)
+    for verdict, text in verdicts:
+        print(f"- {verdict}: {text}" if options.markdown else f"{verdict}  {text}")
+    print(f"# {elapsed:.0f} s", file=sys.stderr)
+    if log is not None:
+        log.extend(result.measurements)
+    return 1 if options.strict and any(v == "FAIL" for v, _ in verdicts) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+"""``artune bench``: measure every all-reduce algorithm here and print an nccl-tests-style table.
+
+Without ``torchrun`` it spawns ``--world-size`` local ranks itself (gloo
+process group on 127.0.0.1); under ``torchrun`` (``RANK`` and
+``WORLD_SIZE`` set) every rank runs the measurement on the existing group
+and rank 0 prints. Progress goes to stderr, the table to stdout, and with
+``--jsonl FILE`` the measurements are appended to a measurement log
+(created with its header, or resumed when the header matches this machine).
+
+Exit status: 0 when every algorithm ran and was correct at every size, 1 when
+one failed (timeout, error, unavailable, wrong results; listed under the
+table), 2 for bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from artune.catalog import DTYPES, SPECS
+from artune.errors import ArtuneError
+from artune.measure.records import Header, Measurement, MeasurementLog
+from artune.sizes import format_size, parse_size
+
+DEFAULT_SIZES = tuple(4096 << (2 * i) for i in range(8))  # 4KiB, 16KiB, ..., 64MiB
+REDOPS = ("sum", "max", "min")
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    """What every rank needs to run ``artune bench`` (picklable)."""
+
+    algorithms: tuple[str, ...] | None
+    sizes: tuple[int, ...]
+    dtype: str
+    op: str
+    budget_s: float
+    check: bool
+    sweep: bool
+    pin: bool
+    peer_timeout: float | None
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    """What rank 0 hands back: the measurements and what was runnable."""
+
+    measurements: list[Measurement]
+    algorithms: tuple[str, ...]
+    note: str
+
+
+def register(commands: Any) -> None:
+    """Add the ``bench`` sub-command to the parser."""
+    bench = commands.add_parser(
+        "bench",
+        help="time every all-reduce algorithm here; print an nccl-tests-style table",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    bench.add_argument(
+        "--world-size",
+        type=int,
+        default=None,
+        metavar="N",
+        help="ranks to spawn (required unless run under torchrun)",
+    )
+    bench.add_argument(
+        "--algorithms",
+        default=None,
+        metavar="A,B",
+        help="comma list of algorithm names (default: every one runnable here)",
+    )
+    bench.add_argument(
+        "--sizes",
+        default=None,
+        metavar="S,S",
+        help="comma list of message sizes, e.g. 4KiB,64KiB,1MiB (default: 4KiB..64MiB, x4 steps)",
+    )
+    bench.add_argument("--dtype", choices=DTYPES, default="float32")
+    bench.add_argument("--op", choices=REDOPS, default="sum", help="the reduction (nccl-tests' redop)")
+    bench.add_argument(
+        "--budget",
+        type=float,
+        default=1.0,
+        metavar="SECONDS",
+        help="seconds of timed calls per size, shared by all algorithms (default 1)",
+    )
+    bench.add_argument("--jsonl", default=None, metavar="FILE", help="append the measurements to this log")
+    bench.add_argument("--sweep", action="store_true", help="also sweep each algorithm's tunable parameters")
+    bench.add_argument("--no-check", action="store_true", help="skip the correctness check")
+    bench.add_argument("--pin", action="store_true", help="pin rank r to CPU r (mod the CPU count)")
+    bench.add_argument(
+        "--peer-timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="seconds a rank waits for its peers (default ARTUNE_TIMEOUT or 60)",
+    )
+    bench.set_defaults(run=run_bench)
+
+
+# ------------------------------------------------------------------ options
+
+
+def _parse_options(args: argparse.Namespace) -> BenchOptions:
+    if args.algorithms is not None:
+        names = tuple(dict.fromkeys(n.strip() for n in args.algorithms.split(",") if n.strip()))
+        unknown = [n for n in names if n not in SPECS]
+        if not names or unknown:
+            raise ArtuneError(
+                f"--algorithms {args.algorithms!r}: unknown name(s) {unknown}; known: {', '.join(sorted(SPECS))}"
+            )
+    else:
+        names = None
+    if args.sizes is not None:
+        sizes = tuple(parse_size(s.strip(), "--sizes") for s in args.sizes.split(",") if s.strip())
+        if not sizes:
+            raise ArtuneError(f"--sizes {args.sizes!r}: give at least one size, e.g. 4KiB,1MiB")
+    else:
+        sizes = DEFAULT_SIZES
+    if not (args.budget > 0 and math.isfinite(args.budget)):
+        raise ArtuneError(f"--budget {args.budget}: must be a positive number of seconds")
+    return BenchOptions(
+        algorithms=names,
+        sizes=sizes,
+        dtype=args.dtype,
+        op=args.op,
+        budget_s=args.budget,
+        check=not args.no_check,
+        sweep=args.sweep,
+        pin=args.pin,
+        peer_timeout=args.peer_timeout,
+    )
+
+
+def _under_torchrun() -> bool:
+    return "RANK" in os.environ and "WORLD_SIZE" in os.environ
+
+
+# ------------------------------------------------------------------ inside each rank
+
+
+def bench_rank(ctx: Any, options: BenchOptions) -> BenchResult | None:
+    """One rank of ``artune bench`` (module-level for ``run_ranks``); rank 0 returns the result."""
+    from artune.communicator import Communicator
+    from artune.measure.harness import candidates_for, measure, parse_dtype
+
+    if options.pin:
+        cpus = os.cpu_count() or 1
+        os.sched_setaffinity(0, {ctx.rank % cpus})
+    with Communicator(timeout=options.peer_timeout) as comm:
+        cands = candidates_for(comm, options.algorithms, sweep=options.sweep)
+        progress, stop = _progress(ctx.rank == 0)
+        try:
+            found = measure(
+                comm,
+                cands,
+                options.sizes,
+                dtype=parse_dtype(options.dtype),
+                op=options.op,
+                budget_s=options.budget_s,
+                check=options.check,
+                progress=progress,
+            )
+        finally:
+            stop()
+        note = getattr(comm, "shm_unavailable_reason", None) or ""
+        algorithms = tuple(comm.algorithms)
+    if ctx.rank != 0:
+        return None
+    return BenchResult(found, algorithms, f"shared memory not used: {note}" if note else "")
+
+
+def _progress(show: bool) -> tuple[Any, Any]:
+    """A rich progress bar on stderr (rank 0 only): ``(callback, stop)``."""
+    if not show:
+        return None, lambda: None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    bar = Progress(
+        TextColumn("artune bench"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=True,
+    )
+    task = bar.add_task("", total=None)
+    bar.start()
+
+    def update(done: int, total: int, text: str) -> None:
+        bar.update(task, completed=done, total=total, description=text)
+
+    return update, bar.stop
+
+
+# ------------------------------------------------------------------ the command
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """``artune bench``: measure, print the table, append to ``--jsonl``."""
+    options = _parse_options(args)
+    if _under_torchrun():
+        return _run_under_torchrun(args, options)
+    if args.world_size is None or args.world_size < 1:
+        raise ArtuneError("--world-size N is required (N >= 1) unless run under torchrun")
+    from artune.launch import run_ranks
+
+    world = args.world_size
+    log = _open_log(args.jsonl, world)
+    per_size = 4 * options.budget_s + 30.0
+    results = run_ranks(bench_rank, world, options, timeout=120.0 + per_size * len(options.sizes))
+    return _report(results[0], options, world, log)
+
+
+def _run_under_torchrun(args: argparse.Namespace, options: BenchOptions) -> int:
+    import torch.distributed as dist
+
+    from artune.launch import RankContext
+
+    world = int(os.environ["WORLD_SIZE"])
+    if args.world_size is not None and args.world_size != world:
+        raise ArtuneError(f"--world-size {args.world_size} but torchrun started WORLD_SIZE={world}; drop one")
+    owned = not dist.is_initialized()
+    if owned:
+        dist.init_process_group("gloo")
+    try:
+        rank = dist.get_rank()
+        log = _open_log(args.jsonl, world) if rank == 0 else None
+        result = bench_rank(RankContext(rank, world), options)
+    finally:
+        if owned:
+            dist.destroy_process_group()
+    if result is None:
+        return 0
+    return _report(result, options, world, log)
+
+
+def _open_log(path: str | None, world: int) -> MeasurementLog | None:
+    if not path:
+        return None
+    return MeasurementLog(path, Header.for_this_machine(world))
+
+
+def _report(result: BenchResult, options: BenchOptions, world: int, log: MeasurementLog | None) -> int:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    table = results_table(result.measurements, world, options)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=1000)  # a file or pipe: never wrap the table
+    console.print(table)
+    if result.note:
+        console.print(f"# {result.note}")
+    failed = [m for m in result.measurements if not m.ok]
+    for m in failed:
+        console.print(f"# {m.candidate.key} at {format_size(m.size_bytes)}: {m.status}: {m.error}")
+    if log is not None:
+        log.extend(result.measurements)
+        print(f"# {len(result.measurements)} measurements appended to {log.path}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def results_table(measurements: list[Measurement], world: int, options: BenchOptions | None = None) -> Any:
+    """The nccl-tests-style rich table: size, count, dtype, redop, then per candidate its figures."""
+    from rich import box
+    from rich.table import Table
+
+    keys = list(dict.fromkeys(m.candidate.key for m in measurements))
+    sizes = list(dict.fromkeys(m.size_bytes for m in measurements))
+    by = {(m.size_bytes, m.candidate.key): m for m in measurements}
+    baseline = "gloo" if "gloo" in keys else None
+    title = f"all_reduce, world_size={world}, time = median of the slowest rank" + (
+        f", {options.budget_s:g} s per size" if options else ""
+    )
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    for name in ("size", "count", "dtype", "redop"):
+        table.add_column(name, justify="right" if name in ("size", "count") else "left", no_wrap=True)
+    for key in keys:
+        for column in ("time_us", "algbw_GBps", "busbw_GBps", "nwrong"):
+            table.add_column(f"{key}\n{column}", justify="right", no_wrap=True)
+        if baseline and key != baseline:
+            table.add_column(f"{key}\n{baseline}/this", justify="right", no_wrap=True)
+    for size in sizes:
+        first = next(m for m in measurements if m.size_bytes == size)
+        row = [format_size(size), str(first.count), first.dtype, first.redop]
+        base = by.get((size, baseline)) if baseline else None
+        for key in keys:
+            m = by.get((size, key))
+            if m is None:
+                row += ["", "", "", ""]
+            elif m.ok:
+                row += [f"{m.time_us:.1f}", f"{m.algbw_GBps:.3f}", f"{m.busbw_GBps:.3f}", str(m.nwrong)]
+            else:
+                row += [m.status, "-", "-", str(m.nwrong) if m.nwrong >= 0 else "-"]
+            if baseline and key != baseline:
+                ok = m is not None and m.ok and base is not None and base.ok
+                row.append(f"{base.time_us / m.time_us:.2f}x" if ok else "-")  # type: ignore[union-attr]
+        table.add_row(*row)
+    return table
