@@ -1,0 +1,222 @@
+"""``artune tune`` and ``artune verify``: measure this machine into a table, and re-check a table.
+
+``artune tune --world-size N`` spawns N local ranks (or, under ``torchrun``,
+runs in place), measures every algorithm available here, derives one plan
+per world size and writes into ``--out`` (default
+``./artune-tune-<machine fingerprint>``):
+
+- ``table.toml``: the measured table (it passes ``artune check`` for the
+  world sizes tuned);
+- ``measurements-ws<N>.jsonl``: the append-only measurement log per world
+  size; a rerun with the same ``--out`` resumes it and re-measures nothing
+  already there;
+- ``report.md``, ``report.html``, ``latency-ws<N>.png``, ``speedup-ws<N>.png``.
+
+It then installs the table as this machine's (the Communicator's default)
+unless ``--no-install``. ``artune verify TABLE`` re-measures both sides of
+every band bound and exits 1 when one no longer holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from artune.errors import ArtuneError
+
+
+def register(commands: Any) -> None:
+    """Add ``tune`` and ``verify`` to the parser."""
+    tune = commands.add_parser(
+        "tune",
+        help="measure this machine, derive its table and report, install the table",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    tune.add_argument(
+        "--world-size",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="ranks to tune for (repeatable; required unless run under torchrun)",
+    )
+    tune.add_argument("--out", default=None, metavar="DIR", help="output folder (default ./artune-tune-<fingerprint>)")
+    tune.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="measurement budget per world size (default 60; 15 with --quick)",
+    )
+    tune.add_argument("--quick", action="store_true", help="fewer sizes, coarser crossovers, 15 s budget")
+    tune.add_argument("--no-install", action="store_true", help="do not install the table as this machine's")
+    tune.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
+    tune.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    tune.set_defaults(run=run_tune)
+
+    verify = commands.add_parser(
+        "verify",
+        help="re-measure around each band bound of a table; exit 1 when one no longer holds",
+    )
+    verify.add_argument("table", metavar="TABLE", help="a table file, e.g. artune-tune-*/table.toml")
+    verify.add_argument(
+        "--budget", type=float, default=10.0, metavar="SECONDS", help="budget per world size (default 10)"
+    )
+    verify.add_argument(
+        "--world-size",
+        type=int,
+        action="append",
+        default=[],
+        metavar="N",
+        help="verify only these plans (default: every plan; under torchrun: WORLD_SIZE's)",
+    )
+    verify.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
+    verify.set_defaults(run=run_verify)
+
+
+def _budget(value: float | None, what: str) -> float | None:
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise ArtuneError(f"{what} {value}: must be a positive number of seconds")
+    return value
+
+
+def _world_sizes(given: list[int], option: str = "--world-size") -> list[int]:
+    from artune.tune.session import torchrun_world_size, under_torchrun
+
+    if under_torchrun():
+        world = torchrun_world_size()
+        if any(ws != world for ws in given):
+            raise ArtuneError(f"{option} {given} but torchrun started WORLD_SIZE={world}; drop it or match it")
+        return [world]
+    if not given:
+        raise ArtuneError(f"{option} N is required unless run under torchrun (e.g. {option} 2)")
+    bad = [ws for ws in given if ws < 2]
+    if bad:
+        raise ArtuneError(f"{option} {bad[0]}: need at least 2 ranks (one rank has nothing to reduce)")
+    return sorted(dict.fromkeys(given))
+
+
+def busy_warning(load_before: float, load_after: float, world_size: int, cpus: int | None = None) -> str:
+    """A warning when the 1-minute load average left fewer free CPUs than ranks, else ``""``.
+
+    The ranks themselves add about ``world_size`` to the load while they run,
+    so the load after a run is compared against ``cpus``, the one before
+    against ``cpus - world_size``.
+    """
+    cpus = cpus or os.cpu_count() or 1
+    before_busy = load_before > max(0.5, cpus - world_size) + 0.5
+    after_busy = load_after > max(cpus, world_size) + 0.5
+    if not (before_busy or after_busy):
+        return ""
+    return (
+        f"the machine was busy (load average {load_before:.1f} before, {load_after:.1f} after, "
+        f"{cpus} CPUs, {world_size} ranks): other processes competed with the ranks, so figures may be "
+        "off; rerun 'artune tune' on an idle machine, or 'artune verify' the table later"
+    )
+
+
+def run_tune(args: argparse.Namespace) -> int:
+    """``artune tune``."""
+    from artune import machine, settings
+    from artune.report import RunInfo, write_report
+    from artune.table.cache import install_table
+    from artune.table.check import check_table
+    from artune.table.io import dump_table
+    from artune.tune.build import build_table
+    from artune.tune.config import TuneConfig
+    from artune.tune.session import tune_world_sizes
+
+    started = time.monotonic()
+    budget = _budget(args.budget, "--budget")
+    world_sizes = _world_sizes(args.world_size)
+    config = TuneConfig.quick_run(budget) if args.quick else TuneConfig.full(budget)
+    out = Path(args.out) if args.out else Path(f"artune-tune-{machine.fingerprint()}")
+    out.mkdir(parents=True, exist_ok=True)
+    load_before = os.getloadavg()[0]
+    level = logging.getLogger().getEffectiveLevel()
+    results = tune_world_sizes(world_sizes, out, config, args.peer_timeout, not args.no_progress, level)
+    if results is None:  # a torchrun rank other than 0
+        return 0
+    table = build_table(results, machine.cpu_platform())
+    table_path = out / "table.toml"
+    dump_table(table, table_path)
+    findings = check_table(table)
+    installed = ""
+    if not args.no_install:
+        installed = str(install_table(table, settings.from_env().cache_dir, machine.fingerprint()))
+    wall = time.monotonic() - started
+    command = "artune " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
+    busy = busy_warning(load_before, os.getloadavg()[0], max(world_sizes))
+    if busy:
+        print(f"artune tune: warning: {busy}", file=sys.stderr)
+    write_report(results, table, out, findings, RunInfo(str(out), wall, installed, command, busy))
+    _print_summary(results, table_path, out, findings, installed, wall)
+    return 0
+
+
+def _print_summary(
+    results: list[Any], table_path: Path, out: Path, findings: list[Any], installed: str, wall: float
+) -> None:
+    from artune.report import regret_line
+    from artune.sizes import format_span
+
+    for r in results:
+        lower = 0
+        bands = []
+        for band in r.plan.bands:
+            bands.append(f"{format_span(lower, band.upto)} {band.candidates[0]}")
+            lower = band.upto + 1
+        params = "; ".join(f"{name} {dict(values)}" for name, values in r.plan.params)
+        print(f"world_size={r.world_size}: " + ", ".join(bands) + f"; fallback {r.plan.fallback}")
+        if params:
+            print(f"  parameters: {params}")
+        print(f"  {regret_line(r)}")
+        print(f"  {r.measured} measured, {r.reused} reused from the log, {r.wall_s:.1f}s in the ranks")
+    for f in findings:
+        print(f"check: {f}")
+    print(f"table: {table_path}" + (f" (installed at {installed})" if installed else " (not installed)"))
+    print(f"report: {out / 'report.md'}, {out / 'report.html'}")
+    print(f"wall time: {wall:.1f}s")
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    """``artune verify``: 0 when every bound holds, 1 when one drifted."""
+    from artune.table.io import load_table
+    from artune.tune.config import TuneConfig
+    from artune.tune.session import VerifyRequest, run_collective, under_torchrun, verify_rank
+
+    budget = _budget(args.budget, "--budget") or 10.0
+    table = load_table(args.table)
+    plans = [p for p in table.plans if p.mode == "eager"]
+    if under_torchrun() or args.world_size:
+        wanted = set(_world_sizes(args.world_size))
+        missing = sorted(wanted - {p.world_size for p in plans})
+        if missing:
+            raise ArtuneError(f"{args.table}: no eager plan for world size {missing[0]}; nothing to verify there")
+        plans = [p for p in plans if p.world_size in wanted]
+    if not plans:
+        raise ArtuneError(f"{args.table}: no eager-mode plan to verify")
+    rule = TuneConfig().noise
+    drifted = 0
+    checked = 0
+    for plan in plans:
+        request = VerifyRequest(plan, budget, rule, args.peer_timeout, logging.getLogger().getEffectiveLevel())
+        checks = run_collective(verify_rank, plan.world_size, request, timeout=180.0 + 6 * budget)
+        if checks is None:  # a torchrun rank other than 0
+            return 0
+        if not checks:
+            print(f"ws={plan.world_size}: no band bound between two algorithms runnable here; nothing to verify")
+        for check in checks:
+            checked += 1
+            drifted += not check.holds
+            print(check.describe())
+    print(f"{checked} bound(s) checked, {drifted} drifted" + ("" if drifted else ": the table holds"))
+    return 1 if drifted else 0

@@ -1,0 +1,41 @@
+"""Deriving a dispatch table from measurements: ``artune tune`` and ``artune verify``.
+
+The pipeline per world size (``tune_world``): a coarse sweep of every
+algorithm, a search of each winning algorithm's declared tunables, bisection
+of every crossover, the plan, and the regret on off-grid sizes against the
+fixed published rule. The rules that make it safe (only correct candidates,
+never a flip on noise) are in ``artune.tune.derive`` and
+``artune.tune.noise``; the budget split is in ``artune.tune.config``.
+
+Modules: ``noise`` (the noise rule), ``grid`` (which sizes), ``bench`` (where
+measurements come from, the resumable cache), ``derive`` (winners,
+bisection, bands), ``search`` (tunables), ``regret``, ``tuner``
+(orchestration), ``build`` (the table), ``verify``, ``session`` (ranks,
+torchrun), ``synthetic`` (a modelled bench for tests and dry runs).
+"""
+
+from artune.tune.bench import Bench, CachedBench
+from artune.tune.build import build_table
+from artune.tune.config import TuneConfig
+from artune.tune.derive import Crossover, Pick
+from artune.tune.noise import NoiseRule
+from artune.tune.regret import Regret
+from artune.tune.search import ParamSearch
+from artune.tune.tuner import WorldResult, tune_world
+from artune.tune.verify import BoundCheck, verify_plan
+
+__all__ = [
+    "Bench",
+    "BoundCheck",
+    "CachedBench",
+    "Crossover",
+    "NoiseRule",
+    "ParamSearch",
+    "Pick",
+    "Regret",
+    "TuneConfig",
+    "WorldResult",
+    "build_table",
+    "tune_world",
+    "verify_plan",
+]

@@ -1,0 +1,304 @@
+"""Where the tuner's measurements come from: the ``Bench`` protocol and its resumable cache.
+
+A ``Bench`` measures candidates at sizes and says which algorithms and
+tunables there are. ``CommBench`` is the real one (the measurement harness
+on a Communicator); tests use ``artune.tune.synthetic.SyntheticBench``.
+
+``CachedBench`` wraps a bench with what a run already knows (the
+measurement log): a (candidate, size) whose key is known is never measured
+again, and new measurements are handed to ``record`` (rank 0 appends them to
+the log). Each size is one harness call with every missing candidate
+interleaved (the harness measures sizes one after the other anyway; one call
+per size lets each size have its own iteration cap and progress step).
+
+Candidates of the algorithms in ``isolate`` (the session passes the process
+group's, ``gloo``) get a harness call of their own at each size. Interleaved
+per call, a process-group all-reduce lets the ranks leave at different times
+(one wakes up later in the kernel), and the next candidate's slowest-rank
+time absorbs that skew: measured here, a shared-memory all-reduce of 4 KiB
+that takes 11 us alone took 101 us right after gloo, which made whichever
+algorithm followed gloo look slower and moved crossovers. The baseline is
+3-40x slower than the shared-memory algorithms, so comparing it across calls
+is safe; the close comparisons stay within one interleaved call.
+
+Budgets must be identical on every rank (the harness derives iteration
+counts from them). So the time a call took is *agreed*: a bench with an
+``agree(seconds)`` method (``CommBench``: rank 0's wall time, broadcast)
+supplies it, otherwise it is estimated from the samples (``call_cost``),
+which are identical on every rank. Two corrections keep a noisy machine
+within its budget: the iteration count is capped from the mean time the
+candidates took at nearby sizes already measured (the harness sizes its
+iterations from the median of a few calls, and a heavy-tailed machine's mean
+is much higher), and while calls overrun on average, later calls are handed
+proportionally less.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from artune.measure.records import Candidate, Measurement, measurement_key
+from artune.table.model import ParamValue
+
+if TYPE_CHECKING:
+    from artune.communicator import Communicator
+
+log = logging.getLogger(__name__)
+
+MIN_CALL_BUDGET_S = 0.02
+MAX_OVERSHOOT = 4.0
+MIN_ITERS = 10  # the harness's own floor
+WARMUP_SHARE = 0.1  # the harness warms up for a tenth of the timed budget
+CALL_OVERHEAD_S = 0.01  # per measurement: correctness check and cost estimate
+
+
+def call_cost(measurements: Sequence[Measurement]) -> float:
+    """Seconds a harness call took, estimated from its samples: identical on every rank.
+
+    The timed samples (slowest rank per iteration) plus the warm-up share,
+    plus a small fixed overhead per measurement for the check and estimate.
+    """
+    timed = sum(sum(m.samples_us) for m in measurements) * 1e-6
+    return timed * (1.0 + WARMUP_SHARE) + CALL_OVERHEAD_S * len(measurements)
+
+
+class Bench(Protocol):
+    """A source of measurements for one world size and dtype (sum)."""
+
+    world_size: int
+    dtype: str
+    baseline: str
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        """Algorithms that can reduce ``dtype`` here, simplest first (the baseline first)."""
+        ...
+
+    def tunables(self, name: str) -> dict[str, tuple[ParamValue, ...]]:
+        """Declared parameters of ``name`` and their candidate values (empty: none)."""
+        ...
+
+    def measure(
+        self, candidates: Sequence[Candidate], sizes: Sequence[int], budget_s: float, max_iters: int | None = None
+    ) -> list[Measurement]:
+        """Every candidate at every size, interleaved, in about ``budget_s`` seconds in all (collective);
+        at most ``max_iters`` timed rounds per size when given."""
+        ...
+
+
+class Progress(Protocol):
+    """Where a run reports how far it is (budget seconds spent)."""
+
+    def phase(self, description: str) -> None: ...
+
+    def advance(self, seconds: float) -> None: ...
+
+
+class NoProgress:
+    """A progress sink that shows nothing (ranks other than 0, tests)."""
+
+    def phase(self, description: str) -> None:
+        """Ignore."""
+
+    def advance(self, seconds: float) -> None:
+        """Ignore."""
+
+
+class CachedBench:
+    """A bench that reuses known measurements, records new ones and accounts the time spent."""
+
+    def __init__(
+        self,
+        bench: Bench,
+        known: Iterable[Measurement] = (),
+        record: Callable[[Measurement], None] | None = None,
+        progress: Progress | None = None,
+        redop: str = "sum",
+        isolate: Collection[str] = (),
+    ) -> None:
+        self.bench = bench
+        self.isolate = frozenset(isolate)
+        self.world_size = bench.world_size
+        self.dtype = bench.dtype
+        self.baseline = bench.baseline
+        self.redop = redop
+        self.record = record
+        self.progress: Progress = progress or NoProgress()
+        self._known: dict[str, Measurement] = {m.key: m for m in known}
+        self._used: dict[str, Measurement] = {}
+        self.measured = 0  # measurements taken by this run
+        self._from_log = frozenset(self._known)
+        self.calls = 0
+        self.spent_s = 0.0  # seconds of measuring, from the samples (identical on every rank)
+        self.wall_s = 0.0  # this rank's wall time inside the harness (for reports only, never for decisions)
+        self._requested_s = 0.0
+        self._cost_s = 0.0
+
+    @property
+    def overshoot(self) -> float:
+        """How much longer calls took than asked so far (from samples; 1 to 4): budgets are divided by it."""
+        if self._requested_s <= 0:
+            return 1.0
+        return min(MAX_OVERSHOOT, max(1.0, self._cost_s / self._requested_s))
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        """The wrapped bench's algorithms."""
+        return self.bench.algorithms
+
+    def tunables(self, name: str) -> dict[str, tuple[ParamValue, ...]]:
+        """The wrapped bench's tunables."""
+        return self.bench.tunables(name)
+
+    def key(self, candidate: Candidate, size: int) -> str:
+        """The measurement key of ``candidate`` at ``size`` on this bench."""
+        return measurement_key(candidate, size, self.dtype, self.redop, self.world_size)
+
+    def get(self, candidate: Candidate, size: int) -> Measurement | None:
+        """The known measurement of ``candidate`` at ``size``, or ``None``."""
+        return self._known.get(self.key(candidate, size))
+
+    @property
+    def reused(self) -> int:
+        """How many measurements this run took from the log instead of measuring them."""
+        return sum(1 for key in self._used if key in self._from_log)
+
+    def used(self) -> list[Measurement]:
+        """Every measurement this run asked for (new or reused), in order of first request."""
+        return list(self._used.values())
+
+    def measure(self, candidates: Sequence[Candidate], sizes: Sequence[int], budget_s: float) -> list[Measurement]:
+        """Each candidate at each size; only unknown pairs are measured, with their share of ``budget_s``."""
+        candidates = list(dict.fromkeys(candidates))
+        sizes = list(dict.fromkeys(sizes))
+        pairs = max(1, len(candidates) * len(sizes))
+        for size in sizes:
+            missing = [c for c in candidates if self.key(c, size) not in self._known]
+            alone = [c for c in missing if c.algorithm in self.isolate]
+            together = [c for c in missing if c.algorithm not in self.isolate]
+            for group in [*([c] for c in alone), together]:
+                if group:
+                    self._measure_one(group, size, budget_s * len(group) / pairs)
+        out: list[Measurement] = []
+        for size in sizes:
+            for candidate in candidates:
+                key = self.key(candidate, size)
+                found = self._known.get(key)
+                if found is None:
+                    raise RuntimeError(f"CachedBench.measure(): the bench returned no measurement for {key}")
+                if key not in self._used:
+                    self._used[key] = found
+                out.append(found)
+        return out
+
+    def _measure_one(self, missing: list[Candidate], size: int, share: float) -> None:
+        share = max(MIN_CALL_BUDGET_S, share)
+        handed = share / self.overshoot
+        predicted = [self.predict_us(c, size) for c in missing]
+        cap = None
+        if all(p is not None for p in predicted):
+            cap = max(MIN_ITERS, int(handed * 1e6 / sum(predicted)))  # type: ignore[arg-type]
+        started = time.monotonic()
+        got = self.bench.measure(missing, [size], handed, cap)
+        wall = time.monotonic() - started
+        agree = getattr(self.bench, "agree", None)
+        spent = float(agree(wall)) if agree is not None else call_cost(got)
+        self.calls += 1
+        self.wall_s += wall
+        self.spent_s += spent
+        self._requested_s += handed
+        self._cost_s += spent
+        self.progress.advance(spent)
+        log.debug(
+            "measured %s at %d: %.3fs asked, %.3fs handed, cap %s, %.3fs spent, %.3fs wall",
+            ",".join(c.key for c in missing),
+            size,
+            share,
+            handed,
+            cap,
+            spent,
+            wall,
+        )
+        for m in got:
+            self._known[m.key] = m
+            self.measured += 1
+            if self.record is not None:
+                self.record(m)
+
+    def predict_us(self, candidate: Candidate, size: int) -> float | None:
+        """The mean time per call of ``candidate`` at ``size`` from the nearest sizes measured (same
+        algorithm), interpolated on log-log axes; ``None`` when there is nothing to go by."""
+        points: dict[int, float] = {}
+        for m in self._known.values():
+            same = m.candidate.algorithm == candidate.algorithm and m.samples_us and m.status == "ok"
+            if same and (m.size_bytes not in points or m.candidate == candidate):
+                points[m.size_bytes] = sum(m.samples_us) / len(m.samples_us)
+        if not points:
+            return None
+        sizes = sorted(points)
+        if size <= sizes[0]:
+            return points[sizes[0]]
+        if size >= sizes[-1]:
+            return points[sizes[-1]]  # flat: never predicts too much, so never caps too hard
+        upper = next(s for s in sizes if s >= size)
+        lower = max(s for s in sizes if s <= size)
+        if upper == lower:
+            return points[lower]
+        f = math.log(size / lower) / math.log(upper / lower)
+        return math.exp((1 - f) * math.log(points[lower]) + f * math.log(points[upper]))
+
+
+class CommBench:
+    """The real bench: the measurement harness over a Communicator, fp32 sum."""
+
+    def __init__(self, comm: Communicator, dtype: str = "float32", check: bool = True) -> None:
+        import torch
+
+        self.comm = comm
+        self.world_size = comm.world_size
+        self.dtype = dtype
+        self.check = check
+        self._torch_dtype = getattr(torch, dtype)
+        self.baseline = comm.baseline
+        usable = comm.available(self._torch_dtype, "sum")
+        names = [comm.baseline, *comm.algorithms]
+        self._algorithms = tuple(n for n in dict.fromkeys(names) if n in usable)
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        """Algorithms that reduce this dtype here, the process group first."""
+        return self._algorithms
+
+    def tunables(self, name: str) -> dict[str, tuple[ParamValue, ...]]:
+        """The algorithm's declared parameters."""
+        return {k: tuple(v) for k, v in self.comm.tunables(name).items()}  # type: ignore[misc]
+
+    def measure(
+        self, candidates: Sequence[Candidate], sizes: Sequence[int], budget_s: float, max_iters: int | None = None
+    ) -> list[Measurement]:
+        """One collective harness call; ``budget_s`` is shared by the sizes (the harness's is per size)."""
+        from artune.measure.harness import measure
+
+        return measure(
+            self.comm,
+            list(candidates),
+            list(sizes),
+            dtype=self._torch_dtype,
+            budget_s=max(1e-3, budget_s / max(1, len(sizes))),
+            max_iters=max(MIN_ITERS, max_iters) if max_iters is not None else 20_000,
+            check=self.check,
+        )
+
+    def agree(self, seconds: float) -> float:
+        """Rank 0's ``seconds``, on every rank (how long a call took, for the budget)."""
+        import torch
+        import torch.distributed as dist
+
+        group = getattr(self.comm, "group", None)
+        value = torch.tensor([seconds], dtype=torch.float64)
+        dist.broadcast(value, src=dist.get_global_rank(group, 0) if group is not None else 0, group=group)
+        return float(value.item())

@@ -1,0 +1,40 @@
+"""The measured table: one eager plan per tuned world size, with provenance."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+
+from artune import __version__
+from artune.table.model import Platform, Provenance, Table
+from artune.tune.tuner import WorldResult
+
+
+def provenance_notes(results: Sequence[WorldResult]) -> str:
+    """Budget, noise and regret figures in one line (the table's ``provenance.notes``)."""
+    if not results:
+        return ""
+    parts = [results[0].config.describe()]
+    for r in results:
+        g = r.regret
+        parts.append(
+            f"ws={r.world_size}: {r.measured} measurements ({r.reused} reused from the log), "
+            f"median spread {r.noise_median:.1%}, regret on {len(g.points)} off-grid sizes "
+            f"{g.tuned_geomean:.3f} geomean / {g.tuned_worst:.3f} worst "
+            f"(fixed 1 MiB rule {g.fixed_geomean:.3f} / {g.fixed_worst:.3f})"
+        )
+    return "; ".join(parts)
+
+
+def build_table(results: Sequence[WorldResult], platform: Platform, date: str | None = None) -> Table:
+    """The table of ``results`` for ``platform`` (``source = "measured"``, tool ``artune <version>``)."""
+    when = date or datetime.date.today().isoformat()
+    provenance = Provenance(
+        source="measured",
+        date=when,
+        device=platform.device,
+        tool=f"artune {__version__}",
+        notes=provenance_notes(results),
+    )
+    plans = tuple(r.plan for r in sorted(results, key=lambda r: r.world_size))
+    return Table(platform, provenance, plans)

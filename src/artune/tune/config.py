@@ -1,0 +1,105 @@
+"""What one tuning run does: sizes, resolution, noise rule and the time budget split.
+
+The budget is seconds of measuring, split across the phases by weight. What
+a phase spent is counted from its measurements' samples (see
+``artune.tune.bench.call_cost``), never from a rank's wall clock, so every
+rank computes the same budgets and runs the same sequence. A phase that
+needs less (no tunables, no crossover, measurements already in the log)
+leaves its share to the later phases; one that overran leaves less.
+
+| phase | default share | what |
+|---|---|---|
+| sweep | 40% | every algorithm at the coarse sizes |
+| params | 10% | each declared tunable at up to two sizes the algorithm won |
+| bisect | 25% | each crossover, two algorithms per midpoint |
+| regret | 25% | every algorithm and both rules' choices at off-grid sizes |
+
+``TuneConfig.full()``: powers of 4 from 256 B to 64 MiB, crossovers to
+within 2^(1/4) (19%), 12 off-grid sizes, 60 s. ``TuneConfig.quick()``:
+powers of 16 from 256 B to 16 MiB, within 2^(1/2), 8 off-grid sizes, 15 s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from artune.tune.grid import powers
+from artune.tune.noise import NoiseRule
+
+PHASES: tuple[tuple[str, float], ...] = (("sweep", 0.40), ("params", 0.10), ("bisect", 0.25), ("regret", 0.25))
+FULL_BUDGET_S = 60.0
+QUICK_BUDGET_S = 15.0
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """The settings of one tuning run (identical on every rank)."""
+
+    budget_s: float = FULL_BUDGET_S
+    min_size: int = 256
+    max_size: int = 64 << 20
+    factor: int = 4
+    resolution: float = 2**0.25
+    regret_sizes: int = 12
+    seed: int = 0
+    dtype: str = "float32"
+    itemsize: int = 4
+    noise: NoiseRule = field(default_factory=NoiseRule)
+    phases: tuple[tuple[str, float], ...] = PHASES
+    quick: bool = False
+
+    @classmethod
+    def full(cls, budget_s: float | None = None) -> TuneConfig:
+        """The default run (``artune tune``)."""
+        return cls(budget_s=FULL_BUDGET_S if budget_s is None else budget_s)
+
+    @classmethod
+    def quick_run(cls, budget_s: float | None = None) -> TuneConfig:
+        """``artune tune --quick``: fewer sizes, coarser crossovers, a smaller budget."""
+        return cls(
+            budget_s=QUICK_BUDGET_S if budget_s is None else budget_s,
+            max_size=16 << 20,
+            factor=16,
+            resolution=2**0.5,
+            regret_sizes=8,
+            quick=True,
+        )
+
+    def with_changes(self, **changes: object) -> TuneConfig:
+        """A copy with some fields replaced."""
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def sweep_sizes(self) -> list[int]:
+        """The coarse sizes: ``min_size * factor**k`` up to ``max_size``."""
+        return powers(self.min_size, self.max_size, self.factor)
+
+    def describe(self) -> str:
+        """One line for provenance notes and reports."""
+        split = ", ".join(f"{name} {share:.0%}" for name, share in self.phases)
+        return (
+            f"budget {self.budget_s:g}s per world size ({split}); noise = p20-p80 spread, "
+            f"floor {self.noise.floor:.0%}, cap {self.noise.cap:.0%}; "
+            f"crossovers bisected to {self.resolution:.2f}x"
+        )
+
+
+class Budget:
+    """Phase allowances from the seconds spent so far (see the module table)."""
+
+    def __init__(self, total_s: float, phases: tuple[tuple[str, float], ...], spent: float = 0.0) -> None:
+        self.total_s = total_s
+        self.phases = phases
+        self.spent_s = spent
+
+    def allowance(self, phase: str, spent_s: float | None = None) -> float:
+        """Seconds for ``phase``: what remains, shared by weight among it and the phases after it."""
+        if spent_s is not None:
+            self.spent_s = spent_s
+        names = [name for name, _ in self.phases]
+        if phase not in names:
+            raise ValueError(f"Budget.allowance(): unknown phase {phase!r}; phases: {', '.join(names)}")
+        index = names.index(phase)
+        rest = sum(weight for _, weight in self.phases[index:])
+        weight = self.phases[index][1]
+        remaining = max(0.0, self.total_s - self.spent_s)
+        return remaining * weight / rest if rest > 0 else 0.0

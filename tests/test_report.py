@@ -1,0 +1,63 @@
+"""The report: plots and text written from a synthetic tuning result."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+
+from artune.machine import cpu_platform
+from artune.report import RunInfo, write_report
+from artune.report.document import Grid, Heading, Para, to_html, to_markdown
+from artune.report.figures import band_spans, latency_series, speedup_summary, speedups
+from artune.table.check import check_table
+from artune.tune.bench import CachedBench
+from artune.tune.build import build_table
+from artune.tune.config import TuneConfig
+from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.tuner import WorldResult, tune_world
+
+
+@pytest.fixture(scope="module")
+def result() -> WorldResult:
+    costs = {"gloo": linear_cost(400, 1.2), "shm_one_shot": linear_cost(5, 1.0), "shm_two_shot": linear_cost(20, 3.0)}
+    bench = SyntheticBench(costs, noise=0.03, params={"shm_two_shot": {"chunk_bytes": (1 << 20, 4 << 20)}})
+    return tune_world(CachedBench(bench), TuneConfig.quick_run())
+
+
+def test_figures(result: WorldResult) -> None:
+    series = latency_series(result)
+    assert next(iter(series)) == "gloo" and {"shm_one_shot", "shm_two_shot"} <= set(series)
+    assert all(a.size < b.size for pts in series.values() for a, b in itertools.pairwise(pts))
+    spans = band_spans(result)
+    assert [name for *_, name in spans] == ["shm_one_shot", "shm_two_shot"]
+    points = speedups(result)
+    top, mean, at = speedup_summary(points)
+    assert top >= mean > 1 and at is not None and at.choice.algorithm == "shm_one_shot"
+
+
+def test_report_files_are_written(result: WorldResult, tmp_path: Path) -> None:
+    table = build_table([result], cpu_platform())
+    written = write_report(
+        [result], table, tmp_path, check_table(table), RunInfo(str(tmp_path), 12.3, "", "artune tune")
+    )
+    names = {p.name for p in written}
+    assert {"latency-ws2.png", "speedup-ws2.png", "report.md", "report.html"} <= names
+    for png in ("latency-ws2.png", "speedup-ws2.png"):
+        data = (tmp_path / png).read_bytes()
+        assert data.startswith(b"\x89PNG") and len(data) > 10_000
+    md = (tmp_path / "report.md").read_text()
+    assert "Regret on 8 off-grid sizes" in md and "fixed 1 MiB rule (DeepSpeed)" in md
+    assert "geometric mean" in md and "Speedup over gloo" in md
+    assert "shm_one_shot -> shm_two_shot" in md and "confidence" in md
+    assert "artune check: clean." in md and "Wall time: 12.3s" in md
+    page = (tmp_path / "report.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and '<img src="latency-ws2.png"' in page and "Regret on 8" in page
+
+
+def test_document_renders_the_same_content_twice() -> None:
+    blocks = [Heading("T", 1), Para("a <b> & c"), Grid(("x", "y|z"), (("1", "2"),))]
+    md, page = to_markdown(blocks), to_html(blocks, "t")
+    assert md.startswith("# T") and "y\\|z" in md and "a <b> & c" in md
+    assert "a &lt;b&gt; &amp; c" in page and "<th>y|z</th>" in page

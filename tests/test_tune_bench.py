@@ -1,0 +1,109 @@
+"""``CachedBench``: resumption by key, one call per size, budget accounting and iteration caps."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from artune.measure.records import Candidate, Measurement
+from artune.tune.bench import MIN_ITERS, CachedBench, call_cost
+from artune.tune.synthetic import SyntheticBench, linear_cost
+
+A, B, G = Candidate("shm_one_shot"), Candidate("shm_two_shot"), Candidate("gloo")
+
+
+def bench(**kw: object) -> SyntheticBench:
+    costs = {"gloo": linear_cost(400, 1.2), "shm_one_shot": linear_cost(5, 1.0), "shm_two_shot": linear_cost(20, 3.0)}
+    return SyntheticBench(costs, noise=0.01, **kw)  # type: ignore[arg-type]
+
+
+def test_known_pairs_are_not_measured_again() -> None:
+    inner = bench()
+    cached = CachedBench(inner)
+    first = cached.measure([G, A], [256, 4096], 1.0)
+    assert [(m.candidate, m.size_bytes) for m in first] == [(G, 256), (A, 256), (G, 4096), (A, 4096)]
+    assert [call[:2] for call in inner.calls] == [((G, A), (256,)), ((G, A), (4096,))]  # one call per size
+    again = cached.measure([A, B], [4096], 1.0)
+    assert inner.calls[-1][:2] == ((B,), (4096,))  # only the missing candidate
+    assert again[0] is first[3]
+    assert cached.measured == 5 and cached.calls == 3
+
+
+def test_a_log_replays_without_measuring(tmp_path: object) -> None:
+    first = CachedBench(bench())
+    ms = first.measure([G, A, B], [256, 65536], 1.0)
+    replay_inner = bench(seed=7)
+    replay = CachedBench(replay_inner, known=ms)
+    assert replay.measure([G, A, B], [256, 65536], 1.0) == ms
+    assert replay_inner.calls == [] and replay.reused == 6 and replay.measured == 0 and replay.spent_s == 0
+
+
+class SlowBench:
+    """A bench whose calls report (via ``agree``) three times the budget they were handed."""
+
+    world_size, dtype, baseline = 2, "float32", "gloo"
+    algorithms = ("gloo", "shm_one_shot")
+
+    def __init__(self) -> None:
+        self.inner = bench()
+        self.handed: list[float] = []
+        self.caps: list[int | None] = []
+
+    def tunables(self, name: str) -> dict[str, tuple[object, ...]]:
+        return {}
+
+    def measure(
+        self, candidates: Sequence[Candidate], sizes: Sequence[int], budget_s: float, max_iters: int | None = None
+    ) -> list[Measurement]:
+        self.handed.append(budget_s)
+        self.caps.append(max_iters)
+        self._last = budget_s
+        return self.inner.measure(candidates, sizes, budget_s, max_iters)
+
+    def agree(self, seconds: float) -> float:
+        return 3 * self._last
+
+
+def test_overruns_are_counted_and_later_calls_get_less() -> None:
+    slow = SlowBench()
+    cached = CachedBench(slow)
+    for size in (256, 1024, 4096):
+        cached.measure([G, A], [size], 1.0)
+    assert cached.spent_s == pytest.approx(1.0 * 3 + 3 * slow.handed[1] + 3 * slow.handed[2])
+    assert slow.handed[0] == 1.0 and slow.handed[1] == pytest.approx(1 / 3) and slow.handed[2] == pytest.approx(1 / 3)
+    assert cached.overshoot == pytest.approx(3.0)
+
+
+def test_iteration_cap_comes_from_nearby_means() -> None:
+    slow = SlowBench()
+    cached = CachedBench(slow)
+    cached.measure([G, A], [4096], 1.0)
+    assert slow.caps == [None]  # nothing to go by yet
+    assert cached.predict_us(G, 4096) == pytest.approx(400 + 4096 / 1200, rel=0.05)
+    assert cached.predict_us(G, 256) == cached.predict_us(G, 1 << 20)  # flat outside what is known
+    assert cached.predict_us(B, 4096) is None
+    cached.measure([G, A], [1 << 20], 1.0)
+    mid = cached.predict_us(A, 1 << 16)
+    assert cached.predict_us(A, 4096) < mid < cached.predict_us(A, 1 << 20)  # type: ignore[operator]
+    cached.measure([G, A], [1 << 16], 1.0)
+    assert slow.caps[-1] is not None and slow.caps[-1] >= MIN_ITERS
+
+
+def test_call_cost_counts_samples_warmup_and_overhead() -> None:
+    m = Measurement(A, 4096, "float32", 2, (100.0,) * 1000, 0)
+    assert call_cost([m]) == pytest.approx(0.1 * 1.1 + 0.01)
+
+
+def test_isolated_algorithms_get_their_own_call() -> None:
+    inner = bench()
+    cached = CachedBench(inner, isolate={"gloo"})
+    got = cached.measure([G, A, B], [4096, 65536], 1.0)
+    assert [(m.candidate, m.size_bytes) for m in got] == [(c, s) for s in (4096, 65536) for c in (G, A, B)]
+    assert [call[:2] for call in inner.calls] == [
+        ((G,), (4096,)),
+        ((A, B), (4096,)),
+        ((G,), (65536,)),
+        ((A, B), (65536,)),
+    ]
+    assert inner.calls[0][2] == pytest.approx(1.0 / 6) and inner.calls[1][2] == pytest.approx(2.0 / 6)

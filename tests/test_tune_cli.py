@@ -1,0 +1,107 @@
+"""``artune tune`` and ``artune verify`` on the command line: errors, exit codes, and one real run."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from artune.cli import main
+from artune.table.io import load_table
+from artune.tune import session
+from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.verify import verify_plan
+
+TABLE = """
+schema = 1
+[platform]
+kind = "cpu"
+arch = "x86_64"
+[provenance]
+source = "measured"
+[[plan]]
+world_size = 2
+fallback = "gloo"
+bands = [{{ below = "{bound}", algorithm = "shm_one_shot" }}, {{ upto = "1024TiB", algorithm = "shm_two_shot" }}]
+"""
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["tune"], "--world-size N is required"),
+        (["tune", "--world-size", "1"], "need at least 2 ranks"),
+        (["tune", "--world-size", "2", "--budget", "-3"], "must be a positive number"),
+        (["verify", "/nonexistent/table.toml"], "cannot read"),
+    ],
+)
+def test_user_errors_exit_2_with_one_line(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_torchrun_world_size_must_match(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert main(["tune", "--world-size", "3"]) == 2
+    assert "torchrun started WORLD_SIZE=2" in capsys.readouterr().err
+
+
+def _synthetic_collective(fn: Any, world_size: int, request: Any, timeout: float) -> Any:
+    """``run_collective`` replaced: verify against a modelled machine whose crossover is near 22 KB."""
+    costs = {"gloo": linear_cost(400, 1.2), "shm_one_shot": linear_cost(5, 1.0), "shm_two_shot": linear_cost(20, 3.0)}
+    bench = SyntheticBench(costs, noise=0.02)
+    return verify_plan(bench.measure, request.plan, bench.algorithms, request.rule, request.budget_s)
+
+
+@pytest.mark.parametrize(("bound", "code"), [("24KiB", 0), ("1MiB", 1)])
+def test_verify_exit_code_says_whether_the_table_holds(
+    bound: str, code: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "t.toml"
+    path.write_text(TABLE.format(bound=bound))
+    monkeypatch.setattr(session, "run_collective", _synthetic_collective)
+    assert main(["verify", str(path), "--budget", "1"]) == code
+    out = capsys.readouterr().out
+    assert "shm_one_shot -> shm_two_shot" in out
+    assert ("DRIFTED" in out) == bool(code)
+
+
+@pytest.mark.timeout(240)
+def test_real_quick_tune_writes_a_clean_table_and_report(tmp_path: Path) -> None:
+    """One small real run: spawned ranks, the harness, the shm algorithms (no wall-clock assertions)."""
+    out = tmp_path / "tune"
+    env = {**os.environ, "ARTUNE_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, "-m", "artune", "tune", "--world-size", "2", "--quick", "--out", str(out), "--no-install"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=220,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Regret on" in run.stdout
+    table = load_table(out / "table.toml")
+    assert table.provenance.source == "measured" and [p.world_size for p in table.plans] == [2]
+    check = subprocess.run(
+        [sys.executable, "-m", "artune", "check", str(out / "table.toml")], capture_output=True, text=True, env=env
+    )
+    assert check.returncode == 0, check.stdout + check.stderr
+    for name in ("measurements-ws2.jsonl", "report.md", "report.html", "latency-ws2.png", "speedup-ws2.png"):
+        assert (out / name).stat().st_size > 0, name
+    assert "Regret on" in (out / "report.md").read_text()
+    assert not (tmp_path / "cache").exists()  # --no-install
+
+
+def test_busy_machine_warning() -> None:
+    from artune.cli.tune import busy_warning
+
+    assert busy_warning(0.2, 1.9, world_size=2, cpus=2) == ""
+    assert "busy" in busy_warning(2.5, 2.0, world_size=2, cpus=2)  # others ran before we started
+    assert "busy" in busy_warning(0.1, 3.4, world_size=2, cpus=2)  # others joined during the run
+    assert busy_warning(3.0, 7.0, world_size=2, cpus=8) == ""

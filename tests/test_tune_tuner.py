@@ -1,0 +1,190 @@
+"""``tune_world`` end to end on a synthetic bench: bands, parameters, wrong candidates, regret, resumption."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from artune.machine import cpu_platform
+from artune.measure.records import Candidate, Header, MeasurementLog
+from artune.table.check import check_table
+from artune.table.io import dumps_table, loads_table
+from artune.table.model import ParamValue
+from artune.tune.bench import CachedBench
+from artune.tune.build import build_table
+from artune.tune.config import Budget, TuneConfig
+from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.tuner import tune_world
+
+# a machine like the CPU anchors: gloo ~400 us flat, one-shot fast when small, two-shot when large
+ONE, TWO = (5.0, 1.0), (20.0, 3.0)
+TRUE_CROSSOVER = (TWO[0] - ONE[0]) / (1 / (ONE[1] * 1e3) - 1 / (TWO[1] * 1e3))  # 22.5 KB
+
+
+def two_shot(size: int, params: Mapping[str, ParamValue]) -> float:
+    """Two-shot whose ``chunk_bytes`` = 4 MiB is 30% faster on large messages; 1 MiB is the default."""
+    t = linear_cost(*TWO)(size, params)
+    chunk = params.get("chunk_bytes", 1 << 20)
+    if chunk == 4 << 20 and size >= 1 << 20:
+        t *= 0.7
+    if chunk == 256 << 10:
+        t *= 0.99  # within noise: must not be chosen
+    return t
+
+
+def bench(seed: int = 0, noise: float = 0.02, **kw: object) -> SyntheticBench:
+    costs = {
+        "gloo": linear_cost(400.0, 1.2),
+        "shm_one_shot": linear_cost(*ONE),
+        "shm_two_shot": two_shot,
+    }
+    return SyntheticBench(costs, noise=noise, seed=seed, **kw)  # type: ignore[arg-type]
+
+
+CONFIG = TuneConfig.full(budget_s=30.0)
+
+
+def test_plan_has_the_crossover_within_resolution_and_passes_check() -> None:
+    result = tune_world(CachedBench(bench()), CONFIG)
+    bands = result.plan.bands
+    assert [b.candidates for b in bands] == [("shm_one_shot",), ("shm_two_shot",)]
+    bound = bands[0].upto + 1
+    assert TRUE_CROSSOVER / CONFIG.resolution <= bound <= TRUE_CROSSOVER * 1.2 * CONFIG.resolution
+    assert result.plan.fallback == "gloo"
+    (cross,) = result.crossovers
+    assert cross.confidence > 1 and cross.hi / cross.lo <= CONFIG.resolution * 1.0001
+    table = build_table([result], cpu_platform(), date="2026-11-29")
+    assert check_table(table) == []
+    again = loads_table(dumps_table(table))
+    assert again.plans == table.plans and again.provenance.source == "measured"
+    assert "regret" in again.provenance.notes
+
+
+def test_parameter_search_keeps_only_real_gains() -> None:
+    params = {"shm_two_shot": {"chunk_bytes": (256 << 10, 1 << 20, 4 << 20)}}
+    result = tune_world(CachedBench(bench(params=params)), CONFIG)
+    assert result.plan.params_for("shm_two_shot") == {"chunk_bytes": 4 << 20}
+    (search,) = result.searches
+    gains = {t.value: t.gain for t in search.trials}
+    assert gains[4 << 20] > 1.1 and abs(gains[256 << 10] - 1) < 0.05
+    assert all(s >= 1 << 20 or s in search.sizes for s in search.sizes)
+
+
+def test_parameter_value_with_wrong_results_is_never_chosen() -> None:
+    params = {"shm_two_shot": {"chunk_bytes": (1 << 20, 4 << 20)}}
+
+    def wrong(cand: Candidate, size: int) -> bool:
+        return cand.params_dict.get("chunk_bytes") == 4 << 20
+
+    result = tune_world(CachedBench(bench(params=params, wrong=wrong)), CONFIG)
+    assert result.plan.params_for("shm_two_shot") == {}
+    assert any("chunk_bytes=4194304" in key for key, _why in result.banned)
+
+
+def test_an_algorithm_with_wrong_results_is_never_chosen_anywhere() -> None:
+    # one-shot is the fastest small-message algorithm but wrong at one size: banned everywhere
+    result = tune_world(CachedBench(bench(wrong=lambda c, s: c.algorithm == "shm_one_shot" and s == 4096)), CONFIG)
+    assert all("shm_one_shot" not in b.candidates for b in result.plan.bands)
+    assert ("shm_one_shot", "wrong results at 4096 bytes (nwrong=1024, ok)") in result.banned
+    assert all(p.tuned.algorithm != "shm_one_shot" for p in result.regret.points)
+
+
+def test_wrong_results_found_late_redo_the_plan() -> None:
+    # one-shot is wrong only at sizes the sweep never measures (bisection midpoints, off-grid sizes)
+    def wrong(cand: Candidate, size: int) -> bool:
+        return cand.algorithm == "shm_one_shot" and size & (size - 1) != 0
+
+    result = tune_world(CachedBench(bench(wrong=wrong)), CONFIG)
+    assert all("shm_one_shot" not in b.candidates for b in result.plan.bands)
+    assert all(p.tuned.algorithm != "shm_one_shot" for p in result.regret.points)
+
+
+def test_a_timeout_excludes_the_candidate_at_that_size_only() -> None:
+    def failing(cand: Candidate, size: int) -> str:
+        return "timeout" if cand.algorithm == "shm_two_shot" and size == 1 << 20 else ""
+
+    result = tune_world(CachedBench(bench(failing=failing)), CONFIG)
+    picks = {p.size: p.winner.algorithm for p in result.picks}
+    assert picks[1 << 20] != "shm_two_shot"
+    assert picks[4 << 20] == "shm_two_shot"
+
+
+def test_equal_algorithms_never_flip_on_noise() -> None:
+    for seed in range(6):
+        costs = {
+            "gloo": linear_cost(400, 0.5),
+            "shm_one_shot": linear_cost(10, 1.0),
+            "shm_two_shot": linear_cost(10, 1.0),
+        }
+        result = tune_world(CachedBench(SyntheticBench(costs, noise=0.04, seed=seed)), CONFIG)
+        assert [b.candidates for b in result.plan.bands] == [("shm_one_shot",)], seed
+        assert result.crossovers == ()
+
+
+def test_regret_is_small_and_beats_the_fixed_rule() -> None:
+    result = tune_world(CachedBench(bench()), CONFIG)
+    regret = result.regret
+    assert len(regret.points) == CONFIG.regret_sizes
+    assert regret.tuned_geomean <= 1.05 and regret.tuned_worst <= 1.25
+    assert regret.fixed_geomean > regret.tuned_geomean  # DeepSpeed's 1 MiB switch is wrong for this machine
+    measured_before = {m.size_bytes for m in result.measurements} - {p.size for p in regret.points}
+    assert not measured_before & {p.size for p in regret.points}
+
+
+def test_same_inputs_same_sequence_of_measurements() -> None:
+    one, two = bench(seed=3), bench(seed=3)
+    tune_world(CachedBench(one), CONFIG)
+    tune_world(CachedBench(two), CONFIG)
+    assert one.calls == two.calls  # candidates, sizes and budgets: what every rank must agree on
+
+
+def test_budget_is_split_and_carried_forward() -> None:
+    budget = Budget(100.0, (("a", 0.5), ("b", 0.25), ("c", 0.25)))
+    assert budget.allowance("a") == 50.0
+    assert budget.allowance("b", spent_s=20.0) == pytest.approx(40.0)  # a used less: b and c share the rest
+    assert budget.allowance("c", spent_s=100.0) == 0.0
+    result = tune_world(CachedBench(bench(max_samples=100_000)), CONFIG)
+    assert CONFIG.budget_s * 0.8 <= result.spent_s <= CONFIG.budget_s * 1.1
+
+
+def _log(tmp_path: Path) -> MeasurementLog:
+    return MeasurementLog(tmp_path / "measurements-ws2.jsonl", Header.for_this_machine(2))
+
+
+def test_rerun_over_a_complete_log_measures_nothing(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    first = tune_world(CachedBench(bench(), record=log.append), CONFIG)
+    assert first.measured == len(log.read()) > 0
+    replay = bench(seed=99)
+    second = tune_world(CachedBench(replay, known=_log(tmp_path).read()), CONFIG)
+    assert replay.calls == []
+    assert second.measured == 0 and second.reused == first.measured
+    assert second.plan == first.plan
+
+
+def test_rerun_over_a_partial_log_measures_only_what_is_missing(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    tune_world(CachedBench(bench(), record=log.append), CONFIG)
+    lines = log.path.read_text().splitlines(keepends=True)
+    kept = lines[: len(lines) // 2]
+    log.path.write_text("".join(kept))
+    known = _log(tmp_path).read()
+    resumed = bench(seed=5)
+    again = tune_world(CachedBench(resumed, known=known), CONFIG)
+    new_keys = {m.key for m in again.measurements} - {m.key for m in known}
+    remeasured = [
+        (c.key, s) for cands, sizes, _ in resumed.calls for c in cands for s in sizes
+        if any(m.candidate == c and m.size_bytes == s for m in known)
+    ]  # fmt: skip
+    assert remeasured == []
+    assert again.measured == len(new_keys) > 0
+    assert again.reused == len(known)
+
+
+def test_noise_median_is_reported() -> None:
+    result = tune_world(CachedBench(bench(noise=0.05)), CONFIG)
+    assert 0.03 < result.noise_median < 0.2
+    assert not math.isnan(result.regret.fixed_worst)
