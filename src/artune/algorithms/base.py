@@ -22,6 +22,9 @@ class Algorithm(ABC):
 
     #: the registry name (a key of ``artune.catalog.SPECS``)
     name: str
+    #: True when the algorithm itself compares element count, dtype and op across ranks
+    #: (raising ``CallMismatch``); otherwise the Communicator checks before calling it
+    checks_calls: bool = False
 
     @abstractmethod
     def unavailable(self, dtype: torch.dtype, op: str) -> str | None:
@@ -39,6 +42,10 @@ class Algorithm(ABC):
         Raises ``CallMismatch`` when ranks disagree on element count, dtype or
         op, and ``PeerTimeout`` when a peer does not arrive in time.
         """
+
+    def tunable_space(self) -> dict[str, tuple[object, ...]]:
+        """Declared parameters and the values worth trying on this group (a tuner searches them)."""
+        return {}
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; idempotent."""

@@ -31,8 +31,8 @@ import torch
 import torch.distributed as dist
 
 from artune import __version__, machine, settings
-from artune.algorithms import AlgorithmSet, open_algorithms
-from artune.algorithms.base import REDUCE_OPS
+from artune.algorithms import AlgorithmSet, ProcessGroupAlgorithm, open_algorithms
+from artune.algorithms.base import REDUCE_OPS, Algorithm
 from artune.communicator.agreement import RankFacts, agree
 from artune.communicator.selection import select_table
 from artune.errors import ArtuneError, CommunicatorClosed, PeerTimeout
@@ -97,6 +97,7 @@ class Communicator:
         self._algorithms: AlgorithmSet = open_algorithms(
             group, timeout=self.timeout, buffer_bytes=buffer_bytes, use_shm=shm and same_host
         )
+        self._baseline = next(n for n, a in self._algorithms.by_name.items() if isinstance(a, ProcessGroupAlgorithm))
         reason = self._algorithms.shm_unavailable_reason
         if shm and not same_host:
             reason = "ranks are on different hosts"
@@ -110,9 +111,7 @@ class Communicator:
                 self.world_size,
                 self.table.name,
                 ", ".join(self.algorithms),
-                f"; shared memory not used: {self.shm_unavailable_reason}"
-                if self.shm_unavailable_reason
-                else "",
+                f"; shared memory not used: {self.shm_unavailable_reason}" if self.shm_unavailable_reason else "",
             )
 
     # ------------------------------------------------------------ queries
@@ -125,11 +124,11 @@ class Communicator:
     @property
     def baseline(self) -> str:
         """The process group's own algorithm (``gloo`` on CPU): always available, the reference."""
-        return self._algorithms.baseline
+        return self._baseline
 
     def tunables(self, name: str) -> dict[str, tuple[object, ...]]:
         """The declared parameters of algorithm ``name`` and their candidate values."""
-        return dict(getattr(self._runnable(name), "tunables", {}))
+        return self._runnable(name).tunable_space()
 
     def available(self, dtype: torch.dtype, op: str = "sum") -> frozenset[str]:
         """Names of the algorithms that can reduce ``dtype`` with ``op`` exactly here."""
@@ -167,9 +166,7 @@ class Communicator:
         op = _op_name(op)
         usable = self._usable(tensor.dtype, op)
         if algorithm is None:
-            decision = self.table.decide(
-                tensor.numel() * tensor.element_size(), self.world_size, self.mode, usable
-            )
+            decision = self.table.decide(tensor.numel() * tensor.element_size(), self.world_size, self.mode, usable)
             name = decision.algorithm if decision.algorithm in usable else self.baseline
             chosen_params: Mapping[str, object] = decision.params if params is None else params
         else:
@@ -180,12 +177,14 @@ class Communicator:
                 )
             name, chosen_params = algorithm, params or {}
         work = tensor if tensor.is_contiguous() else tensor.contiguous()
+        runner = self._algorithms.by_name[name]
+        channel = self._algorithms.channel
         try:
-            self._algorithms.run(name, work, op, chosen_params)
+            if channel is not None and not runner.checks_calls:
+                channel.agree(work.numel(), work.dtype, op, name)
+            runner.all_reduce(work, op, chosen_params)
         except PeerTimeout as err:
-            self._broken = (
-                f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
-            )
+            self._broken = f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
             raise
         if work is not tensor:
             tensor.copy_(work)
@@ -200,7 +199,7 @@ class Communicator:
             )
         return usable
 
-    def _runnable(self, name: str) -> object:
+    def _runnable(self, name: str) -> Algorithm:
         try:
             return self._algorithms.by_name[name]
         except KeyError:

@@ -1,0 +1,94 @@
+"""Runnable all-reduce algorithms and the one entry the Communicator calls: ``open_algorithms``.
+
+``open_algorithms(group, timeout=...)`` is collective (every rank of
+``group`` calls it with the same arguments). It returns an ``AlgorithmSet``:
+the process-group algorithm (named after the backend: ``"gloo"``, ...) and,
+when shared memory can be used, ``"shm_one_shot"`` and ``"shm_two_shot"``
+over one ``ShmChannel``. When it cannot, ``shm_unavailable_reason`` says why
+(the same text on every rank) and only the process-group algorithm is there.
+
+Before a process-group all-reduce, the Communicator should call
+``algorithms.channel.agree(numel, dtype, op, name)`` (when ``channel`` is not
+``None``) so that mismatched calls raise ``CallMismatch`` there too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+from artune.algorithms.base import REDUCE_OPS, Algorithm
+from artune.algorithms.process_group import ProcessGroupAlgorithm
+from artune.algorithms.shm import ShmChannel, ShmOneShot, ShmTwoShot
+from artune.errors import ShmUnavailable
+
+__all__ = [
+    "REDUCE_OPS",
+    "Algorithm",
+    "AlgorithmSet",
+    "ProcessGroupAlgorithm",
+    "ShmChannel",
+    "ShmOneShot",
+    "ShmTwoShot",
+    "open_algorithms",
+]
+
+
+@dataclass
+class AlgorithmSet:
+    """The algorithms open on one process group."""
+
+    #: runnable algorithms by catalog name
+    by_name: dict[str, Algorithm]
+    #: the shared-memory channel, or ``None`` when shm is off or unavailable
+    channel: ShmChannel | None = None
+    #: why the shm algorithms are missing (identical on every rank), ``None`` when they are present
+    shm_unavailable_reason: str | None = None
+    _closed: bool = field(default=False, repr=False)
+
+    def close(self) -> None:
+        """Close every algorithm and the channel; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        for algorithm in self.by_name.values():
+            with contextlib.suppress(Exception):
+                algorithm.close()
+        if self.channel is not None:
+            self.channel.close()
+
+
+def open_algorithms(
+    group: Any = None,
+    *,
+    timeout: float,
+    buffer_bytes: int | None = None,
+    use_shm: bool = True,
+) -> AlgorithmSet:
+    """Open the algorithms on ``group`` (collective; same arguments on every rank).
+
+    ``timeout``: seconds any one wait for peers may take (shm rounds and the
+    process-group call). ``buffer_bytes``: data bytes per shm slot, i.e. the
+    largest ``chunk_bytes``; ``None`` = ``DEFAULT_BUFFER_BYTES`` or less if
+    /dev/shm is small. ``use_shm=False`` skips shared memory entirely.
+    Shared-memory trouble never raises here: it is reported in
+    ``shm_unavailable_reason``.
+    """
+    channel: ShmChannel | None = None
+    reason: str | None = None
+    if use_shm:
+        try:
+            channel = ShmChannel(group, timeout=timeout, buffer_bytes=buffer_bytes)
+        except ShmUnavailable as err:
+            reason = str(err)
+    else:
+        reason = "shared memory disabled (use_shm=False)"
+    process_group = ProcessGroupAlgorithm(
+        group, timeout=timeout, dead_peers=channel.dead_peers if channel is not None else None
+    )
+    by_name: dict[str, Algorithm] = {process_group.name: process_group}
+    if channel is not None:
+        for algorithm in (ShmOneShot(channel), ShmTwoShot(channel)):
+            by_name[algorithm.name] = algorithm
+    return AlgorithmSet(by_name, channel, reason)

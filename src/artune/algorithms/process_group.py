@@ -1,0 +1,122 @@
+"""``ProcessGroupAlgorithm``: ``torch.distributed.all_reduce`` on a process group, named after its backend.
+
+Deadline: the collective is issued with ``async_op=True`` and waited for with
+``work.wait(timeout)``. Gloo honours that timeout (checked with torch 2.13: a
+peer that never calls makes ``wait`` raise "Operation timed out!" after the
+timeout), and a peer that dies closes its TCP pairs so gloo fails at once
+("Connection closed by peer"). Both become ``PeerTimeout``; the process group
+is then in an unknown state, so later calls raise ``CommunicatorClosed``.
+For backends whose ``wait`` ignores the timeout, the process group's own
+timeout (``init_process_group(timeout=...)``) is what bounds the call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from artune.algorithms.base import REDUCE_OPS, Algorithm
+from artune.errors import CommunicatorClosed, PeerTimeout
+
+_TORCH_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+
+_COMMON = frozenset(
+    {
+        torch.float32,
+        torch.float16,
+        torch.bfloat16,
+        torch.float64,
+        torch.int8,
+        torch.uint8,
+        torch.int32,
+        torch.int64,
+    }
+)
+# What each backend reduces with sum/max/min (gloo checked on torch 2.13: int16 raises "Invalid
+# scalar type"; bool "works" as or/and, complex only for sum - both left out as unlikely to be meant).
+SUPPORTED: dict[str, frozenset[torch.dtype]] = {"gloo": _COMMON, "nccl": _COMMON, "mpi": _COMMON}
+
+# error texts that mean "a peer is gone or late" rather than "bad call"
+_PEER_FAILURE_TEXTS = ("timed out", "timeout", "connection closed", "connection reset", "broken pipe")
+
+
+def backend_name(group: Any = None) -> str:
+    """The backend of ``group`` for CPU tensors: ``"gloo"``, ``"nccl"``, ``"mpi"``, ...
+
+    A group made with several backends reports e.g. ``"cpu:gloo,cuda:nccl"``; the CPU one is meant.
+    """
+    backend = str(dist.get_backend(group))
+    if ":" in backend:
+        by_device = dict(part.split(":", 1) for part in backend.split(",") if ":" in part)
+        backend = by_device.get("cpu", backend)
+    return backend
+
+
+class ProcessGroupAlgorithm(Algorithm):
+    """``torch.distributed.all_reduce`` on ``group``; ``name`` is the backend (``"gloo"``, ``"nccl"``, ...).
+
+    ``timeout`` (seconds, ``None`` = the process group's own) bounds each call.
+    ``dead_peers``, when given, names the ranks known to be dead for the
+    ``PeerTimeout`` message (the shm channel's liveness check can provide it).
+    """
+
+    def __init__(
+        self,
+        group: Any = None,
+        *,
+        timeout: float | None = None,
+        dead_peers: Callable[[], tuple[int, ...]] | None = None,
+    ) -> None:
+        self.group = group
+        self.name = backend_name(group)
+        self._timeout = timedelta(seconds=timeout) if timeout else None
+        self._dead_peers = dead_peers
+        self._supported = SUPPORTED.get(self.name, _COMMON)
+        self._broken: str | None = None
+        self._closed = False
+
+    def unavailable(self, dtype: torch.dtype, op: str) -> str | None:
+        if op not in REDUCE_OPS:
+            return f"op {op!r} is not supported (supported: {', '.join(REDUCE_OPS)})"
+        if dtype not in self._supported:
+            return f"the {self.name} backend does not all-reduce {dtype}"
+        return None
+
+    def all_reduce(self, tensor: torch.Tensor, op: str, params: Mapping[str, object]) -> torch.Tensor:
+        if self._closed or self._broken:
+            raise CommunicatorClosed(
+                f"the {self.name} process-group algorithm is "
+                + ("closed" if self._closed else f"broken by an earlier failure ({self._broken})")
+                + "; create a new communicator"
+            )
+        work = dist.all_reduce(tensor, op=_TORCH_OPS[op], group=self.group, async_op=True)
+        try:
+            if self._timeout is None:
+                work.wait()
+            else:
+                work.wait(self._timeout)
+        except RuntimeError as err:
+            text = str(err)
+            if not any(t in text.lower() for t in _PEER_FAILURE_TEXTS):
+                raise
+            dead: tuple[int, ...] = ()
+            if self._dead_peers is not None:
+                try:
+                    dead = self._dead_peers()
+                except Exception:  # liveness is best effort here
+                    dead = ()
+            self._broken = text.splitlines()[0][:200]
+            who = f"rank(s) {list(dead)} died" if dead else f"the {self.name} backend does not say which rank"
+            raise PeerTimeout(
+                f"{self.name} all-reduce failed waiting for peers ({who}): {self._broken}; create a new communicator",
+                missing=dead,
+            ) from err
+        return tensor
+
+    def close(self) -> None:
+        """Nothing to release (the process group belongs to the caller); later calls are refused."""
+        self._closed = True

@@ -1,0 +1,286 @@
+"""The shared-memory all-reduce algorithms: ``shm_one_shot`` and ``shm_two_shot``.
+
+Both reduce in rank order (0, 1, ..., W-1) with the same accumulation type
+(fp32 for float16/bfloat16 sums, the tensor's own type otherwise), so they
+give bit-identical results on every rank and to each other. Messages larger
+than ``chunk_bytes`` go in chunks, one channel step each. Integer sums wrap
+around as torch's do; max/min propagate NaN (``torch.maximum``). Tensors must
+be contiguous CPU tensors.
+
+The per-call path is kept lean: views over the segment are built once per
+(dtype, shape) and cached on the channel, headers are packed with a
+precompiled ``struct``, and reductions write in place with ``out=``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import torch
+
+from artune.algorithms.base import REDUCE_OPS, Algorithm
+from artune.errors import CallMismatch
+from artune.sizes import parse_size
+
+from .channel import _HDR, DTYPE_CODES, OP_CODES, ShmChannel, algorithm_code
+
+# how a (dtype, op) pair is reduced
+_ADD, _MAX, _MIN, _ADD_FP32 = 0, 1, 2, 3
+_BINARY = {_ADD: torch.add, _MAX: torch.maximum, _MIN: torch.minimum}
+_HALF = (torch.float16, torch.bfloat16)
+SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+)
+
+
+def _kind(dtype: torch.dtype, op: str) -> int:
+    if op == "sum":
+        return _ADD_FP32 if dtype in _HALF else _ADD
+    return _MAX if op == "max" else _MIN
+
+
+# (dtype, op) -> (dtype code, op code, reduction kind, itemsize); absent = unavailable
+_PLANS: dict[tuple[torch.dtype, str], tuple[int, int, int, int]] = {
+    (dt, op): (DTYPE_CODES[dt], OP_CODES[op], _kind(dt, op), dt.itemsize)
+    for dt in SUPPORTED_DTYPES
+    for op in REDUCE_OPS
+}
+
+
+def shm_unavailable(dtype: torch.dtype, op: str) -> str | None:
+    """Why the shm algorithms cannot reduce ``dtype`` with ``op`` (``None`` when they can)."""
+    if op not in REDUCE_OPS:
+        return f"op {op!r} is not supported by the shm algorithms (supported: {', '.join(REDUCE_OPS)})"
+    if (dtype, op) not in _PLANS:
+        names = ", ".join(str(d).removeprefix("torch.") for d in SUPPORTED_DTYPES)
+        return f"dtype {dtype} is not supported by the shm algorithms (supported: {names})"
+    return None
+
+
+def _reduce(kind: int, srcs: tuple[torch.Tensor, ...], out: torch.Tensor, acc: torch.Tensor | None) -> None:
+    """``out = srcs[0] (op) srcs[1] (op) ...`` left to right; half sums accumulate in ``acc`` (fp32)."""
+    if kind == _ADD_FP32:
+        assert acc is not None
+        acc.copy_(srcs[0])
+        for src in srcs[1:]:
+            acc.add_(src)  # fp32 += half: computed in fp32
+        out.copy_(acc)  # one rounding, to nearest even
+        return
+    if len(srcs) == 1:
+        if srcs[0] is not out:
+            out.copy_(srcs[0])
+        return
+    fn = _BINARY[kind]
+    fn(srcs[0], srcs[1], out=out)
+    for src in srcs[2:]:
+        fn(out, src, out=out)
+
+
+def _chunk_elements(value: object, capacity: int, itemsize: int) -> int:
+    """Elements per chunk for the ``chunk_bytes`` parameter ``value``; ``ValueError`` when out of range."""
+    nbytes = parse_size(value, "chunk_bytes") if not isinstance(value, int) or isinstance(value, bool) else value
+    if not 0 < nbytes <= capacity:
+        raise ValueError(
+            f"chunk_bytes={value!r} is out of range: use 1..{capacity} (the shm channel's buffer capacity)"
+        )
+    return max(1, nbytes // itemsize)
+
+
+class _ShmAlgorithm(Algorithm):
+    """What both shm algorithms share: the channel, availability, parameters, chunking, failure handling."""
+
+    #: every step's header carries element count, dtype, op and algorithm: no ``agree`` round needed
+    checks_calls = True
+
+    #: declared tunable parameters and the values a tuner may try (those above the capacity are skipped;
+    #: ``tunable_space()`` gives the values valid on this channel)
+    tunables: ClassVar[dict[str, tuple[int, ...]]] = {
+        "chunk_bytes": (64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 32 << 20),
+    }
+
+    def __init__(self, channel: ShmChannel) -> None:
+        self._ch = channel
+        self._code = algorithm_code(self.name)
+        self._rank = channel.rank
+
+    def unavailable(self, dtype: torch.dtype, op: str) -> str | None:
+        return shm_unavailable(dtype, op)
+
+    def tunable_space(self) -> dict[str, tuple[object, ...]]:
+        """``tunables`` restricted to this channel's capacity (the capacity itself always included)."""
+        cap = self._ch.capacity
+        values = sorted({v for v in self.tunables["chunk_bytes"] if v <= cap} | {cap})
+        return {"chunk_bytes": tuple(values)}
+
+    def all_reduce(self, tensor: torch.Tensor, op: str, params: Mapping[str, object]) -> torch.Tensor:
+        ch = self._ch
+        if ch._state:
+            ch._check_open()
+        plan = _PLANS.get((tensor.dtype, op))
+        if plan is None:
+            raise ValueError(shm_unavailable(tensor.dtype, op))
+        dcode, ocode, kind, itemsize = plan
+        chunk_bytes = params.get("chunk_bytes") if params else None
+        per_chunk = (
+            ch.capacity // itemsize if chunk_bytes is None else _chunk_elements(chunk_bytes, ch.capacity, itemsize)
+        )
+        x = tensor.detach() if tensor.requires_grad else tensor
+        if not x.is_contiguous():
+            raise ValueError("the shm all-reduce needs a contiguous tensor")
+        n = x.numel()
+        try:
+            if n <= per_chunk:
+                # one step (chunk field 0); n == 0 still does the header round so mismatches are caught
+                self._step(x, x.shape, n, n, 0, dcode, ocode, kind)
+            else:
+                flat = x.view(-1)
+                for index, lo in enumerate(range(0, n, per_chunk)):
+                    m = min(per_chunk, n - lo)
+                    self._step(flat[lo : lo + m], (m,), m, n, per_chunk, dcode, ocode, kind, index)
+        except CallMismatch:
+            raise  # every rank did the same rounds: the channel stays usable
+        except BaseException as err:
+            ch.mark_broken(f"interrupted by {type(err).__name__}")
+            raise
+        return tensor
+
+    def _step(
+        self,
+        x: torch.Tensor,
+        shape: Any,
+        m: int,
+        numel: int,
+        chunk: int,
+        dcode: int,
+        ocode: int,
+        kind: int,
+        index: int = 0,
+    ) -> None:
+        raise NotImplementedError
+
+
+class ShmOneShot(_ShmAlgorithm):
+    """Every rank copies its chunk into its slot, then reduces all slots in rank order into its output."""
+
+    name = "shm_one_shot"
+
+    def _views(self, key: Any, dtype: torch.dtype, shape: Any, m: int, kind: int) -> Any:
+        ch = self._ch
+        bufs = tuple(tuple(v.view(shape) for v in ch.slot_views(b, dtype, m)) for b in (0, 1))
+        acc = ch.scratch(m).view(shape) if dtype in _HALF else None  # any op: the key has no op
+        return ch.cache(key, (bufs[0], bufs[1], acc))
+
+    def _step(
+        self,
+        x: torch.Tensor,
+        shape: Any,
+        m: int,
+        numel: int,
+        chunk: int,
+        dcode: int,
+        ocode: int,
+        kind: int,
+        index: int = 0,
+    ) -> None:
+        ch = self._ch
+        key = (1, x.dtype, shape)
+        entry = ch._cache.get(key) or self._views(key, x.dtype, shape, m, kind)
+        seq = ch._seq
+        ch._seq = seq + 1
+        buf = seq & 1
+        slots = entry[buf]
+        rank = self._rank
+        slots[rank].copy_(x)
+        ch.header_round(buf, _HDR.pack(seq, numel, chunk, index, dcode, ocode, self._code))
+        if m:
+            # x still holds this rank's data: use it in place of its slot in the first (a op b) so
+            # that op updates x in place (no third array to write-allocate: ~15% less memory
+            # traffic); the argument order stays 0, 1, ... (max/min of +0 and -0 depend on it)
+            if rank == 0 and kind != _ADD_FP32:
+                slots = (x, *slots[1:])
+            elif rank == 1 and kind != _ADD_FP32:
+                slots = (slots[0], x, *slots[2:])
+            _reduce(kind, slots, x, entry[2])
+
+
+class ShmTwoShot(_ShmAlgorithm):
+    """Reduce-scatter then all-gather: rank r reduces slice r (1/W of the chunk) of every rank's data,
+    publishes it in its slot, and after a second round copies the other ranks' reduced slices.
+
+    Traffic is kept low by working in the caller's tensor: ranks 0 and 1 copy into their slot only
+    the slices peers read, and reduce their own slice in place (their own data is the first or
+    second operand, so the argument order stays 0, 1, ...); ranks >= 2 copy all their data first,
+    since the first (0 op 1) overwrites their slice before their own turn comes.
+    """
+
+    name = "shm_two_shot"
+
+    def _views(self, key: Any, dtype: torch.dtype, m: int) -> Any:
+        ch = self._ch
+        world, rank = ch.world_size, self._rank
+        bounds = [m * r // world for r in range(world + 1)]
+        sizes = [bounds[r + 1] - bounds[r] for r in range(world)]
+        lo, hi = bounds[rank], bounds[rank + 1]
+        bufs = []
+        for b in (0, 1):
+            slots = ch.slot_views(b, dtype, m)
+            mine = slots[rank]
+            if rank <= 1:
+                copy_in: Any = tuple((p, mine[bounds[p] : bounds[p + 1]]) for p in range(world) if p != rank)
+            else:
+                copy_in = mine
+            srcs = tuple(s[lo:hi] for s in slots)
+            gather = tuple((p, slots[p][bounds[p] : bounds[p + 1]]) for p in range(world) if p != rank)
+            bufs.append((copy_in, srcs, mine[lo:hi], gather))
+        acc = ch.scratch(hi - lo) if dtype in _HALF else None
+        return ch.cache(key, (bufs[0], bufs[1], acc, sizes))
+
+    def _step(
+        self,
+        x: torch.Tensor,
+        shape: Any,
+        m: int,
+        numel: int,
+        chunk: int,
+        dcode: int,
+        ocode: int,
+        kind: int,
+        index: int = 0,
+    ) -> None:
+        ch = self._ch
+        key = (2, x.dtype, m)
+        entry = ch._cache.get(key) or self._views(key, x.dtype, m)
+        seq = ch._seq
+        ch._seq = seq + 1
+        buf = seq & 1
+        copy_in, srcs, publish, gather = entry[buf]
+        rank = self._rank
+        if m:
+            xf = x if x.dim() == 1 else x.view(-1)
+            parts = xf.split_with_sizes(entry[3])
+            if rank <= 1:
+                for p, view in copy_in:
+                    view.copy_(parts[p])
+            else:
+                copy_in.copy_(xf)
+        ch.header_round(buf, _HDR.pack(seq, numel, chunk, index, dcode, ocode, self._code))
+        if m:
+            mine = parts[rank]
+            if rank == 0:
+                srcs = (mine, *srcs[1:])
+            elif rank == 1:
+                srcs = (srcs[0], mine, *srcs[2:])
+            _reduce(kind, srcs, mine, entry[2])
+            publish.copy_(mine)
+            ch.plain_round()
+            for p, view in gather:
+                parts[p].copy_(view)

@@ -1,0 +1,242 @@
+"""The Communicator end to end on real ranks: table selection, agreement, dispatch, fallback, faults."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from artune.launch import RankContext, run_ranks
+from artune.table import dump_table
+from artune.table.bundled import cpu_default
+
+MiB = 1 << 20
+
+
+def _reference(rank_inputs: list[torch.Tensor]) -> torch.Tensor:
+    """Sum in rank order with fp32 accumulation: what every artune algorithm computes."""
+    acc = rank_inputs[0].to(torch.float32)
+    for x in rank_inputs[1:]:
+        acc = acc + x.to(torch.float32)
+    return acc.to(rank_inputs[0].dtype)
+
+
+def _inputs(world_size: int, numel: int, dtype: torch.dtype, seed: int) -> list[torch.Tensor]:
+    gen = torch.Generator().manual_seed(seed)
+    return [torch.randint(-8, 8, (numel,), generator=gen).to(dtype) for _ in range(world_size)]
+
+
+def _dispatch(ctx: RankContext, table_path: str) -> dict:
+    import artune
+
+    out: dict = {}
+    with artune.Communicator(table=table_path, timeout=20, buffer_bytes=64 * 1024) as comm:
+        out["algorithms"] = comm.algorithms
+        out["table"] = comm.table.name
+        for numel in (0, 1, 1000, 100_000, 300_001):
+            for dtype in (torch.float32, torch.bfloat16):
+                inputs = _inputs(ctx.world_size, numel, dtype, seed=numel)
+                t = inputs[ctx.rank].clone()
+                decision = comm.decide(t)
+                comm.all_reduce(t)
+                assert torch.equal(t, _reference(inputs)), (numel, dtype, decision.algorithm)
+                out.setdefault("chosen", set()).add(decision.algorithm)
+        # forced algorithm and parameters
+        for name in comm.algorithms:
+            inputs = _inputs(ctx.world_size, 5000, torch.float32, seed=1)
+            t = inputs[ctx.rank].clone()
+            comm.all_reduce(t, algorithm=name)
+            assert torch.equal(t, _reference(inputs)), name
+        # a non-contiguous view is reduced through a copy and written back
+        base = torch.arange(40, dtype=torch.float32).reshape(8, 5) * (ctx.rank + 1)
+        view = base[:, 1]
+        comm.all_reduce(view)
+        factor = sum(range(1, ctx.world_size + 1))
+        assert torch.equal(base[:, 1], torch.arange(1, 40, 5, dtype=torch.float32) * factor)
+        # max/min, and an integer dtype
+        t = torch.tensor([float(ctx.rank), -float(ctx.rank)])
+        comm.all_reduce(t, op="max")
+        assert t.tolist() == [ctx.world_size - 1, 0.0]
+        t = torch.full((7,), ctx.rank + 1, dtype=torch.int32)
+        comm.all_reduce(t)
+        assert t.tolist() == [factor] * 7
+        # errors the user can make
+        for bad in ({"op": "mean"}, {"algorithm": "warp_drive"}):
+            try:
+                comm.all_reduce(torch.ones(4), **bad)
+            except artune.ArtuneError as err:
+                out.setdefault("errors", []).append(str(err))
+    try:
+        comm.all_reduce(torch.ones(4))
+    except artune.CommunicatorClosed as err:
+        out["closed"] = str(err)
+    return out
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_dispatch_matches_reference(tmp_path: Path, world_size: int) -> None:
+    # a table whose bands route small sizes to one-shot, middle to two-shot and large to gloo
+    table = cpu_default()
+    path = tmp_path / "t.toml"
+    dump_table(table, path)
+    text = path.read_text().replace('upto = "1024TiB"', 'upto = "512KiB"').replace('"1MiB"', '"16KiB"')
+    path.write_text(text)
+    results = run_ranks(_dispatch, world_size, str(path), timeout=150)
+    first = results[0]
+    assert set(first["algorithms"]) == {"gloo", "shm_one_shot", "shm_two_shot"}
+    assert first["chosen"] == {"shm_one_shot", "shm_two_shot", "gloo"}
+    assert "table= argument" in first["table"]
+    assert any("op 'mean' is not supported" in e for e in first["errors"])
+    assert any("'warp_drive'" in e for e in first["errors"])
+    assert "closed" in first["closed"]
+
+
+def _disagree(ctx: RankContext, paths: list[str]) -> str:
+    import artune
+
+    try:
+        artune.Communicator(table=paths[ctx.rank], timeout=10)
+    except artune.AgreementError as err:
+        return str(err)
+    return "no error"
+
+
+@pytest.mark.timeout(120)
+def test_ranks_with_different_tables_refuse_to_start(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    dump_table(cpu_default(), a)
+    b.write_text(a.read_text().replace('below = "1MiB"', 'below = "2MiB"'))
+    messages = run_ranks(_disagree, 2, [str(a), str(b)], timeout=60)
+    for message in messages:
+        assert "ranks disagree on table_digest" in message
+        assert "a.toml" in message and "b.toml" in message
+
+
+def _selection(ctx: RankContext) -> dict:
+    import artune
+
+    with artune.Communicator(timeout=10) as comm:
+        first = comm.table.name
+        decision = comm.decide(torch.ones(16))
+    with artune.Communicator(timeout=10, shm=False) as comm:
+        no_shm = (comm.algorithms, comm.shm_unavailable_reason, comm.decide(torch.ones(16)).algorithm)
+        t = torch.ones(16)
+        comm.all_reduce(t)  # the table says shm_one_shot; only gloo exists here: fallback
+        assert t.tolist() == [ctx.world_size] * 16
+    return {"first": first, "reason": decision.reason, "no_shm": no_shm}
+
+
+@pytest.mark.timeout(120)
+def test_table_selection_order(tmp_path: Path) -> None:
+    from artune import machine
+    from artune.table.cache import install_table
+
+    cache = tmp_path / "cache"
+    env = {"ARTUNE_CACHE_DIR": str(cache)}
+    result = run_ranks(_selection, 2, timeout=60, env=env)[0]
+    assert "bundled default" in result["first"] and "run 'artune tune'" in result["first"]
+    assert result["no_shm"][0] == ("gloo",)
+    assert result["no_shm"][1] == "disabled (shm=False)"
+    assert result["no_shm"][2] == "gloo"
+    measured = cpu_default().with_changes(origin="")
+    install_table(measured, cache, machine.fingerprint())
+    result = run_ranks(_selection, 2, timeout=60, env=env)[0]
+    assert "this machine's measured table" in result["first"]
+    explicit = tmp_path / "mine.toml"
+    dump_table(cpu_default(), explicit)
+    env.update(ARTUNE_TABLE=str(explicit), ARTUNE_ALGORITHM="gloo")
+    result = run_ranks(_selection, 2, timeout=60, env=env)[0]
+    assert "(ARTUNE_TABLE)" in result["first"]
+    assert "gloo forced" in result["reason"]
+
+
+def _mismatch_and_death(ctx: RankContext) -> dict:
+    import artune
+
+    out: dict = {}
+    with artune.Communicator(timeout=5, buffer_bytes=64 * 1024) as comm:
+        # different element counts that the table would send to different algorithms
+        numel = 1000 if ctx.rank == 0 else 400_000
+        try:
+            comm.all_reduce(torch.ones(numel))
+        except artune.CallMismatch as err:
+            out["mismatch"] = str(err)
+        t = torch.ones(10)
+        comm.all_reduce(t)  # still usable after a mismatch
+        out["after"] = t.tolist()
+        if ctx.rank == 1:
+            os._exit(0)  # dies without a word
+        try:
+            comm.all_reduce(torch.ones(10))
+        except artune.PeerTimeout as err:
+            out["timeout"] = (str(err), err.missing)
+        try:
+            comm.all_reduce(torch.ones(10))
+        except artune.CommunicatorClosed as err:
+            out["closed"] = str(err)
+    return out
+
+
+def _mismatch_probe(ctx: RankContext, result_path: str) -> None:
+    import json
+
+    # rank 1 dies on purpose, so rank 0 reports through a file instead of run_ranks' result
+    Path(result_path).write_text(json.dumps(_mismatch_and_death(ctx), default=list))
+
+
+@pytest.mark.timeout(120)
+def test_survivor_sees_mismatch_timeout_and_closed(tmp_path: Path) -> None:
+    import json
+
+    from artune.launch import RankFailed
+
+    result = tmp_path / "rank0.json"
+    with pytest.raises(RankFailed):
+        run_ranks(_mismatch_probe, 2, str(result), timeout=60)
+    out = json.loads(result.read_text())
+    assert "1000" in out["mismatch"] and "400000" in out["mismatch"]
+    assert out["after"] == [2.0] * 10
+    message, missing = out["timeout"]
+    assert missing == [1] and "rank(s) [1]" in message
+    assert "create a new one" in out["closed"]
+
+
+@pytest.mark.timeout(120)
+def test_torchrun(tmp_path: Path) -> None:
+    script = tmp_path / "app.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import sys, torch, torch.distributed as dist
+            import artune
+
+            dist.init_process_group("gloo")
+            with artune.Communicator(timeout=20) as comm:
+                t = torch.full((4096,), float(dist.get_rank() + 1))
+                comm.all_reduce(t)
+                assert t[0].item() == 3.0, t[0]
+                sys.stdout.write(f"rank {dist.get_rank()} {comm.decide(t).algorithm}\\n")  # one write: no interleaving
+            dist.destroy_process_group()
+            """
+        )
+    )
+    torchrun = Path(sys.executable).with_name("torchrun")
+    env = {**os.environ, "ARTUNE_CACHE_DIR": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run(
+        [str(torchrun), "--standalone", "--nproc-per-node", "2", str(script)],
+        capture_output=True,
+        text=True,
+        timeout=100,
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(line for line in result.stdout.splitlines() if line.startswith("rank")) == [
+        "rank 0 shm_one_shot",
+        "rank 1 shm_one_shot",
+    ]
