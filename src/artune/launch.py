@@ -66,9 +66,7 @@ def _rank_main(
 
     torch.set_num_threads(1)
     try:
-        dist.init_process_group(
-            "gloo", rank=rank, world_size=world_size, timeout=timedelta(seconds=init_timeout)
-        )
+        dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timedelta(seconds=init_timeout))
         try:
             value = fn(RankContext(rank, world_size), *args)
         finally:

@@ -31,9 +31,7 @@ def parse_size(value: object, what: str = "size") -> int:
     elif isinstance(value, str):
         nbytes = _parse_text(value, what)
     else:
-        raise SizeError(
-            f"{what}: expected an integer or a string like '64KiB', got {type(value).__name__} {value!r}"
-        )
+        raise SizeError(f"{what}: expected an integer or a string like '64KiB', got {type(value).__name__} {value!r}")
     if nbytes < 0:
         raise SizeError(f"{what}: size must not be negative, got {value!r}")
     if nbytes > MAX_SIZE:
