@@ -23,7 +23,7 @@ Rules it follows (documented here because users rely on them):
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -41,6 +41,7 @@ from artune.table.model import Table
 
 log = logging.getLogger(__name__)
 
+_MAX_ROUTES = 4096  # distinct (count, dtype, op) calls remembered; cleared when full
 _TORCH_OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.MAX: "max", dist.ReduceOp.MIN: "min"}
 
 
@@ -103,6 +104,7 @@ class Communicator:
             reason = "ranks are on different hosts"
         self.shm_unavailable_reason: str | None = reason if shm else "disabled (shm=False)"
         self._available: dict[tuple[torch.dtype, str], frozenset[str]] = {}
+        self._routes: dict[tuple[int, torch.dtype, object], tuple] = {}
         self._broken = ""
         self._closed = False
         if self.rank == 0:
@@ -163,32 +165,56 @@ class Communicator:
         """
         if self._closed or self._broken:
             raise CommunicatorClosed(self._broken or "all_reduce(): the Communicator is closed")
-        op = _op_name(op)
-        usable = self._usable(tensor.dtype, op)
-        if algorithm is None:
-            decision = self.table.decide(tensor.numel() * tensor.element_size(), self.world_size, self.mode, usable)
-            name = decision.algorithm if decision.algorithm in usable else self.baseline
-            chosen_params: Mapping[str, object] = decision.params if params is None else params
+        if algorithm is None and params is None:
+            # the hot path: one dict lookup per call once a (count, dtype, op) has been seen
+            key = (tensor.numel(), tensor.dtype, op)
+            route = self._routes.get(key)
+            if route is None:
+                route = self._route(tensor, op, None, None)
+                if len(self._routes) >= _MAX_ROUTES:
+                    self._routes.clear()
+                self._routes[key] = route
         else:
-            if algorithm not in usable:
-                raise ArtuneError(
-                    f"all_reduce(): algorithm {algorithm!r} cannot reduce {tensor.dtype} with {op!r} here; "
-                    f"available: {', '.join(sorted(usable))}"
-                )
-            name, chosen_params = algorithm, params or {}
+            route = self._route(tensor, op, algorithm, params)
+        runner, chosen_params, op_name, agree = route
         work = tensor if tensor.is_contiguous() else tensor.contiguous()
-        runner = self._algorithms.by_name[name]
-        channel = self._algorithms.channel
         try:
-            if channel is not None and not runner.checks_calls:
-                channel.agree(work.numel(), work.dtype, op, name)
-            runner.all_reduce(work, op, chosen_params)
+            if agree:
+                agree(work.numel(), work.dtype, op_name, runner.name)
+            runner.all_reduce(work, op_name, chosen_params)
         except PeerTimeout as err:
             self._broken = f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
             raise
         if work is not tensor:
             tensor.copy_(work)
         return tensor
+
+    def _route(
+        self,
+        tensor: torch.Tensor,
+        op: str | dist.ReduceOp,
+        algorithm: str | None,
+        params: Mapping[str, object] | None,
+    ) -> tuple[Algorithm, Mapping[str, object], str, Callable[..., None] | None]:
+        """The algorithm, its parameters, the op's name and the agreement round (if needed) for a call."""
+        op_name = _op_name(op)
+        usable = self._usable(tensor.dtype, op_name)
+        if algorithm is None:
+            nbytes = tensor.numel() * tensor.element_size()
+            decision = self.table.decide(nbytes, self.world_size, self.mode, usable)
+            name = decision.algorithm if decision.algorithm in usable else self.baseline
+            chosen_params: Mapping[str, object] = decision.params if params is None else params
+        else:
+            if algorithm not in usable:
+                raise ArtuneError(
+                    f"all_reduce(): algorithm {algorithm!r} cannot reduce {tensor.dtype} with {op_name!r} here; "
+                    f"available: {', '.join(sorted(usable))}"
+                )
+            name, chosen_params = algorithm, params or {}
+        runner = self._algorithms.by_name[name]
+        channel = self._algorithms.channel
+        agree = channel.agree if channel is not None and not runner.checks_calls else None
+        return runner, chosen_params, op_name, agree
 
     def _usable(self, dtype: torch.dtype, op: str) -> frozenset[str]:
         usable = self.available(dtype, op)
