@@ -119,17 +119,26 @@ def test_ranks_with_different_tables_refuse_to_start(tmp_path: Path) -> None:
 
 
 def _selection(ctx: RankContext) -> dict:
+    import logging
+
     import artune
 
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger("artune").addHandler(handler)
+    torch.set_num_threads(4)  # 2 ranks x 4 threads on this host's cores: the Communicator must warn
     with artune.Communicator(timeout=10) as comm:
         first = comm.table.name
         decision = comm.decide(torch.ones(16))
+    torch.set_num_threads(1)
+    warned = any("torch threads" in r.getMessage() for r in records)
     with artune.Communicator(timeout=10, shm=False) as comm:
         no_shm = (comm.algorithms, comm.shm_unavailable_reason, comm.decide(torch.ones(16)).algorithm)
         t = torch.ones(16)
         comm.all_reduce(t)  # the table says shm_one_shot; only gloo exists here: fallback
         assert t.tolist() == [ctx.world_size] * 16
-    return {"first": first, "reason": decision.reason, "no_shm": no_shm}
+    return {"first": first, "reason": decision.reason, "no_shm": no_shm, "warned": warned}
 
 
 @pytest.mark.timeout(120)
@@ -141,6 +150,7 @@ def test_table_selection_order(tmp_path: Path) -> None:
     env = {"ARTUNE_CACHE_DIR": str(cache)}
     result = run_ranks(_selection, 2, timeout=60, env=env)[0]
     assert "bundled default" in result["first"] and "run 'artune tune'" in result["first"]
+    assert result["warned"] == (len(os.sched_getaffinity(0)) < 2 * 4)
     assert result["no_shm"][0] == ("gloo",)
     assert result["no_shm"][1] == "disabled (shm=False)"
     assert result["no_shm"][2] == "gloo"

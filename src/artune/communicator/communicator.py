@@ -23,6 +23,7 @@ Rules it follows (documented here because users rely on them):
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -107,6 +108,18 @@ class Communicator:
         self._routes: dict[tuple[int, torch.dtype, object], tuple] = {}
         self._broken = ""
         self._closed = False
+        local_ranks = sum(f.host == facts.host for f in everyone)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        if self.shm_unavailable_reason is None and local_ranks * torch.get_num_threads() > cores:
+            # spinning OpenMP threads starve the peer rank: measured 50-200x slower at 1 MiB
+            log.warning(
+                "artune: %d local ranks x %d torch threads > %d cores; shared-memory all-reduce slows down badly. "
+                "Call torch.set_num_threads(%d) in each rank (or set OMP_NUM_THREADS)",
+                local_ranks,
+                torch.get_num_threads(),
+                cores,
+                max(1, cores // local_ranks),
+            )
         if self.rank == 0:
             log.info(
                 "artune Communicator: world_size=%d, table %s, algorithms %s%s",
