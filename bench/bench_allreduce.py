@@ -155,7 +155,9 @@ def bench_rank(ctx: RankContext, options: argparse.Namespace) -> RunResult | Non
         for index, size in enumerate(options.sizes):
             started = time.monotonic()
             before = memcpy_bandwidth(size, budget_s=options.copy_budget / 2)
-            measurements += measure(reducer, names, [size], budget_s=options.budget)
+            measurements += measure(
+                reducer, names, [size], budget_s=options.budget, burst=options.burst, settle=min(2, options.burst)
+            )
             copy_gbps[size] = (before + memcpy_bandwidth(size, budget_s=options.copy_budget / 2)) / 2
             if ctx.rank == 0:
                 print(
@@ -280,6 +282,13 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=0.5,
         help="seconds of copies per size, half before and half after the all-reduces (default 0.5)",
+    )
+    parser.add_argument(
+        "--burst",
+        type=int,
+        default=20,
+        help="back-to-back timed calls per candidate turn, after 2 untimed ones (default 20): the anchors timed "
+        "back-to-back calls; turns still interleave the candidates against drift",
     )
     parser.add_argument("--sizes", default=None, help="comma list (default 4KiB,16KiB,...,64MiB)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
