@@ -112,7 +112,7 @@ def busy_warning(load_before: float, load_after: float, world_size: int, cpus: i
     against ``cpus - world_size``.
     """
     cpus = cpus or os.cpu_count() or 1
-    before_busy = load_before > max(0.5, cpus - world_size) + 0.5
+    before_busy = load_before > max(1.0, cpus - world_size) + 0.5  # the last run still shows for a minute
     after_busy = load_after > max(cpus, world_size) + 0.5
     if not (before_busy or after_busy):
         return ""

@@ -11,16 +11,6 @@ the log). Each size is one harness call with every missing candidate
 interleaved (the harness measures sizes one after the other anyway; one call
 per size lets each size have its own iteration cap and progress step).
 
-Candidates of the algorithms in ``isolate`` (the session passes the process
-group's, ``gloo``) get a harness call of their own at each size. Interleaved
-per call, a process-group all-reduce lets the ranks leave at different times
-(one wakes up later in the kernel), and the next candidate's slowest-rank
-time absorbs that skew: measured here, a shared-memory all-reduce of 4 KiB
-that takes 11 us alone took 101 us right after gloo, which made whichever
-algorithm followed gloo look slower and moved crossovers. The baseline is
-3-40x slower than the shared-memory algorithms, so comparing it across calls
-is safe; the close comparisons stay within one interleaved call.
-
 Budgets must be identical on every rank (the harness derives iteration
 counts from them). So the time a call took is *agreed*: a bench with an
 ``agree(seconds)`` method (``CommBench``: rank 0's wall time, broadcast)
@@ -38,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from artune.measure.records import Candidate, Measurement, measurement_key
@@ -118,10 +108,8 @@ class CachedBench:
         record: Callable[[Measurement], None] | None = None,
         progress: Progress | None = None,
         redop: str = "sum",
-        isolate: Collection[str] = (),
     ) -> None:
         self.bench = bench
-        self.isolate = frozenset(isolate)
         self.world_size = bench.world_size
         self.dtype = bench.dtype
         self.baseline = bench.baseline
@@ -178,11 +166,8 @@ class CachedBench:
         pairs = max(1, len(candidates) * len(sizes))
         for size in sizes:
             missing = [c for c in candidates if self.key(c, size) not in self._known]
-            alone = [c for c in missing if c.algorithm in self.isolate]
-            together = [c for c in missing if c.algorithm not in self.isolate]
-            for group in [*([c] for c in alone), together]:
-                if group:
-                    self._measure_one(group, size, budget_s * len(group) / pairs)
+            if missing:
+                self._measure_one(missing, size, budget_s * len(missing) / pairs)
         out: list[Measurement] = []
         for size in sizes:
             for candidate in candidates:

@@ -114,7 +114,6 @@ def tune_rank(ctx: RankContext, request: TuneRequest) -> WorldResult | None:
             known,
             record=log_file.append if log_file is not None else None,
             progress=bar,
-            isolate={comm.baseline},
         )
         result = tune_world(bench, request.config)
     return result if ctx.rank == 0 else None
@@ -127,7 +126,7 @@ def verify_rank(ctx: RankContext, request: VerifyRequest) -> list[BoundCheck] | 
 
     _configure_logging(ctx, request.log_level)
     with Communicator(table=cpu_default(), timeout=request.peer_timeout) as comm:
-        bench = CachedBench(CommBench(comm), isolate={comm.baseline})
+        bench = CachedBench(CommBench(comm))
         checks = verify_plan(bench.measure, request.plan, bench.algorithms, request.rule, request.budget_s)
     return checks if ctx.rank == 0 else None
 
