@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from artune.measure.machine import Fingerprint, platform_fingerprint
 from artune.measure.records import (
     Candidate,
     Header,
@@ -28,7 +27,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Candidate",
-    "Fingerprint",
     "FunctionReducer",
     "Header",
     "Measurement",
@@ -40,7 +38,6 @@ __all__ = [
     "measure",
     "measurement_key",
     "memcpy_bandwidth",
-    "platform_fingerprint",
     "process_group_all_reduce",
     "summarize",
 ]

@@ -302,9 +302,9 @@ class Header:
     @classmethod
     def for_this_machine(cls, world_size: int) -> Header:
         """The header for measurements taken now, here, at ``world_size`` ranks."""
-        from artune.measure.machine import platform_fingerprint
+        from artune import machine
 
-        plat, digest = platform_fingerprint()
+        plat, digest = machine.cpu_platform(), machine.fingerprint()
         return cls(
             schema=SCHEMA,
             platform=asdict(plat),
