@@ -133,12 +133,24 @@ def _selection(ctx: RankContext) -> dict:
         decision = comm.decide(torch.ones(16))
     torch.set_num_threads(1)
     warned = any("torch threads" in r.getMessage() for r in records)
+    records.clear()
+    cpus = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(0, {cpus[ctx.rank % len(cpus)]})  # one thread per rank, each on its own CPU
+    with artune.Communicator(timeout=10):
+        pinned_warned = any("torch threads" in r.getMessage() for r in records)
+    os.sched_setaffinity(0, cpus)
     with artune.Communicator(timeout=10, shm=False) as comm:
         no_shm = (comm.algorithms, comm.shm_unavailable_reason, comm.decide(torch.ones(16)).algorithm)
         t = torch.ones(16)
         comm.all_reduce(t)  # the table says shm_one_shot; only gloo exists here: fallback
         assert t.tolist() == [ctx.world_size] * 16
-    return {"first": first, "reason": decision.reason, "no_shm": no_shm, "warned": warned}
+    return {
+        "first": first,
+        "reason": decision.reason,
+        "no_shm": no_shm,
+        "warned": warned,
+        "pinned_warned": pinned_warned,
+    }
 
 
 @pytest.mark.timeout(120)
@@ -151,6 +163,7 @@ def test_table_selection_order(tmp_path: Path) -> None:
     result = run_ranks(_selection, 2, timeout=60, env=env)[0]
     assert "bundled default" in result["first"] and "run 'artune tune'" in result["first"]
     assert result["warned"] == (len(os.sched_getaffinity(0)) < 2 * 4)
+    assert result["pinned_warned"] == (len(os.sched_getaffinity(0)) < 2)
     assert result["no_shm"][0] == ("gloo",)
     assert result["no_shm"][1] == "disabled (shm=False)"
     assert result["no_shm"][2] == "gloo"

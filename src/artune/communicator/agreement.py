@@ -25,16 +25,20 @@ class RankFacts:
     mode: str
     buffer_bytes: int
     host: str
+    #: torch intra-op threads and the CPUs this rank may run on: what the oversubscription warning needs
+    threads: int = 1
+    cpus: tuple[int, ...] = ()
 
 
 def agree(facts: RankFacts, group: dist.ProcessGroup | None) -> list[RankFacts]:
     """All ranks' facts (by group rank); ``AgreementError`` on every rank when the shared ones differ.
 
-    ``host`` may differ: it only decides whether shared memory can be offered.
+    ``host``, ``threads`` and ``cpus`` may differ: they only decide whether
+    shared memory can be offered and whether to warn of oversubscription.
     """
     gathered: list[dict[str, object] | None] = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, asdict(facts), group=group)
-    everyone = [RankFacts(**f) for f in gathered if f is not None]
+    everyone = [RankFacts(**{**f, "cpus": tuple(f["cpus"])}) for f in gathered if f is not None]
     for field in ("version", "table_digest", "forced", "mode", "buffer_bytes"):
         values = {getattr(f, field) for f in everyone}
         if len(values) > 1:

@@ -46,6 +46,25 @@ _MAX_ROUTES = 4096  # distinct (count, dtype, op) calls remembered; cleared when
 _TORCH_OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.MAX: "max", dist.ReduceOp.MIN: "min"}
 
 
+def _warn_if_oversubscribed(local: list[RankFacts]) -> None:
+    """Warn when this host's ranks run more torch threads than the CPUs they may use, together.
+
+    Spinning OpenMP threads starve the peer rank (measured 50-200x slower at
+    1 MiB). Ranks pinned to distinct CPUs with one thread each are fine.
+    """
+    threads = sum(f.threads for f in local)
+    cpus = len(set().union(*(f.cpus for f in local))) or (os.cpu_count() or 1)
+    if threads > cpus:
+        log.warning(
+            "artune: %d local ranks run %d torch threads on %d CPUs; shared-memory all-reduce slows down badly. "
+            "Call torch.set_num_threads(%d) in each rank (or set OMP_NUM_THREADS)",
+            len(local),
+            threads,
+            cpus,
+            max(1, cpus // len(local)),
+        )
+
+
 class Communicator:
     """Decides and runs all-reduces over a ``torch.distributed`` process group.
 
@@ -93,6 +112,8 @@ class Communicator:
             mode=mode,
             buffer_bytes=buffer_bytes,
             host=machine.host_id(),
+            threads=torch.get_num_threads(),
+            cpus=tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (),
         )
         everyone = agree(facts, group)
         same_host = len({f.host for f in everyone}) == 1
@@ -108,18 +129,10 @@ class Communicator:
         self._routes: dict[tuple[int, torch.dtype, object], tuple] = {}
         self._broken = ""
         self._closed = False
-        local_ranks = sum(f.host == facts.host for f in everyone)
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        if self.shm_unavailable_reason is None and local_ranks * torch.get_num_threads() > cores:
-            # spinning OpenMP threads starve the peer rank: measured 50-200x slower at 1 MiB
-            log.warning(
-                "artune: %d local ranks x %d torch threads > %d cores; shared-memory all-reduce slows down badly. "
-                "Call torch.set_num_threads(%d) in each rank (or set OMP_NUM_THREADS)",
-                local_ranks,
-                torch.get_num_threads(),
-                cores,
-                max(1, cores // local_ranks),
-            )
+        if self.shm_unavailable_reason is None and self.rank == min(
+            r for r, f in enumerate(everyone) if f.host == facts.host
+        ):
+            _warn_if_oversubscribed([f for f in everyone if f.host == facts.host])
         if self.rank == 0:
             log.info(
                 "artune Communicator: world_size=%d, table %s, algorithms %s%s",
