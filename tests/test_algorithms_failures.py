@@ -111,6 +111,31 @@ def test_mismatched_calls_raise_on_every_rank_and_channel_survives() -> None:
     assert "rank 1: numel=11" in results[0]["shm_one_shot/numel"]
 
 
+def _default_chunk_rank(ctx: RankContext) -> dict[str, str]:
+    from artune.algorithms import open_algorithms
+    from artune.algorithms.shm.algorithms import DEFAULT_CHUNK_BYTES
+
+    algos = open_algorithms(None, timeout=10.0, buffer_bytes=4 * DEFAULT_CHUNK_BYTES)
+    one = algos.by_name["shm_one_shot"]
+    x = torch.ones(DEFAULT_CHUNK_BYTES)  # 4 MiB of float32: fits one slot, goes in DEFAULT_CHUNK_BYTES chunks
+    explicit = {"chunk_bytes": DEFAULT_CHUNK_BYTES if ctx.rank else 4 * DEFAULT_CHUNK_BYTES}
+    try:
+        return {
+            "same": _outcome(lambda: one.all_reduce(x, "sum", explicit if ctx.rank else {})),
+            "whole_slot": _outcome(lambda: one.all_reduce(x, "sum", {} if ctx.rank else explicit)),
+        }
+    finally:
+        algos.close()
+
+
+@pytest.mark.timeout(60)
+def test_default_chunk_is_below_a_large_slot() -> None:
+    """Without ``chunk_bytes`` a 4 MiB slot is used in 1 MiB chunks: the same rounds as asking for 1 MiB."""
+    for result in run_ranks(_default_chunk_rank, 2, timeout=55):
+        assert result["same"] == "ok"
+        assert result["whole_slot"].startswith("CallMismatch: ") and "(differing: chunk)" in result["whole_slot"]
+
+
 # ---------------------------------------------------------------- dead and late peers
 
 TIMEOUT = 3.0
