@@ -195,6 +195,35 @@ def test_peer_dead_before_the_call(tmp_path: Path) -> None:
     _assert_gone(res["name"])
 
 
+def _killed_while_creating_rank(ctx: RankContext, out_dir: str) -> None:
+    from artune.algorithms import open_algorithms
+    from artune.algorithms.shm import segment
+
+    if ctx.rank == 0:  # SIGKILL itself right after creating the segment, before telling anyone it exists
+        create = segment._create
+
+        def create_then_die(prefix: str, layout: segment.Layout) -> None:
+            create(prefix, layout)
+            Path(out_dir, "prefix").write_text(prefix)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        segment._create = create_then_die
+    outcome = _outcome(lambda: open_algorithms(None, timeout=TIMEOUT, buffer_bytes=BUFFER_BYTES))
+    Path(out_dir, f"rank{ctx.rank}.json").write_text(json.dumps(outcome))
+    os._exit(0)  # skip destroy_process_group with a dead peer
+
+
+@pytest.mark.timeout(60)
+def test_rank_killed_while_creating_leaves_nothing(tmp_path: Path) -> None:
+    with pytest.raises(RankFailed, match="rank 0"):
+        run_ranks(_killed_while_creating_rank, 3, str(tmp_path), timeout=50)
+    prefix = (tmp_path / "prefix").read_text()
+    for rank in (1, 2):
+        outcome = json.loads((tmp_path / f"rank{rank}.json").read_text())
+        assert outcome != "ok", f"rank {rank} opened shared memory its creator never announced"
+    _assert_gone(prefix)  # the survivors knew the name in advance and unlinked it
+
+
 def _dead_during_rank(ctx: RankContext, out_dir: str) -> None:
     import torch.distributed as dist
 

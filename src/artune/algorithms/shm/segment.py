@@ -1,9 +1,11 @@
 """One POSIX shared-memory segment plus the named semaphores of a group, set up collectively.
 
-Rank 0 creates the segment and W*(W-1) semaphores under unpredictable names
-(mode 0o600), the names travel over the process group, every rank opens them,
-and once every rank reports (an all-gather, which doubles as the barrier) all
-names are unlinked at once. From then on nothing of ours is visible in
+Rank 0 draws an unpredictable name and sends it to every rank before it
+creates anything: the segment and W*(W-1) semaphores (mode 0o600). Every
+rank opens them, and once every rank reports (an all-gather, which doubles
+as the barrier) all names are unlinked at once. Any rank that sees the set-up
+fail unlinks them too, so a rank killed in the middle leaves nothing behind
+as long as one rank survives. From then on nothing of ours is visible in
 /dev/shm: the memory lives only in the ranks' mappings and goes away with the
 last of them, whatever way they exit (SIGKILL included).
 
@@ -241,34 +243,35 @@ def open_segment(group: Any, buffer_bytes: int | None) -> tuple[Segment, list[Pe
     rank = dist.get_rank(group)
     world_size = dist.get_world_size(group)
     me = PeerInfo(host_id(), os.getpid(), process_start_time(os.getpid()))
-    peers: list[PeerInfo] = _gather(me, group, world_size)
+    # rank 0's name is known to every rank before anything exists under it
+    gathered = _gather((me, "/" + NAME_PREFIX + secrets.token_hex(12)), group, world_size)
+    peers: list[PeerInfo] = [info for info, _ in gathered]
+    prefix: str = gathered[0][1]
     hosts = sorted({p.host for p in peers})
     if len(hosts) > 1:
         by_host = {h: [r for r, p in enumerate(peers) if p.host == h] for h in hosts}
         raise ShmUnavailable(f"ranks are not all on one host (shared memory needs that): {by_host}")
 
-    created: tuple[str, str, Layout | None]
+    created: tuple[str, Layout | None]  # (error message or "", layout)
     if rank == 0:
-        prefix = "/" + NAME_PREFIX + secrets.token_hex(12)
         try:
             layout = _choose_layout(world_size, buffer_bytes)
             _create(prefix, layout)
-            created = ("ok", prefix, layout)
+            created = ("", layout)
         except ShmUnavailable as err:
-            created = ("error", str(err), None)
+            created = (str(err), None)
         except Exception as err:  # whatever it is, the other ranks must hear of it rather than hang
-            created = ("error", f"cannot create shared memory: {type(err).__name__}: {err}", None)
+            created = (f"cannot create shared memory: {type(err).__name__}: {err}", None)
     else:
-        created = ("", "", None)
+        created = ("", None)
     try:
-        status, text, layout_or_none = _gather(created, group, world_size)[0]
+        error, layout_or_none = _gather(created, group, world_size)[0]
     except BaseException:
-        if rank == 0 and created[0] == "ok":
-            _unlink_all(created[1], world_size)
+        _unlink_all(prefix, world_size)  # rank 0 may have created it before the exchange failed
         raise
-    if status != "ok" or layout_or_none is None:
-        raise ShmUnavailable(text)
-    prefix, layout = text, layout_or_none
+    if error or layout_or_none is None:
+        raise ShmUnavailable(error)
+    layout = layout_or_none
 
     segment: Segment | None = None
     try:
