@@ -54,15 +54,19 @@ def _warn_if_oversubscribed(local: list[RankFacts]) -> None:
     """
     threads = sum(f.threads for f in local)
     cpus = len(set().union(*(f.cpus for f in local))) or (os.cpu_count() or 1)
-    if threads > cpus:
-        log.warning(
-            "artune: %d local ranks run %d torch threads on %d CPUs; shared-memory all-reduce slows down badly. "
-            "Call torch.set_num_threads(%d) in each rank (or set OMP_NUM_THREADS)",
-            len(local),
-            threads,
-            cpus,
-            max(1, cpus // len(local)),
-        )
+    if threads <= cpus:
+        return
+    if threads > len(local):
+        fix = f"call torch.set_num_threads({max(1, cpus // len(local))}) in each rank (or set OMP_NUM_THREADS)"
+    else:
+        fix = f"run at most {cpus} ranks on this host for full speed (waits yield the CPU, so it still works)"
+    log.warning(
+        "artune: %d local ranks run %d torch threads on %d CPUs; shared-memory all-reduce slows down: %s",
+        len(local),
+        threads,
+        cpus,
+        fix,
+    )
 
 
 class Communicator:
@@ -126,7 +130,7 @@ class Communicator:
             reason = "ranks are on different hosts"
         self.shm_unavailable_reason: str | None = reason if shm else "disabled (shm=False)"
         self._available: dict[tuple[torch.dtype, str], frozenset[str]] = {}
-        self._routes: dict[tuple[int, torch.dtype, object], tuple] = {}
+        self._routes: dict[tuple[int, torch.dtype, object, str | None], tuple] = {}
         self._broken = ""
         self._closed = False
         if self.shm_unavailable_reason is None and self.rank == min(
@@ -191,12 +195,12 @@ class Communicator:
         """
         if self._closed or self._broken:
             raise CommunicatorClosed(self._broken or "all_reduce(): the Communicator is closed")
-        if algorithm is None and params is None:
-            # the hot path: one dict lookup per call once a (count, dtype, op) has been seen
-            key = (tensor.numel(), tensor.dtype, op)
+        if params is None or (algorithm is not None and not params):
+            # the hot path: one dict lookup per call once a (count, dtype, op, algorithm) has been seen
+            key = (tensor.numel(), tensor.dtype, op, algorithm)
             route = self._routes.get(key)
             if route is None:
-                route = self._route(tensor, op, None, None)
+                route = self._route(tensor, op, algorithm, None)
                 if len(self._routes) >= _MAX_ROUTES:
                     self._routes.clear()
                 self._routes[key] = route
