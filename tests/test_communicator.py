@@ -65,6 +65,13 @@ def _dispatch(ctx: RankContext, table_path: str) -> dict:
         t = torch.full((7,), ctx.rank + 1, dtype=torch.int32)
         comm.all_reduce(t)
         assert t.tolist() == [factor] * 7
+        # a forced algorithm is honoured after the table's route for the same call was cached
+        t = torch.ones(5000)
+        comm.all_reduce(t)
+        try:
+            comm.all_reduce(t, algorithm="gloo" if ctx.rank == 0 else "shm_one_shot")
+        except artune.CallMismatch as err:
+            out["forced_mismatch"] = str(err)
         # errors the user can make
         for bad in ({"op": "mean"}, {"algorithm": "warp_drive"}):
             try:
@@ -95,6 +102,7 @@ def test_dispatch_matches_reference(tmp_path: Path, world_size: int) -> None:
     assert any("op 'mean' is not supported" in e for e in first["errors"])
     assert any("'warp_drive'" in e for e in first["errors"])
     assert "closed" in first["closed"]
+    assert "(differing: algorithm)" in first["forced_mismatch"]
 
 
 def _disagree(ctx: RankContext, paths: list[str]) -> str:
