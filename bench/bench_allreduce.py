@@ -2,8 +2,9 @@
 
     python bench/bench_allreduce.py [--budget 6] [--markdown] [--jsonl FILE]
 
-World size 2, float32 SUM, sizes 4 KiB..64 MiB. One run spawns two ranks
-(pinned to CPUs 0 and 1 unless ``--no-pin``) and, per size, checks and times
+World size 2 (``--world-size`` for more), float32 SUM, sizes 4 KiB..64 MiB.
+One run spawns the ranks (rank r pinned to CPU r mod the CPU count unless
+``--no-pin``) and, per size, checks and times
 gloo, shm_one_shot and shm_two_shot interleaved (A B C A B C ...) with the
 artune harness (``artune.measure.measure``: time budget per size, step time =
 slowest rank), and each rank's ``dst.copy_(src)`` bandwidth at that size,
@@ -18,7 +19,10 @@ with DeepSpeed, t(best shm)/t(DeepSpeed); then PASS/FAIL for the goals:
 
 - shm_one_shot >= 20x faster than gloo at 4 KiB;
 - the best shm algorithm >= 2.5x faster than gloo at 64 MiB;
-- best-shm busbw at 64 MiB >= 0.35 x one rank's copy bandwidth.
+- best-shm busbw at 64 MiB >= 0.35 x one rank's copy bandwidth;
+- with DeepSpeed: best shm time / DeepSpeed's <= 1.5 at 4-64 KiB, <= 1.0 from 1 MiB.
+
+The goals are for world size 2; at other world sizes they are skipped.
 
 The machine is a shared VM: quote the ratios of one run, not absolute times.
 """
@@ -49,6 +53,8 @@ DS = "deepspeed"
 GOAL_ONE_SHOT_4K = 20.0
 GOAL_BEST_64M = 2.5
 GOAL_BUSBW_COPY = 0.35
+GOAL_DS_SMALL = 1.5  # t(artune) / t(DeepSpeed) at 4-64 KiB
+GOAL_DS_LARGE = 1.0  # ... from 1 MiB up
 
 
 @dataclass
@@ -96,7 +102,7 @@ class _DeepSpeedShm:
         self.note = (
             f"deepspeed {deepspeed.__version__}: shm path "
             + ("verified" if not problems else "NOT verified: " + "; ".join(problems))
-            + f"; {len(segments)} segments in /dev/shm (DeepSpeed never unlinks them)"
+            + f"; {len(segments)} segments in /dev/shm (DeepSpeed never unlinks them; this script does)"
         )
         self._inference_all_reduce = dscomm.inference_all_reduce
         self._inside = False
@@ -218,6 +224,7 @@ def rows(result: RunResult) -> tuple[list[str], list[list[str]], dict[int, dict[
             "busbw/copy": best_busbw / copy if copy and not math.isnan(best_busbw) else math.nan,
             "best_busbw": best_busbw,
             "copy": copy,
+            "best/ds": _ratio(t[best], t[DS]) if has_ds else math.nan,
         }
         figures[size] = fig
         row = [format_size(size)]
@@ -235,17 +242,19 @@ def rows(result: RunResult) -> tuple[list[str], list[list[str]], dict[int, dict[
     return header, table, figures
 
 
-def goals(figures: dict[int, dict[str, float]]) -> list[tuple[str, str]]:
-    """(PASS|FAIL|SKIP, text) for each speed goal."""
+def goals(figures: dict[int, dict[str, float]], world: int) -> list[tuple[str, str]]:
+    """(PASS|FAIL|SKIP, text) for each speed goal (set for world size 2)."""
+    if world != 2:
+        return [("SKIP", f"the speed goals are set for world size 2, not {world}")]
 
-    def verdict(size: int, key: str, goal: float, text: str) -> tuple[str, str]:
+    def verdict(size: int, key: str, goal: float, text: str, at_most: bool = False) -> tuple[str, str]:
         if size not in figures:
             return "SKIP", f"{text}: {format_size(size)} not measured"
         value = figures[size][key]
-        ok = not math.isnan(value) and value >= goal
-        return ("PASS" if ok else "FAIL"), f"{text}: {value:.2f} (goal >= {goal})"
+        ok = not math.isnan(value) and (value <= goal if at_most else value >= goal)
+        return ("PASS" if ok else "FAIL"), f"{text}: {value:.2f} (goal {'<=' if at_most else '>='} {goal})"
 
-    return [
+    verdicts = [
         verdict(4096, "gloo/one_shot", GOAL_ONE_SHOT_4K, "shm_one_shot vs gloo at 4KiB, x faster"),
         verdict(64 << 20, "gloo/best", GOAL_BEST_64M, "best shm vs gloo at 64MiB, x faster"),
         verdict(
@@ -255,6 +264,12 @@ def goals(figures: dict[int, dict[str, float]]) -> list[tuple[str, str]]:
             "best-shm busbw at 64MiB / one rank's copy GB/s",
         ),
     ]
+    for size, fig in figures.items():
+        goal = GOAL_DS_SMALL if 4096 <= size <= 64 << 10 else GOAL_DS_LARGE if size >= 1 << 20 else None
+        if goal is not None and not math.isnan(fig["best/ds"]):
+            text = f"best shm time / DeepSpeed's at {format_size(size)}"
+            verdicts.append(verdict(size, "best/ds", goal, text, at_most=True))
+    return verdicts
 
 
 def print_text(header: list[str], table: list[list[str]]) -> None:
@@ -290,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         help="back-to-back timed calls per candidate turn, after 2 untimed ones (default 20): the anchors timed "
         "back-to-back calls; turns still interleave the candidates against drift",
     )
+    parser.add_argument(
+        "--world-size", type=int, default=2, help="ranks on this host (default 2; more than the CPUs oversubscribes)"
+    )
     parser.add_argument("--sizes", default=None, help="comma list (default 4KiB,16KiB,...,64MiB)")
     parser.add_argument("--markdown", action="store_true", help="print the table as Markdown")
     parser.add_argument("--jsonl", default=None, metavar="FILE", help="append the measurements to this log")
@@ -304,18 +322,26 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as err:
             options.deepspeed = False
             print(f"# deepspeed column skipped: import deepspeed failed ({err})", file=sys.stderr)
-    world = 2
+    world = options.world_size
+    if world < 2:
+        parser.error("--world-size must be at least 2")
     log = MeasurementLog(options.jsonl, Header.for_this_machine(world)) if options.jsonl else None
     env = {"LOCAL_SIZE": str(world), "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
     if options.deepspeed:
         env.setdefault("TORCH_EXTENSIONS_DIR", os.path.join(os.environ.get("TMPDIR", "/tmp"), "ds_torch_ext"))
     started = time.monotonic()
     per_size = 3 * options.budget + 4 * options.copy_budget + 60
-    result = run_ranks(bench_rank, world, options, timeout=180 + per_size * len(options.sizes), env=env)[0]
+    ds_segments = f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*"
+    existing = set(glob.glob(ds_segments))
+    try:
+        result = run_ranks(bench_rank, world, options, timeout=180 + per_size * len(options.sizes), env=env)[0]
+    finally:
+        for path in set(glob.glob(ds_segments)) - existing:  # DeepSpeed never unlinks its segments
+            os.unlink(path)
     elapsed = time.monotonic() - started
     header, table, figures = rows(result)
     title = (
-        f"all_reduce float32 sum, world_size=2, one thread per rank, pin={options.pin}, "
+        f"all_reduce float32 sum, world_size={world}, one thread per rank, pin={options.pin}, "
         f"{options.budget:g} s per size, torch {torch.__version__}; time = median of the slowest rank"
     )
     if options.markdown:
@@ -330,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     for m in result.measurements:
         if not m.ok:
             print(f"# {m.candidate.key} at {format_size(m.size_bytes)}: {m.status}: {m.error}")
-    verdicts = goals(figures)
+    verdicts = goals(figures, world)
     for verdict, text in verdicts:
         print(f"- {verdict}: {text}" if options.markdown else f"{verdict}  {text}")
     print(f"# {elapsed:.0f} s", file=sys.stderr)
