@@ -7,6 +7,7 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -29,6 +30,15 @@ def _reference(rank_inputs: list[torch.Tensor]) -> torch.Tensor:
 def _inputs(world_size: int, numel: int, dtype: torch.dtype, seed: int) -> list[torch.Tensor]:
     gen = torch.Generator().manual_seed(seed)
     return [torch.randint(-8, 8, (numel,), generator=gen).to(dtype) for _ in range(world_size)]
+
+
+def _three_band_table(tmp_path: Path) -> Path:
+    """A table whose bands route small sizes to one-shot, 16 KiB-512 KiB to two-shot and larger ones to gloo."""
+    path = tmp_path / "t.toml"
+    dump_table(cpu_default(), path)
+    text = path.read_text().replace('upto = "1024TiB"', 'upto = "512KiB"').replace('"1MiB"', '"16KiB"')
+    path.write_text(text)
+    return path
 
 
 def _dispatch(ctx: RankContext, table_path: str) -> dict:
@@ -88,13 +98,7 @@ def _dispatch(ctx: RankContext, table_path: str) -> dict:
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_dispatch_matches_reference(tmp_path: Path, world_size: int) -> None:
-    # a table whose bands route small sizes to one-shot, middle to two-shot and large to gloo
-    table = cpu_default()
-    path = tmp_path / "t.toml"
-    dump_table(table, path)
-    text = path.read_text().replace('upto = "1024TiB"', 'upto = "512KiB"').replace('"1MiB"', '"16KiB"')
-    path.write_text(text)
-    results = run_ranks(_dispatch, world_size, str(path), timeout=150)
+    results = run_ranks(_dispatch, world_size, str(_three_band_table(tmp_path)), timeout=150)
     first = results[0]
     assert set(first["algorithms"]) == {"gloo", "shm_one_shot", "shm_two_shot"}
     assert first["chosen"] == {"shm_one_shot", "shm_two_shot", "gloo"}
@@ -103,6 +107,55 @@ def test_dispatch_matches_reference(tmp_path: Path, world_size: int) -> None:
     assert any("'warp_drive'" in e for e in first["errors"])
     assert "closed" in first["closed"]
     assert "(differing: algorithm)" in first["forced_mismatch"]
+
+
+def _wrong_two_shot(ctx: RankContext, table_path: str) -> dict:
+    import logging
+
+    import artune
+    from artune.algorithms.shm.algorithms import ShmTwoShot
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger("artune").addHandler(handler)
+    if ctx.rank == 1:  # a silent bug on one rank: one element off by one, no error
+        step = ShmTwoShot._step
+
+        def wrong_step(self: ShmTwoShot, x: torch.Tensor, *args: Any) -> None:
+            step(self, x, *args)
+            if x.numel():
+                x.view(-1)[0] += 1
+
+        ShmTwoShot._step = wrong_step  # type: ignore[method-assign]
+    out: dict = {}
+    with artune.Communicator(table=table_path, timeout=20, buffer_bytes=64 * 1024) as comm:
+        out["algorithms"] = comm.algorithms
+        out["disabled"] = dict(comm.disabled)
+        inputs = _inputs(ctx.world_size, 50_000, torch.float32, seed=3)  # 200 KB: the table says two-shot
+        t = inputs[ctx.rank].clone()
+        out["decision"] = comm.decide(t).algorithm
+        comm.all_reduce(t)
+        out["right"] = torch.equal(t, _reference(inputs))
+        try:
+            comm.all_reduce(t, algorithm="shm_two_shot")
+        except artune.ArtuneError as err:
+            out["forced"] = str(err)
+    out["warnings"] = [r.getMessage() for r in records if r.levelname == "WARNING"]
+    return out
+
+
+@pytest.mark.timeout(120)
+def test_self_check_disables_a_wrong_algorithm_on_every_rank(tmp_path: Path) -> None:
+    results = run_ranks(_wrong_two_shot, 3, str(_three_band_table(tmp_path)), timeout=100)
+    for rank, res in enumerate(results):
+        assert res["algorithms"] == ("gloo", "shm_one_shot"), rank
+        assert list(res["disabled"]) == ["shm_two_shot"]
+        assert "wrong on rank 1" in res["disabled"]["shm_two_shot"]
+        assert res["decision"] == "gloo"  # the plan's fallback, since two-shot is out
+        assert res["right"], rank
+        assert "failed the start-up self-check" in res["forced"]
+    assert any("shm_two_shot failed the start-up self-check" in w for w in results[0]["warnings"])
 
 
 def _disagree(ctx: RankContext, paths: list[str]) -> str:

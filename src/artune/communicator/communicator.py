@@ -15,6 +15,9 @@ Rules it follows (documented here because users rely on them):
   back. A dtype or op an algorithm cannot reduce exactly makes it unavailable;
   when the table's choice is unavailable, the plan's fallback runs, and when
   that is unavailable too, the process group does.
+- At start-up every algorithm but the process group reduces data whose sum
+  is known exactly; one that gets it wrong on any rank is disabled on every
+  rank (``disabled`` says why) and its sizes go to the fallback.
 - A dead or silent peer raises ``PeerTimeout`` naming it within ``timeout``
   seconds; the Communicator is then broken and later calls raise
   ``CommunicatorClosed``.
@@ -36,6 +39,7 @@ from artune.algorithms import AlgorithmSet, ProcessGroupAlgorithm, open_algorith
 from artune.algorithms.base import REDUCE_OPS, Algorithm
 from artune.communicator.agreement import RankFacts, agree
 from artune.communicator.selection import select_table
+from artune.communicator.selfcheck import self_check
 from artune.errors import ArtuneError, CommunicatorClosed, PeerTimeout
 from artune.table.decide import Decision
 from artune.table.model import Table
@@ -83,6 +87,9 @@ class Communicator:
         shm: offer shared-memory algorithms when the ranks share a host.
         buffer_bytes: shared-memory buffer per rank and round (default
             ``ARTUNE_SHM_BYTES`` or 4 MiB); larger messages go in chunks.
+        check: run the start-up self-check (a few small all-reduces per
+            algorithm against sums known exactly); an algorithm that fails
+            it is disabled on every rank and the reason logged (``disabled``).
     """
 
     def __init__(
@@ -94,6 +101,7 @@ class Communicator:
         mode: str = "eager",
         shm: bool = True,
         buffer_bytes: int | None = None,
+        check: bool = True,
     ) -> None:
         if not dist.is_initialized():
             raise ArtuneError(
@@ -125,6 +133,12 @@ class Communicator:
             group, timeout=self.timeout, buffer_bytes=buffer_bytes, use_shm=shm and same_host
         )
         self._baseline = next(n for n, a in self._algorithms.by_name.items() if isinstance(a, ProcessGroupAlgorithm))
+        try:
+            #: algorithms that failed the start-up self-check, with why (the same on every rank)
+            self.disabled: dict[str, str] = self_check(self._algorithms.by_name, self._baseline, group) if check else {}
+        except BaseException:
+            self._algorithms.close()
+            raise
         reason = self._algorithms.shm_unavailable_reason
         if shm and not same_host:
             reason = "ranks are on different hosts"
@@ -138,6 +152,8 @@ class Communicator:
         ):
             _warn_if_oversubscribed([f for f in everyone if f.host == facts.host])
         if self.rank == 0:
+            for name, problem in self.disabled.items():
+                log.warning("artune: %s failed the start-up self-check and is disabled: %s", name, problem)
             log.info(
                 "artune Communicator: world_size=%d, table %s, algorithms %s%s",
                 self.world_size,
@@ -150,8 +166,8 @@ class Communicator:
 
     @property
     def algorithms(self) -> tuple[str, ...]:
-        """The algorithm names runnable on this group."""
-        return tuple(self._algorithms.by_name)
+        """The algorithm names runnable on this group (those that passed the self-check)."""
+        return tuple(n for n in self._algorithms.by_name if n not in self.disabled)
 
     @property
     def baseline(self) -> str:
@@ -168,7 +184,9 @@ class Communicator:
         found = self._available.get(key)
         if found is None:
             found = frozenset(
-                name for name, alg in self._algorithms.by_name.items() if alg.unavailable(dtype, op) is None
+                name
+                for name, alg in self._algorithms.by_name.items()
+                if name not in self.disabled and alg.unavailable(dtype, op) is None
             )
             self._available[key] = found
         return found
@@ -236,8 +254,13 @@ class Communicator:
             chosen_params: Mapping[str, object] = decision.params if params is None else params
         else:
             if algorithm not in usable:
+                why = (
+                    f" (it failed the start-up self-check: {self.disabled[algorithm]})"
+                    if algorithm in self.disabled
+                    else ""
+                )
                 raise ArtuneError(
-                    f"all_reduce(): algorithm {algorithm!r} cannot reduce {tensor.dtype} with {op_name!r} here; "
+                    f"all_reduce(): algorithm {algorithm!r} cannot reduce {tensor.dtype} with {op_name!r} here{why}; "
                     f"available: {', '.join(sorted(usable))}"
                 )
             name, chosen_params = algorithm, params or {}
