@@ -62,6 +62,27 @@ def test_explain_text_output_and_overrides(capsys, monkeypatch) -> None:
     assert out.startswith("nccl") and "user override" in out
 
 
+def test_explain_without_a_table_uses_the_communicators_choice(capsys, monkeypatch, tmp_path) -> None:
+    from artune import machine
+    from artune.table.bundled import cpu_default
+    from artune.table.cache import install_table
+
+    monkeypatch.setenv("ARTUNE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ARTUNE_TABLE", raising=False)
+    args = ["--world-size", "2", "--size", "4KiB"]
+    assert "bundled default: no measured table" in explain(capsys, *args)["table"]
+    install_table(cpu_default().with_changes(origin=""), tmp_path, machine.fingerprint())
+    assert "this machine's measured table" in explain(capsys, *args)["table"]
+    monkeypatch.setenv("ARTUNE_TABLE", "/nonexistent/t.toml")
+    assert main(["explain", *args]) == 2
+    assert "/nonexistent/t.toml" in capsys.readouterr().err
+    monkeypatch.setenv("ARTUNE_ALGORITHM", "gloo")
+    monkeypatch.delenv("ARTUNE_TABLE")
+    decision = explain(capsys, *args)
+    assert decision["algorithm"] == "gloo"  # the environment's override, applied once
+    assert decision["reason"].count("gloo forced") == 1
+
+
 def test_explain_borrowing_and_bad_input(capsys) -> None:
     decision = explain(capsys, "--reference", "sglang", "--arch", "10.3", "--world-size", "8", "--size", "1KiB")
     assert "borrowed arch 10.0" in decision["reason"]

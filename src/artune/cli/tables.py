@@ -19,6 +19,7 @@ from artune.table.check import check_table
 from artune.table.io import dumps_table, load_table, table_to_dict
 from artune.table.model import MODES, Plan, Table
 from artune.table.overrides import apply_overrides, parse_overrides
+from artune.table.selection import select_table
 
 REFERENCE_PREFIX = "reference:"
 BUNDLED_PREFIX = "bundled:"
@@ -38,8 +39,13 @@ def register(commands: Any) -> None:
     check.set_defaults(run=run_check)
 
     explain = commands.add_parser("explain", help="which algorithm a table picks for one message, and why")
-    source = explain.add_mutually_exclusive_group(required=True)
-    source.add_argument("--table", metavar="FILE|bundled:cpu")
+    source = explain.add_mutually_exclusive_group()
+    source.add_argument(
+        "--table",
+        metavar="FILE|bundled:cpu",
+        help="default: the table a Communicator here would use (ARTUNE_TABLE, this machine's measured table, "
+        "then the bundled default)",
+    )
     source.add_argument("--reference", metavar="NAME", help="an engine's published tables: vllm or sglang")
     explain.add_argument("--arch", help="architecture, e.g. 10.7 (required with --reference)")
     explain.add_argument("--world-size", type=int, required=True)
@@ -130,14 +136,14 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
 def run_explain(args: argparse.Namespace) -> int:
     """Print the decision for one message."""
     nbytes = parse_size(args.size, "--size")
-    table = _resolve_for_explain(args)
     env = settings.from_env()
     # environment first, command-line arguments on top: the most explicit wins
-    for source, algorithm, bounds in (
-        ("ARTUNE_ALGORITHM/ARTUNE_BOUNDS", env.algorithm, env.bounds),
-        ("--algorithm/--bound", args.algorithm, ",".join(args.bound) or None),
-    ):
-        table = apply_overrides(table, parse_overrides(algorithm, bounds, source))
+    if args.table or args.reference:
+        table = _resolve_for_explain(args)
+        table = apply_overrides(table, parse_overrides(env.algorithm, env.bounds, "ARTUNE_ALGORITHM/ARTUNE_BOUNDS"))
+    else:
+        table = select_table(None, env)  # the Communicator's choice, the environment's overrides applied
+    table = apply_overrides(table, parse_overrides(args.algorithm, ",".join(args.bound) or None, "--algorithm/--bound"))
     multicast = not args.no_multicast
     unavailable = {
         name: why

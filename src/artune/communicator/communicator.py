@@ -38,11 +38,11 @@ from artune import __version__, machine, settings
 from artune.algorithms import AlgorithmSet, ProcessGroupAlgorithm, open_algorithms
 from artune.algorithms.base import REDUCE_OPS, Algorithm
 from artune.communicator.agreement import RankFacts, agree
-from artune.communicator.selection import select_table
 from artune.communicator.selfcheck import self_check
 from artune.errors import ArtuneError, CommunicatorClosed, PeerTimeout
 from artune.table.decide import Decision
 from artune.table.model import Table
+from artune.table.selection import select_table
 
 log = logging.getLogger(__name__)
 
