@@ -120,14 +120,19 @@ def _wrong_two_shot(ctx: RankContext, table_path: str) -> dict:
     handler.emit = records.append  # type: ignore[method-assign]
     logging.getLogger("artune").addHandler(handler)
     if ctx.rank == 1:  # a silent bug on one rank: one element off by one, no error
-        step = ShmTwoShot._step
+        prepare = ShmTwoShot._prepare
 
-        def wrong_step(self: ShmTwoShot, x: torch.Tensor, *args: Any) -> None:
-            step(self, x, *args)
-            if x.numel():
-                x.view(-1)[0] += 1
+        def wrong_prepare(self: ShmTwoShot, *args: Any) -> Any:
+            step = prepare(self, *args)
 
-        ShmTwoShot._step = wrong_step  # type: ignore[method-assign]
+            def wrong_step(x: torch.Tensor, index: int) -> None:
+                step(x, index)
+                if x.numel():
+                    x.view(-1)[0] += 1
+
+            return wrong_step
+
+        ShmTwoShot._prepare = wrong_prepare  # type: ignore[method-assign]
     out: dict = {}
     with artune.Communicator(table=table_path, timeout=20, buffer_bytes=64 * 1024) as comm:
         out["algorithms"] = comm.algorithms

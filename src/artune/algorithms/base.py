@@ -9,7 +9,7 @@ tables, tuning or reports.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 import torch
 
@@ -42,6 +42,18 @@ class Algorithm(ABC):
         Raises ``CallMismatch`` when ranks disagree on element count, dtype or
         op, and ``PeerTimeout`` when a peer does not arrive in time.
         """
+
+    def bind(
+        self, shape: torch.Size, dtype: torch.dtype, op: str, params: Mapping[str, object]
+    ) -> Callable[[torch.Tensor], object]:
+        """``all_reduce`` for contiguous tensors of this shape and dtype, with ``op`` and ``params`` fixed.
+
+        The Communicator keeps the result per call signature, so an algorithm
+        with per-call set-up (views, headers, parameter checks) overrides this
+        to do that set-up once; the default just calls ``all_reduce``.
+        """
+        all_reduce = self.all_reduce
+        return lambda tensor: all_reduce(tensor, op, params)
 
     def tunable_space(self) -> dict[str, tuple[object, ...]]:
         """Declared parameters and the values worth trying on this group (a tuner searches them)."""

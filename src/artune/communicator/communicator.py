@@ -25,6 +25,7 @@ Rules it follows (documented here because users rely on them):
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -144,7 +145,7 @@ class Communicator:
             reason = "ranks are on different hosts"
         self.shm_unavailable_reason: str | None = reason if shm else "disabled (shm=False)"
         self._available: dict[tuple[torch.dtype, str], frozenset[str]] = {}
-        self._routes: dict[tuple[int, torch.dtype, object, str | None], tuple] = {}
+        self._routes: dict[tuple[torch.Size, torch.dtype, object, str | None], tuple] = {}
         self._broken = ""
         self._closed = False
         if self.shm_unavailable_reason is None and self.rank == min(
@@ -214,8 +215,8 @@ class Communicator:
         if self._closed or self._broken:
             raise CommunicatorClosed(self._broken or "all_reduce(): the Communicator is closed")
         if params is None or (algorithm is not None and not params):
-            # the hot path: one dict lookup per call once a (count, dtype, op, algorithm) has been seen
-            key = (tensor.numel(), tensor.dtype, op, algorithm)
+            # the hot path: one dict lookup per call once a (shape, dtype, op, algorithm) has been seen
+            key = (tensor.shape, tensor.dtype, op, algorithm)
             route = self._routes.get(key)
             if route is None:
                 route = self._route(tensor, op, algorithm, None)
@@ -224,12 +225,12 @@ class Communicator:
                 self._routes[key] = route
         else:
             route = self._route(tensor, op, algorithm, params)
-        runner, chosen_params, op_name, agree = route
+        run, agree = route
         work = tensor if tensor.is_contiguous() else tensor.contiguous()
         try:
-            if agree:
-                agree(work.numel(), work.dtype, op_name, runner.name)
-            runner.all_reduce(work, op_name, chosen_params)
+            if agree is not None:
+                agree()
+            run(work)
         except PeerTimeout as err:
             self._broken = f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
             raise
@@ -243,8 +244,9 @@ class Communicator:
         op: str | dist.ReduceOp,
         algorithm: str | None,
         params: Mapping[str, object] | None,
-    ) -> tuple[Algorithm, Mapping[str, object], str, Callable[..., None] | None]:
-        """The algorithm, its parameters, the op's name and the agreement round (if needed) for a call."""
+    ) -> tuple[Callable[[torch.Tensor], object], Callable[[], None] | None]:
+        """The chosen algorithm bound to this call's shape, dtype, op and parameters, and the agreement
+        round to run first (when the algorithm does not compare calls itself)."""
         op_name = _op_name(op)
         usable = self._usable(tensor.dtype, op_name)
         if algorithm is None:
@@ -266,8 +268,10 @@ class Communicator:
             name, chosen_params = algorithm, params or {}
         runner = self._algorithms.by_name[name]
         channel = self._algorithms.channel
-        agree = channel.agree if channel is not None and not runner.checks_calls else None
-        return runner, chosen_params, op_name, agree
+        agree = None
+        if channel is not None and not runner.checks_calls:
+            agree = functools.partial(channel.agree, tensor.numel(), tensor.dtype, op_name, runner.name)
+        return runner.bind(tensor.shape, tensor.dtype, op_name, chosen_params), agree
 
     def _usable(self, dtype: torch.dtype, op: str) -> frozenset[str]:
         usable = self.available(dtype, op)
@@ -292,6 +296,7 @@ class Communicator:
         """Release shared memory and semaphores; idempotent. The process group stays yours."""
         if not self._closed:
             self._closed = True
+            self._routes.clear()  # bound calls hold views over the shared memory
             self._algorithms.close()
 
     def __enter__(self) -> Communicator:

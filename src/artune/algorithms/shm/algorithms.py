@@ -15,7 +15,8 @@ precompiled ``struct``, and reductions write in place with ``out=``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import torch
@@ -130,51 +131,84 @@ class _ShmAlgorithm(Algorithm):
         return {"chunk_bytes": tuple(values)}
 
     def all_reduce(self, tensor: torch.Tensor, op: str, params: Mapping[str, object]) -> torch.Tensor:
+        if not tensor.is_contiguous():
+            raise ValueError("the shm all-reduce needs a contiguous tensor")
+        self.bind(tensor.shape, tensor.dtype, op, params)(tensor)
+        return tensor
+
+    def bind(
+        self, shape: torch.Size, dtype: torch.dtype, op: str, params: Mapping[str, object]
+    ) -> Callable[[torch.Tensor], None]:
+        """The all-reduce of contiguous ``shape``/``dtype`` tensors, with views and headers prepared once.
+
+        Cached on the channel per (shape, dtype, op, chunk), so the views over
+        the segment are built once and dropped when the channel closes.
+        """
         ch = self._ch
         if ch._state:
             ch._check_open()
-        plan = _PLANS.get((tensor.dtype, op))
+        plan = _PLANS.get((dtype, op))
         if plan is None:
-            raise ValueError(shm_unavailable(tensor.dtype, op))
-        dcode, ocode, kind, itemsize = plan
+            raise ValueError(shm_unavailable(dtype, op))
         chunk_bytes = params.get("chunk_bytes") if params else None
         per_chunk = (
-            self._default_chunk // itemsize
+            self._default_chunk // plan[3]
             if chunk_bytes is None
-            else _chunk_elements(chunk_bytes, ch.capacity, itemsize)
+            else _chunk_elements(chunk_bytes, ch.capacity, plan[3])
         )
-        x = tensor.detach() if tensor.requires_grad else tensor
-        if not x.is_contiguous():
-            raise ValueError("the shm all-reduce needs a contiguous tensor")
-        n = x.numel()
-        try:
-            if n <= per_chunk:
-                # one step (chunk field 0); n == 0 still does the header round so mismatches are caught
-                self._step(x, x.shape, n, n, 0, dcode, ocode, kind)
-            else:
-                flat = x.view(-1)
-                for index, lo in enumerate(range(0, n, per_chunk)):
-                    m = min(per_chunk, n - lo)
-                    self._step(flat[lo : lo + m], (m,), m, n, per_chunk, dcode, ocode, kind, index)
-        except CallMismatch:
-            raise  # every rank did the same rounds: the channel stays usable
-        except BaseException as err:
-            ch.mark_broken(f"interrupted by {type(err).__name__}")
-            raise
-        return tensor
+        key = (self._code, shape, dtype, op, per_chunk)
+        return ch._cache.get(key) or ch.cache(key, self._compile(shape, dtype, plan, per_chunk))
 
-    def _step(
+    def _compile(
+        self, shape: torch.Size, dtype: torch.dtype, plan: tuple[int, int, int, int], per_chunk: int
+    ) -> Callable[[torch.Tensor], None]:
+        ch = self._ch
+        dcode, ocode, kind, _ = plan
+        n = math.prod(shape)
+        if n <= per_chunk:
+            # one step (chunk field 0); n == 0 still does the header round so mismatches are caught
+            step = self._prepare(shape, n, n, 0, dtype, dcode, ocode, kind)
+            spans: tuple[tuple[slice, Any], ...] = ()
+        else:
+            last = n % per_chunk or per_chunk
+            full = self._prepare((per_chunk,), per_chunk, n, per_chunk, dtype, dcode, ocode, kind)
+            tail = full if last == per_chunk else self._prepare((last,), last, n, per_chunk, dtype, dcode, ocode, kind)
+            spans = tuple(
+                (slice(lo, lo + per_chunk), full if lo + per_chunk < n else tail) for lo in range(0, n, per_chunk)
+            )
+
+        def run(x: torch.Tensor) -> None:
+            if ch._state:
+                ch._check_open()
+            if x.requires_grad:
+                x = x.detach()
+            try:
+                if not spans:
+                    step(x, 0)
+                else:
+                    flat = x.view(-1)
+                    for index, (span, chunk_step) in enumerate(spans):
+                        chunk_step(flat[span], index)
+            except CallMismatch:
+                raise  # every rank did the same rounds: the channel stays usable
+            except BaseException as err:
+                ch.mark_broken(f"interrupted by {type(err).__name__}")
+                raise
+
+        return run
+
+    def _prepare(
         self,
-        x: torch.Tensor,
         shape: Any,
         m: int,
         numel: int,
         chunk: int,
+        dtype: torch.dtype,
         dcode: int,
         ocode: int,
         kind: int,
-        index: int = 0,
-    ) -> None:
+    ) -> Callable[[torch.Tensor, int], None]:
+        """One channel step over ``m`` elements of ``shape``: ``step(x, chunk_index)``."""
         raise NotImplementedError
 
 
@@ -183,43 +217,39 @@ class ShmOneShot(_ShmAlgorithm):
 
     name = "shm_one_shot"
 
-    def _views(self, key: Any, dtype: torch.dtype, shape: Any, m: int, kind: int) -> Any:
-        ch = self._ch
-        bufs = tuple(tuple(v.view(shape) for v in ch.slot_views(b, dtype, m)) for b in (0, 1))
-        acc = ch.scratch(m).view(shape) if dtype in _HALF else None  # any op: the key has no op
-        return ch.cache(key, (bufs[0], bufs[1], acc))
-
-    def _step(
+    def _prepare(
         self,
-        x: torch.Tensor,
         shape: Any,
         m: int,
         numel: int,
         chunk: int,
+        dtype: torch.dtype,
         dcode: int,
         ocode: int,
         kind: int,
-        index: int = 0,
-    ) -> None:
-        ch = self._ch
-        key = (1, x.dtype, shape)
-        entry = ch._cache.get(key) or self._views(key, x.dtype, shape, m, kind)
-        seq = ch._seq
-        ch._seq = seq + 1
-        buf = seq & 1
-        slots = entry[buf]
-        rank = self._rank
-        slots[rank].copy_(x)
-        ch.header_round(buf, _HDR.pack(seq, numel, chunk, index, dcode, ocode, self._code))
-        if m:
-            # x still holds this rank's data: use it in place of its slot in the first (a op b) so
-            # that op updates x in place (no third array to write-allocate: ~15% less memory
-            # traffic); the argument order stays 0, 1, ... (max/min of +0 and -0 depend on it)
-            if rank == 0 and kind != _ADD_FP32:
-                slots = (x, *slots[1:])
-            elif rank == 1 and kind != _ADD_FP32:
-                slots = (slots[0], x, *slots[2:])
-            _reduce(kind, slots, x, entry[2])
+    ) -> Callable[[torch.Tensor, int], None]:
+        ch, rank, code = self._ch, self._rank, self._code
+        bufs = tuple(tuple(v.view(shape) for v in ch.slot_views(b, dtype, m)) for b in (0, 1))
+        acc = ch.scratch(m).view(shape) if kind == _ADD_FP32 else None
+        # x still holds this rank's data: use it in place of its slot in the first (a op b) so that op
+        # updates x in place (no third array to write-allocate: ~15% less memory traffic); the argument
+        # order stays 0, 1, ... (max/min of +0 and -0 depend on it)
+        in_place = kind != _ADD_FP32 and rank <= 1
+        pack, header_round = _HDR.pack, ch.header_round
+
+        def step(x: torch.Tensor, index: int) -> None:
+            seq = ch._seq
+            ch._seq = seq + 1
+            buf = seq & 1
+            slots = bufs[buf]
+            slots[rank].copy_(x)
+            header_round(buf, pack(seq, numel, chunk, index, dcode, ocode, code))
+            if m:
+                if in_place:
+                    slots = (*slots[:rank], x, *slots[rank + 1 :])
+                _reduce(kind, slots, x, acc)
+
+        return step
 
 
 class ShmTwoShot(_ShmAlgorithm):
@@ -234,9 +264,19 @@ class ShmTwoShot(_ShmAlgorithm):
 
     name = "shm_two_shot"
 
-    def _views(self, key: Any, dtype: torch.dtype, m: int) -> Any:
-        ch = self._ch
-        world, rank = ch.world_size, self._rank
+    def _prepare(
+        self,
+        shape: Any,
+        m: int,
+        numel: int,
+        chunk: int,
+        dtype: torch.dtype,
+        dcode: int,
+        ocode: int,
+        kind: int,
+    ) -> Callable[[torch.Tensor, int], None]:
+        ch, rank, code = self._ch, self._rank, self._code
+        world = ch.world_size
         bounds = [m * r // world for r in range(world + 1)]
         sizes = [bounds[r + 1] - bounds[r] for r in range(world)]
         lo, hi = bounds[rank], bounds[rank + 1]
@@ -251,46 +291,31 @@ class ShmTwoShot(_ShmAlgorithm):
             srcs = tuple(s[lo:hi] for s in slots)
             gather = tuple((p, slots[p][bounds[p] : bounds[p + 1]]) for p in range(world) if p != rank)
             bufs.append((copy_in, srcs, mine[lo:hi], gather))
-        acc = ch.scratch(hi - lo) if dtype in _HALF else None
-        return ch.cache(key, (bufs[0], bufs[1], acc, sizes))
+        acc = ch.scratch(hi - lo) if kind == _ADD_FP32 else None
+        pack, header_round, plain_round = _HDR.pack, ch.header_round, ch.plain_round
 
-    def _step(
-        self,
-        x: torch.Tensor,
-        shape: Any,
-        m: int,
-        numel: int,
-        chunk: int,
-        dcode: int,
-        ocode: int,
-        kind: int,
-        index: int = 0,
-    ) -> None:
-        ch = self._ch
-        key = (2, x.dtype, m)
-        entry = ch._cache.get(key) or self._views(key, x.dtype, m)
-        seq = ch._seq
-        ch._seq = seq + 1
-        buf = seq & 1
-        copy_in, srcs, publish, gather = entry[buf]
-        rank = self._rank
-        if m:
-            xf = x if x.dim() == 1 else x.view(-1)
-            parts = xf.split_with_sizes(entry[3])
-            if rank <= 1:
-                for p, view in copy_in:
-                    view.copy_(parts[p])
-            else:
-                copy_in.copy_(xf)
-        ch.header_round(buf, _HDR.pack(seq, numel, chunk, index, dcode, ocode, self._code))
-        if m:
-            mine = parts[rank]
-            if rank == 0:
-                srcs = (mine, *srcs[1:])
-            elif rank == 1:
-                srcs = (srcs[0], mine, *srcs[2:])
-            _reduce(kind, srcs, mine, entry[2])
-            publish.copy_(mine)
-            ch.plain_round()
-            for p, view in gather:
-                parts[p].copy_(view)
+        def step(x: torch.Tensor, index: int) -> None:
+            seq = ch._seq
+            ch._seq = seq + 1
+            buf = seq & 1
+            copy_in, srcs, publish, gather = bufs[buf]
+            if m:
+                xf = x if x.dim() == 1 else x.view(-1)
+                parts = xf.split_with_sizes(sizes)
+                if rank <= 1:
+                    for p, view in copy_in:
+                        view.copy_(parts[p])
+                else:
+                    copy_in.copy_(xf)
+            header_round(buf, pack(seq, numel, chunk, index, dcode, ocode, code))
+            if m:
+                mine = parts[rank]
+                if rank <= 1:  # its own slice never went to its slot
+                    srcs = (*srcs[:rank], mine, *srcs[rank + 1 :])
+                _reduce(kind, srcs, mine, acc)
+                publish.copy_(mine)
+                plain_round()
+                for p, view in gather:
+                    parts[p].copy_(view)
+
+        return step
