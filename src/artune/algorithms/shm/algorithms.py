@@ -8,9 +8,10 @@ capacity) go in chunks, one channel step each. Integer sums wrap
 around as torch's do; max/min propagate NaN (``torch.maximum``). Tensors must
 be contiguous CPU tensors.
 
-The per-call path is kept lean: views over the segment are built once per
-(dtype, shape) and cached on the channel, headers are packed with a
-precompiled ``struct``, and reductions write in place with ``out=``.
+The per-call path is kept lean: ``bind`` prepares each (shape, dtype, op,
+chunk) once (views over the segment, header fields, the chunk spans) and
+caches it on the channel, headers are packed with a precompiled ``struct``,
+and reductions write in place with ``out=``.
 """
 
 from __future__ import annotations
@@ -168,14 +169,21 @@ class _ShmAlgorithm(Algorithm):
         if n <= per_chunk:
             # one step (chunk field 0); n == 0 still does the header round so mismatches are caught
             step = self._prepare(shape, n, n, 0, dtype, dcode, ocode, kind)
-            spans: tuple[tuple[slice, Any], ...] = ()
+
+            def steps(x: torch.Tensor) -> None:
+                step(x, 0)
+
         else:
             last = n % per_chunk or per_chunk
             full = self._prepare((per_chunk,), per_chunk, n, per_chunk, dtype, dcode, ocode, kind)
             tail = full if last == per_chunk else self._prepare((last,), last, n, per_chunk, dtype, dcode, ocode, kind)
-            spans = tuple(
-                (slice(lo, lo + per_chunk), full if lo + per_chunk < n else tail) for lo in range(0, n, per_chunk)
-            )
+            spans = [(slice(lo, lo + per_chunk), full) for lo in range(0, n - last, per_chunk)]
+            spans.append((slice(n - last, n), tail))
+
+            def steps(x: torch.Tensor) -> None:
+                flat = x.view(-1)
+                for index, (span, chunk_step) in enumerate(spans):
+                    chunk_step(flat[span], index)
 
         def run(x: torch.Tensor) -> None:
             if ch._state:
@@ -183,12 +191,7 @@ class _ShmAlgorithm(Algorithm):
             if x.requires_grad:
                 x = x.detach()
             try:
-                if not spans:
-                    step(x, 0)
-                else:
-                    flat = x.view(-1)
-                    for index, (span, chunk_step) in enumerate(spans):
-                        chunk_step(flat[span], index)
+                steps(x)
             except CallMismatch:
                 raise  # every rank did the same rounds: the channel stays usable
             except BaseException as err:
