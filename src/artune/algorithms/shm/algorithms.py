@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import torch
@@ -104,6 +105,20 @@ def _chunk_elements(value: object, capacity: int, itemsize: int) -> int:
     return max(1, nbytes // itemsize)
 
 
+@dataclass(frozen=True)
+class _Step:
+    """One channel step: the elements it covers and the header fields every rank must agree on."""
+
+    shape: tuple[int, ...]  # of the views (the caller's shape for a one-step call)
+    m: int  # elements in this step
+    numel: int  # elements in the whole call
+    chunk: int  # elements per chunk; 0 for a one-step call
+    dtype: torch.dtype
+    dcode: int
+    ocode: int
+    kind: int
+
+
 class _ShmAlgorithm(Algorithm):
     """What both shm algorithms share: the channel, availability, parameters, chunking, failure handling."""
 
@@ -168,15 +183,16 @@ class _ShmAlgorithm(Algorithm):
         n = math.prod(shape)
         if n <= per_chunk:
             # one step (chunk field 0); n == 0 still does the header round so mismatches are caught
-            step = self._prepare(shape, n, n, 0, dtype, dcode, ocode, kind)
+            step = self._prepare(_Step(tuple(shape), n, n, 0, dtype, dcode, ocode, kind))
 
             def steps(x: torch.Tensor) -> None:
                 step(x, 0)
 
         else:
             last = n % per_chunk or per_chunk
-            full = self._prepare((per_chunk,), per_chunk, n, per_chunk, dtype, dcode, ocode, kind)
-            tail = full if last == per_chunk else self._prepare((last,), last, n, per_chunk, dtype, dcode, ocode, kind)
+            full_spec = _Step((per_chunk,), per_chunk, n, per_chunk, dtype, dcode, ocode, kind)
+            full = self._prepare(full_spec)
+            tail = full if last == per_chunk else self._prepare(replace(full_spec, shape=(last,), m=last))
             spans = [(slice(lo, lo + per_chunk), full) for lo in range(0, n - last, per_chunk)]
             spans.append((slice(n - last, n), tail))
 
@@ -200,18 +216,8 @@ class _ShmAlgorithm(Algorithm):
 
         return run
 
-    def _prepare(
-        self,
-        shape: Any,
-        m: int,
-        numel: int,
-        chunk: int,
-        dtype: torch.dtype,
-        dcode: int,
-        ocode: int,
-        kind: int,
-    ) -> Callable[[torch.Tensor, int], None]:
-        """One channel step over ``m`` elements of ``shape``: ``step(x, chunk_index)``."""
+    def _prepare(self, spec: _Step) -> Callable[[torch.Tensor, int], None]:
+        """The closure ``step(x, chunk_index)`` that runs one channel step as ``spec`` describes."""
         raise NotImplementedError
 
 
@@ -220,18 +226,10 @@ class ShmOneShot(_ShmAlgorithm):
 
     name = "shm_one_shot"
 
-    def _prepare(
-        self,
-        shape: Any,
-        m: int,
-        numel: int,
-        chunk: int,
-        dtype: torch.dtype,
-        dcode: int,
-        ocode: int,
-        kind: int,
-    ) -> Callable[[torch.Tensor, int], None]:
+    def _prepare(self, spec: _Step) -> Callable[[torch.Tensor, int], None]:
         ch, rank, code = self._ch, self._rank, self._code
+        shape, dtype, m, kind = spec.shape, spec.dtype, spec.m, spec.kind
+        numel, chunk, dcode, ocode = spec.numel, spec.chunk, spec.dcode, spec.ocode
         bufs = tuple(tuple(v.view(shape) for v in ch.slot_views(b, dtype, m)) for b in (0, 1))
         acc = ch.scratch(m).view(shape) if kind == _ADD_FP32 else None
         # x still holds this rank's data: use it in place of its slot in the first (a op b) so that op
@@ -267,18 +265,10 @@ class ShmTwoShot(_ShmAlgorithm):
 
     name = "shm_two_shot"
 
-    def _prepare(
-        self,
-        shape: Any,
-        m: int,
-        numel: int,
-        chunk: int,
-        dtype: torch.dtype,
-        dcode: int,
-        ocode: int,
-        kind: int,
-    ) -> Callable[[torch.Tensor, int], None]:
+    def _prepare(self, spec: _Step) -> Callable[[torch.Tensor, int], None]:
         ch, rank, code = self._ch, self._rank, self._code
+        dtype, m, kind = spec.dtype, spec.m, spec.kind
+        numel, chunk, dcode, ocode = spec.numel, spec.chunk, spec.dcode, spec.ocode
         world = ch.world_size
         bounds = [m * r // world for r in range(world + 1)]
         sizes = [bounds[r + 1] - bounds[r] for r in range(world)]
