@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -148,6 +149,7 @@ class Communicator:
         self._routes: dict[tuple[torch.Size, torch.dtype, object, str | None], tuple] = {}
         self._broken = ""
         self._closed = False
+        self._busy = threading.Lock()  # held during a call: overlapping calls from threads would desynchronise ranks
         if self.shm_unavailable_reason is None and self.rank == min(
             r for r, f in enumerate(everyone) if f.host == facts.host
         ):
@@ -214,29 +216,40 @@ class Communicator:
         """
         if self._closed or self._broken:
             raise CommunicatorClosed(self._broken or "all_reduce(): the Communicator is closed")
-        if params is None or (algorithm is not None and not params):
-            # the hot path: one dict lookup per call once a (shape, dtype, op, algorithm) has been seen
-            key = (tensor.shape, tensor.dtype, op, algorithm)
-            route = self._routes.get(key)
-            if route is None:
-                route = self._route(tensor, op, algorithm, None)
-                if len(self._routes) >= _MAX_ROUTES:
-                    self._routes.clear()
-                self._routes[key] = route
-        else:
-            route = self._route(tensor, op, algorithm, params)
-        run, agree = route
-        work = tensor if tensor.is_contiguous() else tensor.contiguous()
+        if not self._busy.acquire(False):  # positional: half the cost of blocking=False
+            raise ArtuneError(
+                "all_reduce(): another thread is inside an all_reduce on this Communicator; calls on one "
+                "Communicator must not overlap, since every rank must make them in the same order. "
+                "Use one Communicator per thread, each on its own process group"
+            )
         try:
-            if agree is not None:
-                agree()
-            run(work)
-        except PeerTimeout as err:
-            self._broken = f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
-            raise
-        if work is not tensor:
-            tensor.copy_(work)
-        return tensor
+            if params is None or (algorithm is not None and not params):
+                # the hot path: one dict lookup per call once a (shape, dtype, op, algorithm) has been seen
+                key = (tensor.shape, tensor.dtype, op, algorithm)
+                route = self._routes.get(key)
+                if route is None:
+                    route = self._route(tensor, op, algorithm, None)
+                    if len(self._routes) >= _MAX_ROUTES:
+                        self._routes.clear()
+                    self._routes[key] = route
+            else:
+                route = self._route(tensor, op, algorithm, params)
+            run, agree = route
+            work = tensor if tensor.is_contiguous() else tensor.contiguous()
+            try:
+                if agree is not None:
+                    agree()
+                run(work)
+            except PeerTimeout as err:
+                self._broken = (
+                    f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
+                )
+                raise
+            if work is not tensor:
+                tensor.copy_(work)
+            return tensor
+        finally:
+            self._busy.release()
 
     def _route(
         self,
