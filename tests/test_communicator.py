@@ -68,6 +68,10 @@ def _dispatch(ctx: RankContext, table_path: str) -> dict:
         comm.all_reduce(view)
         factor = sum(range(1, ctx.world_size + 1))
         assert torch.equal(base[:, 1], torch.arange(1, 40, 5, dtype=torch.float32) * factor)
+        # a tensor that requires grad is reduced outside autograd, as torch.distributed does
+        leaf = torch.ones(4, 4, requires_grad=True)
+        comm.all_reduce(leaf.t())
+        assert torch.equal(leaf.detach(), torch.full((4, 4), float(ctx.world_size)))
         # max/min, and an integer dtype
         t = torch.tensor([float(ctx.rank), -float(ctx.rank)])
         comm.all_reduce(t, op="max")

@@ -235,7 +235,8 @@ class Communicator:
             else:
                 route = self._route(tensor, op, algorithm, params)
             run, agree = route
-            work = tensor if tensor.is_contiguous() else tensor.contiguous()
+            data = tensor.detach() if tensor.requires_grad else tensor  # like torch.distributed: outside autograd
+            work = data if data.is_contiguous() else data.contiguous()
             try:
                 if agree is not None:
                     agree()
@@ -245,8 +246,8 @@ class Communicator:
                     f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
                 )
                 raise
-            if work is not tensor:
-                tensor.copy_(work)
+            if work is not data:
+                data.copy_(work)
             return tensor
         finally:
             self._busy.release()
