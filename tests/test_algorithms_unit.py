@@ -123,3 +123,19 @@ def test_process_group_algorithm_name_and_availability(monkeypatch: pytest.Monke
     algorithm.close()
     with pytest.raises(CommunicatorClosed, match="closed"):
         algorithm.all_reduce(torch.ones(1), "sum", {})
+
+
+def test_backend_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch.distributed as dist
+
+    from artune.algorithms.process_group import backend_devices, backend_name
+
+    for backend, devices, name in (
+        ("gloo", {"cpu", "cuda"}, "gloo"),
+        ("nccl", {"cuda"}, "nccl"),
+        ("cpu:gloo,cuda:nccl", {"cpu", "cuda"}, "gloo"),
+        ("ucc", None, "ucc"),
+    ):
+        monkeypatch.setattr(dist, "get_backend", lambda group=None, b=backend: b)
+        assert backend_devices() == (frozenset(devices) if devices else None), backend
+        assert backend_name() == name

@@ -87,11 +87,17 @@ def _dispatch(ctx: RankContext, table_path: str) -> dict:
         except artune.CallMismatch as err:
             out["forced_mismatch"] = str(err)
         # errors the user can make
-        for bad in ({"op": "mean"}, {"algorithm": "warp_drive"}):
+        for tensor, bad in (
+            (torch.ones(4), {"op": "mean"}),
+            (torch.ones(4), {"algorithm": "warp_drive"}),
+            (torch.ones(4, device="meta"), {}),
+        ):
             try:
-                comm.all_reduce(torch.ones(4), **bad)
+                comm.all_reduce(tensor, **bad)
             except artune.ArtuneError as err:
                 out.setdefault("errors", []).append(str(err))
+        # shared memory holds CPU tensors only: a CUDA tensor would go to the process group
+        out["on_cuda"] = comm.available(torch.float32, "sum", "cuda")
     try:
         comm.all_reduce(torch.ones(4))
     except artune.CommunicatorClosed as err:
@@ -109,6 +115,8 @@ def test_dispatch_matches_reference(tmp_path: Path, world_size: int) -> None:
     assert "table= argument" in first["table"]
     assert any("op 'mean' is not supported" in e for e in first["errors"])
     assert any("'warp_drive'" in e for e in first["errors"])
+    assert any("no algorithm here can reduce torch.float32 on meta" in e for e in first["errors"])
+    assert first["on_cuda"] == frozenset({"gloo"})
     assert "closed" in first["closed"]
     assert "(differing: algorithm)" in first["forced_mismatch"]
 

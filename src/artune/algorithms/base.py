@@ -25,6 +25,9 @@ class Algorithm(ABC):
     #: True when the algorithm itself compares element count, dtype and op across ranks
     #: (raising ``CallMismatch``); otherwise the Communicator checks before calling it
     checks_calls: bool = False
+    #: the device types (``"cpu"``, ``"cuda"``, ...) whose tensors it reduces; ``None``: whatever the
+    #: group's backend takes
+    devices: frozenset[str] | None = None
 
     @abstractmethod
     def unavailable(self, dtype: torch.dtype, op: str) -> str | None:

@@ -44,6 +44,19 @@ SUPPORTED: dict[str, frozenset[torch.dtype]] = {"gloo": _COMMON, "nccl": _COMMON
 _PEER_FAILURE_TEXTS = ("timed out", "timeout", "connection closed", "connection reset", "broken pipe")
 
 
+# the device types each backend reduces (gloo also takes CUDA tensors, staging them through the host)
+_DEVICES: dict[str, frozenset[str]] = {"gloo": frozenset({"cpu", "cuda"}), "nccl": frozenset({"cuda"})}
+
+
+def backend_devices(group: Any = None) -> frozenset[str] | None:
+    """The device types ``group`` reduces: one per backend of a ``"cpu:gloo,cuda:nccl"`` group,
+    the known ones of a single backend, ``None`` when unknown (any is tried)."""
+    backend = str(dist.get_backend(group))
+    if ":" in backend:
+        return frozenset(part.split(":", 1)[0] for part in backend.split(","))
+    return _DEVICES.get(backend)
+
+
 def backend_name(group: Any = None) -> str:
     """The backend of ``group`` for CPU tensors: ``"gloo"``, ``"nccl"``, ``"mpi"``, ...
 
@@ -73,6 +86,7 @@ class ProcessGroupAlgorithm(Algorithm):
     ) -> None:
         self.group = group
         self.name = backend_name(group)
+        self.devices = backend_devices(group)
         self._timeout = timedelta(seconds=timeout) if timeout else None
         self._dead_peers = dead_peers
         self._supported = SUPPORTED.get(self.name, _COMMON)

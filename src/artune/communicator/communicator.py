@@ -145,8 +145,8 @@ class Communicator:
         if shm and not same_host:
             reason = "ranks are on different hosts"
         self.shm_unavailable_reason: str | None = reason if shm else "disabled (shm=False)"
-        self._available: dict[tuple[torch.dtype, str], frozenset[str]] = {}
-        self._routes: dict[tuple[torch.Size, torch.dtype, object, str | None], tuple] = {}
+        self._available: dict[tuple[torch.dtype, str, str], frozenset[str]] = {}
+        self._routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, str | None], tuple] = {}
         self._broken = ""
         self._closed = False
         self._busy = threading.Lock()  # held during a call: overlapping calls from threads would desynchronise ranks
@@ -181,15 +181,18 @@ class Communicator:
         """The declared parameters of algorithm ``name`` and their candidate values."""
         return self._runnable(name).tunable_space()
 
-    def available(self, dtype: torch.dtype, op: str = "sum") -> frozenset[str]:
-        """Names of the algorithms that can reduce ``dtype`` with ``op`` exactly here."""
-        key = (dtype, op)
+    def available(self, dtype: torch.dtype, op: str = "sum", device: torch.device | str = "cpu") -> frozenset[str]:
+        """Names of the algorithms that can reduce ``dtype`` tensors on ``device`` with ``op`` exactly here."""
+        kind = torch.device(device).type
+        key = (dtype, op, kind)
         found = self._available.get(key)
         if found is None:
             found = frozenset(
                 name
                 for name, alg in self._algorithms.by_name.items()
-                if name not in self.disabled and alg.unavailable(dtype, op) is None
+                if name not in self.disabled
+                and (alg.devices is None or kind in alg.devices)
+                and alg.unavailable(dtype, op) is None
             )
             self._available[key] = found
         return found
@@ -198,7 +201,7 @@ class Communicator:
         """The decision ``all_reduce`` would make for ``tensor``, without running it."""
         op = _op_name(op)
         nbytes = tensor.numel() * tensor.element_size()
-        return self.table.decide(nbytes, self.world_size, self.mode, self._usable(tensor.dtype, op))
+        return self.table.decide(nbytes, self.world_size, self.mode, self._usable(tensor, op))
 
     # ------------------------------------------------------------ the call
 
@@ -224,8 +227,8 @@ class Communicator:
             )
         try:
             if params is None or (algorithm is not None and not params):
-                # the hot path: one dict lookup per call once a (shape, dtype, op, algorithm) has been seen
-                key = (tensor.shape, tensor.dtype, op, algorithm)
+                # the hot path: one dict lookup per call once a (shape, dtype, device, op, algorithm) has been seen
+                key = (tensor.shape, tensor.dtype, tensor.device, op, algorithm)
                 route = self._routes.get(key)
                 if route is None:
                     route = self._route(tensor, op, algorithm, None)
@@ -262,7 +265,7 @@ class Communicator:
         """The chosen algorithm bound to this call's shape, dtype, op and parameters, and the agreement
         round to run first (when the algorithm does not compare calls itself)."""
         op_name = _op_name(op)
-        usable = self._usable(tensor.dtype, op_name)
+        usable = self._usable(tensor, op_name)
         if algorithm is None:
             nbytes = tensor.numel() * tensor.element_size()
             decision = self.table.decide(nbytes, self.world_size, self.mode, usable)
@@ -276,7 +279,8 @@ class Communicator:
                     else ""
                 )
                 raise ArtuneError(
-                    f"all_reduce(): algorithm {algorithm!r} cannot reduce {tensor.dtype} with {op_name!r} here{why}; "
+                    f"all_reduce(): algorithm {algorithm!r} cannot reduce {tensor.dtype} on {tensor.device} "
+                    f"with {op_name!r} here{why}; "
                     f"available: {', '.join(sorted(usable))}"
                 )
             name, chosen_params = algorithm, params or {}
@@ -287,12 +291,12 @@ class Communicator:
             agree = functools.partial(channel.agree, tensor.numel(), tensor.dtype, op_name, runner.name)
         return runner.bind(tensor.shape, tensor.dtype, op_name, chosen_params), agree
 
-    def _usable(self, dtype: torch.dtype, op: str) -> frozenset[str]:
-        usable = self.available(dtype, op)
+    def _usable(self, tensor: torch.Tensor, op: str) -> frozenset[str]:
+        usable = self.available(tensor.dtype, op, tensor.device)
         if not usable:
             raise ArtuneError(
-                f"all_reduce(): no algorithm here can reduce {dtype} with {op!r} "
-                f"(the process group {self.baseline} cannot either); use another dtype"
+                f"all_reduce(): no algorithm here can reduce {tensor.dtype} on {tensor.device} with {op!r} "
+                f"(the process group {self.baseline} cannot either); use another dtype or device"
             )
         return usable
 

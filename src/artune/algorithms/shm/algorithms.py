@@ -124,6 +124,7 @@ class _ShmAlgorithm(Algorithm):
 
     #: every step's header carries element count, dtype, op and algorithm: no ``agree`` round needed
     checks_calls = True
+    devices = frozenset({"cpu"})
 
     #: declared tunable parameters and the values a tuner may try (those above the capacity are skipped;
     #: ``tunable_space()`` gives the values valid on this channel)
