@@ -48,7 +48,7 @@ from artune.table.selection import select_table
 
 log = logging.getLogger(__name__)
 
-_MAX_ROUTES = 4096  # distinct (count, dtype, op) calls remembered; cleared when full
+_MAX_ROUTES = 4096  # distinct call signatures (shape, dtype, device, op, algorithm) remembered; cleared when full
 _TORCH_OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.MAX: "max", dist.ReduceOp.MIN: "min"}
 
 
@@ -215,7 +215,8 @@ class Communicator:
         """Reduce ``tensor`` in place across the group and return it.
 
         ``algorithm`` forces one (it must be available for this dtype and op);
-        ``params`` replace the table's parameters for it.
+        ``params`` replace the table's parameters for it. Calls must not
+        overlap: one from a second thread while another runs raises ``ArtuneError``.
         """
         if self._closed or self._broken:
             raise CommunicatorClosed(self._broken or "all_reduce(): the Communicator is closed")
