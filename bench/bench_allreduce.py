@@ -1,6 +1,6 @@
 """artune's CPU all-reduce against gloo (and DeepSpeed when installed), side by side in one run.
 
-    python bench/bench_allreduce.py [--budget 6] [--markdown] [--jsonl FILE]
+    python bench/bench_allreduce.py [--world-size 2] [--budget 6] [--markdown] [--jsonl FILE]
 
 World size 2 (``--world-size`` for more), float32 SUM, sizes 4 KiB..64 MiB.
 One run spawns the ranks (rank r pinned to CPU r mod the CPU count unless
@@ -8,14 +8,17 @@ One run spawns the ranks (rank r pinned to CPU r mod the CPU count unless
 gloo, shm_one_shot and shm_two_shot interleaved (A B C A B C ...) with the
 artune harness (``artune.measure.measure``: time budget per size, step time =
 slowest rank), and each rank's ``dst.copy_(src)`` bandwidth at that size,
-both ranks copying at once, just before and just after (the mean is shown). When ``import deepspeed`` works,
-``deepspeed.comm.inference_all_reduce`` is an extra interleaved column; its
-shared-memory path is verified (op loaded, /dev/shm segments present, no
-``torch.distributed.all_reduce`` call inside it, else it is marked failed).
+both ranks copying at once, just before and just after (the mean is shown).
+When ``import deepspeed`` works, ``deepspeed.comm.inference_all_reduce`` is
+one more interleaved candidate; its shared-memory path is verified (op loaded,
+/dev/shm segments present, no ``torch.distributed.all_reduce`` call inside it,
+else it is marked failed).
 
-Prints per size the median (slowest rank) with p20/p80, busbw, and the
-ratios gloo/shm_one_shot, gloo/best-shm, best-shm busbw / memcpy GB/s and,
-with DeepSpeed, t(best shm)/t(DeepSpeed); then PASS/FAIL for the goals:
+Prints an nccl-tests-style table (one row per size and algorithm: size,
+count, dtype, redop, median time of the slowest rank with p20-p80, algbw,
+busbw, nwrong, speed-up over gloo), then per size the copy bandwidth and the
+ratios gloo/shm_one_shot, gloo/best-shm, best-shm busbw / copy GB/s and, with
+DeepSpeed, t(best shm)/t(DeepSpeed); then PASS/FAIL for the goals:
 
 - shm_one_shot >= 20x faster than gloo at 4 KiB;
 - the best shm algorithm >= 2.5x faster than gloo at 64 MiB;
@@ -189,24 +192,19 @@ def _x(value: float) -> str:
     return "-" if math.isnan(value) else f"{value:.2f}x"
 
 
-def _cell(m: Measurement | None) -> str:
-    if m is None:
-        return "-"
+def _cell(m: Measurement) -> str:
     if not m.ok:
         return m.status
     return f"{m.time_us:.1f} ({m.p20_us:.0f}-{m.p80_us:.0f})"
 
 
 def rows(result: RunResult) -> tuple[list[str], list[list[str]], dict[int, dict[str, float]]]:
-    """Header, text rows, and the figures the goals need (per size)."""
+    """The ratio table (header, rows) and the figures the goals need, per size."""
     by = {(m.size_bytes, m.candidate.algorithm): m for m in result.measurements}
     sizes = list(dict.fromkeys(m.size_bytes for m in result.measurements))
     has_ds = any(m.candidate.algorithm == DS for m in result.measurements)
     timed = [*ALGORITHMS, *([DS] if has_ds else [])]
-    header = ["size"]
-    header += [f"{a} us med (p20-p80)" for a in timed]
-    header += [f"{a} busbw GB/s" for a in timed]
-    header += ["copy GB/s/rank", "gloo/shm_one_shot", "gloo/best-shm", "best-shm busbw/copy"]
+    header = ["size", "copy GB/s/rank", "gloo/shm_one_shot", "gloo/best-shm", "best-shm busbw/copy"]
     if has_ds:
         header.append("t(best shm)/t(DS)")
     table: list[list[str]] = []
@@ -222,24 +220,36 @@ def rows(result: RunResult) -> tuple[list[str], list[list[str]], dict[int, dict[
             "gloo/one_shot": _ratio(t["gloo"], t["shm_one_shot"]),
             "gloo/best": _ratio(t["gloo"], t[best]),
             "busbw/copy": best_busbw / copy if copy and not math.isnan(best_busbw) else math.nan,
-            "best_busbw": best_busbw,
-            "copy": copy,
             "best/ds": _ratio(t[best], t[DS]) if has_ds else math.nan,
         }
         figures[size] = fig
-        row = [format_size(size)]
-        row += [_cell(ms[a]) for a in timed]
-        row += [f"{ms[a].busbw_GBps:.3f}" if ms[a] is not None and ms[a].ok else "-" for a in timed]  # type: ignore[union-attr]
-        row += [
+        row = [
+            format_size(size),
             f"{copy:.2f}",
             _x(fig["gloo/one_shot"]),
             _x(fig["gloo/best"]) + f" ({best.removeprefix('shm_')})",
             "-" if math.isnan(fig["busbw/copy"]) else f"{fig['busbw/copy']:.2f}",
         ]
         if has_ds:
-            row.append(_x(_ratio(t[best], t[DS])))
+            row.append(_x(fig["best/ds"]))
         table.append(row)
     return header, table, figures
+
+
+def nccl_rows(result: RunResult) -> tuple[list[str], list[list[str]]]:
+    """The nccl-tests-style table: one row per size and algorithm, with its speed-up over gloo."""
+    by = {(m.size_bytes, m.candidate.algorithm): m for m in result.measurements}
+    header = ["size", "count", "dtype", "redop", "algorithm", "time_us med (p20-p80)", "algbw GB/s", "busbw GB/s"]
+    header += ["nwrong", "gloo/this"]
+    table = []
+    for m in result.measurements:
+        gloo = by.get((m.size_bytes, "gloo"))
+        speedup = _ratio(gloo.time_us, m.time_us) if gloo is not None and gloo.ok and m.ok else math.nan
+        row = [format_size(m.size_bytes), str(m.count), m.dtype, m.redop, m.candidate.algorithm, _cell(m)]
+        row += [f"{m.algbw_GBps:.3f}", f"{m.busbw_GBps:.3f}"] if m.ok else ["-", "-"]
+        row += [str(m.nwrong) if m.nwrong >= 0 else "-", _x(speedup)]
+        table.append(row)
+    return header, table
 
 
 def goals(figures: dict[int, dict[str, float]], world: int) -> list[tuple[str, str]]:
@@ -279,9 +289,12 @@ def print_text(header: list[str], table: list[list[str]]) -> None:
         print("  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)))
 
 
+_TEXT_COLUMNS = ("size", "dtype", "redop", "algorithm")
+
+
 def print_markdown(header: list[str], table: list[list[str]]) -> None:
     print("| " + " | ".join(header) + " |")
-    print("|" + "|".join("---:" if i else "---" for i in range(len(header))) + "|")
+    print("|" + "|".join("---" if h in _TEXT_COLUMNS else "---:" for h in header) + "|")
     for row in table:
         print("| " + " | ".join(row) + " |")
 
@@ -339,6 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in set(glob.glob(ds_segments)) - existing:  # DeepSpeed never unlinks its segments
             os.unlink(path)
     elapsed = time.monotonic() - started
+    nccl_header, nccl_table = nccl_rows(result)
     header, table, figures = rows(result)
     title = (
         f"all_reduce float32 sum, world_size={world}, one thread per rank, pin={options.pin}, "
@@ -346,10 +360,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     if options.markdown:
         print(f"_{title}_\n")
+        print_markdown(nccl_header, nccl_table)
+        print()
         print_markdown(header, table)
         print()
     else:
         print(f"# {title}")
+        print_text(nccl_header, nccl_table)
+        print()
         print_text(header, table)
     for note in result.notes:
         print(f"# {note}")
