@@ -38,7 +38,7 @@ def agree(facts: RankFacts, group: dist.ProcessGroup | None) -> list[RankFacts]:
     """
     gathered: list[dict[str, object] | None] = [None] * dist.get_world_size(group)
     dist.all_gather_object(gathered, asdict(facts), group=group)
-    everyone = [RankFacts(**{**f, "cpus": tuple(f["cpus"])}) for f in gathered if f is not None]
+    everyone = [RankFacts(**f) for f in gathered if f is not None]
     for field in ("version", "table_digest", "forced", "mode", "buffer_bytes"):
         values = {getattr(f, field) for f in everyone}
         if len(values) > 1:
