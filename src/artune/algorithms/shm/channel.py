@@ -61,7 +61,6 @@ import torch.distributed as dist
 
 from artune.catalog import SPECS
 from artune.errors import CallMismatch, CommunicatorClosed, PeerTimeout
-from artune.sizes import human_size
 
 from .segment import Layout, PeerInfo, Segment, open_segment, process_start_time
 
@@ -240,11 +239,6 @@ class ShmChannel:
         if self._state == _STATE_OPEN:
             self._state = _STATE_BROKEN
             self._reason = reason
-
-    @property
-    def usable(self) -> bool:
-        """True until the channel is closed or broken."""
-        return self._state == _STATE_OPEN
 
     # ------------------------------------------------------------------ views
 
@@ -431,13 +425,6 @@ class ShmChannel:
     def dead_peers(self) -> tuple[int, ...]:
         """Peers whose process is known to be gone (empty when liveness cannot be checked)."""
         return tuple(p for p in self._peers if not self._alive(p))
-
-    def describe(self) -> str:
-        """One line for logs: name, capacity, segment size."""
-        return (
-            f"shm channel {self.name}: world {self.world_size}, {human_size(self.capacity)} per slot, "
-            f"{human_size(self.layout.total_bytes)} segment"
-        )
 
     def close(self) -> None:
         """Release the mapping and semaphores; idempotent. Not collective, but peers in a step then time out."""
