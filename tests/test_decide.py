@@ -175,3 +175,17 @@ def test_cpu_default_is_deepspeeds_rule() -> None:
     assert table.decide(MiB - 1, 2).algorithm == "shm_one_shot"
     assert table.decide(MiB, 2).algorithm == "shm_two_shot"
     assert table.decide(MiB, 2, available={"gloo"}).algorithm == "gloo"
+
+
+def test_an_open_ended_band_covers_every_larger_size() -> None:
+    table = cpu_default()  # [0, 1MiB) one-shot, [1MiB, inf) two-shot
+    for nbytes in (MiB, 1 << 40, 1 << 60):  # beyond any size a file can name
+        found = table.decide(nbytes, 2)
+        assert (found.algorithm, found.lower, found.upper) == ("shm_two_shot", MiB, None)
+        assert "band 2 [1MiB, inf) -> shm_two_shot" in found.reason and "TiB" not in found.reason
+    # the fallback still runs where the band's algorithm cannot
+    assert table.decide(1 << 40, 2, available={"gloo"}).algorithm == "gloo"
+    # moving its bound makes it bounded again: the fallback takes the sizes above
+    moved = apply_overrides(table, parse_overrides(None, "shm_two_shot=64MiB"))
+    assert moved.decide(64 * MiB + 1, 2).algorithm == "gloo"
+    assert "above the last band (64MiB, inf)" in moved.decide(64 * MiB + 1, 2).reason

@@ -12,6 +12,7 @@ from artune.report import RunInfo, write_report
 from artune.report.document import Grid, Heading, Para, to_html, to_markdown
 from artune.report.figures import band_spans, latency_series, speedup_summary, speedups
 from artune.table.check import check_table
+from artune.table.io import dumps_table
 from artune.tune.bench import CachedBench
 from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
@@ -52,6 +53,9 @@ def test_report_files_are_written(result: WorldResult, tmp_path: Path) -> None:
     assert "geometric mean" in md and "Speedup over gloo" in md
     assert "shm_one_shot -> shm_two_shot" in md and "confidence" in md
     assert "artune check: clean." in md and "Wall time: 12.3s" in md
+    # the winner at the largest size keeps every larger one: said as such, never as a huge bound
+    assert "inf) | shm_two_shot" in md and "TiB" not in md
+    assert 'upto = "inf"' in dumps_table(table) and "TiB" not in dumps_table(table)
     page = (tmp_path / "report.html").read_text()
     assert page.startswith("<!DOCTYPE html>") and '<img src="latency-ws2.png"' in page and "Regret on 8" in page
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from artune.errors import SizeError
-from artune.sizes import MAX_SIZE, format_size, format_span, parse_size
+from artune.sizes import MAX_SIZE, format_bound, format_size, format_span, parse_bound, parse_size
 
 
 @pytest.mark.parametrize(
@@ -56,3 +56,10 @@ def test_span_notation() -> None:
     assert format_span(2556429, 128 << 20) == "(2.438MiB, 128MiB]"
     assert format_span((128 << 20) + 1, None) == "(128MiB, inf)"
     assert format_span(1 << 20, 2 << 20) == "[1MiB, 2MiB]"
+
+
+def test_bounds_write_no_bound_as_inf() -> None:
+    assert parse_bound("inf") is None and format_bound(None) == "inf"
+    assert parse_bound("1MiB") == 1 << 20 and format_bound(1 << 20) == "1MiB"
+    with pytest.raises(SizeError, match="cannot read 'infinity'"):
+        parse_bound("infinity")

@@ -101,9 +101,10 @@ ANY_VALUE = st.recursive(
 
 @st.composite
 def tables(draw: st.DrawFn) -> Table:
-    """Valid tables: unique (world_size, mode), increasing bands, sizes below 1 PiB.
+    """Valid tables: unique (world_size, mode), increasing bands (the last maybe open-ended), sizes below 1 PiB.
 
-    1 PiB itself is left to ``test_band_at_the_size_limit_can_be_written`` (a writer bug).
+    1 PiB, which old files wrote for "no bound", is left to
+    ``test_an_open_ended_band_is_written_inf_and_old_sentinels_still_read``.
     """
     platform = Platform(draw(st.sampled_from(KINDS)), draw(st.text(min_size=1, max_size=8)), draw(TEXT))
 
@@ -114,6 +115,8 @@ def tables(draw: st.DrawFn) -> Table:
     plans = []
     for world_size, mode in keys:
         uptos = sorted(draw(st.sets(st.integers(0, MAX_SIZE - 1), max_size=4)))
+        if draw(st.booleans()):
+            uptos.append(None)  # an open-ended last band
         bands = tuple(Band(u, tuple(draw(st.lists(NAME, min_size=1, max_size=3)))) for u in uptos)
         params = draw(st.dictionaries(NAME, st.dictionaries(KEY, PARAM_VALUE, max_size=3), max_size=2))
         plan_provenance = provenance() if draw(st.booleans()) else None
@@ -268,7 +271,9 @@ def test_band_sizes(key: str, size: Any) -> None:
     table = read_dict(data)
     if table is not None:
         upto = table.plans[0].bands[0].upto
-        assert 0 <= upto <= MAX_SIZE
+        # the largest size is what old files wrote for "no bound": read as open-ended
+        assert (upto is None) == (size in (MAX_SIZE, "1024TiB") and key == "upto")
+        assert upto is None or 0 <= upto < MAX_SIZE
     if isinstance(size, int) and not isinstance(size, bool):
         in_range = 0 <= size <= MAX_SIZE and (key == "upto" or size > 0)
         assert (table is not None) == in_range
@@ -345,8 +350,32 @@ def test_table_from_dict_with_a_non_string_key() -> None:
         table_from_dict({1: 2}, ORIGIN)  # type: ignore[dict-item]
 
 
-def test_band_at_the_size_limit_can_be_written() -> None:
-    text = '[platform]\nkind = "cuda"\narch = "9.0"\n[provenance]\nsource = "measured"\n'
-    text += '[[plan]]\nworld_size = 2\nfallback = "nccl"\n[[plan.bands]]\nupto = "1024TiB"\nalgorithm = "a"\n'
-    table = loads_table(text, origin=ORIGIN)  # the reader accepts 1 PiB
-    assert loads_table(dumps_table(table), origin=ORIGIN) == table
+def test_an_open_ended_band_is_written_inf_and_old_sentinels_still_read() -> None:
+    head = '[platform]\nkind = "cuda"\narch = "9.0"\n[provenance]\nsource = "measured"\n'
+    head += '[[plan]]\nworld_size = 2\nfallback = "nccl"\n'
+    old = loads_table(head + '[[plan.bands]]\nupto = "1024TiB"\nalgorithm = "a"\n', origin=ORIGIN)
+    new = loads_table(head + '[[plan.bands]]\nupto = "inf"\nalgorithm = "a"\n', origin=ORIGIN)
+    assert old == new and old.digest == new.digest
+    assert new.plans[0].bands == (Band(None, ("a",)),) and new.plans[0].open_ended
+    text = dumps_table(old)
+    assert 'upto = "inf"' in text and "TiB" not in text
+    assert loads_table(text, origin=ORIGIN) == old
+    # a sentinel written as an integer reads the same; in code too
+    assert Plan(2, "eager", (Band(MAX_SIZE, ("a",)),), "nccl").bands == (Band(None, ("a",)),)
+
+
+def test_only_the_last_band_may_be_open_ended() -> None:
+    head = '[platform]\nkind = "cuda"\narch = "9.0"\n[provenance]\nsource = "measured"\n'
+    head += '[[plan]]\nworld_size = 2\nfallback = "nccl"\n'
+    text = head + '[[plan.bands]]\nupto = "inf"\nalgorithm = "a"\n[[plan.bands]]\nupto = "1MiB"\nalgorithm = "b"\n'
+    with pytest.raises(TableError, match="band 1: upto = 'inf' leaves no size for the bands after it"):
+        loads_table(text, origin=ORIGIN)
+    with pytest.raises(TableError, match="only the last band may be open-ended"):
+        Plan(2, "eager", (Band(None, ("a",)), Band(5, ("b",))), "nccl")
+    with pytest.raises(TableError, match="below"):
+        loads_table(head + '[[plan.bands]]\nbelow = "inf"\nalgorithm = "a"\n', origin=ORIGIN)
+
+
+@given(tables())
+def test_no_written_table_holds_a_sentinel(table: Table) -> None:
+    assert "1024TiB" not in dumps_table(table)

@@ -73,6 +73,21 @@ def format_size(nbytes: int) -> str:
     return str(nbytes)
 
 
+UNBOUNDED = "inf"  # how files and messages write "no upper bound" (never a huge size standing for it)
+
+
+def parse_bound(value: object, what: str = "bound") -> int | None:
+    """An inclusive upper bound: a size as ``parse_size`` reads it, or ``"inf"`` for none (``None``)."""
+    if isinstance(value, str) and value.strip() == UNBOUNDED:
+        return None
+    return parse_size(value, what)
+
+
+def format_bound(upto: int | None) -> str:
+    """``format_size`` of a bound, ``"inf"`` for none."""
+    return UNBOUNDED if upto is None else format_size(upto)
+
+
 def human_size(nbytes: int) -> str:
     """Approximate text for display only (``"2.44MiB"``); not meant to be parsed back."""
     for unit in ("TiB", "GiB", "MiB", "KiB"):

@@ -59,12 +59,7 @@ def band_spans(result: WorldResult) -> list[tuple[int, int, str]]:
     if not sizes:
         return []
     lo_all, hi_all = min(sizes), max(sizes)
-    spans: list[tuple[int, int, str]] = []
-    lower = 0
-    for band in result.plan.bands:
-        spans.append((lower, band.upto, band.candidates[0]))
-        lower = band.upto + 1
-    spans.append((lower, hi_all, result.plan.fallback))
+    spans = [(lower, hi_all if upto is None else upto, names[0]) for lower, upto, names in result.plan.spans()]
     return [(max(lo, lo_all), min(hi, hi_all), name) for lo, hi, name in spans if hi >= lo_all and lo <= hi_all]
 
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from artune.report.document import Block, Bullets, Grid, Heading, Image, Para
 from artune.report.figures import speedup_summary, speedups
-from artune.sizes import MAX_SIZE, format_size, format_span, human_size
+from artune.sizes import format_size, format_span, human_size
 from artune.table.check import Finding
 from artune.table.model import Table
 from artune.tune.tuner import WorldResult
@@ -63,15 +63,13 @@ def world_blocks(result: WorldResult) -> list[Block]:
     blocks: list[Block] = [Heading(f"World size {ws}", 2)]
     plan = result.plan
     rows = []
-    lower = 0
-    for band in plan.bands:
-        name = band.candidates[0]
+    for lower, upto, candidates in plan.spans():
+        name = candidates[0]
+        if upto is None and not plan.open_ended:
+            rows.append((format_span(lower, None), f"{name} (fallback)", "-"))
+            continue
         params = ", ".join(f"{k}={v}" for k, v in plan.params_for(name).items()) or "defaults"
-        last = band.upto >= MAX_SIZE
-        rows.append((format_span(lower, None if last else band.upto), name, params))
-        lower = band.upto + 1
-    if lower <= MAX_SIZE:
-        rows.append((format_span(lower, None), f"{plan.fallback} (fallback)", "-"))
+        rows.append((format_span(lower, upto), name, params))
     blocks.append(Grid(("sizes", "algorithm", "parameters"), tuple(rows)))
 
     points = speedups(result)

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from artune.catalog import SPECS
-from artune.sizes import format_size
+from artune.sizes import format_bound
 from artune.table.model import MODES, Plan, Table
 
 
@@ -70,12 +70,13 @@ def _plan_findings(table: Table, plan: Plan) -> list[str]:
         out.append(f"plan figures are {plan.provenance.source}, not measured")
     previous = -1
     for i, band in enumerate(plan.bands, start=1):
-        if band.upto <= previous:
-            out.append(
-                f"band {i} (upto {format_size(band.upto)}) does not extend band {i - 1} "
-                f"(upto {format_size(previous)}): bands out of order or overlapping, it covers no size"
-            )
-        previous = max(previous, band.upto)
+        if band.upto is not None:  # an open-ended band (only the last) always extends the one before
+            if band.upto <= previous:
+                out.append(
+                    f"band {i} (upto {format_bound(band.upto)}) does not extend band {i - 1} "
+                    f"(upto {format_bound(previous)}): bands out of order or overlapping, it covers no size"
+                )
+            previous = max(previous, band.upto)
         if len(set(band.candidates)) != len(band.candidates):
             out.append(f"band {i} lists an algorithm twice: {list(band.candidates)}")
     for name in plan.algorithms:

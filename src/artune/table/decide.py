@@ -11,14 +11,16 @@ Rules, in order (the ``reason`` of every decision names the ones applied):
    plan of the nearest smaller world size with one; if there is none, the
    nearest larger plan's fallback for every size. A mode without any plan uses
    the other mode's plans by the same rule.
-3. The band covering ``nbytes``; its first candidate that is available and has
-   the parameters its spec requires wins; otherwise (and above the last band)
-   the plan's fallback.
+3. The band covering ``nbytes`` (an open-ended last band covers every larger
+   size); its first candidate that is available and has the parameters its
+   spec requires wins; otherwise (and above a bounded last band) the plan's
+   fallback.
 """
 
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -74,16 +76,13 @@ class _CompiledPlan:
         self.plan = plan
         self.fallback = fallback
         self.rule_note = rule_note
-        self.bounds: list[int] = []
-        self.bands: list[tuple[int, int, tuple[str, ...]]] = []  # (lower, upto, candidates)
+        self.bounds: list[float] = []  # each band's last size, inf for an open-ended last band
+        self.bands: list[tuple[int, int | None, tuple[str, ...]]] = []  # (lower, upto, candidates)
         if plan is not None:
-            lower = 0
-            for band in plan.bands:
-                if band.upto < lower:
-                    continue  # out of order: covers no size (artune check reports it)
-                self.bands.append((lower, band.upto, band.candidates))
-                self.bounds.append(band.upto)
-                lower = band.upto + 1
+            # bands out of order cover no size and are left out (artune check reports them)
+            spans = plan.spans()
+            self.bands = spans if plan.open_ended else spans[:-1]  # not the fallback above a bounded band
+            self.bounds = [math.inf if upto is None else upto for _, upto, _ in self.bands]
         self.cache: dict[tuple[int, frozenset[str] | None], Decision] = {}
         self.forced = bool(table.forced)
 
@@ -101,7 +100,8 @@ class _CompiledPlan:
             lower, upper, candidates = self.bands[index]
             where: str = f"band {index + 1} {format_span(lower, upper)}"
         else:
-            lower = self.bands[-1][1] + 1 if self.bands else 0
+            last = self.bands[-1][1] if self.bands else None
+            lower = last + 1 if last is not None else 0
             upper, candidates = None, ()
             where = f"above the last band {format_span(lower, None)}" if self.bands else "no bands"
         chosen = ""

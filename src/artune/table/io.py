@@ -17,7 +17,7 @@ from typing import Any
 import tomli_w
 
 from artune.errors import SizeError, TableError
-from artune.sizes import format_size, parse_size
+from artune.sizes import UNBOUNDED, format_size, parse_bound, parse_size
 from artune.table.model import (
     KINDS,
     MODES,
@@ -138,6 +138,12 @@ class _Reader:
         except SizeError as err:
             raise TableError(f"{self.origin}: {err}") from None
 
+    def bound(self, value: Any, where: str) -> int | None:
+        try:
+            return parse_bound(value, where)
+        except SizeError as err:
+            raise TableError(f"{self.origin}: {err}") from None
+
     def name(self, value: Any, where: str) -> str:
         if not isinstance(value, str) or not value:
             raise self.fail(where, f"an algorithm name must be a non-empty string, got {value!r}")
@@ -157,8 +163,9 @@ class _Reader:
         self.keys(data, where, ("upto", "below", "algorithm"))
         if ("upto" in data) == ("below" in data):
             raise self.fail(where, "give exactly one of 'upto' (inclusive) or 'below' (exclusive)")
+        upto: int | None
         if "upto" in data:
-            upto = self.size(data["upto"], f"{where}: upto")
+            upto = self.bound(data["upto"], f"{where}: upto")
         else:
             below = self.size(data["below"], f"{where}: below")
             if below == 0:
@@ -208,6 +215,12 @@ class _Reader:
         if len(bands_value) > MAX_BANDS:
             raise self.fail(where, f"{len(bands_value)} bands, more than {MAX_BANDS}")
         bands = tuple(self.band(b, f"{where}: band {i + 1}") for i, b in enumerate(bands_value))
+        for i, band in enumerate(bands[:-1], start=1):
+            if band.upto is None:
+                raise self.fail(
+                    f"{where}: band {i}",
+                    f"upto = {UNBOUNDED!r} leaves no size for the bands after it; only the last band may be open-ended",
+                )
         params = self.params(data.get("params", {}), f"{where}: params")
         provenance = self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
 
@@ -252,6 +265,8 @@ def _size_value(nbytes: int, exact: bool) -> int | str:
 
 def _band_dict(band: Band, exact: bool) -> dict[str, Any]:
     algorithm: str | list[str] = band.candidates[0] if len(band.candidates) == 1 else list(band.candidates)
+    if band.upto is None:
+        return {"upto": UNBOUNDED, "algorithm": algorithm}
     upto_text, below_text = format_size(band.upto), format_size(band.upto + 1)
     if not exact and upto_text.isdigit() and not below_text.isdigit():
         return {"below": below_text, "algorithm": algorithm}

@@ -20,6 +20,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from artune.errors import TableError
+from artune.sizes import MAX_SIZE
 
 if TYPE_CHECKING:
     from artune.table.decide import Decision
@@ -70,9 +71,9 @@ class Provenance:
 
 @dataclass(frozen=True)
 class Band:
-    """Sizes up to ``upto`` bytes (inclusive) go to the first available of ``candidates``."""
+    """Sizes up to ``upto`` bytes (inclusive; ``None``: every size) go to the first available of ``candidates``."""
 
-    upto: int
+    upto: int | None
     candidates: tuple[str, ...]
 
 
@@ -86,6 +87,33 @@ class Plan:
     fallback: str
     params: tuple[tuple[str, Params], ...] = ()
     provenance: Provenance | None = None  # None: the table's
+
+    def __post_init__(self) -> None:
+        if any(band.upto is None for band in self.bands[:-1]):
+            raise TableError(f"plan ws={self.world_size} mode={self.mode}: only the last band may be open-ended")
+        last = self.bands[-1] if self.bands else None
+        if last is not None and last.upto is not None and last.upto >= MAX_SIZE:
+            # old files wrote "no bound" as the largest size ("1024TiB"): read it as what it meant
+            bands = (*self.bands[:-1], Band(None, last.candidates))
+            object.__setattr__(self, "bands", bands)
+
+    @property
+    def open_ended(self) -> bool:
+        """The last band covers every larger size: the fallback runs only when no candidate is available."""
+        return bool(self.bands) and self.bands[-1].upto is None
+
+    def spans(self) -> list[tuple[int, int | None, tuple[str, ...]]]:
+        """``(lower, upto, candidates)`` of each band that covers a size, then ``(lower, None, (fallback,))``
+        for the sizes above a bounded last band."""
+        out: list[tuple[int, int | None, tuple[str, ...]]] = []
+        lower = 0
+        for band in self.bands:
+            if band.upto is None:
+                return [*out, (lower, None, band.candidates)]
+            if band.upto >= lower:
+                out.append((lower, band.upto, band.candidates))
+                lower = band.upto + 1
+        return [*out, (lower, None, (self.fallback,))]
 
     def params_for(self, algorithm: str) -> dict[str, ParamValue]:
         """This plan's parameters for ``algorithm`` (empty when it has none)."""
@@ -101,8 +129,12 @@ class Plan:
         return tuple(dict.fromkeys(names))
 
     def lower(self, index: int) -> int:
-        """The smallest size band ``index`` covers."""
-        return 0 if index == 0 else self.bands[index - 1].upto + 1
+        """The smallest size band ``index`` covers (``index`` > 0 follows a bounded band)."""
+        if index == 0:
+            return 0
+        previous = self.bands[index - 1].upto
+        assert previous is not None  # only the last band is open-ended
+        return previous + 1
 
 
 @dataclass(frozen=True)

@@ -78,5 +78,5 @@ def _move_bound(plan: Plan, name: str, upto: int, source: str) -> Plan:
             f"ws={plan.world_size} mode={plan.mode} ({format_size(lower)}); move the earlier band first"
         )
     bands = [*plan.bands[:index], Band(upto, plan.bands[index].candidates)]
-    bands += [b for b in plan.bands[index + 1 :] if b.upto > upto]
+    bands += [b for b in plan.bands[index + 1 :] if b.upto is None or b.upto > upto]
     return Plan(plan.world_size, plan.mode, tuple(bands), plan.fallback, plan.params, plan.provenance)

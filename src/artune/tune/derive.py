@@ -18,8 +18,8 @@ The rules (they are what ``artune tune`` promises; see also ``noise``):
    lower band keeps ties, rule 2). Bisection stops when the bracket is within
    the resolution; the band bound is the bracket's geometric midpoint.
 4. Bands end at the crossovers; the winner at the largest measured size keeps
-   every larger size, unless it is the fallback (the process group), which
-   needs no band.
+   every larger size (an open-ended last band, ``upto = "inf"``), unless it is
+   the fallback (the process group), which needs no band.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from artune.measure.records import Candidate, Measurement
-from artune.sizes import MAX_SIZE
 from artune.table.model import Band, Plan, freeze_params
 from artune.tune.grid import midpoint
 from artune.tune.noise import NoiseRule, Timed, margin, usable
@@ -184,13 +183,16 @@ def bisect_crossover(
 
 
 def bands_from(
-    picks: Sequence[Pick], crossovers: Sequence[Crossover], fallback: str, top: int = MAX_SIZE
+    picks: Sequence[Pick], crossovers: Sequence[Crossover], fallback: str, top: int | None = None
 ) -> tuple[Band, ...]:
-    """Bands ending at the crossovers (rule 4), adjacent equal bands merged, no trailing fallback band."""
+    """Bands ending at the crossovers (rule 4), adjacent equal bands merged, no trailing fallback band.
+
+    ``top``: where the last band ends (``None``: it is open-ended).
+    """
     if not picks:
         return ()
     names = [c.below.algorithm for c in crossovers] + [picks[-1].winner.algorithm]
-    bounds = [c.at - 1 for c in crossovers] + [top]
+    bounds: list[int | None] = [c.at - 1 for c in crossovers] + [top]
     bands: list[Band] = []
     for name, upto in zip(names, bounds, strict=True):
         if bands and bands[-1].candidates == (name,):
@@ -208,7 +210,7 @@ def plan_from(
     crossovers: Sequence[Crossover],
     fallback: str,
     params: Mapping[str, Mapping[str, object]],
-    top: int = MAX_SIZE,
+    top: int | None = None,
 ) -> Plan:
     """The eager-mode plan: bands, the process group as fallback, parameters of the algorithms it uses."""
     bands = bands_from(picks, crossovers, fallback, top)
