@@ -26,7 +26,7 @@ source = "measured"
 [[plan]]
 world_size = 2
 fallback = "gloo"
-bands = [{{ below = "{bound}", algorithm = "shm_one_shot" }}, {{ upto = "1024TiB", algorithm = "shm_two_shot" }}]
+bands = [{{ below = "{bound}", algorithm = "shm_one_shot" }}, {{ upto = "inf", algorithm = "shm_two_shot" }}]
 """
 
 
@@ -105,3 +105,35 @@ def test_busy_machine_warning() -> None:
     assert "busy" in busy_warning(2.5, 2.0, world_size=2, cpus=2)  # others ran before we started
     assert "busy" in busy_warning(0.1, 3.4, world_size=2, cpus=2)  # others joined during the run
     assert busy_warning(3.0, 7.0, world_size=2, cpus=8) == ""
+
+
+ONE_BAND = """
+schema = 1
+[platform]
+kind = "cpu"
+arch = "x86_64"
+[provenance]
+source = "measured"
+[[plan]]
+world_size = 2
+fallback = "shm_one_shot"
+bands = [{ upto = "inf", algorithm = "gloo" }]
+"""
+
+
+@pytest.mark.timeout(120)
+def test_real_verify_of_a_one_band_table_whose_fallback_is_faster(tmp_path: Path) -> None:
+    """Spawned ranks measure the band's gloo against the fallback shared memory, which beats it here."""
+    path = tmp_path / "t.toml"
+    path.write_text(ONE_BAND)
+    env = {**os.environ, "ARTUNE_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run(
+        [sys.executable, "-m", "artune", "verify", str(path), "--budget", "1"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=100,
+    )
+    assert run.returncode == 1, run.stdout + run.stderr[-3000:]
+    assert "ws=2 band [0, inf) (gloo over fallback shm_one_shot): at 256 " in run.stdout
+    assert "DRIFTED" in run.stdout and "1 check(s), 1 drifted" in run.stdout

@@ -1,19 +1,19 @@
-"""``verify_plan``: re-measuring both sides of each band bound, on a synthetic bench."""
+"""``verify_plan``: re-measuring both sides of each band bound, and an open-ended last band against the
+fallback, on a synthetic bench (``test_tune_cli`` runs it for real)."""
 
 from __future__ import annotations
 
 from artune.measure.records import Candidate
-from artune.sizes import MAX_SIZE
 from artune.table.model import Band, Plan, freeze_params
 from artune.tune.noise import NoiseRule
 from artune.tune.synthetic import SyntheticBench, linear_cost
-from artune.tune.verify import bounds_of, sides, verify_plan
+from artune.tune.verify import BandCheck, BoundCheck, across, bounds_of, open_band_of, sides, verify_plan
 
 ALL = ("gloo", "shm_one_shot", "shm_two_shot")
 COSTS = {"gloo": linear_cost(400, 1.2), "shm_one_shot": linear_cost(5, 1.0), "shm_two_shot": linear_cost(20, 3.0)}
 
 
-def plan(bound: int, top: int = MAX_SIZE, params: dict | None = None) -> Plan:
+def plan(bound: int, top: int | None = None, params: dict | None = None) -> Plan:
     bands = (Band(bound - 1, ("shm_one_shot",)), Band(top, ("shm_two_shot",)))
     return Plan(2, "eager", bands, "gloo", freeze_params(params or {}))
 
@@ -37,14 +37,47 @@ def test_sides_are_inside_both_bands() -> None:
 
 def test_a_table_that_matches_the_machine_holds() -> None:
     bench = SyntheticBench(COSTS, noise=0.02)
-    (check,) = verify_plan(bench.measure, plan(24 << 10), ALL, NoiseRule(), 1.0)
-    assert check.holds, check.describe()
+    check, band = verify_plan(bench.measure, plan(24 << 10), ALL, NoiseRule(), 1.0)
+    assert isinstance(check, BoundCheck) and isinstance(band, BandCheck)
+    assert check.holds and band.holds, (check.describe(), band.describe())
     assert "holds" in check.describe()
     assert bench.calls[0][0] == (Candidate("shm_one_shot"), Candidate("shm_two_shot"))
+    assert bench.calls[1][0] == (Candidate("shm_two_shot"), Candidate("gloo"))
 
 
 def test_a_bound_far_from_the_machine_drifts() -> None:
     bench = SyntheticBench(COSTS, noise=0.02)
-    (check,) = verify_plan(bench.measure, plan(1 << 20), ALL, NoiseRule(), 1.0)  # DeepSpeed's 1 MiB
+    check, _band = verify_plan(bench.measure, plan(1 << 20), ALL, NoiseRule(), 1.0)  # DeepSpeed's 1 MiB
     assert not check.holds and check.below_lost and not check.above_lost
     assert "DRIFTED" in check.describe()
+
+
+def one_band(algorithm: str, fallback: str) -> Plan:
+    return Plan(2, "eager", (Band(None, (algorithm,)),), fallback)
+
+
+def test_the_open_band_is_checked_across_its_sizes() -> None:
+    band = open_band_of(plan(24 << 10), ALL)
+    assert band is not None and (band.lower, band.algorithm, band.fallback) == (
+        24 << 10,
+        Candidate("shm_two_shot"),
+        Candidate("gloo"),
+    )
+    assert open_band_of(plan(24 << 10, top=(64 << 20) - 1), ALL) is None  # bounded: a hand-over instead
+    assert open_band_of(one_band("gloo", "gloo"), ALL) is None  # nothing to compare
+    assert open_band_of(one_band("shm_one_shot", "gloo"), ("gloo",)) is None  # it would not run here
+    assert across(0, 64 << 20) == [256, 128 << 10, 64 << 20]
+    assert across(24 << 10, 64 << 20) == [24 << 10, 1280 << 10, 64 << 20]
+    assert across(1 << 30, 64 << 20) == [1 << 30]
+
+
+def test_a_one_band_table_is_verified_against_its_fallback() -> None:
+    """The claim of a one-band table: its algorithm beats the fallback at every size."""
+    holds = verify_plan(SyntheticBench(COSTS).measure, one_band("shm_two_shot", "gloo"), ALL, NoiseRule(), 1.0)
+    assert [type(c) for c in holds] == [BandCheck] and holds[0].holds, holds[0].describe()
+    assert "band [0, inf) (shm_two_shot over fallback gloo)" in holds[0].describe()
+    # this machine's gloo out-runs one-shot on large messages (1.2 against 1.0 GB/s): the claim drifted there
+    (drift,) = verify_plan(SyntheticBench(COSTS).measure, one_band("shm_one_shot", "gloo"), ALL, NoiseRule(), 1.0)
+    assert isinstance(drift, BandCheck) and not drift.holds
+    assert drift.lost == (False, False, True) and drift.sizes == (256, 128 << 10, 64 << 20)
+    assert "at 64MiB gloo" in drift.describe() and drift.describe().endswith("DRIFTED")

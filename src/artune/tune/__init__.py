@@ -22,9 +22,10 @@ from artune.tune.noise import NoiseRule
 from artune.tune.regret import Regret
 from artune.tune.search import ParamSearch
 from artune.tune.tuner import WorldResult, tune_world
-from artune.tune.verify import BoundCheck, verify_plan
+from artune.tune.verify import BandCheck, BoundCheck, verify_plan
 
 __all__ = [
+    "BandCheck",
     "Bench",
     "BoundCheck",
     "CachedBench",

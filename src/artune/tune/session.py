@@ -26,7 +26,7 @@ from artune.tune.bench import CachedBench, CommBench
 from artune.tune.config import TuneConfig
 from artune.tune.noise import NoiseRule
 from artune.tune.tuner import WorldResult, tune_world
-from artune.tune.verify import BoundCheck, verify_plan
+from artune.tune.verify import Check, verify_plan
 
 log = logging.getLogger(__name__)
 
@@ -119,7 +119,7 @@ def tune_rank(ctx: RankContext, request: TuneRequest) -> WorldResult | None:
     return result if ctx.rank == 0 else None
 
 
-def verify_rank(ctx: RankContext, request: VerifyRequest) -> list[BoundCheck] | None:
+def verify_rank(ctx: RankContext, request: VerifyRequest) -> list[Check] | None:
     """One rank of ``artune verify`` for one plan; rank 0 returns the checks."""
     from artune.communicator import Communicator
     from artune.table.bundled import cpu_default

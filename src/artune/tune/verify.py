@@ -6,8 +6,11 @@ the bound (the lower band's side) and just above it (the upper band's side),
 by a factor of sqrt(2) or less when a band is narrower. The bound *holds*
 when neither side's algorithm is beaten on its own side by more than noise
 (the tuner's noise rule); drift is reported per bound as the margins on both
-sides. A band whose upper end is the largest size (no hand-over) has nothing
-to verify.
+sides. An open-ended last band claims that its algorithm beats the fallback
+at every larger size: it is re-measured against the fallback at a few sizes
+across it (from its first size to the largest size ``artune tune``
+measures), and it *holds* when the fallback beats it by more than noise at
+none of them. So a one-band table is verified too.
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from artune.measure.records import Candidate
-from artune.sizes import MAX_SIZE, format_size
+from artune.sizes import format_size, format_span
 from artune.table.model import Plan
+from artune.tune.config import TuneConfig
 from artune.tune.derive import MeasureFn
-from artune.tune.grid import quantize
+from artune.tune.grid import midpoint, quantize
 from artune.tune.noise import NoiseRule, margin, usable
 
 SIDE_FACTOR = math.sqrt(2.0)
@@ -86,23 +90,84 @@ def _runs(plan: Plan, names: Sequence[str], available: Collection[str]) -> Candi
     return None
 
 
+def _fallback(plan: Plan) -> Candidate:
+    return Candidate.of(plan.fallback, plan.params_for(plan.fallback))
+
+
 def bounds_of(plan: Plan, available: Collection[str]) -> list[Bound]:
     """Every hand-over of ``plan`` between two different algorithms runnable here."""
-    fallback = Candidate.of(plan.fallback, plan.params_for(plan.fallback))
-    runs: list[tuple[int, int | None, Candidate]] = []
-    lower = 0
-    for band in plan.bands:
-        if band.upto < lower:
-            continue
-        runs.append((lower, band.upto, _runs(plan, band.candidates, available) or fallback))
-        lower = band.upto + 1
-    if lower <= MAX_SIZE:
-        runs.append((lower, None, fallback))
+    fallback = _fallback(plan)
+    runs = [(lo, hi, _runs(plan, names, available) or fallback) for lo, hi, names in plan.spans()]
     found: list[Bound] = []
     for (lo, hi, cand), (_nlo, nhi, ncand) in itertools.pairwise(runs):
-        if cand != ncand and hi is not None and hi < MAX_SIZE:
+        if cand != ncand and hi is not None:
             found.append(Bound(hi + 1, cand, ncand, lo, nhi))
     return found
+
+
+@dataclass(frozen=True)
+class OpenBand:
+    """An open-ended last band: ``algorithm`` claims every size from ``lower`` up over ``fallback``."""
+
+    lower: int
+    algorithm: Candidate
+    fallback: Candidate
+
+
+def open_band_of(plan: Plan, available: Collection[str]) -> OpenBand | None:
+    """The open-ended last band when it runs an algorithm other than the fallback here, else ``None``."""
+    if not plan.open_ended:
+        return None
+    lower, _upto, names = plan.spans()[-1]
+    fallback = _fallback(plan)
+    algorithm = _runs(plan, names, available) or fallback
+    return None if algorithm == fallback else OpenBand(lower, algorithm, fallback)
+
+
+def across(lower: int, top: int, itemsize: int = 4, start: int = TuneConfig.min_size) -> list[int]:
+    """A few sizes across ``[lower, inf)``: its first size (at least ``start``), ``top`` and their midpoint."""
+    first = -(-max(lower, start, itemsize) // itemsize) * itemsize
+    if first >= top:
+        return [first]
+    return sorted({first, midpoint(first, top, itemsize), top // itemsize * itemsize})
+
+
+@dataclass(frozen=True)
+class BandCheck:
+    """The re-measurement of an open-ended last band against the fallback."""
+
+    world_size: int
+    band: OpenBand
+    sizes: tuple[int, ...]
+    margins: tuple[float, ...]  # how much faster the band's algorithm is at each size
+    noises: tuple[float, ...]
+    lost: tuple[bool, ...]  # the fallback beat it by more than noise (or it failed) at each size
+
+    @property
+    def holds(self) -> bool:
+        """The fallback beats the band's algorithm by more than noise at none of the sizes."""
+        return not any(self.lost)
+
+    def describe(self) -> str:
+        """One line: the band, the margin at each size and the verdict."""
+        b = self.band
+        parts = []
+        for size, lead, noise in zip(self.sizes, self.margins, self.noises, strict=True):
+            if math.isinf(lead):
+                text = f"{b.fallback.key if lead > 0 else b.algorithm.key} failed"
+            elif lead >= 0:
+                text = f"{b.algorithm.key} {lead:.0%} faster"
+            else:
+                text = f"{b.fallback.key} {-lead:.0%} faster"
+            parts.append(f"at {format_size(size)} {text} (noise {noise:.0%})")
+        verdict = "holds" if self.holds else "DRIFTED"
+        return (
+            f"ws={self.world_size} band {format_span(b.lower, None)} ({b.algorithm.key} over fallback "
+            f"{b.fallback.key}): {'; '.join(parts)}: {verdict}"
+        )
+
+
+Check = BoundCheck | BandCheck
 
 
 def sides(bound: Bound, itemsize: int = 4, factor: float = SIDE_FACTOR) -> tuple[int, int]:
@@ -122,13 +187,17 @@ def verify_plan(
     rule: NoiseRule,
     budget_s: float,
     itemsize: int = 4,
-) -> list[BoundCheck]:
-    """Re-measure both sides of every bound of ``plan`` (collective when ``measure`` is)."""
+    top: int = TuneConfig.max_size,
+) -> list[Check]:
+    """Re-measure both sides of every bound of ``plan``, then its open-ended last band across
+    ``[lower, top]`` against the fallback (collective when ``measure`` is)."""
     found = bounds_of(plan, available)
-    checks: list[BoundCheck] = []
+    band = open_band_of(plan, available)
+    share = budget_s / max(1, len(found) + (band is not None))
+    checks: list[Check] = []
     for bound in found:
         below, above = sides(bound, itemsize)
-        got = measure([bound.lower, bound.upper], [below, above], budget_s / max(1, len(found)))
+        got = measure([bound.lower, bound.upper], [below, above], share)
         at = {(m.candidate, m.size_bytes): m for m in got}
         lo_l, lo_u = at[(bound.lower, below)], at[(bound.upper, below)]
         hi_l, hi_u = at[(bound.lower, above)], at[(bound.upper, above)]
@@ -144,6 +213,20 @@ def verify_plan(
                 rule.noise(hi_u, hi_l),
                 rule.beats(lo_u, lo_l) or not usable(lo_l),
                 rule.beats(hi_l, hi_u) or not usable(hi_u),
+            )
+        )
+    if band is not None:
+        sizes = across(band.lower, top, itemsize)
+        at = {(m.candidate, m.size_bytes): m for m in measure([band.algorithm, band.fallback], sizes, share)}
+        pairs = [(at[(band.algorithm, size)], at[(band.fallback, size)]) for size in sizes]
+        checks.append(
+            BandCheck(
+                plan.world_size,
+                band,
+                tuple(sizes),
+                tuple(margin(a, f) for a, f in pairs),
+                tuple(rule.noise(a, f) for a, f in pairs),
+                tuple(rule.beats(f, a) or not usable(a) for a, f in pairs),
             )
         )
     return checks
