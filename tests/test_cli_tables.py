@@ -120,3 +120,41 @@ def test_python_dash_m_entry_point() -> None:
     )
     assert result.returncode == 2
     assert result.stderr.strip() == "/nonexistent.toml: cannot read: No such file or directory"
+
+
+def test_explain_describes_the_call_of_the_tables_platform(capsys) -> None:
+    cpu = ["--table", "bundled:cpu", "--world-size", "2", "--size", "4KiB"]
+    assert main(["explain", *cpu]) == 0
+    out = capsys.readouterr().out
+    assert "dtype=float32" in out and "multicast" not in out  # no GPU notion on a CPU table
+    decision = explain(capsys, *cpu)
+    assert decision["dtype"] == "float32" and "multicast" not in decision
+    assert explain(capsys, *cpu, "--dtype", "bfloat16")["dtype"] == "bfloat16"  # asked for: kept
+    gpu = ["--reference", "sglang", "--arch", "10.7", "--world-size", "8", "--size", "3MiB"]
+    assert main(["explain", *gpu]) == 0
+    assert "dtype=bfloat16, multicast=on" in capsys.readouterr().out
+    assert explain(capsys, *gpu, "--no-multicast")["multicast"] is False
+
+
+def test_explain_names_why_shared_memory_would_not_be_used(capsys, monkeypatch, tmp_path) -> None:
+    """The reason and the fix a Communicator here would log, for a buffer /dev/shm cannot hold."""
+    monkeypatch.setenv("ARTUNE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("ARTUNE_TABLE", raising=False)
+    args = ["--world-size", "2", "--size", "4KiB"]
+    assert explain(capsys, *args)["algorithm"] == "shm_one_shot"
+    monkeypatch.setenv("ARTUNE_SHM_BYTES", "256GiB")
+    decision = explain(capsys, *args)
+    assert decision["algorithm"] == "gloo"
+    (skipped,) = [s for s in decision["steps"] if s.startswith("shm_one_shot skipped")]
+    assert "shared memory unavailable: shared memory needs" in skipped and "enlarge /dev/shm" in skipped
+    assert "ARTUNE_SHM_BYTES=256GiB: unset it (the default 4MiB fits)" in skipped
+
+
+def test_show_draws_an_open_ended_band_as_such(capsys) -> None:
+    assert main(["show", "bundled:cpu"]) == 0
+    chart = capsys.readouterr().out
+    assert "[1MiB, inf) shm_two_shot  fallback gloo" in chart and "TiB" not in chart
+    for fmt in ("toml", "json"):
+        assert main(["show", "bundled:cpu", "--format", fmt]) == 0
+        text = capsys.readouterr().out
+        assert "inf" in text and "TiB" not in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def _three_band_table(tmp_path: Path) -> Path:
     """A table whose bands route small sizes to one-shot, 16 KiB-512 KiB to two-shot and larger ones to gloo."""
     path = tmp_path / "t.toml"
     dump_table(cpu_default(), path)
-    text = path.read_text().replace('upto = "1024TiB"', 'upto = "512KiB"').replace('"1MiB"', '"16KiB"')
+    text = path.read_text().replace('upto = "inf"', 'upto = "512KiB"').replace('"1MiB"', '"16KiB"')
     path.write_text(text)
     return path
 
@@ -374,3 +375,38 @@ def test_torchrun(tmp_path: Path) -> None:
         "rank 0 shm_one_shot",
         "rank 1 shm_one_shot",
     ]
+
+
+def _shm_too_big(ctx: RankContext) -> dict:
+    import logging
+
+    import artune
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler()
+    handler.emit = records.append  # type: ignore[method-assign]
+    logging.getLogger("artune").addHandler(handler)
+    for _ in range(2):  # a second Communicator does not repeat the warning
+        with artune.Communicator(timeout=10) as comm:
+            reason = comm.shm_unavailable_reason
+            algorithms = comm.algorithms
+            t = torch.ones(16)
+            comm.all_reduce(t)  # still right, on gloo
+            assert t.tolist() == [ctx.world_size] * 16
+    with artune.Communicator(timeout=10, shm=False):
+        pass  # asked for: no warning
+    warnings = [(r.levelno, r.getMessage()) for r in records if "shared memory is not used" in r.getMessage()]
+    return {"reason": reason, "algorithms": algorithms, "warnings": warnings}
+
+
+@pytest.mark.timeout(120)
+def test_shared_memory_unused_on_one_host_warns_once_on_one_rank(tmp_path: Path) -> None:
+    """A buffer /dev/shm cannot hold: gloo for every size, said at WARNING (default logging shows it)."""
+    env = {"ARTUNE_CACHE_DIR": str(tmp_path), "ARTUNE_SHM_BYTES": "256GiB"}
+    first, second = run_ranks(_shm_too_big, 2, timeout=90, env=env)
+    assert first["algorithms"] == ("gloo",) and "enlarge /dev/shm" in first["reason"]
+    ((level, message),) = first["warnings"]
+    assert level == logging.WARNING
+    assert "every all-reduce runs on gloo" in message and first["reason"] in message
+    assert "ARTUNE_SHM_BYTES=256GiB: unset it (the default 4MiB fits)" in message
+    assert second["warnings"] == [] and second["reason"] == first["reason"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
@@ -51,8 +52,10 @@ def register(commands: Any) -> None:
     explain.add_argument("--world-size", type=int, required=True)
     explain.add_argument("--size", required=True, help="message size, e.g. 4096, 64KiB, 2.5MiB")
     explain.add_argument("--mode", choices=MODES, default="eager")
-    explain.add_argument("--dtype", choices=DTYPES, default="bfloat16")
-    explain.add_argument("--no-multicast", action="store_true", help="NVLink multicast not available")
+    explain.add_argument("--dtype", choices=DTYPES, help="default: float32 on a CPU table, bfloat16 on a GPU one")
+    explain.add_argument(
+        "--no-multicast", action="store_true", help="NVLink multicast not available (CUDA tables only)"
+    )
     explain.add_argument("--algorithm", help="override: force this algorithm (wins over the table)")
     explain.add_argument(
         "--bound",
@@ -133,6 +136,9 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
     return tables[0]
 
 
+_DEFAULT_DTYPE = {"cpu": "float32", "cuda": "bfloat16", "rocm": "bfloat16"}  # what serving on each reduces
+
+
 def run_explain(args: argparse.Namespace) -> int:
     """Print the decision for one message."""
     nbytes = parse_size(args.size, "--size")
@@ -144,12 +150,24 @@ def run_explain(args: argparse.Namespace) -> int:
     else:
         table = select_table(None, env)  # the Communicator's choice, the environment's overrides applied
     table = apply_overrides(table, parse_overrides(args.algorithm, ",".join(args.bound) or None, "--algorithm/--bound"))
-    multicast = not args.no_multicast
+    # the call a user of this table's platform makes: no multicast outside NVIDIA GPUs
+    kind = table.platform.kind
+    dtype = args.dtype or _DEFAULT_DTYPE[kind]
+    multicast = kind == "cuda" and not args.no_multicast
     unavailable = {
         name: why
         for name, spec in SPECS.items()
-        if (why := spec.conditions.unmet(args.world_size, args.dtype, nbytes, multicast))
+        if (why := spec.conditions.unmet(args.world_size, dtype, nbytes, multicast))
     }
+    if kind == "cpu" and args.world_size > 1:  # what a Communicator here would find in /dev/shm
+        from artune.algorithms.shm import ShmOneShot, ShmTwoShot
+        from artune.algorithms.shm.segment import shm_problem
+        from artune.communicator.communicator import shm_env_hint
+
+        problem = shm_problem(args.world_size, env.shm_bytes)
+        if problem:
+            problem += shm_env_hint(args.world_size, os.environ.get("ARTUNE_SHM_BYTES"))
+            unavailable.update({a.name: f"shared memory unavailable: {problem}" for a in (ShmOneShot, ShmTwoShot)})
     available = frozenset(SPECS) - unavailable.keys()
     decision = table.decide(nbytes, args.world_size, args.mode, available)
     note = ""
@@ -164,26 +182,17 @@ def run_explain(args: argparse.Namespace) -> int:
     ]
     if args.json:
         data: dict[str, Any] = decision.as_dict()
-        data.update(
-            size=nbytes,
-            world_size=args.world_size,
-            mode=args.mode,
-            dtype=args.dtype,
-            multicast=multicast,
-            table=table.name,
-            steps=steps,
-        )
+        data.update(size=nbytes, world_size=args.world_size, mode=args.mode, dtype=dtype, table=table.name, steps=steps)
+        if kind == "cuda":
+            data["multicast"] = multicast
         if note:
             data["note"] = note
         print(json.dumps(data, sort_keys=True))
         return 0
     console = Console()
     console.print(f"[bold]{decision.algorithm}[/bold] {dict(decision.params) or ''}".rstrip())
-    console.print(
-        f"  for {format_size(nbytes)} ({nbytes} B), world_size={args.world_size}, mode={args.mode}, "
-        f"dtype={args.dtype}, multicast={'on' if multicast else 'off'}",
-        highlight=False,
-    )
+    call = f"  for {format_size(nbytes)} ({nbytes} B), world_size={args.world_size}, mode={args.mode}, dtype={dtype}"
+    console.print(call + (f", multicast={'on' if multicast else 'off'}" if kind == "cuda" else ""), highlight=False)
     for step in steps:
         console.print(f"  - {step}", highlight=False, markup=False, soft_wrap=True)
     if note:
@@ -221,7 +230,7 @@ def _chart(plan: Plan, colors: dict[str, str]) -> Text:
     bar = Text()
     for col in range(_CHART_WIDTH):
         nbytes = int(2 ** (_CHART_LO + (col + 0.5) * (_CHART_HI - _CHART_LO) / _CHART_WIDTH))
-        name = next((b.candidates[0] for b in plan.bands if nbytes <= b.upto), plan.fallback)
+        name = next(names[0] for _, upto, names in plan.spans() if upto is None or nbytes <= upto)
         bar.append("█", style=_color(name, colors))
     return bar
 
@@ -229,15 +238,16 @@ def _chart(plan: Plan, colors: dict[str, str]) -> Text:
 def _bands_text(plan: Plan, colors: dict[str, str]) -> Text:
     text = Text()
     for i, band in enumerate(plan.bands):
-        if band.upto < plan.lower(i):
+        if band.upto is not None and band.upto < plan.lower(i):
             text.append(f"{format_span(plan.lower(i), band.upto)} covers nothing  ", style="red")
             continue
         text.append(format_span(plan.lower(i), band.upto) + " ")
         for j, name in enumerate(band.candidates):
             text.append(("|" if j else "") + name, style=_color(name, colors))
         text.append("  ")
-    last = plan.bands[-1].upto + 1 if plan.bands else 0
-    text.append(format_span(last, None) + " ")
+    lower, _, _ = plan.spans()[-1]
+    # above a bounded last band the fallback runs; under an open-ended one only where no candidate is available
+    text.append("fallback " if plan.open_ended else format_span(lower, None) + " ")
     text.append(plan.fallback, style=_color(plan.fallback, colors))
     return text
 

@@ -294,3 +294,16 @@ def open_segment(group: Any, buffer_bytes: int | None) -> tuple[Segment, list[Pe
         raise ShmUnavailable(f"shared memory {prefix} could not be opened on rank(s) {failed}")
     assert segment is not None
     return segment, peers
+
+
+def shm_problem(world_size: int, buffer_bytes: int | None) -> str | None:
+    """Why a segment for ``world_size`` ranks would not fit in /dev/shm now (``None``: it fits).
+
+    Creates nothing; the message is the one the ranks would get, so ``artune
+    explain`` can show what a Communicator here would say.
+    """
+    try:
+        _choose_layout(world_size, buffer_bytes)
+    except ShmUnavailable as err:
+        return str(err)
+    return None
