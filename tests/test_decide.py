@@ -189,3 +189,9 @@ def test_an_open_ended_band_covers_every_larger_size() -> None:
     moved = apply_overrides(table, parse_overrides(None, "shm_two_shot=64MiB"))
     assert moved.decide(64 * MiB + 1, 2).algorithm == "gloo"
     assert "above the last band (64MiB, inf)" in moved.decide(64 * MiB + 1, 2).reason
+
+
+def test_a_decision_without_a_plan_says_so_in_json(table) -> None:
+    found = table.decide(4096, 2, "graph")  # below every plan: the nearest larger plan's fallback
+    assert found.algorithm == "nccl" and found.as_dict()["plan"] is None
+    assert table.decide(4096, 8, "graph").as_dict()["plan"] == {"world_size": 8, "mode": "graph"}

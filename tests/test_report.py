@@ -65,3 +65,9 @@ def test_document_renders_the_same_content_twice() -> None:
     md, page = to_markdown(blocks), to_html(blocks, "t")
     assert md.startswith("# T") and "y\\|z" in md and "a <b> & c" in md
     assert "a &lt;b&gt; &amp; c" in page and "<th>y|z</th>" in page
+
+
+def test_a_failed_choice_reads_failed_not_inf() -> None:
+    from artune.report.summary import _r
+
+    assert (_r(float("inf")), _r(float("nan")), _r(1.23456)) == ("failed", "-", "1.235")

@@ -45,6 +45,21 @@ def test_user_errors_exit_2_with_one_line(argv: list[str], message: str, capsys:
     assert message in err and "Traceback" not in err
 
 
+def test_tune_refuses_a_machine_whose_shared_memory_it_cannot_use(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """Else gloo would be tuned into every size and the installed table would keep it there."""
+    monkeypatch.setenv("ARTUNE_SHM_BYTES", "256GiB")
+    assert main(["tune", "--world-size", "2", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "shared memory for 2 ranks cannot be set up here: shared memory needs" in err
+    assert "ARTUNE_SHM_BYTES=256GiB: unset it" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()  # nothing measured, nothing written
+    (tmp_path / "t.toml").write_text(TABLE.format(bound="24KiB"))
+    assert main(["verify", str(tmp_path / "t.toml")]) == 2  # not "nothing to verify", exit 0
+    assert "shared-memory bands could not be measured" in capsys.readouterr().err
+
+
 def test_torchrun_world_size_must_match(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")

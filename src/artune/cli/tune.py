@@ -125,6 +125,22 @@ def busy_warning(load_before: float, load_after: float, world_size: int, cpus: i
     )
 
 
+def _refuse_without_shared_memory(world_sizes: list[int], buffer_bytes: int, consequence: str) -> None:
+    """Refuse, before measuring anything, when the shared-memory algorithms could not run: tuning
+    would put gloo into every band (and the installed table keep it there after the fix), and verify
+    would have nothing to compare."""
+    from artune.algorithms.shm.segment import shm_problem
+    from artune.communicator.communicator import shm_env_hint
+
+    for world_size in world_sizes:
+        problem = shm_problem(world_size, buffer_bytes)
+        if problem:
+            raise ArtuneError(
+                f"shared memory for {world_size} ranks cannot be set up here: {problem}"
+                f"{shm_env_hint(world_size, os.environ.get('ARTUNE_SHM_BYTES'))}; {consequence}, so fix it first"
+            )
+
+
 def run_tune(args: argparse.Namespace) -> int:
     """``artune tune``."""
     from artune import machine, settings
@@ -140,6 +156,11 @@ def run_tune(args: argparse.Namespace) -> int:
     budget = _budget(args.budget, "--budget")
     world_sizes = _world_sizes(args.world_size)
     config = TuneConfig.quick_run(budget) if args.quick else TuneConfig.full(budget)
+    _refuse_without_shared_memory(
+        world_sizes,
+        settings.from_env().shm_bytes,
+        "a table measured now would send every size to gloo and keep doing so after the fix",
+    )
     out = Path(args.out) if args.out else Path(f"artune-tune-{machine.fingerprint()}")
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
@@ -188,6 +209,7 @@ def _print_summary(
 
 def run_verify(args: argparse.Namespace) -> int:
     """``artune verify``: 0 when every bound holds, 1 when one drifted."""
+    from artune import settings
     from artune.table.io import load_table
     from artune.tune.config import TuneConfig
     from artune.tune.session import VerifyRequest, run_collective, under_torchrun, verify_rank
@@ -203,6 +225,11 @@ def run_verify(args: argparse.Namespace) -> int:
         plans = [p for p in plans if p.world_size in wanted]
     if not plans:
         raise ArtuneError(f"{args.table}: no eager-mode plan to verify")
+    _refuse_without_shared_memory(
+        [p.world_size for p in plans],
+        settings.from_env().shm_bytes,
+        "the table's shared-memory bands could not be measured",
+    )
     rule = TuneConfig().noise
     drifted = 0
     checked = 0

@@ -37,7 +37,8 @@ def _x(value: float) -> str:
 
 
 def _r(value: float) -> str:
-    return "-" if math.isnan(value) else ("inf" if math.isinf(value) else f"{value:.3f}")
+    # an infinite regret is a choice whose run failed: say that, not "inf"
+    return "-" if math.isnan(value) else ("failed" if math.isinf(value) else f"{value:.3f}")
 
 
 def _us(value: float) -> str:

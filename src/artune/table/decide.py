@@ -42,18 +42,18 @@ class Decision:
     steps: tuple[str, ...] = ()  # the reason, one step of the rules per item
     lower: int = 0  # the band's bounds, inclusive; upper None = no upper bound
     upper: int | None = None
-    world_size: int = 0  # the plan's world size (may differ from the call's: see reason)
+    world_size: int = 0  # the plan's world size (may differ from the call's: see reason); 0: no plan
     mode: str = "eager"
 
     def as_dict(self) -> dict[str, object]:
-        """Plain data for JSON output."""
+        """Plain data for JSON output (``plan`` is ``None`` when no plan applied, never world size 0)."""
         return {
             "algorithm": self.algorithm,
             "params": dict(self.params),
             "reason": self.reason,
             "steps": list(self.steps),
             "band": {"from": self.lower, "upto": self.upper},
-            "plan": {"world_size": self.world_size, "mode": self.mode},
+            "plan": {"world_size": self.world_size, "mode": self.mode} if self.world_size else None,
         }
 
 
