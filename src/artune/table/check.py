@@ -6,15 +6,23 @@ algorithm names, algorithms missing a parameter they need, algorithms whose
 engine never runs them at the plan's world size, world sizes with no plan,
 modes present for one world size and missing for another, CPU plans in graph
 mode, and figures that were not measured on this arch (inherited, modelled).
+
+For tables read from an engine's own files (``artune.formats``) the readers
+add the reviewers' questions, with the file and line of each: arches whose
+rows equal another arch's (``copied_archs``), rules that can never be reached
+(``shadowed_rules``, ``unaligned_rules``), world sizes that raise or fall
+through, and bounds a workspace cap clips. The pure parts live here.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from artune.catalog import SPECS
+from artune.catalog import SPECS, Conditions
 from artune.sizes import format_bound
 from artune.table.model import MODES, Plan, Table
+from artune.table.references.rules import Rule
 
 
 @dataclass(frozen=True)
@@ -26,6 +34,7 @@ class Finding:
     message: str
     world_size: int | None = None
     mode: str | None = None
+    source: str = ""  # "file:line" in an engine's own file, when the finding comes from one
 
     def __str__(self) -> str:
         where = f"arch={self.arch}"
@@ -33,7 +42,8 @@ class Finding:
             where += f" ws={self.world_size}"
         if self.mode is not None:
             where += f" mode={self.mode}"
-        return f"{self.table}: {where}: {self.message}"
+        # a finding in an engine's file names the file and line instead of the table
+        return f"{self.source or self.table}: {where}: {self.message}"
 
 
 def check_table(table: Table, max_world_size: int | None = None) -> list[Finding]:
@@ -127,3 +137,91 @@ def _ranges(values: list[int]) -> str:
         if v is not None:
             start = prev = v
     return ", ".join(parts)
+
+
+# ------------------------------------------------------------------ engine tables
+
+
+def copied_archs(tables: Mapping[str, Mapping[str, object]]) -> list[tuple[str, str, int, int]]:
+    """Arches whose rows equal an earlier arch's in every table that lists them.
+
+    ``tables`` maps a table's name to its rows per arch, in file order.
+    Returns ``(arch, copied_from, equal, total)``: ``arch``'s rows equal
+    ``copied_from``'s in ``equal`` of the ``total`` tables that list
+    ``arch``, and ``equal == total``.
+    """
+    order = list(dict.fromkeys(arch for rows in tables.values() for arch in rows))
+    out: list[tuple[str, str, int, int]] = []
+    for i, arch in enumerate(order):
+        listing = [rows for rows in tables.values() if arch in rows]
+        for earlier in order[:i]:
+            equal = sum(1 for rows in listing if earlier in rows and rows[earlier] == rows[arch])
+            if listing and equal == len(listing):
+                out.append((arch, earlier, equal, len(listing)))
+                break
+    return out
+
+
+def _no_stricter(earlier: str, later: str) -> bool:
+    """Whether ``earlier`` can run wherever ``later`` can (so ``later`` never wins where both cover)."""
+    a = SPECS[earlier].conditions if earlier in SPECS else Conditions()
+    b = SPECS[later].conditions if later in SPECS else Conditions()
+    if a.multicast and not b.multicast:
+        return False
+    if b.align % a.align:
+        return False
+    if a.dtypes is not None and (b.dtypes is None or not b.dtypes <= a.dtypes):
+        return False
+    return a.world_sizes is None or (b.world_sizes is not None and b.world_sizes <= a.world_sizes)
+
+
+def _uncovered(rule: Rule, earlier: Sequence[Rule]) -> list[tuple[int, int]]:
+    """The parts of ``rule`` that no rule of ``earlier`` covers."""
+    parts = [(rule.lo, rule.hi)]
+    for other in earlier:
+        nxt: list[tuple[int, int]] = []
+        for lo, hi in parts:
+            if other.hi < lo or other.lo > hi:
+                nxt.append((lo, hi))
+                continue
+            if lo < other.lo:
+                nxt.append((lo, other.lo - 1))
+            if other.hi < hi:
+                nxt.append((other.hi + 1, hi))
+        parts = nxt
+    return parts
+
+
+def shadowed_rules(rules: Sequence[Rule]) -> list[tuple[int, tuple[str, ...]]]:
+    """First-match rules that never win: every size they cover is taken by earlier rules that can run there too.
+
+    Returns ``(index, names of the shadowing rules)`` per shadowed, non-empty rule.
+    """
+    out: list[tuple[int, tuple[str, ...]]] = []
+    for i, rule in enumerate(rules):
+        if rule.empty:
+            continue
+        earlier = [r for r in rules[:i] if not r.empty and _no_stricter(r.algorithm, rule.algorithm)]
+        if not _uncovered(rule, earlier):
+            names = tuple(dict.fromkeys(r.algorithm for r in earlier if r.lo <= rule.hi and r.hi >= rule.lo))
+            out.append((i, names))
+    return out
+
+
+def unaligned_rules(rules: Sequence[Rule]) -> list[tuple[int, int, int]]:
+    """Rules whose only sizes left after earlier rules hold no multiple of the algorithm's alignment.
+
+    The engine never sends such a size, so the rule is unreachable. Returns
+    ``(index, lo, hi)`` of the widest leftover part of each.
+    """
+    out: list[tuple[int, int, int]] = []
+    for i, rule in enumerate(rules):
+        if rule.empty or rule.algorithm not in SPECS:
+            continue
+        align = SPECS[rule.algorithm].conditions.align
+        earlier = [r for r in rules[:i] if not r.empty and _no_stricter(r.algorithm, rule.algorithm)]
+        parts = _uncovered(rule, earlier)
+        if align > 1 and parts and all((lo + align - 1) // align * align > hi for lo, hi in parts):
+            lo, hi = max(parts, key=lambda p: p[1] - p[0])
+            out.append((i, lo, hi))
+    return out

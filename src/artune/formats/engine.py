@@ -1,0 +1,87 @@
+"""What an engine reader returns: the tables, the reviewers' findings, the files read."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from artune.formats.source import SourceFile
+from artune.sizes import format_span
+from artune.table.check import Finding, shadowed_rules, unaligned_rules
+from artune.table.family import TableSet
+from artune.table.references.rules import Rule
+
+
+@dataclass(frozen=True)
+class EngineImport:
+    """An engine's tables read from its files, with findings that name the file and line."""
+
+    engine: str
+    tables: TableSet
+    findings: tuple[Finding, ...]
+    files: tuple[SourceFile, ...]
+
+    @property
+    def label(self) -> str:
+        """``ENGINE:FILE[@commit]`` of the first file: the tables' origin."""
+        return f"{self.engine}:{self.files[0].label}"
+
+
+@dataclass
+class FindingSink:
+    """Collects findings for one import."""
+
+    table: str
+    findings: list[Finding] = field(default_factory=list)
+    groups: dict[tuple[str, str], list[tuple[str, int, str | None]]] = field(default_factory=dict)
+
+    def add(self, source: str, arch: str, message: str, world_size: int | None = None, mode: str | None = None) -> None:
+        self.findings.append(Finding(self.table, arch, message, world_size, mode, source))
+
+    def grouped(self, source: str, arch: str, message: str, world_size: int, mode: str | None = None) -> None:
+        """A finding that repeats across world sizes and modes: ``done`` writes one line per (arch, message)."""
+        self.groups.setdefault((arch, message), []).append((source, world_size, mode))
+
+    def done(self) -> tuple[Finding, ...]:
+        """Every finding, the grouped ones merged."""
+        out = list(self.findings)
+        for (arch, message), places in self.groups.items():
+            sizes = sorted({ws for _s, ws, _m in places})
+            modes = sorted({m for _s, _ws, m in places if m})
+            where = f"world size{'s' if len(sizes) > 1 else ''} {', '.join(map(str, sizes))}"
+            if modes:
+                where += f" ({', '.join(modes)})"
+            ws = sizes[0] if len(sizes) == 1 else None
+            out.append(Finding(self.table, arch, f"{message}; at {where}", ws, None, places[0][0]))
+        return tuple(out)
+
+    def rules(self, source: str, arch: str, world_size: int, mode: str | None, rules: Sequence[Rule]) -> None:
+        """Shadowed and alignment-unreachable rules of one first-match list."""
+        for index, by in shadowed_rules(rules):
+            message = f"{rules[index].algorithm} is shadowed by {' and '.join(by)}: it can never be reached"
+            self.grouped(source, arch, message, world_size, mode)
+        for index, lo, hi in unaligned_rules(rules):
+            message = (
+                f"{rules[index].algorithm} is left only {format_span(lo, hi)}, which holds no size its "
+                "alignment rule lets through: it can never be reached"
+            )
+            self.grouped(source, arch, message, world_size, mode)
+
+
+def key_lines(node: ast.expr | None, prefix: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
+    """Line of every literal key of a (nested) dict literal: ``{(outer,): line, (outer, inner): line}``."""
+    out: dict[tuple[Any, ...], int] = {}
+    if not isinstance(node, ast.Dict):
+        return out
+    for key, value in zip(node.keys, node.values, strict=True):
+        if key is None:
+            continue
+        try:
+            literal = ast.literal_eval(key)
+        except ValueError:
+            continue
+        out[(*prefix, literal)] = key.lineno
+        out.update(key_lines(value, (*prefix, literal)))
+    return out
