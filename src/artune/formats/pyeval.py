@@ -437,9 +437,9 @@ class Interpreter:
         left = self.eval(node.left, scope)
         for op, right_node in zip(node.ops, node.comparators, strict=True):
             right = self.eval(right_node, scope)
-            if isinstance(left, Symbol) or isinstance(right, Symbol):
-                if not isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
-                    raise self.fail(node, f"comparison with the opaque value in {self._construct(node)}")
+            opaque = isinstance(left, Symbol) or isinstance(right, Symbol)
+            if opaque and not isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)):
+                raise self.fail(node, f"comparison with the opaque value in {self._construct(node)}")
             try:
                 if not _COMPARE[type(op)](left, right):
                     return False
@@ -557,9 +557,8 @@ class Interpreter:
                 return owner.get(name)
             if name in ("_replace", "_asdict"):
                 return (owner, name)
-        if isinstance(owner, Mapping) and not isinstance(owner, dict):
-            if name in owner:
-                return owner[name]  # a fake namespace
+        if isinstance(owner, Mapping) and not isinstance(owner, dict) and name in owner:
+            return owner[name]  # a fake namespace
         for kind, methods in _METHODS.items():
             if isinstance(owner, kind) and name in methods:
                 return getattr(owner, name)

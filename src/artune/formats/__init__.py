@@ -1,0 +1,42 @@
+"""The engines' own files in and out.
+
+Readers turn an engine's table file (from a checkout, or a pull request)
+into artune tables: ``vllm_read`` (constant expressions, restricted
+evaluation) and ``sglang_read`` (the configs' code, interpreted by
+``pyeval``, never run). Writers print paste-ready text in the engine's
+current shape: ``vllm_write``, ``sglang_write``, ``nccl_write``. A table
+source ``vllm:PATH`` or ``sglang:PATH`` is accepted wherever a table is.
+"""
+
+from __future__ import annotations
+
+from artune.errors import TableError
+from artune.formats.engine import EngineImport
+
+ENGINES = ("vllm", "sglang")
+
+
+def read_engine(engine: str, path: str) -> EngineImport:
+    """Read ``engine``'s tables from ``path`` (a checkout or the table file)."""
+    if engine == "vllm":
+        from artune.formats.vllm_read import read_vllm
+
+        return read_vllm(path)
+    if engine == "sglang":
+        from artune.formats.sglang_read import read_sglang
+
+        return read_sglang(path)
+    raise TableError(f"{engine}: unknown engine; known: {', '.join(ENGINES)}")
+
+
+def engine_source(spec: str) -> tuple[str, str] | None:
+    """``("vllm", PATH)`` for ``"vllm:PATH"`` (likewise sglang); ``None`` for any other table name."""
+    engine, sep, path = spec.partition(":")
+    if sep and engine in ENGINES:
+        if not path:
+            raise TableError(f"{spec}: give the checkout or file after '{engine}:'")
+        return engine, path
+    return None
+
+
+__all__ = ["ENGINES", "EngineImport", "engine_source", "read_engine"]

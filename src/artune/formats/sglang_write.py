@@ -1,0 +1,222 @@
+"""Write a table as SGLang's ``_smXYZ_configs(num_sm)`` (the shape with ``two_shot_push``, "B").
+
+Projection, per world size and mode: ``2shot_push`` gets the range from
+its first to its last size, ``1shot_push`` the sizes up to the last one
+where it is a candidate, ``1shot_pull`` likewise (at least the push bound),
+``2shot_pull_mc`` the range from its first to its last size, and
+``2shot_pull`` the sizes up to its last one; ``nccl`` the rest. Block counts
+come from the plan's ``blocks`` parameters (``"sms"`` is written
+``num_sm``). A CPU table maps by role, stated on stderr: ``shm_one_shot``
+is written as one-shot push, ``shm_two_shot`` as two-shot pull, the process
+group as SGLang's nccl fallback, with ``blocks = num_sm``. The text is read
+back with ``artune.formats.sglang_read`` and compared with the table: every
+difference is listed in ``Export.dropped``. ``standalone`` wraps the
+function in the record classes and the capability dispatch, so that the
+output is a whole configs file ``artune import sglang`` reads.
+"""
+
+from __future__ import annotations
+
+import math
+
+from artune.errors import TableError
+from artune.formats.header import Export, provenance_lines
+from artune.table.model import MODES, ParamValue, Plan, Table
+
+KB = 1024
+MB = 1024 * KB
+CPU_ROLES = {"shm_one_shot": "1shot_push", "shm_two_shot": "2shot_pull", "gloo": "nccl", "mpi": "nccl"}
+_PUSH_GRID = ("1shot_push", "2shot_push")
+_PULL_GRID = ("1shot_pull", "2shot_pull")
+
+_PRELUDE = """\
+from functools import cache
+from typing import NamedTuple, Optional
+
+import torch
+
+KB, MB = 1024, 1024 * 1024
+
+
+class Range(NamedTuple):
+    min_bytes: int
+    max_bytes: int
+
+    def contains(self, n: int) -> bool:
+        return self.max_bytes > 0 and self.min_bytes <= n <= self.max_bytes
+
+
+class Heuristic(NamedTuple):
+    one_shot_push_threshold: int
+    one_shot_pull_threshold: int
+    two_shot_pull_threshold: int
+    mc: Range = Range(0, 0)
+    two_shot_push: Range = Range(0, 0)
+    two_shot_push_mc: Range = Range(0, 0)
+
+
+class AllReduceConfig(NamedTuple):
+    graph: Heuristic
+    eager: Heuristic
+    num_push_blocks: int
+    num_pull_blocks: int
+    num_mc_blocks: Optional[int]
+
+"""
+
+
+def size_expr(nbytes: int, lower: bool = False) -> str:
+    """``2 * MB``, ``832 * KB``, ``2.438 * MB`` or the integer: the way SGLang writes sizes, exact.
+
+    SGLang truncates a float threshold (``int(2.438 * MB)``) and compares a
+    range's lower end as a float (first size ``ceil``); ``lower`` picks the
+    latter, so the written text means exactly ``nbytes``.
+    """
+    if nbytes and nbytes % MB == 0:
+        return f"{nbytes // MB} * MB"
+    for digits in (1, 2, 3):
+        mb = round(nbytes / MB, digits)
+        value = mb * MB
+        if (math.ceil(value) if lower else int(value)) == nbytes and mb > 0:
+            return f"{mb:.{digits}f} * MB"
+    if nbytes and nbytes % KB == 0:
+        return f"{nbytes // KB} * KB"
+    return str(nbytes)
+
+
+def _spans(plan: Plan, name: str) -> tuple[int, int] | None:
+    """First and last size where ``name`` is a candidate."""
+    lo = hi = None
+    lower = 0
+    for band in plan.bands:
+        if band.upto < lower:
+            continue
+        if name in band.candidates:
+            lo = lower if lo is None else lo
+            hi = band.upto
+        lower = band.upto + 1
+    return None if lo is None else (lo, hi)  # type: ignore[return-value]
+
+
+def _range(span: tuple[int, int] | None) -> str:
+    return "Range(0, 0)" if span is None else f"Range({size_expr(span[0], lower=True)}, {size_expr(span[1])})"
+
+
+def heuristic(plan: Plan) -> str:
+    """``Heuristic(...)`` for one plan."""
+    push = _spans(plan, "1shot_push")
+    pull = _spans(plan, "1shot_pull")
+    two = _spans(plan, "2shot_pull")
+    push_hi = push[1] if push else 0
+    pull_hi = max(pull[1] if pull else 0, push_hi)
+    two_hi = max(two[1] if two else 0, pull_hi)
+    args = [size_expr(push_hi), size_expr(pull_hi), size_expr(two_hi)]
+    mc, tsp = _spans(plan, "2shot_pull_mc"), _spans(plan, "2shot_push")
+    if mc or tsp:
+        args.append(_range(mc))
+    if tsp:
+        args.append(_range(tsp))
+    return f"Heuristic({', '.join(args)})"
+
+
+def _blocks(plans: list[Plan], names: tuple[str, ...]) -> ParamValue | None:
+    for plan in plans:
+        for name in names:
+            value = plan.params_for(name).get("blocks")
+            if value is not None:
+                return value
+    return None
+
+
+def _block_expr(value: ParamValue | None) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, str):
+        return value.replace("sms", "num_sm").replace(",", ", ")
+    return repr(value)
+
+
+def _mapped(table: Table) -> tuple[Table, list[str]]:
+    """A CPU table with its algorithms renamed by role; other tables as they are."""
+    if table.platform.kind != "cpu":
+        return table, []
+    from artune.table.model import Band
+
+    plans = []
+    for plan in table.plans:
+        bands = tuple(Band(b.upto, tuple(dict.fromkeys(CPU_ROLES.get(c, c) for c in b.candidates))) for b in plan.bands)
+        used = {c for b in bands for c in b.candidates}
+        params = tuple((name, (("blocks", "sms"),)) for name in sorted(used) if name != "nccl")
+        plans.append(Plan(plan.world_size, plan.mode, bands, CPU_ROLES.get(plan.fallback, plan.fallback), params))
+    note = (
+        "a CPU table written in SGLang's shape by role: "
+        + ", ".join(f"{k} -> {v}" for k, v in CPU_ROLES.items())
+        + "; blocks = num_sm; other parameters (chunk_bytes) dropped"
+    )
+    return table.with_changes(plans=tuple(plans)), [note]
+
+
+def function_name(arch: str) -> str:
+    """``_sm107_configs`` for arch ``10.7``."""
+    major, dot, minor = arch.partition(".")
+    if not (dot and major.isdigit() and minor.isdigit()):
+        raise TableError(f"arch {arch!r}: SGLang keys its configs by SM version M.m; pass --arch, e.g. --arch 9.0")
+    return f"_sm{major}{minor}_configs"
+
+
+def export_sglang(table: Table, command: str, arch: str | None = None, standalone: bool = False) -> Export:
+    """``_smXYZ_configs(num_sm)`` for ``table`` (keyed by ``arch``, default the table's)."""
+    arch = arch or table.platform.arch
+    name = function_name(arch)
+    work, notes = _mapped(table)
+    lines = provenance_lines(table, command)
+    if arch != table.platform.arch:
+        lines.append(f"# written as arch {arch} (the table is for {table.platform.arch})")
+    lines += ["", "", "@cache", f"def {name}(num_sm: int) -> dict[int, AllReduceConfig]:", "    return {"]
+    for ws in sorted({p.world_size for p in work.plans}):
+        plans = {m: p for m in MODES if (p := work.plan(ws, m)) is not None}
+        graph = plans.get("graph") or plans["eager"]
+        eager = plans.get("eager") or graph
+        every = list(plans.values())
+        lines += [
+            f"        {ws}: AllReduceConfig(",
+            f"            graph={heuristic(graph)},",
+            f"            eager={heuristic(eager)},",
+            f"            num_push_blocks={_block_expr(_blocks(every, _PUSH_GRID))},",
+            f"            num_pull_blocks={_block_expr(_blocks(every, _PULL_GRID))},",
+            f"            num_mc_blocks={_block_expr(_blocks(every, ('2shot_pull_mc',)))},",
+            "        ),",
+        ]
+    lines += ["    }", ""]
+    body = "\n".join(lines)
+    module = _module(body, name, arch)
+    out = Export(module if standalone else body, notes)
+    out.dropped += dropped(work, module, arch)
+    return out
+
+
+def _module(body: str, name: str, arch: str) -> str:
+    major, _, minor = arch.partition(".")
+    dispatch = (
+        "\n\n@cache\ndef _get_all_reduce_configs() -> dict[int, AllReduceConfig]:\n"
+        "    major, minor = torch.cuda.get_device_capability()\n"
+        "    num_sm = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count\n"
+        f"    if (major, minor) == ({major}, {minor}):\n"
+        f"        return {name}(num_sm)\n"
+        "    return {}\n"
+    )
+    return _PRELUDE + body + dispatch
+
+
+def dropped(table: Table, module: str, arch: str) -> list[str]:
+    """Where SGLang's reading of ``module`` decides differently from ``table``."""
+    from artune.formats.sglang_read import build
+    from artune.formats.source import SourceFile
+    from artune.sizes import format_span
+    from artune.table.diff import diff_tables
+
+    written = build(SourceFile("<export>", module)).tables.tables[arch]
+    return [
+        f"ws={d.world_size} {d.mode} {format_span(d.lo, d.hi)}: {' > '.join(d.a)} becomes {' > '.join(d.b)}"
+        for d in diff_tables(table, written)
+    ]

@@ -1,0 +1,139 @@
+"""Write a table as vLLM's rows: ``CUSTOM_ALL_REDUCE_MAX_SIZES``, ``SYMM_MEM_ALL_REDUCE_MAX_SIZES``, multimem.
+
+vLLM keeps one bound per algorithm and world size and has no graph/eager
+split, so the projection is: per world size, ``custom_ar`` gets the sizes
+from 0 up to the first size where it stops being a candidate in either
+mode (the smaller of the two modes' bounds), torch symmetric memory the
+sizes after that up to where it stops in either mode, and ``nccl`` the
+rest. The symmetric-memory bound is written for vLLM's ``<`` (as
+``reference:vllm``); vLLM's newest ``<=`` also admits the bound itself.
+A world size is in ``_WORLD_SIZES_MULTIMEM`` when its symmetric-memory band
+prefers ``symm_mem_multimem``. Everything the projection drops is listed in
+``Export.dropped``.
+"""
+
+from __future__ import annotations
+
+from artune.formats.header import Export, provenance_lines
+from artune.sizes import format_size, format_span
+from artune.table.model import MODES, Plan, Table
+
+KiB = 1024
+MiB = 1024 * KiB
+SYMM = ("symm_mem_multimem", "symm_mem_two_shot")
+
+
+def size_expr(nbytes: int) -> str:
+    """``4 * MiB``, ``MiB // 4``, ``512 * KiB`` or the integer: the way vLLM writes sizes."""
+    if nbytes and nbytes % MiB == 0:
+        return f"{nbytes // MiB} * MiB"
+    if nbytes and MiB % nbytes == 0:
+        return f"MiB // {MiB // nbytes}"
+    if nbytes and nbytes % KiB == 0:
+        return f"{nbytes // KiB} * KiB"
+    return str(nbytes)
+
+
+def _prefix_end(plan: Plan, names: tuple[str, ...], start: int) -> int:
+    """The first size from ``start`` where no band candidate is in ``names`` (exclusive end)."""
+    lower = 0
+    end = start
+    for band in plan.bands:
+        if band.upto < lower:
+            continue
+        if band.upto >= start:
+            if not any(n in names for n in band.candidates):
+                break
+            end = band.upto + 1
+        lower = band.upto + 1
+    return end if end > start else start
+
+
+def _multimem_first(plan: Plan, start: int) -> bool:
+    lower = 0
+    for band in plan.bands:
+        if band.upto >= start and band.upto >= lower:
+            picks = [n for n in band.candidates if n in SYMM]
+            return bool(picks) and picks[0] == "symm_mem_multimem"
+        lower = band.upto + 1
+    return False
+
+
+def project(table: Table) -> tuple[dict[int, int], dict[int, int], list[int]]:
+    """(custom_ar limits, symm limits, multimem world sizes) per world size: the projection."""
+    custom: dict[int, int] = {}
+    symm: dict[int, int] = {}
+    multimem: list[int] = []
+    for ws in sorted({p.world_size for p in table.plans}):
+        plans = [p for m in MODES if (p := table.plan(ws, m)) is not None]
+        ca = min(_prefix_end(p, ("custom_ar",), 0) for p in plans)
+        sm = min(max(_prefix_end(p, SYMM, 0), _prefix_end(p, SYMM, ca)) for p in plans)
+        custom[ws] = ca
+        if sm > 0:
+            symm[ws] = sm
+            if all(_multimem_first(p, min(ca, sm - 1)) for p in plans):
+                multimem.append(ws)
+    return custom, symm, multimem
+
+
+def dropped(original: Table, written: Table) -> list[str]:
+    """What ``written`` (the engine's reading of the export) decides differently from ``original``."""
+    from artune.table.diff import diff_tables
+
+    out = []
+    for d in diff_tables(original, written):
+        span = format_span(d.lo, d.hi)
+        out.append(f"ws={d.world_size} {d.mode} {span}: {' > '.join(d.a)} becomes {' > '.join(d.b)}")
+    return out
+
+
+def reread(arch: str, custom: dict[int, int], symm: dict[int, int], multimem: list[int]) -> Table:
+    """The table vLLM would decide with from these rows (``artune import vllm`` of the export)."""
+    from artune.formats.source import SourceFile
+    from artune.formats.vllm_read import Figures, build
+
+    figures = Figures(custom_ar={arch: custom}, symm_mem={arch: symm} if symm else {}, multimem={arch: multimem})
+    return build(figures, [SourceFile("<export>", "")]).tables.tables[arch]
+
+
+def export_vllm(tables: list[Table], command: str) -> Export:
+    """vLLM rows for each table's arch, as a Python fragment that reads back with ``artune import vllm``."""
+    lines: list[str] = []
+    rows: dict[str, tuple[dict[int, int], dict[int, int], list[int]]] = {}
+    out = Export("")
+    for table in tables:
+        lines += provenance_lines(table, command)
+        custom, symm, multimem = project(table)
+        missing = [ws for ws in (2, 4, 6, 8) if ws not in custom]
+        if missing:
+            out.dropped.append(
+                f"{table.platform.arch}: no plan for world sizes {missing}; vLLM needs every one of 2, 4, 6, 8 "
+                "in CUSTOM_ALL_REDUCE_MAX_SIZES: written as 0 (custom_ar never)"
+            )
+            custom.update({ws: 0 for ws in missing})
+        rows[table.platform.arch] = (dict(sorted(custom.items())), symm, multimem)
+        out.dropped += [
+            f"{table.platform.arch}: {d}"
+            for d in dropped(table, reread(table.platform.arch, *rows[table.platform.arch]))
+        ]
+    lines += ["", "KiB = 1024  # already in all_reduce_utils.py", "MiB = 1024 * KiB", ""]
+    lines.append("# vllm/distributed/device_communicators/all_reduce_utils.py: custom_ar runs below (<) these")
+    lines.append("CUSTOM_ALL_REDUCE_MAX_SIZES = {")
+    for arch, (custom, _symm, _mm) in rows.items():
+        lines.append(f'    "{arch}": {{')
+        lines += [f"        {ws}: {size_expr(v)},  # {format_size(v)}" for ws, v in custom.items()]
+        lines.append("    },")
+    lines += ["}", "", "# torch symmetric memory runs below (<) these; vLLM's newest compares <=", ""]
+    lines.append("SYMM_MEM_ALL_REDUCE_MAX_SIZES = {")
+    for arch, (_c, symm, _mm) in rows.items():
+        if symm:
+            lines.append(f'    "{arch}": {{' + ", ".join(f"{ws}: {size_expr(v)}" for ws, v in symm.items()) + "},")
+    lines += ["}", "", "# vllm/distributed/device_communicators/symm_mem.py, SymmMemCommunicator:"]
+    lines.append("# keep its arch keys in step with SYMM_MEM_ALL_REDUCE_MAX_SIZES (a missing one raises KeyError)")
+    lines.append("_WORLD_SIZES_MULTIMEM = {")
+    for arch, (_c, symm, multimem) in rows.items():
+        if symm:
+            lines.append(f'    "{arch}": {sorted(multimem)},')
+    lines.append("}")
+    out.text = "\n".join(lines) + "\n"
+    return out
