@@ -26,6 +26,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     tables.register(commands)
+    from artune.cli import formats
+
+    formats.register(commands)
     for module_name in ("artune.cli.measure", "artune.cli.tune"):
         try:
             module = __import__(module_name, fromlist=["register"])

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
+from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -16,7 +18,8 @@ from artune import settings
 from artune.catalog import DTYPES, SPECS
 from artune.errors import ArtuneError, TableError
 from artune.sizes import format_size, format_span, parse_size
-from artune.table.check import check_table
+from artune.table.check import Finding, check_table
+from artune.table.family import TableSet
 from artune.table.io import dumps_table, load_table, table_to_dict
 from artune.table.model import MODES, Plan, Table
 from artune.table.overrides import apply_overrides, parse_overrides
@@ -24,12 +27,13 @@ from artune.table.selection import select_table
 
 REFERENCE_PREFIX = "reference:"
 BUNDLED_PREFIX = "bundled:"
+SOURCES = "FILE|reference:NAME|bundled:cpu|vllm:PATH|sglang:PATH[@ARCH]"
 
 
 def register(commands: Any) -> None:
     """Add the table sub-commands to the parser."""
     check = commands.add_parser("check", help="lint tables; exit 1 when anything is found")
-    check.add_argument("tables", nargs="+", metavar="FILE|reference:NAME|bundled:cpu")
+    check.add_argument("tables", nargs="+", metavar=SOURCES)
     check.add_argument(
         "--max-world-size",
         type=int,
@@ -43,7 +47,7 @@ def register(commands: Any) -> None:
     source = explain.add_mutually_exclusive_group()
     source.add_argument(
         "--table",
-        metavar="FILE|bundled:cpu",
+        metavar="FILE|bundled:cpu|vllm:PATH|sglang:PATH",
         help="default: the table a Communicator here would use (ARTUNE_TABLE, this machine's measured table, "
         "then the bundled default)",
     )
@@ -68,7 +72,7 @@ def register(commands: Any) -> None:
     explain.set_defaults(run=run_explain)
 
     show = commands.add_parser("show", help="print tables as band charts, TOML or JSON")
-    show.add_argument("tables", nargs="+", metavar="FILE|reference:NAME|bundled:cpu")
+    show.add_argument("tables", nargs="+", metavar=SOURCES)
     show.add_argument("--format", choices=("chart", "toml", "json"), default="chart")
     show.set_defaults(run=run_show)
 
@@ -76,20 +80,60 @@ def register(commands: Any) -> None:
 # ------------------------------------------------------------------ sources
 
 
-def open_tables(spec: str) -> list[Table]:
-    """Every table a command-line name stands for: a file, ``reference:NAME`` or ``bundled:cpu``."""
+@dataclass(frozen=True)
+class Source:
+    """What a command-line table name stands for: its tables, the set they form, an engine file's findings."""
+
+    tables: list[Table]
+    table_set: TableSet | None = None
+    findings: tuple[Finding, ...] = ()
+
+
+_ARCH_SUFFIX = re.compile(r"^[A-Za-z0-9_.]+(/multinode)?$")
+
+
+def open_source(spec: str) -> Source:
+    """A file, ``reference:NAME``, ``bundled:cpu``, ``vllm:PATH`` or ``sglang:PATH``; ``@ARCH`` picks one arch."""
+    head, at, arch = spec.rpartition("@")
+    if not (at and head and _ARCH_SUFFIX.match(arch)):
+        head, arch = spec, ""
+    source = _open(head)
+    if not arch:
+        return source
+    if source.table_set is None:
+        raise TableError(f"{spec}: @{arch} picks an arch from a set of tables (reference:, vllm:, sglang:)")
+    if arch in source.table_set.tables:
+        return Source([source.table_set.tables[arch]], source.table_set, source.findings)
+    return Source([source.table_set.resolve(arch)], source.table_set, source.findings)
+
+
+def _open(spec: str) -> Source:
+    from artune.formats import engine_source, read_engine
+
+    engine = engine_source(spec)
+    if engine is not None:
+        imported = read_engine(*engine)
+        tables = imported.tables
+        return Source(
+            [*tables.tables.values(), *([tables.default] if tables.default else [])], tables, imported.findings
+        )
     if spec.startswith(REFERENCE_PREFIX):
         from artune.table.references import reference_set
 
         tables = reference_set(spec[len(REFERENCE_PREFIX) :])
-        return [*tables.tables.values(), *([tables.default] if tables.default else [])]
+        return Source([*tables.tables.values(), *([tables.default] if tables.default else [])], tables)
     if spec.startswith(BUNDLED_PREFIX):
         from artune.table.bundled import cpu_default
 
         if spec != "bundled:cpu":
             raise TableError(f"{spec}: unknown bundled table; there is bundled:cpu")
-        return [cpu_default()]
-    return [load_table(spec)]
+        return Source([cpu_default()])
+    return Source([load_table(spec)])
+
+
+def open_tables(spec: str) -> list[Table]:
+    """Every table a command-line name stands for (see ``open_source``)."""
+    return open_source(spec).tables
 
 
 def _label(table: Table) -> str:
@@ -105,12 +149,15 @@ def run_check(args: argparse.Namespace) -> int:
     unreadable = 0
     for spec in args.tables:
         try:
-            tables = open_tables(spec)
+            source = open_source(spec)
         except ArtuneError as err:
             print(f"{err}", file=sys.stderr)
             unreadable += 1
             continue
-        for table in tables:
+        for finding in source.findings:  # an engine file's own: arch copies, holes, clips, shadowed rows
+            print(finding)
+            found += 1
+        for table in source.tables:
             for finding in check_table(table, args.max_world_size):
                 print(finding)
                 found += 1
@@ -132,8 +179,12 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
         if not args.arch:
             raise ArtuneError("explain: --reference needs --arch, e.g. --arch 10.7")
         return reference_set(args.reference).resolve(args.arch)
-    tables = open_tables(args.table)
-    return tables[0]
+    source = open_source(args.table)
+    if source.table_set is not None and len(source.tables) > 1:
+        if not args.arch:
+            raise ArtuneError(f"explain: {args.table} holds tables for several arches; give --arch, e.g. --arch 10.7")
+        return source.table_set.resolve(args.arch)
+    return source.tables[0]
 
 
 _DEFAULT_DTYPE = {"cpu": "float32", "cuda": "bfloat16", "rocm": "bfloat16"}  # what serving on each reduces

@@ -391,22 +391,19 @@ def build(source: SourceFile) -> EngineImport:
         for arch, c in found.items()
     }
     interp = shape.interp((10, 0), 148)
+    multinode: dict[str, dict[int, ArchConfig]] = {}
     for (major, ws), (bands, line) in shape.multinode(interp).items():
-        arch = next((a for a in tables if a.startswith(f"{major}.")), None)
+        arch = next((a for a in found if a.startswith(f"{major}.")), None)
         if arch is None or ws not in found[arch]:
             continue
-        cfg = found[arch][ws]
-        eager = _multinode_eager(shape, cfg, bands, line)
-        configs = dict(found[arch])
-        configs[ws] = ArchConfig(cfg.graph, eager, cfg.push, cfg.pull, cfg.mc, line)
-        key = f"{arch}/multinode"
-        plans = [p for p in _plans({ws: configs[ws]})]
-        if key in tables:
-            plans = [*tables[key].plans, *plans]
-        tables[key] = Table(
+        configs = multinode.setdefault(arch, dict(found[arch]))
+        cfg = configs[ws]
+        configs[ws] = ArchConfig(cfg.graph, _multinode_eager(shape, cfg, bands, line), cfg.push, cfg.pull, cfg.mc, line)
+    for arch, configs in multinode.items():
+        tables[f"{arch}/multinode"] = Table(
             Platform("cuda", arch, "multinode"),
-            Provenance("published", tool="sglang", notes=f"{notes}; multinode push bands of arch {arch}"),
-            tuple(plans),
+            Provenance("published", tool="sglang", notes=f"{notes}; arch {arch} across nodes (_MULTINODE_PUSH_BANDS)"),
+            _plans(configs),
             origin=origin,
         )
     default_table = None

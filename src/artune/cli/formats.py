@@ -1,0 +1,164 @@
+"""``artune import``, ``export`` and ``diff``: the engines' own files in and out, and table changes."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+from artune.cli.tables import SOURCES, Source, open_source
+from artune.errors import ArtuneError, TableError
+from artune.sizes import format_span
+from artune.table.diff import Difference, diff_tables
+from artune.table.io import dump_table, dumps_table
+from artune.table.model import MODES, Table
+
+TARGETS = ("vllm", "sglang", "nccl-tuner")
+
+
+def register(commands: Any) -> None:
+    """Add the import, export and diff sub-commands to the parser."""
+    imp = commands.add_parser("import", help="read an engine's table file into artune TOML (provenance: published)")
+    imp.add_argument("engine", choices=("vllm", "sglang"))
+    imp.add_argument("path", metavar="PATH", help="the engine's checkout, or its table file")
+    imp.add_argument("--out", metavar="DIR", help="write one TOML per arch here (default: print them)")
+    imp.set_defaults(run=run_import)
+
+    exp = commands.add_parser("export", help="print a table in an engine's format, ready to paste")
+    exp.add_argument("table", metavar=SOURCES)
+    exp.add_argument("--to", required=True, choices=TARGETS)
+    exp.add_argument("--arch", help="the arch to export (a set's arch, or the SGLang key for a CPU table)")
+    exp.add_argument("--standalone", action="store_true", help="sglang: a whole configs file, not only the function")
+    exp.set_defaults(run=run_export)
+
+    diff = commands.add_parser("diff", help="where two tables decide differently; exit 1 when they differ")
+    diff.add_argument("a", metavar="A")
+    diff.add_argument("b", metavar="B")
+    diff.add_argument("--world-size", type=int, default=None)
+    diff.add_argument("--mode", choices=MODES, default=None)
+    diff.add_argument("--arch", help="compare the two sets at this arch only")
+    diff.set_defaults(run=run_diff)
+
+
+def _command(args: argparse.Namespace) -> str:
+    return "artune " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else f"artune {args.command}"
+
+
+# ------------------------------------------------------------------ import
+
+
+def run_import(args: argparse.Namespace) -> int:
+    """Read the engine's file; print (or write) one TOML per arch, and the findings to stderr."""
+    from artune.formats import read_engine
+
+    imported = read_engine(args.engine, args.path)
+    tables = dict(imported.tables.tables)
+    if imported.tables.default is not None:
+        tables["default"] = imported.tables.default
+    for finding in imported.findings:
+        print(finding, file=sys.stderr)
+    if args.out:
+        for arch, table in tables.items():
+            path = Path(args.out) / f"{args.engine}-{arch.replace('/', '-')}.toml"
+            dump_table(table, path)
+            print(path)
+        return 0
+    for arch, table in tables.items():
+        print(f"# ---- {imported.label} arch={arch}")
+        print(dumps_table(table))
+    return 0
+
+
+# ------------------------------------------------------------------ export
+
+
+def _export_tables(source: Source, arch: str | None, target: str) -> list[Table]:
+    if len(source.tables) == 1:
+        return source.tables
+    if arch:
+        assert source.table_set is not None
+        return [source.table_set.resolve(arch)]
+    if target == "vllm" and source.table_set is not None:
+        return list(source.table_set.tables.values())
+    raise TableError(f"the source holds {len(source.tables)} tables; pick one with --arch (or SOURCE@ARCH)")
+
+
+def run_export(args: argparse.Namespace) -> int:
+    """Print the paste-ready text; what the format cannot hold goes to stderr."""
+    source = open_source(args.table)
+    tables = _export_tables(source, args.arch if len(source.tables) > 1 else None, args.to)
+    command = _command(args)
+    if args.to == "vllm":
+        from artune.formats.vllm_write import export_vllm
+
+        out = export_vllm(tables, command)
+    elif args.to == "sglang":
+        from artune.formats.sglang_write import export_sglang
+
+        out = export_sglang(tables[0], command, args.arch, args.standalone)
+    else:
+        from artune.formats.nccl_write import export_nccl
+
+        out = export_nccl(tables[0], command)
+    print(out.text, end="")
+    for note in out.dropped:
+        print(f"artune export: projection: {note}", file=sys.stderr)
+    return 0
+
+
+# ------------------------------------------------------------------ diff
+
+
+def _pairs(a: Source, b: Source, arch: str | None) -> list[tuple[str, Table, Table]]:
+    if arch:
+        pick = [s.table_set.resolve(arch) if s.table_set is not None else s.tables[0] for s in (a, b)]
+        return [(arch, pick[0], pick[1])]
+    if len(a.tables) == 1 and len(b.tables) == 1:
+        return [(a.tables[0].platform.arch, a.tables[0], b.tables[0])]
+    if len(a.tables) == 1 or len(b.tables) == 1:
+        one, many = (a, b) if len(a.tables) == 1 else (b, a)
+        key = one.tables[0].platform.arch
+        assert many.table_set is not None
+        other = many.table_set.resolve(key)
+        return [(key, one.tables[0], other) if one is a else (key, other, one.tables[0])]
+    assert a.table_set is not None and b.table_set is not None
+    keys = list(dict.fromkeys([*a.table_set.tables, *b.table_set.tables]))
+    pairs = [(k, a.table_set.resolve(k), b.table_set.resolve(k)) for k in keys]
+    if a.table_set.default is not None or b.table_set.default is not None:
+        da = a.table_set.default or a.table_set.resolve("default")
+        db = b.table_set.default or b.table_set.resolve("default")
+        pairs.append(("default", da, db))
+    return pairs
+
+
+def _route(names: tuple[str, ...]) -> str:
+    return " > ".join(names)
+
+
+def run_diff(args: argparse.Namespace) -> int:
+    """Print the differing byte ranges per (arch, world size, mode); 0 same, 1 different."""
+    import logging
+
+    a, b = open_source(args.a), open_source(args.b)
+    logging.getLogger("artune.table.family").setLevel(logging.ERROR)  # borrowing is named in the output
+    differ = 0
+    for arch, ta, tb in _pairs(a, b, args.arch):
+        found: list[Difference] = diff_tables(ta, tb, args.world_size, args.mode)
+        header = f"arch={arch}: A {ta.name} [{ta.platform.arch}]; B {tb.name} [{tb.platform.arch}]"
+        if not found:
+            print(f"{header}: identical")
+            print(f"  A provenance: {ta.provenance}")
+            print(f"  B provenance: {tb.provenance}")
+            continue
+        differ += len(found)
+        print(f"{header}: {len(found)} range(s) differ")
+        for d in found:
+            print(f"  ws={d.world_size} mode={d.mode} {format_span(d.lo, d.hi)}: A {_route(d.a)} | B {_route(d.b)}")
+        print(f"  A provenance: {ta.provenance}" + "".join(f"; {n}" for n in ta.borrowed))
+        print(f"  B provenance: {tb.provenance}" + "".join(f"; {n}" for n in tb.borrowed))
+    return 1 if differ else 0
+
+
+__all__ = ["ArtuneError", "register", "run_diff", "run_export", "run_import"]
