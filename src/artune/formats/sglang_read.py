@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -68,6 +69,7 @@ PROBES: tuple[tuple[tuple[int, int], int | None], ...] = (
     ((12, 0), None),
 )
 DEFAULT_PROBE = ((8, 0), None)
+_TUNINGS = re.compile(r"^_sm(\d{2,3})_tunings$")
 _ALGOS = {
     "ONE_SHOT_PUSH": "1shot_push",
     "ONE_SHOT_PULL": "1shot_pull",
@@ -185,16 +187,13 @@ class _Shape:
         push, pull1, pull2 = (int(_number(v, line, self)) for v in raw[:3])
         if not push <= pull1 <= pull2:
             raise self.fail(f"tuning {raw} breaks SGLang's assert push <= pull1 <= pull2", line)
-        bands = [(push, "1shot_push"), (pull1, "1shot_pull")]
-        if len(raw) == 4:
-            lo, hi = (int(_number(v, line, self)) for v in raw[3])
-            bands += [(lo - 1, "2shot_pull"), (hi, "2shot_pull_mc")]
-        bands.append((pull2, "2shot_pull"))
-        kept: list[tuple[int, str]] = []
-        for bound, name in bands:  # Band.normalize_list: strictly increasing bounds only
-            if not kept or bound > kept[-1][0]:
-                kept.append((bound, name))
-        return tuple(upto(name, bound) for bound, name in kept)
+        plain = [(push, "1shot_push"), (pull1, "1shot_pull"), (pull2, "2shot_pull")]
+        if len(raw) == 3:
+            return _policy(plain)
+        lo, hi = (int(_number(v, line, self)) for v in raw[3])
+        with_mc = [*plain[:2], (lo - 1, "2shot_pull"), (hi, "2shot_pull_mc"), plain[2]]
+        # without multicast SGLang recompiles the tuning without the mc bands: their rules follow
+        return tuple(dict.fromkeys([*_policy(with_mc), *_policy(plain)]))
 
     # -------------------------------------------------------- configs
 
@@ -202,8 +201,8 @@ class _Shape:
         if isinstance(cfg, Record):
             line = _row_line(cfg, fallback_line)
             graph, eager = cfg.get("graph"), cfg.get("eager")
-            if eager is None:
-                eager = graph  # SGLang: eager defaults to graph
+            if not eager:
+                eager = graph  # SGLang: ``eager or graph``
             if "two_shot_pull_threshold" in ((getattr(graph, "type", None) and graph.type.fields) or ()):
                 rules: Callable[[Any, int], tuple[Rule, ...]] = self.heuristic_rules
             elif isinstance(graph, tuple) and graph and isinstance(graph[0], (int, float)):
@@ -275,6 +274,32 @@ class _Shape:
             rules = (upto("1shot_push", push), upto("1shot_pull", min(pull, top)), upto("2shot_pull", top))
             out[ws] = ArchConfig(rules, rules, "sms", "sms", None, line)
         return out
+
+    def has_tunings(self) -> bool:
+        return any(_TUNINGS.match(name) for name in self.names)
+
+    def tunings(self) -> tuple[dict[str, dict[int, ArchConfig]], dict[int, ArchConfig]]:
+        """Shape E: ``_smXY_tunings(num_sm)`` per arch (the dispatch is elsewhere), ``_default_tunings``."""
+        sms = {f"{cap[0]}.{cap[1]}": num_sm for cap, num_sm in PROBES}
+        found: dict[str, dict[int, ArchConfig]] = {}
+        default: dict[int, ArchConfig] = {}
+        for name in sorted(self.names):
+            match = _TUNINGS.match(name)
+            if match is None and name != "_default_tunings":
+                continue
+            arch = f"{match.group(1)[:-1]}.{match.group(1)[-1]}" if match else "default"
+            interp = self.interp((0, 0), sms.get(arch))
+            func = interp.globals.values[name]
+            sm = sms.get(arch)
+            result = interp.call(func, [sm if sm is not None else Symbol("sms")], {})
+            if not isinstance(result, dict):
+                raise self.fail(f"{name}() returned {_short(result)}, not a dict", func.node.lineno)
+            configs = {ws: self.tuning_config(raw, func.node.lineno) for ws, raw in result.items()}
+            if match:
+                found[arch] = configs
+            else:
+                default = configs
+        return found, default
 
     def multinode(self, interp: Interpreter) -> dict[tuple[int, int], tuple[Any, int]]:
         bands = interp.globals.values.get("_MULTINODE_PUSH_BANDS")
@@ -368,16 +393,7 @@ def build(source: SourceFile) -> EngineImport:
     """The tables and findings of one SGLang configs file."""
     shape = _Shape(source)
     origin = f"sglang:{source.label}"
-    found: dict[str, dict[int, ArchConfig]] = {}
-    default = shape.configs_for(*DEFAULT_PROBE) or {}
-    for cap, num_sm in PROBES:
-        configs = shape.configs_for(cap, num_sm)
-        if not configs or _rows(configs) == _rows(default):
-            continue
-        arch = f"{cap[0]}.{cap[1]}"
-        if any(_rows(configs) == _rows(other) for other in found.values()):
-            continue  # the same table as an arch already read (10.3 runs SM100's): the family chain finds it
-        found[arch] = configs
+    found, default = shape.tunings() if shape.has_tunings() else _probe(shape)
     if not found and not default:
         raise shape.fail("no world size has a config for any arch")
     notes = f"SGLang custom all-reduce v2 configs read from {source.label}"
@@ -419,6 +435,32 @@ def build(source: SourceFile) -> EngineImport:
     return EngineImport(
         "sglang", TableSet(origin, "cuda", MappingProxyType(tables), default_table), sink.done(), (source,)
     )
+
+
+def _policy(bands: list[tuple[int, str]]) -> tuple[Rule, ...]:
+    """SGLang's ``Band.normalize_list`` (strictly increasing bounds only), then first match."""
+    kept: list[tuple[int, str]] = []
+    for bound, name in bands:
+        if bound >= 0 and (not kept or bound > kept[-1][0]):
+            kept.append((bound, name))
+    return tuple(upto(name, bound) for bound, name in kept)
+
+
+def _probe(shape: _Shape) -> tuple[dict[str, dict[int, ArchConfig]], dict[int, ArchConfig]]:
+    """Ask the file's own dispatch for every probed arch; keep the answers that differ."""
+    found: dict[str, dict[int, ArchConfig]] = {}
+    default = shape.configs_for(*DEFAULT_PROBE) or {}
+    for cap, num_sm in PROBES:
+        configs = shape.configs_for(cap, num_sm)
+        if not configs:
+            continue
+        # the default answered with this arch's SM count: equal means the arch has no table of its own
+        if _rows(configs) == _rows(shape.configs_for(DEFAULT_PROBE[0], num_sm) or {}):
+            continue
+        if any(_rows(configs) == _rows(other) for other in found.values()):
+            continue  # the same table as an arch already read (10.3 runs SM100's): the family chain finds it
+        found[f"{cap[0]}.{cap[1]}"] = configs
+    return found, default
 
 
 def _multinode_eager(shape: _Shape, cfg: ArchConfig, bands: Any, line: int) -> tuple[Rule, ...]:
