@@ -88,6 +88,8 @@ SPECS: dict[str, AlgorithmSpec] = {
         ),
         # SGLang custom_all_reduce_v2 (needs 16-byte aligned sizes)
         AlgorithmSpec("2shot_push", "sglang", "SGLang two-shot push", ("blocks",), _ALIGN16),
+        # an early SGLang v2 config shape (A') has a Lamport two-shot band; its grid is not in the configs
+        AlgorithmSpec("2shot_lamport", "sglang", "SGLang two-shot with Lamport flags", (), _ALIGN16),
         AlgorithmSpec("1shot_push", "sglang", "SGLang one-shot push", ("blocks",), _ALIGN16),
         AlgorithmSpec("1shot_pull", "sglang", "SGLang one-shot pull", ("blocks",), _ALIGN16),
         AlgorithmSpec(

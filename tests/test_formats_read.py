@@ -1,0 +1,286 @@
+"""Reading the engines' own files: every shape, the reviewers' findings, and clear errors, never a wrong table."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from formats_helpers import decision_mismatches
+
+from artune.errors import TableError
+from artune.formats import read_engine
+from artune.formats.pyeval import Interpreter, Unsupported, constants
+from artune.table.check import copied_archs, shadowed_rules, unaligned_rules
+from artune.table.references import reference_set
+from artune.table.references.rules import Rule, below, upto
+
+FIXTURES = Path(__file__).parent / "fixtures" / "engines"
+VLLM_UTILS = "vllm/distributed/device_communicators/all_reduce_utils.py"
+SGLANG_CONFIGS = "python/sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py"
+MiB = 1 << 20
+
+
+def messages(imported) -> list[str]:
+    return [str(f) for f in imported.findings]
+
+
+# ------------------------------------------------------------------ vLLM
+
+
+def test_vllm_old_shape_decides_as_the_reference() -> None:
+    imported = read_engine("vllm", str(FIXTURES / "vllm-old"))
+    ref = reference_set("vllm")
+    assert set(imported.tables.tables) == {"9.0", "10.0"}
+    for arch in ("9.0", "10.0"):
+        table = imported.tables.tables[arch]
+        assert table.provenance.source == "published"
+        assert decision_mismatches(table, ref.tables[arch]) == []
+    assert decision_mismatches(imported.tables.default, ref.default) == []
+
+
+def test_vllm_new_shape_differs_from_the_reference_only_at_the_inclusive_symm_bound() -> None:
+    """The newest symm_mem.py compares <=; artune's reference copy keeps the older <: one byte per bound."""
+    imported = read_engine("vllm", str(FIXTURES / "vllm-new"))
+    ref = reference_set("vllm")
+    for arch in ("9.0", "10.0", "10.3", "10.7"):
+        diffs = decision_mismatches(imported.tables.tables[arch], ref.tables[arch], world_sizes=[2, 4, 6, 8])
+        from artune.table.references.vllm import CUSTOM_AR_LIMITS, SYMM_MEM_LIMITS
+
+        for ws, _mode, size, mine, theirs in diffs:
+            assert size == SYMM_MEM_LIMITS[arch][ws], (arch, ws, size)
+            assert mine[0].startswith("symm_mem") and theirs[0] == "nccl"
+            assert size >= CUSTOM_AR_LIMITS[arch][ws]
+        assert diffs, arch
+
+
+def test_vllm_new_shape_reads_every_table() -> None:
+    from artune.formats.source import read_source
+    from artune.formats.vllm_read import FILES, read_figures
+
+    root = FIXTURES / "vllm-new"
+    figures = read_figures([read_source(root / f) for f in FILES if (root / f).is_file()])
+    assert figures.symm_inclusive
+    assert figures.multimem == {"9.0": [4, 6, 8], "10.0": [6, 8], "10.3": [6, 8], "10.7": [6, 8]}
+    assert figures.custom_ar["9.0"][6] == MiB // 2
+    assert figures.nccl_symm["custom_ar_preferred_ranges"][4] == (16 * 1024, 512 * 1024)
+    assert figures.fi_fusion["10.0"][16] == 64 and figures.fi_oneshot["9.0"][8] == 0.5
+    assert figures.line("CUSTOM_ALL_REDUCE_MAX_SIZES", "10.7").endswith(f"{VLLM_UTILS}:27")
+
+
+def test_vllm_check_reports_a_copied_arch_with_file_and_line() -> None:
+    found = messages(read_engine("vllm", str(FIXTURES / "vllm-new")))
+    copied = [m for m in found if "10.7 = 10.3 in 3 of 3 tables: measured, or inherited?" in m]
+    assert copied and copied[0].startswith(f"{FIXTURES / 'vllm-new' / VLLM_UTILS}:27: arch=10.7")
+    assert any("custom_ar bound 64MiB is clipped to 8MiB" in m and "ws=2" in m for m in found)
+    assert any("world sizes 3, 5, 7 are in no table" in m for m in found)
+    table = read_engine("vllm", str(FIXTURES / "vllm-new")).tables.tables["10.7"]
+    assert table.provenance.source == "inherited" and table.provenance.inherited_from == "10.3"
+
+
+def _copy(tmp_path: Path, name: str) -> Path:
+    target = tmp_path / name
+    shutil.copytree(FIXTURES / name, target)
+    return target
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_vllm_tables_out_of_step_raise_or_fall_through(tmp_path: Path) -> None:
+    root = _copy(tmp_path, "vllm-new")
+    utils = root / VLLM_UTILS
+    _edit(utils, '    "10.7": {2: 4 * MiB, 4: 32 * MiB, 6: 32 * MiB, 8: 64 * MiB},\n', "")
+    _edit(utils, "        6: 1 * MiB,  # 1 MB\n", "")
+    _edit(root / "vllm/distributed/device_communicators/symm_mem.py", '        "10.3": [6, 8],\n', "")
+    found = messages(read_engine("vllm", str(root)))
+    assert any("10.7 is in _WORLD_SIZES_MULTIMEM but not in SYMM_MEM_ALL_REDUCE_MAX_SIZES" in m for m in found)
+    assert any("10.3 is in SYMM_MEM_ALL_REDUCE_MAX_SIZES but not in _WORLD_SIZES_MULTIMEM" in m for m in found)
+    assert any("has no world size 6: CustomAllreduce raises KeyError" in m and "arch=10.0" in m for m in found)
+    assert not any("10.7 = 10.3" in m for m in found)  # no longer a copy in every table
+
+
+def test_vllm_flashinfer_one_shot_above_its_workspace_is_reported(tmp_path: Path) -> None:
+    root = _copy(tmp_path, "vllm-new")
+    _edit(
+        root / "vllm/compilation/passes/fusion/allreduce_rms_fusion.py",
+        "90: {2: 32, 4: 2, 8: 0.5}",
+        "90: {2: 32, 4: 2, 8: 16}",
+    )
+    found = messages(read_engine("vllm", str(root)))
+    assert any("FlashInfer one-shot bound 16 MB is above FlashInfer's 64MB / world size = 8 MB" in m for m in found)
+
+
+@pytest.mark.parametrize(
+    ("text", "construct"),
+    [
+        ("CUSTOM_ALL_REDUCE_MAX_SIZES = load_sizes()\n", "is not a constant expression"),
+        ("MiB = 1 << 20\nCUSTOM_ALL_REDUCE_MAX_SIZES = {'9.0': {2: MiB * unknown}}\n", "is not a constant"),
+        ("CUSTOM_ALL_REDUCE_MAX_SIZES = {9.0: {2: 1}}\n", 'expected {"M.m"'),
+        ("CUSTOM_ALL_REDUCE_MAX_SIZES = {'9.0': {2: 1.5}}\n", "int bytes"),
+        ("X = 1\n", "no CUSTOM_ALL_REDUCE_MAX_SIZES here"),
+        ("CUSTOM_ALL_REDUCE_MAX_SIZES = {\n", "not valid Python"),
+    ],
+)
+def test_vllm_shapes_it_does_not_understand_are_errors_naming_the_construct(tmp_path: Path, text, construct) -> None:
+    path = tmp_path / "all_reduce_utils.py"
+    path.write_text(text)
+    with pytest.raises(TableError, match=construct) as err:
+        read_engine("vllm", str(path))
+    assert str(path) in str(err.value)
+
+
+def test_cli_import_of_unreadable_input_exits_2(tmp_path: Path, capsys) -> None:
+    from artune.cli import main
+
+    path = tmp_path / "all_reduce_utils.py"
+    path.write_text("CUSTOM_ALL_REDUCE_MAX_SIZES = sizes_for(torch.cuda)\n")
+    assert main(["import", "vllm", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:1" in err and "Traceback" not in err
+    assert main(["import", "sglang", str(tmp_path / "missing")]) == 2
+
+
+# ------------------------------------------------------------------ SGLang
+
+
+def test_sglang_shape_b_decides_as_the_reference_with_the_same_parameters() -> None:
+    imported = read_engine("sglang", str(FIXTURES / "sglang-b"))
+    ref = reference_set("sglang")
+    assert {"9.0", "10.0", "10.7"} <= set(imported.tables.tables)
+    for arch in ("9.0", "10.0", "10.3", "10.7", "12.0"):
+        assert decision_mismatches(imported.tables.resolve(arch), ref.resolve(arch)) == [], arch
+
+
+def test_sglang_multinode_bands_replace_only_the_eager_heuristic() -> None:
+    imported = read_engine("sglang", str(FIXTURES / "sglang-b"))
+    multi = imported.tables.tables["10.0/multinode"]
+    single = imported.tables.tables["10.0"]
+    assert multi.decide(1 * MiB, 8, "eager").algorithm == "2shot_push"
+    assert multi.decide(288 * 1024 - 16, 8, "eager").algorithm == "1shot_push"
+    assert single.decide(1 * MiB, 8, "eager").algorithm == "2shot_pull_mc"
+    assert decision_mismatches(multi, single, world_sizes=[2, 4, 16]) == []
+    for size in (0, 300 * 1024, 1 * MiB, 20 * MiB):
+        a, b = multi.decide(size, 8, "graph"), single.decide(size, 8, "graph")
+        assert (a.algorithm, dict(a.params)) == (b.algorithm, dict(b.params))
+
+
+def test_sglang_findings_name_the_file_and_line() -> None:
+    found = messages(read_engine("sglang", str(FIXTURES / "sglang-b")))
+    path = str(FIXTURES / "sglang-b" / SGLANG_CONFIGS)
+    shadow = [m for m in found if "arch=10.7" in m and "1shot_pull is shadowed by 1shot_push" in m]
+    assert shadow and shadow[0].startswith(f"{path}:117:")
+    assert any("bounds above 16MiB are clipped to it by SGLang's default workspace" in m for m in found)
+    assert any("arch=10.7" in m and "world sizes 9, 10, 11, 12, 13, 14, 15 have no config" in m for m in found)
+
+
+def _one(name: str, arch: str):
+    return read_engine("sglang", str(FIXTURES / name)).tables.resolve(arch)
+
+
+KB = 1024
+
+
+@pytest.mark.parametrize(
+    ("fixture", "arch", "ws", "mode", "size", "available", "algorithm"),
+    [
+        # A: one builder per world size; Range(0, 0) still matches size 0; 10.7 runs SM100 there
+        ("sglang-a", "10.0", 8, "graph", 512 * KB, None, "1shot_push"),
+        ("sglang-a", "10.0", 8, "graph", 8 * MiB, None, "2shot_pull_mc"),
+        ("sglang-a", "10.7", 8, "eager", 768 * KB + 16, None, "2shot_pull_mc"),
+        ("sglang-a", "9.0", 4, "graph", 0, frozenset({"2shot_pull_mc", "nccl"}), "2shot_pull_mc"),
+        ("sglang-a", "12.0", 6, "eager", 1 * MiB, None, "1shot_push"),
+        # A': the fifth slot is lamport, tried first
+        ("sglang-a2", "10.0", 4, "graph", 2 * MiB, None, "2shot_lamport"),
+        ("sglang-a2", "10.0", 4, "graph", 9 * MiB, None, "2shot_pull"),
+        ("sglang-a2", "9.0", 4, "graph", 0, frozenset({"2shot_pull_mc", "nccl"}), "nccl"),
+        # C: (max_bytes, algo) rows, first match; MC rows skipped without multicast
+        ("sglang-c", "10.0", 8, "graph", 8 * MiB - 1, None, "2shot_pull"),
+        ("sglang-c", "10.0", 8, "graph", 8 * MiB, None, "2shot_pull_mc"),
+        ("sglang-c", "10.0", 8, "eager", 2 * MiB + MiB // 4, None, "1shot_push"),
+        ("sglang-c", "10.0", 8, "eager", 3 * MiB, frozenset({"2shot_pull", "nccl"}), "2shot_pull"),
+        # D: Row helpers truncate (int(2.438 * MB) = 2556428) and mc has a lower bound
+        ("sglang-d", "10.7", 8, "graph", 2556428, None, "1shot_push"),
+        ("sglang-d", "10.7", 8, "graph", 2556429, None, "2shot_pull_mc"),
+        ("sglang-d", "10.7", 8, "graph", 2556427, frozenset({"2shot_pull_mc", "nccl"}), "nccl"),
+        ("sglang-d", "12.0", 2, "graph", 2 * MiB, None, "2shot_pull"),
+        # E: band policy; the multicast band's neighbours
+        ("sglang-e", "9.0", 8, "graph", 8 * MiB - 1, None, "2shot_pull"),
+        ("sglang-e", "9.0", 8, "graph", 8 * MiB, None, "2shot_pull_mc"),
+        ("sglang-e", "9.0", 8, "eager", 64 * MiB, frozenset({"2shot_pull", "nccl"}), "2shot_pull"),
+        ("sglang-e", "12.0", 4, "eager", 1 * MiB, None, "2shot_pull"),
+        # 2.0: THRESHOLD_2_SHOT_MAP, the H200 map for every arch but SM100, two-shot up to 16 MiB
+        ("sglang-20", "10.0", 8, "eager", 720 * KB, None, "1shot_push"),
+        ("sglang-20", "10.0", 8, "eager", 720 * KB + 16, None, "2shot_pull"),
+        ("sglang-20", "9.0", 4, "eager", 300 * KB, None, "1shot_push"),
+        ("sglang-20", "9.0", 4, "eager", 400 * KB, None, "2shot_pull"),
+        ("sglang-20", "9.0", 2, "eager", 16 * MiB + 16, None, "nccl"),
+    ],
+)
+def test_sglang_every_shape(fixture, arch, ws, mode, size, available, algorithm) -> None:
+    assert _one(fixture, arch).decide(size, ws, mode, available).algorithm == algorithm
+
+
+def test_sglang_unknown_shape_and_unsupported_constructs_are_errors(tmp_path: Path) -> None:
+    path = tmp_path / "custom_all_reduce_v2.py"
+    path.write_text("KB = 1024\nTABLE = {2: 1}\n")
+    with pytest.raises(TableError, match="not a shape artune knows"):
+        read_engine("sglang", str(path))
+    path.write_text(
+        "import torch\ndef _get():\n    torch.cuda.get_device_capability()\n    while True:\n        pass\n"
+    )
+    with pytest.raises(TableError, match=r":4: unsupported construct While"):
+        read_engine("sglang", str(path))
+    path.write_text(
+        "import torch\nfrom x import sms\ndef _get():\n    torch.cuda.get_device_capability()\n    return sms()\n"
+    )
+    with pytest.raises(TableError, match=r"calls 'x.sms', which comes from outside the file"):
+        read_engine("sglang", str(path))
+
+
+def test_the_evaluator_runs_nothing_from_the_file(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    source = f"import os\nos.system('touch {marker}')\n"
+    with pytest.raises(Unsupported, match="calls 'os.system'"):
+        Interpreter(source, "evil.py").run_module()
+    source = f"x = open('{marker}', 'w')\n"
+    with pytest.raises(Unsupported, match="name 'open' is not bound"):
+        Interpreter(source, "evil.py").run_module()
+    source = "x = (1).__class__.__subclasses__()\n"
+    with pytest.raises(Unsupported, match="attribute '__class__'"):
+        Interpreter(source, "evil.py").run_module()
+    with pytest.raises(Unsupported, match="calls nested deeper"):
+        Interpreter("def f(n):\n    return f(n)\nx = f(1)\n", "deep.py").run_module()
+    with pytest.raises(Unsupported, match="exponent too large"):
+        Interpreter("x = 2 ** 100000\n", "big.py").run_module()
+    assert not marker.exists()
+
+
+def test_constant_evaluator_is_restricted_to_constants() -> None:
+    values, lines, _tree = constants(
+        "MiB = 1024 * 1024\nA = {'9.0': {2: MiB // 2}}\nB = f(1)\nC = [x for x in A]\n", "m.py"
+    )
+    assert values["A"] == {"9.0": {2: 512 * 1024}} and lines["A"] == 2
+    assert "B" not in values and "C" not in values
+
+
+# ------------------------------------------------------------------ pure checks
+
+
+def test_copied_archs() -> None:
+    tables = {"a": {"1.0": 1, "2.0": 2, "3.0": 2}, "b": {"1.0": 5, "2.0": 6, "3.0": 6}, "c": {"2.0": 9}}
+    assert copied_archs(tables) == [("3.0", "2.0", 2, 2)]
+
+
+def test_shadowed_and_alignment_unreachable_rules() -> None:
+    rules = [upto("1shot_push", 1000), upto("1shot_pull", 1007), upto("2shot_pull", 4096)]
+    assert unaligned_rules(rules) == [(1, 1001, 1007)]
+    assert shadowed_rules([upto("1shot_push", 4096), upto("1shot_pull", 1024)]) == [(1, ("1shot_push",))]
+    # an earlier rule with a stricter condition (multicast) does not shadow
+    assert shadowed_rules([upto("2shot_pull_mc", 4096), upto("2shot_pull", 1024)]) == []
+    # custom_ar needs 16-byte sizes, symmetric memory 4: symm below custom_ar still runs for 4-byte sizes
+    assert shadowed_rules([below("custom_ar", 1 << 20), below("symm_mem_two_shot", 1 << 19)]) == []
+    assert shadowed_rules([Rule("1shot_push", 5, 4)]) == []
