@@ -542,8 +542,9 @@ class Interpreter:
                 ) from None
             except (IndexError, TypeError) as err:
                 raise self.fail(node, f"{type(err).__name__}: {err}") from None
-        if isinstance(container, Symbol):
-            return Symbol(f"{container}[{key}]")  # a type annotation such as Optional[int]
+        if isinstance(container, Symbol) or container in (tuple, list, dict, set, frozenset, type):
+            name = getattr(container, "__name__", container)
+            return Symbol(f"{name}[{key}]")  # a type annotation such as Optional[int] or tuple[Row, ...]
         raise self.fail(node, f"cannot index {type(container).__name__}")
 
     def _eval_Attribute(self, node: ast.Attribute, scope: Scope) -> Any:

@@ -49,6 +49,15 @@ def _prefix_end(plan: Plan, names: tuple[str, ...], start: int) -> int:
     return end if end > start else start
 
 
+def _symm_end(plan: Plan, custom_end: int) -> int:
+    """Where symmetric memory stops: its rule runs from 0 (behind custom_ar) or from custom_ar's end; 0: none."""
+    from_zero = _prefix_end(plan, SYMM, 0)
+    if from_zero > 0:
+        return from_zero
+    after = _prefix_end(plan, SYMM, custom_end)
+    return after if after > custom_end else 0
+
+
 def _multimem_first(plan: Plan, start: int) -> bool:
     lower = 0
     for band in plan.bands:
@@ -67,7 +76,7 @@ def project(table: Table) -> tuple[dict[int, int], dict[int, int], list[int]]:
     for ws in sorted({p.world_size for p in table.plans}):
         plans = [p for m in MODES if (p := table.plan(ws, m)) is not None]
         ca = min(_prefix_end(p, ("custom_ar",), 0) for p in plans)
-        sm = min(max(_prefix_end(p, SYMM, 0), _prefix_end(p, SYMM, ca)) for p in plans)
+        sm = min(_symm_end(p, ca) for p in plans)
         custom[ws] = ca
         if sm > 0:
             symm[ws] = sm

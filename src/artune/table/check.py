@@ -162,7 +162,7 @@ def copied_archs(tables: Mapping[str, Mapping[str, object]]) -> list[tuple[str, 
     return out
 
 
-def _no_stricter(earlier: str, later: str) -> bool:
+def runs_wherever(earlier: str, later: str) -> bool:
     """Whether ``earlier`` can run wherever ``later`` can (so ``later`` never wins where both cover)."""
     a = SPECS[earlier].conditions if earlier in SPECS else Conditions()
     b = SPECS[later].conditions if later in SPECS else Conditions()
@@ -201,7 +201,7 @@ def shadowed_rules(rules: Sequence[Rule]) -> list[tuple[int, tuple[str, ...]]]:
     for i, rule in enumerate(rules):
         if rule.empty:
             continue
-        earlier = [r for r in rules[:i] if not r.empty and _no_stricter(r.algorithm, rule.algorithm)]
+        earlier = [r for r in rules[:i] if not r.empty and runs_wherever(r.algorithm, rule.algorithm)]
         if not _uncovered(rule, earlier):
             names = tuple(dict.fromkeys(r.algorithm for r in earlier if r.lo <= rule.hi and r.hi >= rule.lo))
             out.append((i, names))
@@ -219,7 +219,7 @@ def unaligned_rules(rules: Sequence[Rule]) -> list[tuple[int, int, int]]:
         if rule.empty or rule.algorithm not in SPECS:
             continue
         align = SPECS[rule.algorithm].conditions.align
-        earlier = [r for r in rules[:i] if not r.empty and _no_stricter(r.algorithm, rule.algorithm)]
+        earlier = [r for r in rules[:i] if not r.empty and runs_wherever(r.algorithm, rule.algorithm)]
         parts = _uncovered(rule, earlier)
         if align > 1 and parts and all((lo + align - 1) // align * align > hi for lo, hi in parts):
             lo, hi = max(parts, key=lambda p: p[1] - p[0])

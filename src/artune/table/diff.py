@@ -4,7 +4,9 @@ For one ``(world_size, mode)``, each table's plan is resolved by the rules of
 ``artune.table.decide`` (nearest smaller world size, the other mode), and the
 size axis is cut at every bound of either plan. On each piece a table's
 *route* is what it would run there: the band's candidates that have the
-parameters their spec requires, in order, then the plan's fallback. Pieces
+parameters their spec requires, in order, then the plan's fallback, less the
+candidates an earlier one shadows (it can run wherever they can, by the
+catalog's static conditions, so they never win). Pieces
 where the routes differ are reported, adjacent ones merged. Comparing routes
 rather than one decision keeps run-time availability (dtype, multicast) out
 of the comparison: two tables are the same when they would choose the same
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from artune.catalog import SPECS
+from artune.table.check import runs_wherever
 from artune.table.model import MODES, Plan, Provenance, Table
 
 
@@ -56,11 +59,21 @@ def _pieces(plan: Plan | None, fallback: str) -> list[tuple[int, tuple[str, ...]
     for band in plan.bands:
         if band.upto < lower:
             continue
-        names = tuple(n for n in band.candidates if _usable(plan, n) and n != plan.fallback)
-        out.append((lower, (*names, plan.fallback)))
+        names = [n for n in band.candidates if _usable(plan, n) and n != plan.fallback]
+        out.append((lower, _reachable((*names, plan.fallback))))
         lower = band.upto + 1
     out.append((lower, (plan.fallback,)))
     return out
+
+
+def _reachable(route: tuple[str, ...]) -> tuple[str, ...]:
+    """``route`` without the names an earlier name shadows (the fallback always stays)."""
+    kept: list[str] = []
+    for i, name in enumerate(route):
+        last = i == len(route) - 1
+        if last or not any(runs_wherever(earlier, name) for earlier in kept):
+            kept.append(name)
+    return tuple(kept)
 
 
 def _route(pieces: list[tuple[int, tuple[str, ...]]], nbytes: int) -> tuple[str, ...]:
