@@ -284,3 +284,16 @@ def test_shadowed_and_alignment_unreachable_rules() -> None:
     # custom_ar needs 16-byte sizes, symmetric memory 4: symm below custom_ar still runs for 4-byte sizes
     assert shadowed_rules([below("custom_ar", 1 << 20), below("symm_mem_two_shot", 1 << 19)]) == []
     assert shadowed_rules([Rule("1shot_push", 5, 4)]) == []
+
+
+def test_sglang_band_the_alignment_rule_makes_unreachable(tmp_path: Path) -> None:
+    root = _copy(tmp_path, "sglang-b")
+    _edit(
+        root / SGLANG_CONFIGS,
+        "3: config(3, graph=(1.25 * MB, 1.25 * MB, 128 * MB),",
+        "3: config(3, graph=(1.25 * MB, 1.25 * MB + 8, 128 * MB),",
+    )
+    found = messages(read_engine("sglang", str(root)))
+    hit = [m for m in found if "arch=9.0 ws=3" in m and "1shot_pull is left only" in m]
+    assert hit and "holds no size its alignment rule lets through" in hit[0]
+    assert hit[0].startswith(f"{root / SGLANG_CONFIGS}:54:")
