@@ -37,6 +37,13 @@ def test_vllm_old_shape_decides_as_the_reference() -> None:
         assert table.provenance.source == "published"
         assert decision_mismatches(table, ref.tables[arch]) == []
     assert decision_mismatches(imported.tables.default, ref.default) == []
+    from artune.formats.source import read_source
+    from artune.formats.vllm_read import FILES, read_figures
+
+    root = FIXTURES / "vllm-old"
+    figures = read_figures([read_source(root / f) for f in FILES if (root / f).is_file()])
+    assert not figures.symm_inclusive and figures.nccl_symm["thresholds"] == {4: 2 * MiB, 8: 1 * MiB}
+    assert figures.fi_old == {2: 64 * MiB, 4: MiB, 6: MiB // 2, 8: MiB // 2}
 
 
 def test_vllm_new_shape_differs_from_the_reference_only_at_the_inclusive_symm_bound() -> None:
@@ -254,9 +261,21 @@ def test_the_evaluator_runs_nothing_from_the_file(tmp_path: Path) -> None:
         Interpreter(source, "evil.py").run_module()
     with pytest.raises(Unsupported, match="calls nested deeper"):
         Interpreter("def f(n):\n    return f(n)\nx = f(1)\n", "deep.py").run_module()
-    with pytest.raises(Unsupported, match="exponent too large"):
-        Interpreter("x = 2 ** 100000\n", "big.py").run_module()
+    for big in ("2 ** 100000", "(2 ** 4096) ** 4096", "1 << (1 << 20)", "'x' * 10 ** 9", "[0] * 10 ** 9"):
+        with pytest.raises(Unsupported, match="result too large"):
+            Interpreter(f"x = {big}\n", "big.py").run_module()
+    with pytest.raises(Unsupported, match="longer than"):
+        Interpreter("x = range(10 ** 12)\n", "long.py").run_module()
+    with pytest.raises(Unsupported, match="attribute 'format'"):
+        Interpreter("x = '{0.__class__}'.format(1)\n", "fmt.py").run_module()
     assert not marker.exists()
+
+
+def test_deeply_nested_input_is_an_error_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "all_reduce_utils.py"
+    path.write_text("CUSTOM_ALL_REDUCE_MAX_SIZES = " + "(" * 5000 + "1" + ")" * 5000 + "\n")
+    with pytest.raises(TableError, match=r"nested too deeply|not valid Python"):
+        read_engine("vllm", str(path))
 
 
 def test_constant_evaluator_is_restricted_to_constants() -> None:

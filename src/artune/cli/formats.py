@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from artune.cli.tables import SOURCES, Source, open_source
-from artune.errors import ArtuneError, TableError
+from artune.errors import TableError
 from artune.sizes import format_span
 from artune.table.diff import Difference, diff_tables
 from artune.table.io import dump_table, dumps_table
@@ -161,4 +161,4 @@ def run_diff(args: argparse.Namespace) -> int:
     return 1 if differ else 0
 
 
-__all__ = ["ArtuneError", "register", "run_diff", "run_export", "run_import"]
+__all__ = ["register", "run_diff", "run_export", "run_import"]

@@ -222,7 +222,7 @@ def run_explain(args: argparse.Namespace) -> int:
     available = frozenset(SPECS) - unavailable.keys()
     decision = table.decide(nbytes, args.world_size, args.mode, available)
     note = ""
-    if args.table and args.arch and args.arch != table.platform.arch:
+    if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
         note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
     # name the unmet engine condition where the decision only says "not available here"
     steps = [

@@ -17,16 +17,17 @@ ENGINES = ("vllm", "sglang")
 
 
 def read_engine(engine: str, path: str) -> EngineImport:
-    """Read ``engine``'s tables from ``path`` (a checkout or the table file)."""
+    """Read ``engine``'s tables from ``path`` (a checkout or the table file); ``TableError`` when it cannot."""
     if engine == "vllm":
-        from artune.formats.vllm_read import read_vllm
-
-        return read_vllm(path)
-    if engine == "sglang":
-        from artune.formats.sglang_read import read_sglang
-
-        return read_sglang(path)
-    raise TableError(f"{engine}: unknown engine; known: {', '.join(ENGINES)}")
+        from artune.formats.vllm_read import read_vllm as read
+    elif engine == "sglang":
+        from artune.formats.sglang_read import read_sglang as read
+    else:
+        raise TableError(f"{engine}: unknown engine; known: {', '.join(ENGINES)}")
+    try:
+        return read(path)
+    except RecursionError:
+        raise TableError(f"{path}: expressions nested too deeply to read; is this the engine's table file?") from None
 
 
 def engine_source(spec: str) -> tuple[str, str] | None:

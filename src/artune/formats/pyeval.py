@@ -153,6 +153,31 @@ _PURE_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cach
 _RECORD_BASES = ("NamedTuple", "typing.NamedTuple")
 
 
+MAX_ITEMS = 100_000  # longest sequence a table file may build (range, repetition)
+MAX_BITS = 1 << 16  # largest integer, in bits
+
+
+def _too_big(op: Callable[[Any, Any], Any], left: Any, right: Any) -> bool:
+    """Whether ``left op right`` would build a huge number or sequence (a file cannot make us hang)."""
+    if op is operator.mul:
+        if isinstance(left, (str, tuple, list)) and isinstance(right, int):
+            return len(left) * right > MAX_ITEMS
+        return False
+    if not (_is_number(left) and _is_number(right)):
+        return False
+    if op is operator.lshift:
+        return right > MAX_BITS
+    if isinstance(left, float) or isinstance(right, float):
+        return False  # float power overflows to an error, it does not hang
+    return right > 0 and max(1, abs(left).bit_length()) * right > MAX_BITS
+
+
+def _range(*args: int) -> list[int]:
+    if len(range(*args)) > MAX_ITEMS:
+        raise ValueError(f"range{args} is longer than {MAX_ITEMS}")
+    return list(range(*args))
+
+
 def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
@@ -185,7 +210,7 @@ BUILTINS: dict[str, Any] = {
     "str": str,
     "min": _symbolic_min_max("min", min),
     "max": _symbolic_min_max("max", max),
-    "range": lambda *a: list(range(*a)),
+    "range": _range,
     "len": len,
     "abs": abs,
     "round": round,
@@ -209,7 +234,7 @@ _METHODS = {
     dict: ("get", "items", "keys", "values", "copy"),
     list: ("index", "count", "copy"),
     tuple: ("index", "count"),
-    str: ("format", "startswith", "endswith"),
+    str: ("startswith", "endswith"),
 }
 
 
@@ -400,8 +425,8 @@ class Interpreter:
         )
         if not ok:
             raise self.fail(node, f"arithmetic on {type(left).__name__} and {type(right).__name__}")
-        if op in (operator.lshift, operator.pow) and _is_number(right) and right > 4096:
-            raise self.fail(node, "exponent too large")
+        if op in (operator.lshift, operator.pow, operator.mul) and _too_big(op, left, right):
+            raise self.fail(node, "result too large for a table value")
         try:
             return op(left, right)
         except (ZeroDivisionError, OverflowError, ValueError, TypeError) as err:

@@ -42,7 +42,7 @@ from typing import Any
 
 from artune.errors import TableError
 from artune.formats.engine import EngineImport, FindingSink
-from artune.formats.pyeval import Interpreter, Raised, Record, Symbol, Unsupported
+from artune.formats.pyeval import Function, Interpreter, Raised, Record, Symbol
 from artune.formats.source import SourceFile, find_files, read_source
 from artune.sizes import format_size
 from artune.table.check import copied_archs
@@ -239,7 +239,7 @@ class _Shape:
             if not isinstance(result, dict):
                 raise self.fail(f"{name}() returned {_short(result)}, not a dict of world size -> config", line)
             for ws, cfg in result.items():
-                out[ws] = self.tuning_config(cfg, line) if _is_raw_tuning(cfg) else self.config(cfg, line)
+                out[ws] = self.config(cfg, line)
             return out
         for ws in range(2, 17):  # shape A: one call per world size, a missing one raises KeyError
             try:
@@ -251,13 +251,6 @@ class _Shape:
             if cfg is not None:
                 out[ws] = self.config(cfg, line)
         return out
-
-    def tuning_config(self, raw: Record, line: int) -> ArchConfig:
-        line = _row_line(raw, line)
-        rules = self.tuning_rules
-        eager = raw.get("eager") or raw.get("graph")
-        blocks = [raw.get(n) for n in ("num_push_blocks", "num_pull_blocks", "num_multicast_blocks")]
-        return ArchConfig(rules(raw.get("graph"), line), rules(eager, line), *map(_value, blocks), line)
 
     def _threshold_map(self, interp: Interpreter) -> dict[int, ArchConfig]:
         init = interp.globals.values.get("_maybe_init_config")
@@ -294,7 +287,7 @@ class _Shape:
             result = interp.call(func, [sm if sm is not None else Symbol("sms")], {})
             if not isinstance(result, dict):
                 raise self.fail(f"{name}() returned {_short(result)}, not a dict", func.node.lineno)
-            configs = {ws: self.tuning_config(raw, func.node.lineno) for ws, raw in result.items()}
+            configs = {ws: self.config(raw, func.node.lineno) for ws, raw in result.items()}
             if match:
                 found[arch] = configs
             else:
@@ -316,19 +309,7 @@ def _row_line(record: Record, fallback: int) -> int:
 
 
 def _is_dispatch(value: Any) -> bool:
-    from artune.formats.pyeval import Function
-
     return isinstance(value, Function) and "get_device_capability" in ast.unparse(value.node)
-
-
-def _is_raw_tuning(value: Any) -> bool:
-    return (
-        isinstance(value, Record)
-        and isinstance(value.get("graph"), tuple)
-        and not isinstance(value.get("graph"), Record)
-        and bool(value.get("graph"))
-        and isinstance(value.get("graph")[0], (int, float))
-    )
 
 
 def _top_names(text: str, path: str) -> set[str]:
@@ -507,9 +488,4 @@ def _findings(
 def read_sglang(path: str) -> EngineImport:
     """SGLang's v2 configs from a checkout or the configs file itself."""
     _base, found = find_files(path, FILES, "SGLang")
-    try:
-        return build(read_source(found[0]))
-    except Unsupported:
-        raise
-    except RecursionError:
-        raise TableError(f"{found[0]}: nested too deeply to read") from None
+    return build(read_source(found[0]))
