@@ -211,7 +211,7 @@ def test_cli_import_writes_published_tables_with_file_and_commit(tmp_path: Path,
 
     commit = git_commit(FIXTURES)
     if commit:  # the fixtures sit in this project's work tree when it is a git checkout
-        assert f"@{commit[:12]}" in table.provenance.notes
+        assert f"at git commit {commit}" in table.provenance.notes
     ref = reference_set("sglang").tables["10.7"]
     assert decision_mismatches(table, ref) == []
 

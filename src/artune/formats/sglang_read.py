@@ -43,7 +43,7 @@ from typing import Any
 from artune.errors import TableError
 from artune.formats.engine import EngineImport, FindingSink
 from artune.formats.pyeval import Function, Interpreter, Raised, Record, Symbol
-from artune.formats.source import SourceFile, find_files, read_source
+from artune.formats.source import SourceFile, describe, find_files, read_source
 from artune.sizes import format_size
 from artune.table.check import copied_archs
 from artune.table.family import TableSet
@@ -377,7 +377,7 @@ def build(source: SourceFile) -> EngineImport:
     found, default = shape.tunings() if shape.has_tunings() else _probe(shape)
     if not found and not default:
         raise shape.fail("no world size has a config for any arch")
-    notes = f"SGLang custom all-reduce v2 configs read from {source.label}"
+    notes = f"SGLang custom all-reduce v2 configs read from {describe([source])}"
     tables = {
         arch: Table(
             Platform("cuda", arch),

@@ -71,3 +71,13 @@ def find_files(root: str, candidates: tuple[str, ...], what: str) -> tuple[Path,
     if not found:
         raise TableError(f"{root}: not a {what} checkout: none of {', '.join(candidates)} is there")
     return base, found
+
+
+def describe(files: list[SourceFile] | tuple[SourceFile, ...]) -> str:
+    """``a.py, b.py at git commit 0123abcd...`` (each file's own commit when they differ)."""
+    commits = {f.commit for f in files}
+    if len(commits) == 1:
+        (commit,) = commits
+        names = ", ".join(f.path for f in files)
+        return f"{names} at git commit {commit}" if commit else names
+    return ", ".join(f.label for f in files)

@@ -39,7 +39,7 @@ from typing import Any
 from artune.errors import TableError
 from artune.formats.engine import EngineImport, FindingSink, key_lines
 from artune.formats.pyeval import constants
-from artune.formats.source import SourceFile, find_files, read_source
+from artune.formats.source import SourceFile, describe, find_files, read_source
 from artune.sizes import format_size
 from artune.table.check import copied_archs
 from artune.table.family import TableSet
@@ -305,7 +305,7 @@ def build(figures: Figures, files: list[SourceFile]) -> EngineImport:
     """The tables and findings of vLLM ``figures`` read from ``files``."""
     origin = f"vllm:{files[0].label}"
     copies = {arch: (parent, equal, total) for arch, parent, equal, total in copied_archs(_row_tables(figures))}
-    read = ", ".join(f.label for f in files)
+    read = describe(files)
     compare = "<=" if figures.symm_inclusive else "<"
     tables: dict[str, Table] = {}
     for arch in dict.fromkeys([*figures.custom_ar, *figures.symm_mem]):
