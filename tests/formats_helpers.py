@@ -25,7 +25,8 @@ def probe_sizes(*tables: Table, seed: int = 0, count: int = 60) -> list[int]:
     for table in tables:
         for plan in table.plans:
             for band in plan.bands:
-                sizes |= {band.upto - 1, band.upto, band.upto + 1, band.upto + 16}
+                if band.upto is not None:
+                    sizes |= {band.upto - 1, band.upto, band.upto + 1, band.upto + 16}
     sizes |= {rng.randrange(0, 1 << 30) for _ in range(count)}
     sizes |= {rng.randrange(0, 1 << 30) & ~15 for _ in range(count)}
     return sorted(s for s in sizes if s >= 0)

@@ -45,13 +45,7 @@ def export_nccl(table: Table, command: str, nodes: int = 1) -> Export:
         other = table.plan(ws, "graph")
         if other is not None and other is not plan and (other.bands, other.fallback) != (plan.bands, plan.fallback):
             out.dropped.append(f"ws={ws} graph: the CSV has no graph/eager split; the graph plan is dropped")
-        pieces = []
-        lower = 0
-        for band in plan.bands:
-            if band.upto >= lower:
-                pieces.append((lower, band.upto, band.candidates[0]))
-                lower = band.upto + 1
-        pieces.append((lower, MAX_BYTES, plan.fallback))
+        pieces = [(lo, MAX_BYTES if hi is None else hi, cands[0]) for lo, hi, cands in plan.spans()]
         for lo, hi, name in pieces:
             if lo > MAX_BYTES:
                 continue

@@ -21,6 +21,7 @@ import math
 
 from artune.errors import TableError
 from artune.formats.header import Export, provenance_lines
+from artune.sizes import MAX_SIZE
 from artune.table.model import MODES, ParamValue, Plan, Table
 
 KB = 1024
@@ -72,6 +73,8 @@ def size_expr(nbytes: int, lower: bool = False) -> str:
     range's lower end as a float (first size ``ceil``); ``lower`` picks the
     latter, so the written text means exactly ``nbytes``.
     """
+    if nbytes >= MAX_SIZE:
+        return "1 << 50"  # an open-ended band: artune reads 1 PiB as "no bound"
     if nbytes and nbytes % MB == 0:
         return f"{nbytes // MB} * MB"
     for digits in (1, 2, 3):
@@ -81,21 +84,19 @@ def size_expr(nbytes: int, lower: bool = False) -> str:
             return f"{mb:.{digits}f} * MB"
     if nbytes and nbytes % KB == 0:
         return f"{nbytes // KB} * KB"
+    if not lower and (nbytes + 1) % KB == 0:
+        return f"{size_expr(nbytes + 1)} - 1"  # an exclusive bound, as SGLang writes "8 * MB - 1"
     return str(nbytes)
 
 
 def _spans(plan: Plan, name: str) -> tuple[int, int] | None:
     """First and last size where ``name`` is a candidate."""
     lo = hi = None
-    lower = 0
-    for band in plan.bands:
-        if band.upto < lower:
-            continue
-        if name in band.candidates:
+    for lower, upto, candidates in plan.spans():
+        if name in candidates:
             lo = lower if lo is None else lo
-            hi = band.upto
-        lower = band.upto + 1
-    return None if lo is None else (lo, hi)  # type: ignore[return-value]
+            hi = MAX_SIZE if upto is None else upto  # open-ended: 1 << 50, which artune reads as "no bound"
+    return None if lo is None or hi is None else (lo, hi)
 
 
 def _range(span: tuple[int, int] | None) -> str:
@@ -192,6 +193,11 @@ def export_sglang(table: Table, command: str, arch: str | None = None, standalon
     module = _module(body, name, arch)
     out = Export(module if standalone else body, notes)
     out.dropped += dropped(work, module, arch)
+    if any(p.open_ended for p in work.plans):
+        out.dropped.append(
+            "an open-ended band is written as 1 << 50 (artune reads it back as open-ended); SGLang clips it to its "
+            "workspace, 16 MiB by default, and runs nccl above"
+        )
     return out
 
 
@@ -219,4 +225,5 @@ def dropped(table: Table, module: str, arch: str) -> list[str]:
     return [
         f"ws={d.world_size} {d.mode} {format_span(d.lo, d.hi)}: {' > '.join(d.a)} becomes {' > '.join(d.b)}"
         for d in diff_tables(table, written)
+        if d.lo < MAX_SIZE
     ]

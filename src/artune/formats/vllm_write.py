@@ -15,7 +15,7 @@ prefers ``symm_mem_multimem``. Everything the projection drops is listed in
 from __future__ import annotations
 
 from artune.formats.header import Export, provenance_lines
-from artune.sizes import format_size, format_span
+from artune.sizes import MAX_SIZE, format_size, format_span
 from artune.table.model import MODES, Plan, Table
 
 KiB = 1024
@@ -25,6 +25,8 @@ SYMM = ("symm_mem_multimem", "symm_mem_two_shot")
 
 def size_expr(nbytes: int) -> str:
     """``4 * MiB``, ``MiB // 4``, ``512 * KiB`` or the integer: the way vLLM writes sizes."""
+    if nbytes >= MAX_SIZE:
+        return "1 << 50"  # an open-ended band: artune reads 1 PiB as "no bound"
     if nbytes and nbytes % MiB == 0:
         return f"{nbytes // MiB} * MiB"
     if nbytes and MiB % nbytes == 0:
@@ -35,18 +37,15 @@ def size_expr(nbytes: int) -> str:
 
 
 def _prefix_end(plan: Plan, names: tuple[str, ...], start: int) -> int:
-    """The first size from ``start`` where no band candidate is in ``names`` (exclusive end)."""
-    lower = 0
+    """The first size from ``start`` where no candidate is in ``names`` (exclusive end; ``start``: none)."""
     end = start
-    for band in plan.bands:
-        if band.upto < lower:
+    for lower, upto, candidates in plan.spans():
+        if upto is not None and upto < start:
             continue
-        if band.upto >= start:
-            if not any(n in names for n in band.candidates):
-                break
-            end = band.upto + 1
-        lower = band.upto + 1
-    return end if end > start else start
+        if lower > end or not any(n in names for n in candidates):
+            break
+        end = MAX_SIZE if upto is None else upto + 1  # open-ended: written as 1 << 50, artune's "no bound"
+    return end
 
 
 def _symm_end(plan: Plan, custom_end: int) -> int:
@@ -59,12 +58,10 @@ def _symm_end(plan: Plan, custom_end: int) -> int:
 
 
 def _multimem_first(plan: Plan, start: int) -> bool:
-    lower = 0
-    for band in plan.bands:
-        if band.upto >= start and band.upto >= lower:
-            picks = [n for n in band.candidates if n in SYMM]
+    for _lower, upto, candidates in plan.spans():
+        if upto is None or upto >= start:
+            picks = [n for n in candidates if n in SYMM]
             return bool(picks) and picks[0] == "symm_mem_multimem"
-        lower = band.upto + 1
     return False
 
 
@@ -91,6 +88,8 @@ def dropped(original: Table, written: Table) -> list[str]:
 
     out = []
     for d in diff_tables(original, written):
+        if d.lo >= MAX_SIZE:
+            continue  # beyond any size artune handles: an open-ended band written as 1 << 50
         span = format_span(d.lo, d.hi)
         out.append(f"ws={d.world_size} {d.mode} {span}: {' > '.join(d.a)} becomes {' > '.join(d.b)}")
     return out
@@ -125,6 +124,11 @@ def export_vllm(tables: list[Table], command: str) -> Export:
             f"{table.platform.arch}: {d}"
             for d in dropped(table, reread(table.platform.arch, *rows[table.platform.arch]))
         ]
+        if any(p.open_ended for p in table.plans):
+            out.dropped.append(
+                f"{table.platform.arch}: an open-ended band is written as 1 << 50 (artune reads it back as "
+                "open-ended); vLLM clips custom_ar to its 8 MiB buffer"
+            )
     lines += ["", "KiB = 1024  # already in all_reduce_utils.py", "MiB = 1024 * KiB", ""]
     lines.append("# vllm/distributed/device_communicators/all_reduce_utils.py: custom_ar runs below (<) these")
     lines.append("CUSTOM_ALL_REDUCE_MAX_SIZES = {")

@@ -51,18 +51,13 @@ def _usable(plan: Plan, name: str) -> bool:
 
 
 def _pieces(plan: Plan | None, fallback: str) -> list[tuple[int, tuple[str, ...]]]:
-    """``(first size, route)`` per band, in order; the last piece runs to infinity."""
+    """``(first size, route)`` per span of the plan, in order; the last piece runs to infinity."""
     if plan is None:
         return [(0, (fallback,))]
     out: list[tuple[int, tuple[str, ...]]] = []
-    lower = 0
-    for band in plan.bands:
-        if band.upto < lower:
-            continue
-        names = [n for n in band.candidates if _usable(plan, n) and n != plan.fallback]
+    for lower, _upto, candidates in plan.spans():
+        names = [n for n in candidates if _usable(plan, n) and n != plan.fallback]
         out.append((lower, _reachable((*names, plan.fallback))))
-        lower = band.upto + 1
-    out.append((lower, (plan.fallback,)))
     return out
 
 
