@@ -9,10 +9,12 @@ few pure builtins (``int``, ``float``, ``min``, ``max``, ``range``, ``len``,
 ``isinstance``, ...). Imports bind opaque ``Symbol`` s; attributes of a
 symbol are symbols (``AllReduceAlgo.ONE_SHOT_PUSH``), calling one is an error
 unless the caller registered a fake for it (``fakes``: how a reader stands in
-for ``torch.cuda.get_device_capability``). There is no attribute access on
-real Python objects, no ``while``, no ``try``, no I/O, and a step budget
-bounds the work, so a hostile file can only make the import fail, with an
-``Unsupported`` error naming the file, the line and the construct.
+for ``torch.cuda.get_device_capability``). Attribute access reaches only
+record fields, symbols and a few pure methods of dicts, lists, tuples and
+strings (``get``, ``items``, ...; no ``format``). There is no ``while``, no
+``try``, no I/O, and step, depth and size budgets bound the work, so a
+hostile file can only make the import fail, with an ``Unsupported`` error
+naming the file, the line and the construct.
 
 ``restricted=True`` (vLLM's tables) allows constant expressions only: no
 calls except ``int``/``float``, no functions, no comprehensions.
