@@ -1,0 +1,43 @@
+"""A restricted evaluator for the Python subset that engines write their tables in.
+
+Nothing from a checkout is imported, compiled or executed: the file is parsed
+with ``ast`` and this package walks the tree itself. It knows numbers, strings,
+``+ - * / // % << >>``, comparisons, ``and/or/not``, conditional expressions,
+dict/list/tuple/set literals and comprehensions, names bound earlier,
+``def`` and ``lambda`` (with closures), ``class X(NamedTuple)`` records and a
+few pure builtins (``int``, ``float``, ``min``, ``max``, ``range``, ``len``,
+``isinstance``, ...). Imports bind opaque ``Symbol`` s; attributes of a
+symbol are symbols (``AllReduceAlgo.ONE_SHOT_PUSH``), calling one is an error
+unless the caller registered a fake for it (``fakes``: how a reader stands in
+for ``torch.cuda.get_device_capability``). Attribute access reaches only
+record fields, symbols and a few pure methods of dicts, lists, tuples and
+strings (``get``, ``items``, ...; no ``format``). There is no ``while``, no
+``try``, no I/O, and step, depth and size budgets bound the work, so a
+hostile file can only make the import fail, with an ``Unsupported`` error
+naming the file, the line and the construct.
+
+Three modules, read in this order: ``values`` (what it computes with),
+``expressions`` (``Evaluator``; its restricted mode is vLLM's constant
+expressions) and ``statements`` (``Interpreter``, which runs SGLang's
+configs, and ``constants``).
+"""
+
+from artune.formats.pyeval.expressions import Evaluator, parse
+from artune.formats.pyeval.statements import Interpreter, assignments, bound_names, constants
+from artune.formats.pyeval.values import Function, Raised, Record, RecordType, Scope, Symbol, Unsupported
+
+__all__ = [
+    "Evaluator",
+    "Function",
+    "Interpreter",
+    "Raised",
+    "Record",
+    "RecordType",
+    "Scope",
+    "Symbol",
+    "Unsupported",
+    "assignments",
+    "bound_names",
+    "constants",
+    "parse",
+]

@@ -1,0 +1,406 @@
+"""The expression evaluator: what ``constants`` needs for vLLM's tables, and what statements build on.
+
+``Evaluator.eval`` walks one expression node under a ``Scope``. Every step
+counts against ``MAX_STEPS`` and every call against ``MAX_DEPTH``; an
+expression outside the subset is an ``Unsupported`` error naming the file,
+the line and the construct. ``restricted=True`` allows constant expressions
+only: no calls except ``int``/``float``, no lambdas, no comprehensions, no
+comparisons or boolean logic.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from artune.formats.pyeval.values import (
+    BUILTINS,
+    CONSTANT_NAMES,
+    METHODS,
+    Function,
+    Raised,
+    Record,
+    RecordType,
+    Scope,
+    Symbol,
+    Unsupported,
+    is_number,
+    is_pure_method,
+    too_big,
+)
+
+MAX_STEPS = 2_000_000
+MAX_DEPTH = 64
+
+BINOPS: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+    ast.LShift: operator.lshift,
+    ast.RShift: operator.rshift,
+    ast.BitOr: operator.or_,
+    ast.Pow: operator.pow,
+}
+_COMPARE: dict[type, Callable[[Any, Any], bool]] = {
+    ast.Eq: operator.eq,
+    ast.NotEq: operator.ne,
+    ast.Lt: operator.lt,
+    ast.LtE: operator.le,
+    ast.Gt: operator.gt,
+    ast.GtE: operator.ge,
+    ast.In: lambda a, b: a in b,
+    ast.NotIn: lambda a, b: a not in b,
+    ast.Is: operator.is_,
+    ast.IsNot: operator.is_not,
+}
+_OPAQUE_COMPARE = (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)  # what an opaque Symbol supports
+
+
+def parse(source: str, filename: str) -> ast.Module:
+    """The module's AST; ``Unsupported`` naming the line when it is not valid Python."""
+    try:
+        return ast.parse(source, filename)
+    except SyntaxError as err:
+        raise Unsupported(f"{filename}:{err.lineno}: not valid Python: {err.msg}") from None
+
+
+class Evaluator:
+    """Evaluates expressions of one file; ``fakes`` stand in for names from outside it (``torch.cuda...``)."""
+
+    def __init__(self, filename: str, *, restricted: bool = False, fakes: Mapping[str, Any] | None = None) -> None:
+        self.filename = filename
+        self.restricted = restricted
+        self.fakes = dict(fakes or {})
+        self.steps = 0
+        self.calls: list[int] = []  # lines of the calls in progress, outermost first
+
+    # errors and budgets
+
+    def fail(self, node: ast.AST | None, message: str) -> Unsupported:
+        line = getattr(node, "lineno", "?")
+        return Unsupported(f"{self.filename}:{line}: {message}")
+
+    def _construct(self, node: ast.AST) -> str:
+        try:
+            text = ast.unparse(node)
+        except Exception:  # pragma: no cover - unparse handles every node ast.parse makes
+            text = type(node).__name__
+        text = text.splitlines()[0] if text else type(node).__name__
+        return f"{type(node).__name__} '{text[:80]}'"
+
+    def _tick(self, node: ast.AST) -> None:
+        self.steps += 1
+        if self.steps > MAX_STEPS:
+            raise self.fail(node, f"gave up after {MAX_STEPS} evaluation steps; is this a table?")
+
+    def _no_restricted(self, node: ast.AST) -> None:
+        if self.restricted:
+            raise self.fail(node, f"{self._construct(node)} is not a constant expression")
+
+    # binding
+
+    def assign(self, target: ast.expr, value: Any, scope: Scope) -> None:
+        """Bind ``value`` to a name, a tuple of names, or (unrestricted) a dict item."""
+        if isinstance(target, ast.Name):
+            (scope.root() if target.id in scope.global_names else scope).values[target.id] = value
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = list(value)
+            if len(items) != len(target.elts):
+                raise self.fail(target, f"cannot unpack {len(items)} values into {len(target.elts)} names")
+            for sub, item in zip(target.elts, items, strict=True):
+                self.assign(sub, item, scope)
+        elif isinstance(target, ast.Subscript) and not self.restricted:
+            container = self.eval(target.value, scope)
+            if not isinstance(container, dict):
+                raise self.fail(target, f"item assignment into {type(container).__name__}")
+            container[self.eval(target.slice, scope)] = value
+        else:
+            raise self.fail(target, f"unsupported assignment target {self._construct(target)}")
+
+    # expressions
+
+    def eval(self, node: ast.expr, scope: Scope) -> Any:
+        """The value of ``node`` in ``scope``."""
+        self._tick(node)
+        method = getattr(self, f"_eval_{type(node).__name__}", None)
+        if method is None:
+            raise self.fail(node, f"unsupported construct {self._construct(node)}")
+        return method(node, scope)
+
+    def _eval_Constant(self, node: ast.Constant, scope: Scope) -> Any:
+        return node.value
+
+    def _eval_Name(self, node: ast.Name, scope: Scope) -> Any:
+        found, value = scope.lookup(node.id)
+        if found:
+            return value
+        if node.id in BUILTINS and (not self.restricted or node.id in CONSTANT_NAMES):
+            return BUILTINS[node.id]
+        raise self.fail(node, f"name '{node.id}' is not bound to a value the evaluator knows")
+
+    def binop(self, node: ast.AST, op: Callable[[Any, Any], Any], left: Any, right: Any) -> Any:
+        """``left op right`` on numbers (or str/tuple/list ``+ *``), bounded in size."""
+        if isinstance(left, Symbol) or isinstance(right, Symbol):
+            raise self.fail(node, f"arithmetic on the opaque value {left if isinstance(left, Symbol) else right}")
+        ok = (is_number(left) and is_number(right)) or (
+            op in (operator.add, operator.mul) and isinstance(left, (str, tuple, list))
+        )
+        if not ok:
+            raise self.fail(node, f"arithmetic on {type(left).__name__} and {type(right).__name__}")
+        if op in (operator.lshift, operator.pow, operator.mul) and too_big(op, left, right):
+            raise self.fail(node, "result too large for a table value")
+        try:
+            return op(left, right)
+        except (ZeroDivisionError, OverflowError, ValueError, TypeError) as err:
+            raise self.fail(node, f"{type(err).__name__}: {err}") from None
+
+    def _eval_BinOp(self, node: ast.BinOp, scope: Scope) -> Any:
+        op = BINOPS.get(type(node.op))
+        if op is None:
+            raise self.fail(node, f"unsupported operator {type(node.op).__name__}")
+        return self.binop(node, op, self.eval(node.left, scope), self.eval(node.right, scope))
+
+    def _eval_UnaryOp(self, node: ast.UnaryOp, scope: Scope) -> Any:
+        value = self.eval(node.operand, scope)
+        if isinstance(node.op, ast.Not) and not self.restricted:
+            return not value
+        if isinstance(node.op, (ast.USub, ast.UAdd)) and is_number(value):
+            return -value if isinstance(node.op, ast.USub) else value
+        raise self.fail(node, f"unsupported construct {self._construct(node)}")
+
+    def _eval_BoolOp(self, node: ast.BoolOp, scope: Scope) -> Any:
+        self._no_restricted(node)
+        value: Any = None
+        for item in node.values:
+            value = self.eval(item, scope)
+            if isinstance(node.op, ast.And) and not value:
+                return value
+            if isinstance(node.op, ast.Or) and value:
+                return value
+        return value
+
+    def _eval_Compare(self, node: ast.Compare, scope: Scope) -> bool:
+        self._no_restricted(node)
+        left = self.eval(node.left, scope)
+        for op, right_node in zip(node.ops, node.comparators, strict=True):
+            right = self.eval(right_node, scope)
+            opaque = isinstance(left, Symbol) or isinstance(right, Symbol)
+            if opaque and not isinstance(op, _OPAQUE_COMPARE):
+                raise self.fail(node, f"comparison with the opaque value in {self._construct(node)}")
+            try:
+                if not _COMPARE[type(op)](left, right):
+                    return False
+            except TypeError as err:
+                raise self.fail(node, f"{err}") from None
+            left = right
+        return True
+
+    def _eval_IfExp(self, node: ast.IfExp, scope: Scope) -> Any:
+        self._no_restricted(node)
+        return self.eval(node.body if self.eval(node.test, scope) else node.orelse, scope)
+
+    def _elements(self, nodes: list[ast.expr], scope: Scope) -> list[Any]:
+        out: list[Any] = []
+        for item in nodes:
+            if isinstance(item, ast.Starred):
+                out.extend(self.eval(item.value, scope))
+            else:
+                out.append(self.eval(item, scope))
+        return out
+
+    def _eval_Tuple(self, node: ast.Tuple, scope: Scope) -> tuple[Any, ...]:
+        return tuple(self._elements(node.elts, scope))
+
+    def _eval_List(self, node: ast.List, scope: Scope) -> list[Any]:
+        return self._elements(node.elts, scope)
+
+    def _eval_Set(self, node: ast.Set, scope: Scope) -> set[Any]:
+        return set(self._elements(node.elts, scope))
+
+    def _eval_Dict(self, node: ast.Dict, scope: Scope) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+        for key, value in zip(node.keys, node.values, strict=True):
+            if key is None:
+                out.update(self.eval(value, scope))
+            else:
+                out[self.eval(key, scope)] = self.eval(value, scope)
+        return out
+
+    def iterable(self, node: ast.expr, scope: Scope) -> list[Any]:
+        """The items of a container ``node`` evaluates to (what ``for`` and comprehensions loop over)."""
+        value = self.eval(node, scope)
+        if isinstance(value, (list, tuple, set, frozenset, dict, Record)):
+            return list(value)
+        raise self.fail(node, f"cannot iterate over {type(value).__name__}")
+
+    def _comprehension(self, node: Any, scope: Scope, emit: Callable[[Scope], None]) -> None:
+        self._no_restricted(node)
+
+        def loop(index: int, inner: Scope) -> None:
+            if index == len(node.generators):
+                emit(inner)
+                return
+            gen = node.generators[index]
+            for item in self.iterable(gen.iter, inner):
+                frame = Scope({}, inner)
+                self.assign(gen.target, item, frame)
+                if all(self.eval(cond, frame) for cond in gen.ifs):
+                    loop(index + 1, frame)
+
+        loop(0, scope)
+
+    def _eval_ListComp(self, node: ast.ListComp, scope: Scope) -> list[Any]:
+        out: list[Any] = []
+        self._comprehension(node, scope, lambda s: out.append(self.eval(node.elt, s)))
+        return out
+
+    _eval_GeneratorExp = _eval_ListComp
+
+    def _eval_SetComp(self, node: ast.SetComp, scope: Scope) -> set[Any]:
+        return set(self._eval_ListComp(node, scope))  # type: ignore[arg-type]
+
+    def _eval_DictComp(self, node: ast.DictComp, scope: Scope) -> dict[Any, Any]:
+        out: dict[Any, Any] = {}
+
+        def emit(s: Scope) -> None:
+            out[self.eval(node.key, s)] = self.eval(node.value, s)
+
+        self._comprehension(node, scope, emit)
+        return out
+
+    def _eval_Lambda(self, node: ast.Lambda, scope: Scope) -> Function:
+        self._no_restricted(node)
+        return Function(node, scope, "<lambda>")
+
+    def _eval_Subscript(self, node: ast.Subscript, scope: Scope) -> Any:
+        container = self.eval(node.value, scope)
+        if isinstance(node.slice, ast.Slice):
+            raise self.fail(node, "slices are not supported")
+        key = self.eval(node.slice, scope)
+        if isinstance(container, (dict, list, tuple, Record)):
+            try:
+                return container[key]
+            except KeyError:
+                raise Raised(
+                    "KeyError", f"{self.filename}:{node.lineno}: KeyError {key!r} in {ast.unparse(node)}"
+                ) from None
+            except (IndexError, TypeError) as err:
+                raise self.fail(node, f"{type(err).__name__}: {err}") from None
+        if isinstance(container, Symbol) or container in (tuple, list, dict, set, frozenset, type):
+            name = getattr(container, "__name__", container)
+            return Symbol(f"{name}[{key}]")  # a type annotation such as Optional[int] or tuple[Row, ...]
+        raise self.fail(node, f"cannot index {type(container).__name__}")
+
+    def _eval_Attribute(self, node: ast.Attribute, scope: Scope) -> Any:
+        owner = self.eval(node.value, scope)
+        name = node.attr
+        if isinstance(owner, Symbol):
+            path = f"{owner}.{name}"
+            return self.fakes.get(path, Symbol(path))
+        if isinstance(owner, Record):
+            if name in owner.type.fields:
+                return owner.get(name)
+            if name in ("_replace", "_asdict"):
+                return (owner, name)
+        if isinstance(owner, Mapping) and not isinstance(owner, dict) and name in owner:
+            return owner[name]  # a fake namespace
+        for kind, methods in METHODS.items():
+            if isinstance(owner, kind) and name in methods:
+                return getattr(owner, name)
+        raise self.fail(node, f"attribute '{name}' of {type(owner).__name__} is not supported")
+
+    # calls
+
+    def _eval_Call(self, node: ast.Call, scope: Scope) -> Any:
+        func = self.eval(node.func, scope)
+        if self.restricted and func not in (int, float):
+            raise self.fail(node, f"call {self._construct(node)} is not a constant expression")
+        args = self._elements(node.args, scope)
+        kwargs: dict[str, Any] = {}
+        for kw in node.keywords:
+            if kw.arg is None:
+                kwargs.update(self.eval(kw.value, scope))
+            else:
+                kwargs[kw.arg] = self.eval(kw.value, scope)
+        self.calls.append(node.lineno)
+        if len(self.calls) > MAX_DEPTH:
+            raise self.fail(node, f"calls nested deeper than {MAX_DEPTH}")
+        try:
+            return self.call(func, args, kwargs, node)
+        finally:
+            self.calls.pop()
+
+    def call(self, func: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None = None) -> Any:
+        """Call ``func`` (a function of the file, a record type, a fake or a pure builtin)."""
+        if isinstance(func, Function):
+            return self.run_body(func, self._bind(func, args, kwargs, node))
+        try:
+            if isinstance(func, RecordType):
+                return func.make(args, kwargs, tuple(self.calls))
+            if isinstance(func, tuple) and len(func) == 2 and isinstance(func[0], Record):
+                record, method = func
+                return record.asdict() if method == "_asdict" else record.replace(args, kwargs)
+        except ValueError as err:
+            raise self.fail(node, str(err)) from None
+        if isinstance(func, Symbol):
+            raise self.fail(node, f"calls '{func}', which comes from outside the file and is not interpreted")
+        if callable(func) and (func in BUILTINS.values() or func in self.fakes.values() or is_pure_method(func)):
+            try:
+                return func(*args, **kwargs)
+            except Unsupported:
+                raise
+            except KeyError as err:
+                raise Raised("KeyError", f"{self.filename}:{getattr(node, 'lineno', '?')}: KeyError {err}") from None
+            except Exception as err:
+                raise self.fail(node, f"{type(err).__name__}: {err}") from None
+        raise self.fail(node, f"{func!r} is not callable here")
+
+    def run_body(self, func: Function, frame: Scope) -> Any:
+        """The value of a call of ``func`` with its parameters bound in ``frame`` (a lambda's body here)."""
+        assert isinstance(func.node, ast.Lambda)  # a ``def`` comes from ``Interpreter``, which runs its body
+        return self.eval(func.node.body, frame)
+
+    def _bind(self, func: Function, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Scope:
+        """A frame with ``func``'s parameters bound as Python binds them (defaults evaluated at the call)."""
+        spec = func.node.args
+        frame = Scope({}, func.scope)
+        positional = [*spec.posonlyargs, *spec.args]
+        defaults = dict(
+            zip([a.arg for a in positional[len(positional) - len(spec.defaults) :]], spec.defaults, strict=True)
+        )
+        for param, value in zip(positional, args, strict=False):
+            frame.values[param.arg] = value
+        extra = args[len(positional) :]
+        if extra:
+            if spec.vararg is None:
+                raise self.fail(node, f"{func.name}() takes {len(positional)} positional arguments, got {len(args)}")
+            frame.values[spec.vararg.arg] = tuple(extra)
+        elif spec.vararg is not None:
+            frame.values[spec.vararg.arg] = ()
+        rest: dict[str, Any] = {}
+        names = {a.arg for a in positional} | {a.arg for a in spec.kwonlyargs}
+        for key, value in kwargs.items():
+            if key in names and key not in frame.values:
+                frame.values[key] = value
+            elif spec.kwarg is not None:
+                rest[key] = value
+            else:
+                raise self.fail(node, f"{func.name}() got an unexpected or repeated argument {key!r}")
+        if spec.kwarg is not None:
+            frame.values[spec.kwarg.arg] = rest
+        for param in positional:
+            if param.arg not in frame.values:
+                if param.arg not in defaults:
+                    raise self.fail(node, f"{func.name}() is missing argument {param.arg!r}")
+                frame.values[param.arg] = self.eval(defaults[param.arg], func.scope)
+        for param, default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
+            if param.arg not in frame.values:
+                if default is None:
+                    raise self.fail(node, f"{func.name}() is missing keyword argument {param.arg!r}")
+                frame.values[param.arg] = self.eval(default, func.scope)
+        return frame

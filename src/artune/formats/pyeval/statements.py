@@ -1,0 +1,195 @@
+"""Statements: running a module's top level, ``def`` bodies and ``NamedTuple`` classes; ``constants``.
+
+``Interpreter`` adds to the expression evaluator what SGLang's configs
+need: assignments, imports (bound to opaque symbols, or to the caller's
+fakes), ``if``/``for``/``return``/``assert``/``raise``/``global``, function
+definitions with pure decorators, and record classes. ``constants`` is the
+restricted reading vLLM's tables need: each top-level (and class-level)
+assignment evaluated as a constant expression, the others left out.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Mapping
+from typing import Any
+
+from artune.formats.pyeval.expressions import BINOPS, Evaluator, parse
+from artune.formats.pyeval.values import Function, Raised, RecordType, Scope, Symbol, Unsupported
+
+_PURE_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache", "dataclass", "staticmethod")
+_RECORD_BASES = ("NamedTuple", "typing.NamedTuple")
+
+
+class _Return(Exception):
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class Interpreter(Evaluator):
+    """Runs one module's AST; ``globals`` holds what its top level bound, ``lines`` where."""
+
+    def __init__(self, source: str, filename: str, *, fakes: Mapping[str, Any] | None = None) -> None:
+        super().__init__(filename, fakes=fakes)
+        self.tree = parse(source, filename)
+        self.globals = Scope({})
+        self.lines: dict[str, int] = {}  # name -> line of its (last) top-level binding
+
+    def run_module(self, skip_failures: bool = False) -> None:
+        """Bind every top-level name; with ``skip_failures``, a binding that cannot be evaluated is left out."""
+        for stmt in self.tree.body:
+            try:
+                self.exec_stmt(stmt, self.globals, top=True)
+            except Raised:
+                raise
+            except Unsupported:
+                if not skip_failures:
+                    raise
+                for name in bound_names(stmt):
+                    self.globals.values.pop(name, None)
+            except _Return:
+                raise self.fail(stmt, "'return' outside a function") from None
+
+    def exec_block(self, body: list[ast.stmt], scope: Scope) -> None:
+        for stmt in body:
+            self.exec_stmt(stmt, scope)
+
+    def exec_stmt(self, stmt: ast.stmt, scope: Scope, top: bool = False) -> None:
+        self._tick(stmt)
+        if isinstance(stmt, ast.Expr):
+            if isinstance(stmt.value, ast.Constant):
+                return  # docstring
+            self.eval(stmt.value, scope)
+        elif isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            self._import(stmt, scope)
+        elif isinstance(stmt, ast.Assign):
+            value = self.eval(stmt.value, scope)
+            for target in stmt.targets:
+                self.assign(target, value, scope)
+        elif isinstance(stmt, ast.AnnAssign):
+            if stmt.value is not None:
+                self.assign(stmt.target, self.eval(stmt.value, scope), scope)
+        elif isinstance(stmt, ast.AugAssign):
+            op = BINOPS.get(type(stmt.op))
+            if op is None or not isinstance(stmt.target, ast.Name):
+                raise self.fail(stmt, f"unsupported construct {self._construct(stmt)}")
+            value = self.binop(stmt, op, self.eval(stmt.target, scope), self.eval(stmt.value, scope))
+            self.assign(stmt.target, value, scope)
+        elif isinstance(stmt, ast.FunctionDef):
+            for decorator in stmt.decorator_list:
+                name = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
+                if name not in _PURE_DECORATORS:
+                    raise self.fail(stmt, f"decorator '@{name}' on {stmt.name}() is not understood")
+            scope.values[stmt.name] = Function(stmt, scope, stmt.name)
+        elif isinstance(stmt, ast.ClassDef):
+            scope.values[stmt.name] = self.class_def(stmt, scope)
+        elif isinstance(stmt, ast.Return):
+            raise _Return(None if stmt.value is None else self.eval(stmt.value, scope))
+        elif isinstance(stmt, ast.If):
+            self.exec_block(stmt.body if self.eval(stmt.test, scope) else stmt.orelse, scope)
+        elif isinstance(stmt, ast.For) and not stmt.orelse:
+            for item in self.iterable(stmt.iter, scope):
+                self.assign(stmt.target, item, scope)
+                self.exec_block(stmt.body, scope)
+        elif isinstance(stmt, ast.Assert):
+            if not self.eval(stmt.test, scope):
+                raise Raised(
+                    "AssertionError", f"{self.filename}:{stmt.lineno}: assert failed: {ast.unparse(stmt.test)}"
+                )
+        elif isinstance(stmt, ast.Raise):
+            what = ast.unparse(stmt.exc) if stmt.exc is not None else "raise"
+            raise Raised(what.split("(")[0], f"{self.filename}:{stmt.lineno}: the file raises {what[:80]}")
+        elif isinstance(stmt, ast.Global):
+            scope.global_names.update(stmt.names)
+        elif isinstance(stmt, ast.Pass):
+            return
+        else:
+            raise self.fail(stmt, f"unsupported construct {self._construct(stmt)}")
+        if top:
+            for name in bound_names(stmt):
+                self.lines[name] = stmt.lineno
+
+    def _import(self, stmt: ast.Import | ast.ImportFrom, scope: Scope) -> None:
+        """Bind each imported name to the caller's fake for it, or to an opaque ``Symbol``."""
+        for alias in stmt.names:
+            if alias.name == "*":
+                raise self.fail(stmt, "'import *' hides which names exist")
+            module = getattr(stmt, "module", None) or ""
+            full = f"{module}.{alias.name}" if module else alias.name
+            bound = alias.asname or alias.name.split(".")[0]
+            fake = self.fakes.get(full, self.fakes.get(alias.name))
+            scope.values[bound] = fake if fake is not None else Symbol(full if alias.asname or module else bound)
+            self.lines[bound] = stmt.lineno
+
+    def class_def(self, stmt: ast.ClassDef, scope: Scope) -> Any:
+        """A ``RecordType`` for a ``NamedTuple`` or dataclass; a ``Symbol`` for any other class."""
+        bases = [ast.unparse(b) for b in stmt.bases]
+        decorators = [ast.unparse(d) for d in stmt.decorator_list]
+        is_record = any(b in _RECORD_BASES for b in bases) or any(d.startswith("dataclass") for d in decorators)
+        if not is_record:
+            return Symbol(stmt.name)  # an enum or a class with behaviour: its attributes stay names
+        fields: list[str] = []
+        defaults: dict[str, Any] = {}
+        for item in stmt.body:
+            if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                fields.append(item.target.id)
+                if item.value is not None:
+                    defaults[item.target.id] = self.eval(item.value, scope)
+        return RecordType(stmt.name, tuple(fields), defaults)
+
+    def run_body(self, func: Function, frame: Scope) -> Any:
+        if isinstance(func.node, ast.Lambda):
+            return super().run_body(func, frame)
+        try:
+            self.exec_block(func.node.body, frame)
+        except _Return as ret:
+            return ret.value
+        return None
+
+
+def bound_names(stmt: ast.stmt) -> list[str]:
+    """The names an assignment, ``def`` or ``class`` statement binds."""
+    if isinstance(stmt, ast.Assign):
+        return [n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
+        return [stmt.target.id]
+    if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
+        return [stmt.name]
+    return []
+
+
+def assignments(tree: ast.Module) -> list[tuple[str, ast.Assign | ast.AnnAssign]]:
+    """Top-level and class-level assignments, in file order, with ``Class.`` as the prefix of the latter."""
+    out: list[tuple[str, ast.Assign | ast.AnnAssign]] = []
+    for stmt in tree.body:
+        body = stmt.body if isinstance(stmt, ast.ClassDef) else [stmt]
+        prefix = f"{stmt.name}." if isinstance(stmt, ast.ClassDef) else ""
+        out += [(prefix, s) for s in body if isinstance(s, (ast.Assign, ast.AnnAssign))]
+    return out
+
+
+def constants(source: str, filename: str) -> tuple[dict[str, Any], dict[str, int], ast.Module]:
+    """The module's top-level constant bindings (and class-level ones, as ``Class.NAME``), their lines, the AST.
+
+    A binding whose value is not a constant expression is left out; using
+    such a name later is an ``Unsupported`` error naming it.
+    """
+    tree = parse(source, filename)
+    evaluator = Evaluator(filename, restricted=True)
+    scope = Scope({})  # what later top-level expressions may name
+    class_values: dict[str, Any] = {}
+    lines: dict[str, int] = {}
+    for prefix, item in assignments(tree):
+        try:
+            value = evaluator.eval(item.value, scope) if item.value is not None else None
+        except Raised:
+            raise
+        except Unsupported:
+            continue
+        for name in bound_names(item):
+            lines[prefix + name] = item.lineno
+            if prefix:
+                class_values[prefix + name] = value
+            else:
+                scope.values[name] = value
+    return {**scope.values, **class_values}, lines, tree

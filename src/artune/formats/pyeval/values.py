@@ -1,0 +1,223 @@
+"""What the evaluator computes with: errors, opaque symbols, records, functions, scopes, pure builtins.
+
+Size limits live here too: a table file may build numbers and sequences
+only up to ``MAX_BITS`` and ``MAX_ITEMS``, so a hostile file cannot make
+the reader hang or exhaust memory.
+"""
+
+from __future__ import annotations
+
+import ast
+import operator
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from artune.errors import TableError
+
+MAX_ITEMS = 100_000  # longest sequence a table file may build (range, repetition)
+MAX_BITS = 1 << 16  # largest integer, in bits
+
+
+class Unsupported(TableError):
+    """The file uses a construct the evaluator does not understand."""
+
+
+class Raised(Unsupported):
+    """The interpreted code raised (a missing dict key, a failed assert); ``kind`` names it."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Symbol:
+    """An opaque name from outside the file (an import, ``num_sm``); attributes extend the path."""
+
+    path: str
+
+    def __str__(self) -> str:
+        return self.path
+
+
+@dataclass(frozen=True)
+class RecordType:
+    """A ``NamedTuple`` (or dataclass) class of the file: field names in order, with defaults."""
+
+    name: str
+    fields: tuple[str, ...]
+    defaults: Mapping[str, Any] = field(hash=False)
+
+    def make(self, args: list[Any], kwargs: dict[str, Any], lines: tuple[int, ...]) -> Record:
+        """The record ``Name(*args, **kwargs)`` builds; ``ValueError`` naming the field at fault."""
+        if len(args) > len(self.fields):
+            raise ValueError(f"{self.name}() takes {len(self.fields)} fields, got {len(args)}")
+        values = dict(zip(self.fields, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in self.fields or key in values:
+                raise ValueError(f"{self.name}() got an unexpected or repeated field {key!r}")
+            values[key] = value
+        for name in self.fields:
+            if name not in values:
+                if name not in self.defaults:
+                    raise ValueError(f"{self.name}() is missing field {name!r}")
+                values[name] = self.defaults[name]
+        return Record(self, tuple(values[name] for name in self.fields), lines)
+
+
+@dataclass(frozen=True)
+class Record:
+    """An instance of a ``RecordType``; ``lines`` are the call sites that built it, outermost first."""
+
+    type: RecordType
+    values: tuple[Any, ...]
+    lines: tuple[int, ...] = field(default=(), compare=False)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """The field ``name``, or ``default`` when the record has no such field."""
+        if name in self.type.fields:
+            return self.values[self.type.fields.index(name)]
+        return default
+
+    def asdict(self) -> dict[str, Any]:
+        """``_asdict()``: field name -> value, in field order."""
+        return dict(zip(self.type.fields, self.values, strict=True))
+
+    def replace(self, args: list[Any], kwargs: dict[str, Any]) -> Record:
+        """``_replace(**kwargs)``; ``ValueError`` for positional arguments or unknown fields."""
+        values = self.asdict()
+        unknown = set(kwargs) - set(values)
+        if unknown or args:
+            raise ValueError(f"_replace() with unknown fields {sorted(unknown)}")
+        values.update(kwargs)
+        return Record(self.type, tuple(values.values()), self.lines)
+
+    def __iter__(self):  # a NamedTuple is a tuple
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.values[index]
+
+
+@dataclass(frozen=True)
+class Function:
+    """A ``def`` or ``lambda`` of the file with the scope it closes over."""
+
+    node: ast.FunctionDef | ast.Lambda
+    scope: Scope
+    name: str
+
+
+class Scope:
+    """Variables of one frame, with the enclosing frame as parent."""
+
+    def __init__(self, values: dict[str, Any] | None = None, parent: Scope | None = None) -> None:
+        self.values = values if values is not None else {}
+        self.parent = parent
+        self.global_names: set[str] = set()  # names this frame declared ``global``
+
+    def root(self) -> Scope:
+        scope = self
+        while scope.parent is not None:
+            scope = scope.parent
+        return scope
+
+    def lookup(self, name: str) -> tuple[bool, Any]:
+        scope: Scope | None = self
+        while scope is not None:
+            if name in scope.values:
+                return True, scope.values[name]
+            scope = scope.parent
+        return False, None
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def too_big(op: Callable[[Any, Any], Any], left: Any, right: Any) -> bool:
+    """Whether ``left op right`` would build a huge number or sequence (a file cannot make us hang)."""
+    if op is operator.mul:
+        if isinstance(left, (str, tuple, list)) and isinstance(right, int):
+            return len(left) * right > MAX_ITEMS
+        return False
+    if not (is_number(left) and is_number(right)):
+        return False
+    if op is operator.lshift:
+        return right > MAX_BITS
+    if isinstance(left, float) or isinstance(right, float):
+        return False  # float power overflows to an error, it does not hang
+    return right > 0 and max(1, abs(left).bit_length()) * right > MAX_BITS
+
+
+def _range(*args: int) -> list[int]:
+    if len(range(*args)) > MAX_ITEMS:
+        raise ValueError(f"range{args} is longer than {MAX_ITEMS}")
+    return list(range(*args))
+
+
+def _symbolic_min_max(name: str, func: Callable[..., Any]) -> Callable[..., Any]:
+    def call(*args: Any) -> Any:
+        items = args[0] if len(args) == 1 else args
+        items = list(items)
+        if any(isinstance(v, Symbol) for v in items):
+            return Symbol(f"{name}({','.join(str(v) for v in items)})")
+        return func(items)
+
+    return call
+
+
+def _isinstance(value: Any, kinds: Any) -> bool:
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    for kind in kinds:
+        if isinstance(kind, RecordType) and isinstance(value, Record) and value.type == kind:
+            return True
+        if kind in (int, float, str, bool, tuple, list, dict) and isinstance(value, kind):
+            return True
+    return False
+
+
+BUILTINS: dict[str, Any] = {
+    "int": int,
+    "float": float,
+    "bool": bool,
+    "str": str,
+    "min": _symbolic_min_max("min", min),
+    "max": _symbolic_min_max("max", max),
+    "range": _range,
+    "len": len,
+    "abs": abs,
+    "round": round,
+    "isinstance": _isinstance,
+    "tuple": tuple,
+    "list": list,
+    "dict": dict,
+    "set": set,
+    "frozenset": frozenset,
+    "sorted": sorted,
+    "zip": lambda *a: list(zip(*a, strict=False)),
+    "enumerate": lambda a, start=0: list(enumerate(a, start)),
+    "all": all,
+    "any": any,
+    "sum": sum,
+    "None": None,
+    "True": True,
+    "False": False,
+}
+CONSTANT_NAMES = ("int", "float", "None", "True", "False")  # the builtins a constant expression may name
+METHODS = {
+    dict: ("get", "items", "keys", "values", "copy"),
+    list: ("index", "count", "copy"),
+    tuple: ("index", "count"),
+    str: ("startswith", "endswith"),
+}
+
+
+def is_pure_method(func: Any) -> bool:
+    """Whether ``func`` is one of ``METHODS`` bound to a dict, list, tuple or str."""
+    owner = getattr(func, "__self__", None)
+    return isinstance(owner, (dict, list, tuple, str)) and getattr(func, "__name__", "") in METHODS[type(owner)]
