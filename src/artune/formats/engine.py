@@ -40,6 +40,10 @@ class FindingSink:
     def add(self, source: str, arch: str, message: str, world_size: int | None = None, mode: str | None = None) -> None:
         self.findings.append(Finding(self.table, arch, message, world_size, mode, source))
 
+    def copied(self, source: str, arch: str, parent: str, equal: int, total: int) -> None:
+        """An arch whose rows equal ``parent``'s (``copied_archs``): the reviewer asks whether it was measured."""
+        self.add(source, arch, f"{arch} = {parent} in {equal} of {total} tables: measured, or inherited?")
+
     def grouped(self, source: str, arch: str, message: str, world_size: int, mode: str | None = None) -> None:
         """A finding that repeats across world sizes and modes: ``done`` writes one line per (arch, message)."""
         self.groups.setdefault((arch, message), []).append((source, world_size, mode))
@@ -85,3 +89,9 @@ def key_lines(node: ast.expr | None, prefix: tuple[Any, ...] = ()) -> dict[tuple
         out[(*prefix, literal)] = key.lineno
         out.update(key_lines(value, (*prefix, literal)))
     return out
+
+
+def short(value: Any) -> str:
+    """``repr(value)`` cut to one readable line, for an error that quotes what the file holds."""
+    text = repr(value)
+    return text if len(text) < 80 else text[:77] + "..."
