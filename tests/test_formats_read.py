@@ -38,7 +38,7 @@ def test_vllm_old_shape_decides_as_the_reference() -> None:
         assert decision_mismatches(table, ref.tables[arch]) == []
     assert decision_mismatches(imported.tables.default, ref.default) == []
     from artune.formats.source import read_source
-    from artune.formats.vllm_read import FILES, read_figures
+    from artune.formats.vllm_figures import FILES, read_figures
 
     root = FIXTURES / "vllm-old"
     figures = read_figures([read_source(root / f) for f in FILES if (root / f).is_file()])
@@ -63,7 +63,7 @@ def test_vllm_new_shape_differs_from_the_reference_only_at_the_inclusive_symm_bo
 
 def test_vllm_new_shape_reads_every_table() -> None:
     from artune.formats.source import read_source
-    from artune.formats.vllm_read import FILES, read_figures
+    from artune.formats.vllm_figures import FILES, read_figures
 
     root = FIXTURES / "vllm-new"
     figures = read_figures([read_source(root / f) for f in FILES if (root / f).is_file()])

@@ -98,7 +98,8 @@ def dropped(original: Table, written: Table) -> list[str]:
 def reread(arch: str, custom: dict[int, int], symm: dict[int, int], multimem: list[int]) -> Table:
     """The table vLLM would decide with from these rows (``artune import vllm`` of the export)."""
     from artune.formats.source import SourceFile
-    from artune.formats.vllm_read import Figures, build
+    from artune.formats.vllm_figures import Figures
+    from artune.formats.vllm_read import build
 
     figures = Figures(custom_ar={arch: custom}, symm_mem={arch: symm} if symm else {}, multimem={arch: multimem})
     return build(figures, [SourceFile("<export>", "")]).tables.tables[arch]
