@@ -1,19 +1,34 @@
-"""The comment every export starts with: where the figures came from, and what the projection dropped."""
+"""What every export shares: the comment it starts with (where the figures came from) and what it dropped."""
 
 from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass, field
 
+from artune.sizes import MAX_SIZE, format_span
+from artune.table.diff import diff_tables
 from artune.table.model import Table
 
 
-@dataclass
+@dataclass(frozen=True)
 class Export:
     """Text to paste, and notes for stderr about what the format could not hold."""
 
     text: str
     dropped: list[str] = field(default_factory=list)
+
+
+def differences(original: Table, written: Table) -> list[str]:
+    """Where ``written`` (the engine's reading of the export) decides differently from ``original``.
+
+    Sizes from ``MAX_SIZE`` on are left out: beyond any size artune handles,
+    they are where an open-ended band is written as ``1 << 50``.
+    """
+    return [
+        f"ws={d.world_size} {d.mode} {format_span(d.lo, d.hi)}: {' > '.join(d.a)} becomes {' > '.join(d.b)}"
+        for d in diff_tables(original, written)
+        if d.lo < MAX_SIZE
+    ]
 
 
 def provenance_lines(table: Table, command: str, comment: str = "#") -> list[str]:

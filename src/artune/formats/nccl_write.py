@@ -38,13 +38,13 @@ def export_nccl(table: Table, command: str, nodes: int = 1) -> Export:
     """CSV lines for every eager plan of ``table``."""
     lines = provenance_lines(table, command)
     lines.append(f"# nNodes = {nodes}; the CSV has no arch key: these lines apply on every GPU")
-    out = Export("", [f"the CSV has no per-arch key: arch {table.platform.arch} is not recorded in the lines"])
+    dropped = [f"the CSV has no per-arch key: arch {table.platform.arch} is not recorded in the lines"]
     for ws in sorted({p.world_size for p in table.plans}):
         plan = table.plan(ws, "eager") or table.plan(ws, "graph")
         assert plan is not None
         other = table.plan(ws, "graph")
         if other is not None and other is not plan and (other.bands, other.fallback) != (plan.bands, plan.fallback):
-            out.dropped.append(f"ws={ws} graph: the CSV has no graph/eager split; the graph plan is dropped")
+            dropped.append(f"ws={ws} graph: the CSV has no graph/eager split; the graph plan is dropped")
         pieces = [(lo, MAX_BYTES if hi is None else hi, cands[0]) for lo, hi, cands in plan.spans()]
         for lo, hi, name in pieces:
             if lo > MAX_BYTES:
@@ -52,12 +52,11 @@ def export_nccl(table: Table, command: str, nodes: int = 1) -> Export:
             found = nccl_algorithm(name)
             if found is None:
                 if name != "nccl":
-                    out.dropped.append(
+                    dropped.append(
                         f"ws={ws} {format_span(lo, hi)}: {name} is not an NCCL algorithm; no line (NCCL never "
                         "sees these sizes when the engine runs them itself)"
                     )
                 continue
             channels = plan.params_for(name).get("channels", -1)
             lines.append(f"allreduce,{lo},{hi},{found[0]},{found[1]},{channels},{nodes},{ws}")
-    out.text = "\n".join(lines) + "\n"
-    return out
+    return Export("\n".join(lines) + "\n", dropped)

@@ -20,9 +20,11 @@ from __future__ import annotations
 import math
 
 from artune.errors import TableError
-from artune.formats.header import Export, provenance_lines
+from artune.formats.header import Export, differences, provenance_lines
+from artune.formats.sglang_read import build
+from artune.formats.source import SourceFile
 from artune.sizes import MAX_SIZE
-from artune.table.model import MODES, ParamValue, Plan, Table
+from artune.table.model import MODES, Band, ParamValue, Plan, Table
 
 KB = 1024
 MB = 1024 * KB
@@ -141,8 +143,6 @@ def _mapped(table: Table) -> tuple[Table, list[str]]:
     """A CPU table with its algorithms renamed by role; other tables as they are."""
     if table.platform.kind != "cpu":
         return table, []
-    from artune.table.model import Band
-
     plans = []
     for plan in table.plans:
         bands = tuple(Band(b.upto, tuple(dict.fromkeys(CPU_ROLES.get(c, c) for c in b.candidates))) for b in plan.bands)
@@ -191,14 +191,14 @@ def export_sglang(table: Table, command: str, arch: str | None = None, standalon
     lines += ["    }", ""]
     body = "\n".join(lines)
     module = _module(body, name, arch)
-    out = Export(module if standalone else body, notes)
-    out.dropped += dropped(work, module, arch)
+    written = build(SourceFile("<export>", module)).tables.tables[arch]
+    dropped = [*notes, *differences(work, written)]
     if any(p.open_ended for p in work.plans):
-        out.dropped.append(
+        dropped.append(
             "an open-ended band is written as 1 << 50 (artune reads it back as open-ended); SGLang clips it to its "
             "workspace, 16 MiB by default, and runs nccl above"
         )
-    return out
+    return Export(module if standalone else body, dropped)
 
 
 def _module(body: str, name: str, arch: str) -> str:
@@ -212,18 +212,3 @@ def _module(body: str, name: str, arch: str) -> str:
         "    return {}\n"
     )
     return _PRELUDE + body + dispatch
-
-
-def dropped(table: Table, module: str, arch: str) -> list[str]:
-    """Where SGLang's reading of ``module`` decides differently from ``table``."""
-    from artune.formats.sglang_read import build
-    from artune.formats.source import SourceFile
-    from artune.sizes import format_span
-    from artune.table.diff import diff_tables
-
-    written = build(SourceFile("<export>", module)).tables.tables[arch]
-    return [
-        f"ws={d.world_size} {d.mode} {format_span(d.lo, d.hi)}: {' > '.join(d.a)} becomes {' > '.join(d.b)}"
-        for d in diff_tables(table, written)
-        if d.lo < MAX_SIZE
-    ]

@@ -14,8 +14,11 @@ prefers ``symm_mem_multimem``. Everything the projection drops is listed in
 
 from __future__ import annotations
 
-from artune.formats.header import Export, provenance_lines
-from artune.sizes import MAX_SIZE, format_size, format_span
+from artune.formats.header import Export, differences, provenance_lines
+from artune.formats.source import SourceFile
+from artune.formats.vllm_figures import Figures
+from artune.formats.vllm_read import CUSTOM_AR_WORLD_SIZES, build
+from artune.sizes import MAX_SIZE, format_size
 from artune.table.model import MODES, Plan, Table
 
 KiB = 1024
@@ -82,25 +85,8 @@ def project(table: Table) -> tuple[dict[int, int], dict[int, int], list[int]]:
     return custom, symm, multimem
 
 
-def dropped(original: Table, written: Table) -> list[str]:
-    """What ``written`` (the engine's reading of the export) decides differently from ``original``."""
-    from artune.table.diff import diff_tables
-
-    out = []
-    for d in diff_tables(original, written):
-        if d.lo >= MAX_SIZE:
-            continue  # beyond any size artune handles: an open-ended band written as 1 << 50
-        span = format_span(d.lo, d.hi)
-        out.append(f"ws={d.world_size} {d.mode} {span}: {' > '.join(d.a)} becomes {' > '.join(d.b)}")
-    return out
-
-
 def reread(arch: str, custom: dict[int, int], symm: dict[int, int], multimem: list[int]) -> Table:
     """The table vLLM would decide with from these rows (``artune import vllm`` of the export)."""
-    from artune.formats.source import SourceFile
-    from artune.formats.vllm_figures import Figures
-    from artune.formats.vllm_read import build
-
     figures = Figures(custom_ar={arch: custom}, symm_mem={arch: symm} if symm else {}, multimem={arch: multimem})
     return build(figures, [SourceFile("<export>", "")]).tables.tables[arch]
 
@@ -109,24 +95,22 @@ def export_vllm(tables: list[Table], command: str) -> Export:
     """vLLM rows for each table's arch, as a Python fragment that reads back with ``artune import vllm``."""
     lines: list[str] = []
     rows: dict[str, tuple[dict[int, int], dict[int, int], list[int]]] = {}
-    out = Export("")
+    dropped: list[str] = []
     for table in tables:
         lines += provenance_lines(table, command)
         custom, symm, multimem = project(table)
-        missing = [ws for ws in (2, 4, 6, 8) if ws not in custom]
+        missing = [ws for ws in CUSTOM_AR_WORLD_SIZES if ws not in custom]
         if missing:
-            out.dropped.append(
+            dropped.append(
                 f"{table.platform.arch}: no plan for world sizes {missing}; vLLM needs every one of 2, 4, 6, 8 "
                 "in CUSTOM_ALL_REDUCE_MAX_SIZES: written as 0 (custom_ar never)"
             )
             custom.update({ws: 0 for ws in missing})
         rows[table.platform.arch] = (dict(sorted(custom.items())), symm, multimem)
-        out.dropped += [
-            f"{table.platform.arch}: {d}"
-            for d in dropped(table, reread(table.platform.arch, *rows[table.platform.arch]))
-        ]
+        written = reread(table.platform.arch, *rows[table.platform.arch])
+        dropped += [f"{table.platform.arch}: {d}" for d in differences(table, written)]
         if any(p.open_ended for p in table.plans):
-            out.dropped.append(
+            dropped.append(
                 f"{table.platform.arch}: an open-ended band is written as 1 << 50 (artune reads it back as "
                 "open-ended); vLLM clips custom_ar to its 8 MiB buffer"
             )
@@ -149,5 +133,4 @@ def export_vllm(tables: list[Table], command: str) -> Export:
         if symm:
             lines.append(f'    "{arch}": {sorted(multimem)},')
     lines.append("}")
-    out.text = "\n".join(lines) + "\n"
-    return out
+    return Export("\n".join(lines) + "\n", dropped)
