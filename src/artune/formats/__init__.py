@@ -12,8 +12,13 @@ from __future__ import annotations
 
 from artune.errors import TableError
 from artune.formats.engine import EngineImport
+from artune.formats.pyeval import Raised, Unsupported
 
 ENGINES = ("vllm", "sglang")
+_SUBSET = (
+    "artune reads engine files without running them, in the Python subset artune.formats.pyeval documents: "
+    "point it at the engine's own table file, or report the construct with the file"
+)
 
 
 def read_engine(engine: str, path: str) -> EngineImport:
@@ -26,6 +31,10 @@ def read_engine(engine: str, path: str) -> EngineImport:
         raise TableError(f"{engine}: unknown engine; known: {', '.join(ENGINES)}")
     try:
         return read(path)
+    except Raised:
+        raise  # the file's own error (a failed assert, a missing key): its message says what to fix there
+    except Unsupported as err:
+        raise Unsupported(f"{err} ({_SUBSET})") from None
     except RecursionError:
         raise TableError(f"{path}: expressions nested too deeply to read; is this the engine's table file?") from None
 
