@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -72,23 +71,6 @@ class FindingSink:
                 "alignment rule lets through: it can never be reached"
             )
             self.grouped(source, arch, message, world_size, mode)
-
-
-def key_lines(node: ast.expr | None, prefix: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
-    """Line of every literal key of a (nested) dict literal: ``{(outer,): line, (outer, inner): line}``."""
-    out: dict[tuple[Any, ...], int] = {}
-    if not isinstance(node, ast.Dict):
-        return out
-    for key, value in zip(node.keys, node.values, strict=True):
-        if key is None:
-            continue
-        try:
-            literal = ast.literal_eval(key)
-        except ValueError:
-            continue
-        out[(*prefix, literal)] = key.lineno
-        out.update(key_lines(value, (*prefix, literal)))
-    return out
 
 
 def short(value: Any) -> str:

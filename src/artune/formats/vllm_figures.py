@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from artune.errors import TableError
-from artune.formats.engine import key_lines, short
+from artune.formats.engine import short
 from artune.formats.pyeval import assignments, constants
 from artune.formats.source import SourceFile
 
@@ -169,6 +169,23 @@ class _Reader:
             out[_int_arch(arch)] = rows
         self.lines(name, arch_of=_int_arch)
         return out
+
+
+def key_lines(node: ast.expr | None, prefix: tuple[Any, ...] = ()) -> dict[tuple[Any, ...], int]:
+    """Line of every literal key of a (nested) dict literal: ``{(outer,): line, (outer, inner): line}``."""
+    out: dict[tuple[Any, ...], int] = {}
+    if not isinstance(node, ast.Dict):
+        return out
+    for key, value in zip(node.keys, node.values, strict=True):
+        if key is None:
+            continue
+        try:
+            literal = ast.literal_eval(key)
+        except ValueError:
+            continue
+        out[(*prefix, literal)] = key.lineno
+        out.update(key_lines(value, (*prefix, literal)))
+    return out
 
 
 def _names(stmt: ast.Assign | ast.AnnAssign) -> list[str]:

@@ -192,6 +192,12 @@ def _uncovered(rule: Rule, earlier: Sequence[Rule]) -> list[tuple[int, int]]:
     return parts
 
 
+def _earlier_covering(rules: Sequence[Rule], index: int) -> list[Rule]:
+    """The non-empty rules before ``rules[index]`` that can run wherever it can: they take its sizes."""
+    later = rules[index].algorithm
+    return [r for r in rules[:index] if not r.empty and runs_wherever(r.algorithm, later)]
+
+
 def shadowed_rules(rules: Sequence[Rule]) -> list[tuple[int, tuple[str, ...]]]:
     """First-match rules that never win: every size they cover is taken by earlier rules that can run there too.
 
@@ -201,7 +207,7 @@ def shadowed_rules(rules: Sequence[Rule]) -> list[tuple[int, tuple[str, ...]]]:
     for i, rule in enumerate(rules):
         if rule.empty:
             continue
-        earlier = [r for r in rules[:i] if not r.empty and runs_wherever(r.algorithm, rule.algorithm)]
+        earlier = _earlier_covering(rules, i)
         if not _uncovered(rule, earlier):
             names = tuple(dict.fromkeys(r.algorithm for r in earlier if r.lo <= rule.hi and r.hi >= rule.lo))
             out.append((i, names))
@@ -219,8 +225,7 @@ def unaligned_rules(rules: Sequence[Rule]) -> list[tuple[int, int, int]]:
         if rule.empty or rule.algorithm not in SPECS:
             continue
         align = SPECS[rule.algorithm].conditions.align
-        earlier = [r for r in rules[:i] if not r.empty and runs_wherever(r.algorithm, rule.algorithm)]
-        parts = _uncovered(rule, earlier)
+        parts = _uncovered(rule, _earlier_covering(rules, i))
         if align > 1 and parts and all((lo + align - 1) // align * align > hi for lo, hi in parts):
             lo, hi = max(parts, key=lambda p: p[1] - p[0])
             out.append((i, lo, hi))

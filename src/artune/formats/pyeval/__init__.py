@@ -22,22 +22,18 @@ expressions) and ``statements`` (``Interpreter``, which runs SGLang's
 configs, and ``constants``).
 """
 
-from artune.formats.pyeval.expressions import Evaluator, parse
-from artune.formats.pyeval.statements import Interpreter, assignments, bound_names, constants
-from artune.formats.pyeval.values import Function, Raised, Record, RecordType, Scope, Symbol, Unsupported
+from artune.formats.pyeval.expressions import parse
+from artune.formats.pyeval.statements import Interpreter, assignments, constants
+from artune.formats.pyeval.values import Function, Raised, Record, Symbol, Unsupported
 
 __all__ = [
-    "Evaluator",
     "Function",
     "Interpreter",
     "Raised",
     "Record",
-    "RecordType",
-    "Scope",
     "Symbol",
     "Unsupported",
     "assignments",
-    "bound_names",
     "constants",
     "parse",
 ]
