@@ -11,7 +11,7 @@ from typing import Any
 from artune.cli.tables import SOURCES, Source, open_source
 from artune.errors import TableError
 from artune.sizes import format_span
-from artune.table.diff import Difference, diff_tables
+from artune.table.diff import diff_tables
 from artune.table.io import dump_table, dumps_table
 from artune.table.model import MODES, Table
 
@@ -88,7 +88,7 @@ def _export_tables(source: Source, arch: str | None, target: str) -> list[Table]
 def run_export(args: argparse.Namespace) -> int:
     """Print the paste-ready text; what the format cannot hold goes to stderr."""
     source = open_source(args.table)
-    tables = _export_tables(source, args.arch if len(source.tables) > 1 else None, args.to)
+    tables = _export_tables(source, args.arch, args.to)
     command = _command(args)
     if args.to == "vllm":
         from artune.formats.vllm_write import export_vllm
@@ -145,7 +145,7 @@ def run_diff(args: argparse.Namespace) -> int:
     logging.getLogger("artune.table.family").setLevel(logging.ERROR)  # borrowing is named in the output
     differ = 0
     for arch, ta, tb in _pairs(a, b, args.arch):
-        found: list[Difference] = diff_tables(ta, tb, args.world_size, args.mode)
+        found = diff_tables(ta, tb, args.world_size, args.mode)
         header = f"arch={arch}: A {ta.name} [{ta.platform.arch}]; B {tb.name} [{tb.platform.arch}]"
         if not found:
             print(f"{header}: identical")

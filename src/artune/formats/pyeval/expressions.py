@@ -79,8 +79,6 @@ class Evaluator:
         self.steps = 0
         self.calls: list[int] = []  # lines of the calls in progress, outermost first
 
-    # errors and budgets
-
     def fail(self, node: ast.AST | None, message: str) -> Unsupported:
         line = getattr(node, "lineno", "?")
         return Unsupported(f"{self.filename}:{line}: {message}")
@@ -102,8 +100,6 @@ class Evaluator:
         if self.restricted:
             raise self.fail(node, f"{self._construct(node)} is not a constant expression")
 
-    # binding
-
     def assign(self, target: ast.expr, value: Any, scope: Scope) -> None:
         """Bind ``value`` to a name, a tuple of names, or (unrestricted) a dict item."""
         if isinstance(target, ast.Name):
@@ -121,8 +117,6 @@ class Evaluator:
             container[self.eval(target.slice, scope)] = value
         else:
             raise self.fail(target, f"unsupported assignment target {self._construct(target)}")
-
-    # expressions
 
     def eval(self, node: ast.expr, scope: Scope) -> Any:
         """The value of ``node`` in ``scope``."""
@@ -314,8 +308,6 @@ class Evaluator:
                 return getattr(owner, name)
         raise self.fail(node, f"attribute '{name}' of {type(owner).__name__} is not supported")
 
-    # calls
-
     def _eval_Call(self, node: ast.Call, scope: Scope) -> Any:
         func = self.eval(node.func, scope)
         if self.restricted and func not in (int, float):
@@ -338,7 +330,11 @@ class Evaluator:
     def call(self, func: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None = None) -> Any:
         """Call ``func`` (a function of the file, a record type, a fake or a pure builtin)."""
         if isinstance(func, Function):
-            return self.run_body(func, self._bind(func, args, kwargs, node))
+            try:
+                frame = func.bind(args, kwargs, self.eval)
+            except ValueError as err:
+                raise self.fail(node, str(err)) from None
+            return self.run_body(func, frame)
         try:
             if isinstance(func, RecordType):
                 return func.make(args, kwargs, tuple(self.calls))
@@ -364,43 +360,3 @@ class Evaluator:
         """The value of a call of ``func`` with its parameters bound in ``frame`` (a lambda's body here)."""
         assert isinstance(func.node, ast.Lambda)  # a ``def`` comes from ``Interpreter``, which runs its body
         return self.eval(func.node.body, frame)
-
-    def _bind(self, func: Function, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Scope:
-        """A frame with ``func``'s parameters bound as Python binds them (defaults evaluated at the call)."""
-        spec = func.node.args
-        frame = Scope({}, func.scope)
-        positional = [*spec.posonlyargs, *spec.args]
-        defaults = dict(
-            zip([a.arg for a in positional[len(positional) - len(spec.defaults) :]], spec.defaults, strict=True)
-        )
-        for param, value in zip(positional, args, strict=False):
-            frame.values[param.arg] = value
-        extra = args[len(positional) :]
-        if extra:
-            if spec.vararg is None:
-                raise self.fail(node, f"{func.name}() takes {len(positional)} positional arguments, got {len(args)}")
-            frame.values[spec.vararg.arg] = tuple(extra)
-        elif spec.vararg is not None:
-            frame.values[spec.vararg.arg] = ()
-        rest: dict[str, Any] = {}
-        names = {a.arg for a in positional} | {a.arg for a in spec.kwonlyargs}
-        for key, value in kwargs.items():
-            if key in names and key not in frame.values:
-                frame.values[key] = value
-            elif spec.kwarg is not None:
-                rest[key] = value
-            else:
-                raise self.fail(node, f"{func.name}() got an unexpected or repeated argument {key!r}")
-        if spec.kwarg is not None:
-            frame.values[spec.kwarg.arg] = rest
-        for param in positional:
-            if param.arg not in frame.values:
-                if param.arg not in defaults:
-                    raise self.fail(node, f"{func.name}() is missing argument {param.arg!r}")
-                frame.values[param.arg] = self.eval(defaults[param.arg], func.scope)
-        for param, default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
-            if param.arg not in frame.values:
-                if default is None:
-                    raise self.fail(node, f"{func.name}() is missing keyword argument {param.arg!r}")
-                frame.values[param.arg] = self.eval(default, func.scope)
-        return frame

@@ -111,6 +111,49 @@ class Function:
     scope: Scope
     name: str
 
+    def bind(self, args: list[Any], kwargs: dict[str, Any], evaluate: Callable[[ast.expr, Scope], Any]) -> Scope:
+        """A frame with the parameters bound as Python binds them; ``evaluate`` computes defaults at the call.
+
+        ``ValueError`` names the argument at fault.
+        """
+        spec = self.node.args
+        frame = Scope({}, self.scope)
+        positional = [*spec.posonlyargs, *spec.args]
+        defaults = dict(
+            zip([a.arg for a in positional[len(positional) - len(spec.defaults) :]], spec.defaults, strict=True)
+        )
+        for param, value in zip(positional, args, strict=False):
+            frame.values[param.arg] = value
+        extra = args[len(positional) :]
+        if extra:
+            if spec.vararg is None:
+                raise ValueError(f"{self.name}() takes {len(positional)} positional arguments, got {len(args)}")
+            frame.values[spec.vararg.arg] = tuple(extra)
+        elif spec.vararg is not None:
+            frame.values[spec.vararg.arg] = ()
+        rest: dict[str, Any] = {}
+        names = {a.arg for a in positional} | {a.arg for a in spec.kwonlyargs}
+        for key, value in kwargs.items():
+            if key in names and key not in frame.values:
+                frame.values[key] = value
+            elif spec.kwarg is not None:
+                rest[key] = value
+            else:
+                raise ValueError(f"{self.name}() got an unexpected or repeated argument {key!r}")
+        if spec.kwarg is not None:
+            frame.values[spec.kwarg.arg] = rest
+        for param in positional:
+            if param.arg not in frame.values:
+                if param.arg not in defaults:
+                    raise ValueError(f"{self.name}() is missing argument {param.arg!r}")
+                frame.values[param.arg] = evaluate(defaults[param.arg], self.scope)
+        for param, default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
+            if param.arg not in frame.values:
+                if default is None:
+                    raise ValueError(f"{self.name}() is missing keyword argument {param.arg!r}")
+                frame.values[param.arg] = evaluate(default, self.scope)
+        return frame
+
 
 class Scope:
     """Variables of one frame, with the enclosing frame as parent."""
