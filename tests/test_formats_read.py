@@ -271,6 +271,15 @@ def test_the_evaluator_runs_nothing_from_the_file(tmp_path: Path) -> None:
     assert not marker.exists()
 
 
+@pytest.mark.parametrize(
+    "source",
+    ["x = 1\ny, z = 5\n", "x = 1\nfor a, b in [1]:\n    pass\n", "x = 1\ny = {[1]: 2}\n", "x = {}\nx[[1]] = 2\n"],
+)
+def test_misused_values_are_errors_naming_the_line_not_tracebacks(source: str) -> None:
+    with pytest.raises(Unsupported, match=r"^bad\.py:2: .*TypeError"):
+        Interpreter(source, "bad.py").run_module()
+
+
 def test_deeply_nested_input_is_an_error_not_a_crash(tmp_path: Path) -> None:
     path = tmp_path / "all_reduce_utils.py"
     path.write_text("CUSTOM_ALL_REDUCE_MAX_SIZES = " + "(" * 5000 + "1" + ")" * 5000 + "\n")

@@ -124,7 +124,10 @@ class Evaluator:
         method = getattr(self, f"_eval_{type(node).__name__}", None)
         if method is None:
             raise self.fail(node, f"unsupported construct {self._construct(node)}")
-        return method(node, scope)
+        try:
+            return method(node, scope)
+        except TypeError as err:  # the file's values misused (an unhashable key, unpacking an int)
+            raise self.fail(node, f"TypeError: {err}") from None
 
     def _eval_Constant(self, node: ast.Constant, scope: Scope) -> Any:
         return node.value

@@ -56,6 +56,15 @@ class Interpreter(Evaluator):
 
     def exec_stmt(self, stmt: ast.stmt, scope: Scope, top: bool = False) -> None:
         self._tick(stmt)
+        try:
+            self._exec(stmt, scope)
+        except TypeError as err:  # the file's values misused (unpacking an int, an unhashable key)
+            raise self.fail(stmt, f"TypeError: {err}") from None
+        if top:
+            for name in bound_names(stmt):
+                self.lines[name] = stmt.lineno
+
+    def _exec(self, stmt: ast.stmt, scope: Scope) -> None:
         if isinstance(stmt, ast.Expr):
             if isinstance(stmt.value, ast.Constant):
                 return  # docstring
@@ -105,9 +114,6 @@ class Interpreter(Evaluator):
             return
         else:
             raise self.fail(stmt, f"unsupported construct {self._construct(stmt)}")
-        if top:
-            for name in bound_names(stmt):
-                self.lines[name] = stmt.lineno
 
     def _import(self, stmt: ast.Import | ast.ImportFrom, scope: Scope) -> None:
         """Bind each imported name to the caller's fake for it, or to an opaque ``Symbol``."""
