@@ -248,6 +248,37 @@ def test_sglang_unknown_shape_and_unsupported_constructs_are_errors(tmp_path: Pa
         read_engine("sglang", str(path))
 
 
+@pytest.mark.parametrize(
+    ("engine", "name", "text", "expected"),
+    [
+        ("sglang", "custom_all_reduce_v2.py", "THRESHOLD_2_SHOT_MAP = {2: 5}\n", ":1: THRESHOLD_2_SHOT_MAP is {2: 5}"),
+        ("sglang", "custom_all_reduce_v2.py", "def _sm90_tunings(n):\n    return {'x': (1, 2, 3)}\n", ":1: _sm90"),
+        (
+            "sglang",
+            "custom_all_reduce_v2.py",
+            "import torch\nfrom typing import NamedTuple\nclass C(NamedTuple):\n    graph: tuple\n    eager: tuple\n"
+            "def _get():\n    torch.cuda.get_device_capability()\n"
+            "    return {2: C(((1, ('X.ONE_SHOT_PUSH', 0)),), ())}\n"
+            "_MULTINODE_PUSH_BANDS = {1: 2}\n",
+            ":9: _MULTINODE_PUSH_BANDS is not a dict",
+        ),
+        (
+            "vllm",
+            "all_reduce_utils.py",
+            "CUSTOM_ALL_REDUCE_MAX_SIZES = {'9.0': {2: 1, 4: 1, 6: 1, 8: 1}}\n"
+            "_FI_ALLREDUCE_ONE_SHOT_MAX_SIZES_MB = {90: {0: 1}}\n",
+            ":2: _FI_ALLREDUCE_ONE_SHOT_MAX_SIZES_MB: expected",
+        ),
+    ],
+)
+def test_malformed_tables_name_the_line(tmp_path: Path, engine, name, text, expected) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(TableError) as err:
+        read_engine(engine, str(path))
+    assert str(err.value).startswith(f"{path}{expected}")
+
+
 def test_the_evaluator_runs_nothing_from_the_file(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     source = f"import os\nos.system('touch {marker}')\n"

@@ -113,6 +113,10 @@ def _row_line(record: Record, fallback: int) -> int:
     return record.lines[1] if len(record.lines) > 1 else record.lines[0] if record.lines else fallback
 
 
+def _is_world_size(value: Any) -> bool:
+    return type(value) is int and value > 0
+
+
 def _is_dispatch(value: Any) -> bool:
     return isinstance(value, Function) and "get_device_capability" in ast.unparse(value.node)
 
@@ -131,8 +135,10 @@ class Shape:
         interp.run_module()
         return interp
 
-    def fail(self, message: str, line: int | str = "?") -> TableError:
-        return TableError(f"{self.source.path}:{line}: {message}")
+    def fail(self, message: str, line: int | None = None) -> TableError:
+        """An error naming the file, and the line when the fault has one."""
+        where = self.source.path if line is None else f"{self.source.path}:{line}"
+        return TableError(f"{where}: {message}")
 
     # values -> numbers
 
@@ -244,6 +250,12 @@ class Shape:
         push, pull, mc = (self.blocks(value, line) for value in blocks)
         return ArchConfig(rules(graph, line), rules(eager, line), push, pull, mc, line)
 
+    def configs(self, result: Any, name: str, line: int) -> Configs:
+        """What a function returned, as world size -> config; an error naming it when it is not that."""
+        if not isinstance(result, dict) or not all(_is_world_size(ws) for ws in result):
+            raise self.fail(f"{name}() returned {short(result)}, not a dict of world size -> config", line)
+        return {ws: self.config(cfg, line) for ws, cfg in result.items()}
+
     def configs_for(self, cap: tuple[int, int], num_sm: int | None) -> Configs:
         """World size -> config for one probed arch (empty when the file has none for it)."""
         interp = self.interp(cap, num_sm)
@@ -262,10 +274,7 @@ class Shape:
         func = interp.globals.values[name]
         line = func.node.lineno
         if not func.node.args.args:
-            result = interp.call(func, [], {})
-            if not isinstance(result, dict):
-                raise self.fail(f"{name}() returned {short(result)}, not a dict of world size -> config", line)
-            return {ws: self.config(cfg, line) for ws, cfg in result.items()}
+            return self.configs(interp.call(func, [], {}), name, line)
         out: Configs = {}
         for ws in range(2, 17):  # shape A: one call per world size, a missing one raises KeyError
             try:
@@ -284,6 +293,14 @@ class Shape:
             interp.call(init, [], {})
         table = interp.globals.values["THRESHOLD_2_SHOT_MAP"]
         line = interp.lines.get("THRESHOLD_2_SHOT_MAP", 0)
+        if not isinstance(table, dict) or not all(
+            _is_world_size(ws) and isinstance(mode, (dict, Record)) for ws, mode in table.items()
+        ):
+            raise self.fail(
+                f"THRESHOLD_2_SHOT_MAP is {short(table)}, not {{world size: {{'one_shot_push_threshold': bytes, "
+                "'one_shot_pull_threshold': bytes}}",
+                line,
+            )
         max_pull = 16 * MB  # max_pull_size default; should_custom_ar: n <= max(max_pull, max_push)
         out: Configs = {}
         for ws, mode in table.items():
@@ -308,9 +325,7 @@ class Shape:
             interp = self.interp((0, 0), sm)
             func = interp.globals.values[name]
             result = interp.call(func, [sm if sm is not None else Symbol("sms")], {})
-            if not isinstance(result, dict):
-                raise self.fail(f"{name}() returned {short(result)}, not a dict", func.node.lineno)
-            configs = {ws: self.config(raw, func.node.lineno) for ws, raw in result.items()}
+            configs = self.configs(result, name, func.node.lineno)
             if match:
                 found[arch] = configs
             else:
@@ -341,6 +356,8 @@ class Shape:
         bands = interp.globals.values.get("_MULTINODE_PUSH_BANDS")
         if bands is None:
             return {}
-        if not isinstance(bands, dict):
-            raise self.fail("_MULTINODE_PUSH_BANDS is not a dict of (major, world size) -> bands")
-        return {key: (value, interp.lines.get("_MULTINODE_PUSH_BANDS", 0)) for key, value in bands.items()}
+        line = interp.lines.get("_MULTINODE_PUSH_BANDS", 0)
+        pair = lambda key: isinstance(key, tuple) and len(key) == 2 and all(_is_world_size(k) for k in key)  # noqa: E731
+        if not isinstance(bands, dict) or not all(pair(key) for key in bands):
+            raise self.fail("_MULTINODE_PUSH_BANDS is not a dict of (major, world size) -> bands", line)
+        return {key: (value, line) for key, value in bands.items()}

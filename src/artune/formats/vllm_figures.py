@@ -164,7 +164,7 @@ class _Reader:
             if type(arch) is not int or not isinstance(rows, dict):
                 raise self.fail(name, expected, {arch: rows})
             for ws, mb in rows.items():
-                if type(ws) is not int or isinstance(mb, bool) or not isinstance(mb, (int, float)) or mb < 0:
+                if type(ws) is not int or ws < 1 or isinstance(mb, bool) or not isinstance(mb, (int, float)) or mb < 0:
                     raise self.fail(name, expected, {ws: mb})
             out[_int_arch(arch)] = rows
         self.lines(name, arch_of=_int_arch)
