@@ -105,13 +105,8 @@ def diff_plans(a: Table, b: Table, world_size: int, mode: str) -> list[Differenc
     return out
 
 
-def world_sizes(*tables: Table) -> list[int]:
-    """Every world size any of ``tables`` plans."""
-    return sorted({p.world_size for t in tables for p in t.plans})
-
-
 def diff_tables(a: Table, b: Table, world_size: int | None = None, mode: str | None = None) -> list[Difference]:
     """Every difference between ``a`` and ``b``, over the world sizes either plans (or the one given)."""
-    sizes = [world_size] if world_size is not None else world_sizes(a, b)
+    sizes = [world_size] if world_size is not None else sorted({p.world_size for t in (a, b) for p in t.plans})
     modes = [mode] if mode is not None else list(MODES)
     return [d for ws in sizes for m in modes for d in diff_plans(a, b, ws, m)]
