@@ -17,7 +17,9 @@ arguments and gets the same list of ``Measurement`` s back. Per size it
    it (about a tenth of the time budget each);
 4. warms up, then times the candidates interleaved in turns (A A A B B B
    A A A ...: each turn starts with an untimed call that absorbs the rank
-   skew the previous candidate left), each call with ``time.perf_counter_ns``,
+   skew the previous candidate left), each call timed by the ``Timer``
+   (``artune.measure.timers``: the host's ``time.perf_counter_ns`` on CPU,
+   CUDA events or CUDA-graph replays on a GPU),
    with the garbage collector paused, block after block until the budget is
    spent: between blocks the ranks agree on the elapsed time (MAX), so they
    stop after the same round and a bad estimate cannot overrun the budget by
@@ -48,6 +50,7 @@ from artune.errors import ArtuneError, PeerTimeout
 from artune.measure.records import Candidate, Measurement
 from artune.measure.reducers import Reducer
 from artune.measure.stats import summarize
+from artune.measure.timers import Timer, WallTimer
 from artune.sizes import format_size
 
 log = logging.getLogger(__name__)
@@ -186,7 +189,14 @@ def _check_data(
 
 
 def _digest(tensor: torch.Tensor) -> str:
-    return hashlib.blake2b(tensor.view(torch.uint8).numpy().tobytes(), digest_size=16).hexdigest()
+    return hashlib.blake2b(tensor.cpu().view(torch.uint8).numpy().tobytes(), digest_size=16).hexdigest()
+
+
+def _available(comm: Reducer, dtype: torch.dtype, op: str, device: torch.device) -> frozenset[str]:
+    """``comm.available`` for tensors on ``device`` (a reducer without a ``device`` argument serves CPU only)."""
+    if device.type == "cpu":
+        return comm.available(dtype, op)
+    return comm.available(dtype, op, device)  # type: ignore[call-arg]
 
 
 # ------------------------------------------------------------------ measure
@@ -244,6 +254,8 @@ def measure(
     seed: int = 0,
     group: dist.ProcessGroup | None = None,
     progress: Progress | None = None,
+    device: torch.device | str = "cpu",
+    timer: Timer | None = None,
 ) -> list[Measurement]:
     """Check and time ``candidates`` at each of ``sizes`` (bytes); collective, identical on every rank.
 
@@ -270,6 +282,11 @@ def measure(
         group: process group for the control messages (default ``comm.group``
             when it has one, else WORLD); it must reduce CPU tensors.
         progress: ``progress(done, total, text)`` called on every rank.
+        device: where the message tensor lives (``"cuda"``: the current CUDA device).
+        timer: the clock (default ``WallTimer``: the host's, per call). A
+            graph timer captures each candidate after its correctness check
+            (which runs eagerly, so the Communicator sees every call before
+            any capture).
 
     Returns one ``Measurement`` per (size, candidate), sizes outer, in the
     order given. Failed candidates have a status other than ``"ok"`` and no
@@ -288,13 +305,17 @@ def measure(
             f"measure(): sizes {bad} are not positive multiples of {itemsize} bytes ({dtype_name(dtype)})"
         )
     control = _Control(group if group is not None else getattr(comm, "group", None))
-    available = comm.available(dtype, op)
+    clock = timer if timer is not None else WallTimer()
+    where = torch.device(device)
+    available = _available(comm, dtype, op, where)
     results: list[Measurement] = []
     for index, nbytes in enumerate(sizes):
         if progress is not None:
             progress(index, len(sizes), f"{format_size(nbytes)}: {len(cands)} candidates")
         results.extend(
-            _measure_size(comm, control, cands, available, nbytes, dtype, op, schedule, check=check, seed=seed)
+            _measure_size(
+                comm, control, cands, available, nbytes, dtype, op, schedule, clock, where, check=check, seed=seed
+            )
         )
     if progress is not None:
         progress(len(sizes), len(sizes), "done")
@@ -310,6 +331,8 @@ def _measure_size(
     dtype: torch.dtype,
     op: str,
     schedule: Schedule,
+    timer: Timer,
+    device: torch.device,
     *,
     check: bool,
     seed: int,
@@ -317,7 +340,7 @@ def _measure_size(
     itemsize = torch.empty((), dtype=dtype).element_size()
     count = nbytes // itemsize
     world = control.world_size
-    tensor = torch.zeros(count, dtype=dtype)
+    tensor = torch.zeros(count, dtype=dtype, device=device)
     calls = [functools.partial(comm.all_reduce, tensor, op, algorithm=c.algorithm, params=c.params_dict) for c in cands]
     k = len(cands)
 
@@ -332,6 +355,7 @@ def _measure_size(
             local[j] = _Failure("invalid", f"{cand.algorithm} cannot reduce {dtype_name(dtype)} with {op!r} here")
     if check:
         mine, expected = _check_data(seed, control.rank, world, nbytes, count, dtype, op)
+        mine, expected = mine.to(device), expected.to(device)
         for j in range(k):
             if local[j] is not None:
                 continue
@@ -359,18 +383,18 @@ def _measure_size(
                 outcome[j] = _Failure("invalid", "results are not bit-identical across ranks")
     live = [j for j in range(k) if outcome[j] is None]
 
-    # ---- 2. cost estimate on zeros (stays finite under repeated in-place reduction)
+    # ---- 2. cost estimate on zeros (stays finite under repeated in-place reduction); a graph timer
+    # captures here, after every rank ran each call eagerly in the check
     tensor.zero_()
     estimates = np.zeros(k)
     local = [None] * k
+    timed: list[Callable[[], object]] = list(calls)
     for j in live:
         try:
-            calls[j]()
-            durations = []
-            for _ in range(schedule.estimate_calls):
-                start = time.perf_counter_ns()
-                calls[j]()
-                durations.append(time.perf_counter_ns() - start)
+            timed[j] = timer.prepare(calls[j])
+            timed[j]()
+            durations = np.zeros(schedule.estimate_calls)
+            timer.burst(timed[j], schedule.estimate_calls, durations, 0)
             estimates[j] = float(np.median(durations)) * 1e-9
         except Exception as err:
             local[j] = _failure(err)
@@ -384,7 +408,7 @@ def _measure_size(
     samples = np.zeros((0, 0))
     if live:
         round_s = max(float(sum(estimates[j] for j in live)) * (schedule.burst + schedule.settle), 1e-7)
-        samples, local = _timed_loop([calls[j] for j in live], round_s, schedule, control)
+        samples, local = _timed_loop([timed[j] for j in live], round_s, schedule, control, timer)
         for j, failure in zip(live, _agree_failures(control, local), strict=True):
             if failure is not None:
                 outcome[j] = failure
@@ -418,7 +442,11 @@ def _measure_size(
 
 
 def _timed_loop(
-    calls: list[Callable[[], object]], round_s: float, schedule: Schedule, control: _Control
+    calls: list[Callable[[], object]],
+    round_s: float,
+    schedule: Schedule,
+    control: _Control,
+    timer: Timer | None = None,
 ) -> tuple[np.ndarray, list[_Failure | None]]:
     """Run rounds of turns: untimed rounds for the warm-up, then timed rounds for the budget.
 
@@ -436,6 +464,7 @@ def _timed_loop(
     failures: list[_Failure | None] = [None] * k
     active = list(range(k))
     clock = time.perf_counter_ns
+    time_burst = (timer if timer is not None else WallTimer()).burst
 
     def run(rounds: int, samples: np.ndarray) -> None:
         nonlocal active
@@ -446,10 +475,7 @@ def _timed_loop(
                 try:
                     for _ in range(settle):
                         call()
-                    for b in range(burst):
-                        start = clock()
-                        call()
-                        samples[j, first + b] = clock() - start
+                    time_burst(call, burst, samples[j], first)
                 except Exception as err:
                     failures[j] = _failure(err)
             if any(f is not None for f in failures):
