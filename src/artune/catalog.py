@@ -80,6 +80,14 @@ SPECS: dict[str, AlgorithmSpec] = {
             "torch symmetric memory multimem all-reduce (NVLS)",
             conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True),
         ),
+        # artune runs the torch ops under the same names (artune.algorithms.cuda); one-shot is not in
+        # vLLM's table but is a torch op, and SGLang's torch_symm_mem path uses it
+        AlgorithmSpec(
+            "symm_mem_one_shot",
+            "torch",
+            "torch symmetric memory one-shot all-reduce (every rank reads every peer's buffer)",
+            conditions=Conditions(dtypes=frozenset({"bfloat16", "float32"}), align=4),
+        ),
         AlgorithmSpec(
             "symm_mem_two_shot",
             "vllm",

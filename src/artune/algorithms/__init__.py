@@ -7,6 +7,12 @@ when shared memory can be used, ``"shm_one_shot"`` and ``"shm_two_shot"``
 over one ``ShmChannel``. When it cannot, ``shm_unavailable_reason`` says why
 (the same text on every rank) and only the process-group algorithm is there.
 
+On a group whose CUDA backend is NCCL (``init_process_group("cpu:gloo,cuda:nccl")``
+or ``"nccl"``), ``"nccl"`` reduces CUDA tensors and ``open_algorithms`` also opens
+the torch symmetric-memory algorithms (``artune.algorithms.cuda``, imported
+only then); each one it leaves out is in ``unavailable`` with the reason.
+Engine kernels (vLLM, SGLang) are reported there too (``artune.algorithms.engines``).
+
 Before a process-group all-reduce, the Communicator should call
 ``algorithms.channel.agree(numel, dtype, op, name)`` (when ``channel`` is not
 ``None``) so that mismatched calls raise ``CallMismatch`` there too.
@@ -19,7 +25,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from artune.algorithms.base import REDUCE_OPS, Algorithm
-from artune.algorithms.process_group import ProcessGroupAlgorithm
+from artune.algorithms.engines import engine_reasons
+from artune.algorithms.process_group import ProcessGroupAlgorithm, backend_parts
 from artune.algorithms.shm import ShmChannel, ShmOneShot, ShmTwoShot
 from artune.errors import ShmUnavailable
 
@@ -45,6 +52,8 @@ class AlgorithmSet:
     channel: ShmChannel | None = None
     #: why the shm algorithms are missing (identical on every rank), ``None`` when they are present
     shm_unavailable_reason: str | None = None
+    #: algorithms known to the catalog that are not open here, with why (identical on every rank)
+    unavailable: dict[str, str] = field(default_factory=dict)
     _closed: bool = field(default=False, repr=False)
 
     def close(self) -> None:
@@ -65,6 +74,9 @@ def open_algorithms(
     timeout: float,
     buffer_bytes: int | None = None,
     use_shm: bool = True,
+    same_host: bool = True,
+    cuda: bool | None = None,
+    cuda_buffer_bytes: int | None = None,
 ) -> AlgorithmSet:
     """Open the algorithms on ``group`` (collective; same arguments on every rank).
 
@@ -73,7 +85,9 @@ def open_algorithms(
     largest ``chunk_bytes``; ``None`` = ``DEFAULT_BUFFER_BYTES`` or less if
     /dev/shm is small. ``use_shm=False`` skips shared memory entirely.
     Shared-memory trouble never raises here: it is reported in
-    ``shm_unavailable_reason``.
+    ``shm_unavailable_reason``. ``cuda``: open the CUDA algorithms (default:
+    when the group's CUDA backend is NCCL); ``cuda_buffer_bytes``: their
+    symmetric buffer (default 64 MiB); ``same_host``: every rank on one host.
     """
     channel: ShmChannel | None = None
     reason: str | None = None
@@ -84,11 +98,26 @@ def open_algorithms(
             reason = str(err)
     else:
         reason = "shared memory disabled (use_shm=False)"
-    process_group = ProcessGroupAlgorithm(
-        group, timeout=timeout, dead_peers=channel.dead_peers if channel is not None else None
-    )
-    by_name: dict[str, Algorithm] = {process_group.name: process_group}
+    dead = channel.dead_peers if channel is not None else None
+    parts = backend_parts(group)
+    by_name: dict[str, Algorithm] = {}
+    if len(set(parts.values())) > 1:  # "cpu:gloo,cuda:nccl": one algorithm per backend, each for its devices
+        for device, backend in parts.items():
+            algorithm = ProcessGroupAlgorithm(
+                group, timeout=timeout, dead_peers=dead, name=backend, devices=frozenset({device})
+            )
+            by_name.setdefault(backend, algorithm)
+    else:
+        process_group = ProcessGroupAlgorithm(group, timeout=timeout, dead_peers=dead)
+        by_name[process_group.name] = process_group
     if channel is not None:
         for algorithm in (ShmOneShot(channel), ShmTwoShot(channel)):
             by_name[algorithm.name] = algorithm
-    return AlgorithmSet(by_name, channel, reason)
+    unavailable: dict[str, str] = {}
+    if cuda if cuda is not None else parts.get("cuda") == "nccl":
+        from artune.algorithms.cuda import open_cuda_algorithms
+
+        found, unavailable = open_cuda_algorithms(group, same_host=same_host, buffer_bytes=cuda_buffer_bytes)
+        by_name.update(found)
+        unavailable.update(engine_reasons())
+    return AlgorithmSet(by_name, channel, reason, unavailable)

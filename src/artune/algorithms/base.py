@@ -28,6 +28,8 @@ class Algorithm(ABC):
     #: the device types (``"cpu"``, ``"cuda"``, ...) whose tensors it reduces; ``None``: whatever the
     #: group's backend takes
     devices: frozenset[str] | None = None
+    #: True when a call may be captured in a CUDA graph: stream-ordered, no host synchronisation
+    capturable: bool = False
 
     @abstractmethod
     def unavailable(self, dtype: torch.dtype, op: str) -> str | None:
@@ -45,6 +47,14 @@ class Algorithm(ABC):
         Raises ``CallMismatch`` when ranks disagree on element count, dtype or
         op, and ``PeerTimeout`` when a peer does not arrive in time.
         """
+
+    def unfit(self, nbytes: int, dtype: torch.dtype) -> str | None:
+        """Why a message of ``nbytes`` cannot go this way (alignment, buffer size), or ``None``.
+
+        Size-dependent, unlike ``unavailable``; the Communicator asks once per
+        call signature and runs the fallback instead. Same answer on every rank.
+        """
+        return None
 
     def bind(
         self, shape: torch.Size, dtype: torch.dtype, op: str, params: Mapping[str, object]

@@ -8,6 +8,11 @@ timeout), and a peer that dies closes its TCP pairs so gloo fails at once
 is then in an unknown state, so later calls raise ``CommunicatorClosed``.
 For backends whose ``wait`` ignores the timeout, the process group's own
 timeout (``init_process_group(timeout=...)``) is what bounds the call.
+
+CUDA tensors (NCCL) are reduced with a plain stream-ordered call: a ``wait``
+with a timeout would block the host until the kernel ends, which a CUDA
+graph capture forbids; NCCL's own watchdog (the process group's timeout)
+bounds those calls. Not yet run on a GPU.
 """
 
 from __future__ import annotations
@@ -57,6 +62,15 @@ def backend_devices(group: Any = None) -> frozenset[str] | None:
     return _DEVICES.get(backend)
 
 
+def backend_parts(group: Any = None) -> dict[str, str]:
+    """Device type -> backend of ``group``: ``{"cpu": "gloo", "cuda": "nccl"}`` for ``"cpu:gloo,cuda:nccl"``,
+    the known devices of a single backend otherwise (``{"cpu": "gloo", "cuda": "gloo"}`` for gloo)."""
+    backend = str(dist.get_backend(group))
+    if ":" in backend:
+        return dict(part.split(":", 1) for part in backend.split(",") if ":" in part)  # type: ignore[misc]
+    return dict.fromkeys(_DEVICES.get(backend, ()), backend)
+
+
 def backend_name(group: Any = None) -> str:
     """The backend of ``group`` for CPU tensors: ``"gloo"``, ``"nccl"``, ``"mpi"``, ...
 
@@ -83,10 +97,13 @@ class ProcessGroupAlgorithm(Algorithm):
         *,
         timeout: float | None = None,
         dead_peers: Callable[[], tuple[int, ...]] | None = None,
+        name: str | None = None,
+        devices: frozenset[str] | None = None,
     ) -> None:
         self.group = group
-        self.name = backend_name(group)
-        self.devices = backend_devices(group)
+        self.name = name or backend_name(group)
+        self.devices = devices if devices is not None else backend_devices(group)
+        self.capturable = self.name == "nccl"
         self._timeout = timedelta(seconds=timeout) if timeout else None
         self._dead_peers = dead_peers
         self._supported = SUPPORTED.get(self.name, _COMMON)
@@ -107,6 +124,9 @@ class ProcessGroupAlgorithm(Algorithm):
                 + ("closed" if self._closed else f"broken by an earlier failure ({self._broken})")
                 + "; create a new communicator"
             )
+        if tensor.is_cuda:
+            dist.all_reduce(tensor, op=_TORCH_OPS[op], group=self.group)
+            return tensor
         work = dist.all_reduce(tensor, op=_TORCH_OPS[op], group=self.group, async_op=True)
         try:
             if self._timeout is None:

@@ -23,6 +23,14 @@ Rules it follows (documented here because users rely on them):
 - A dead or silent peer raises ``PeerTimeout`` naming it within ``timeout``
   seconds; the Communicator is then broken and later calls raise
   ``CommunicatorClosed``.
+- Modes: a call made while its CUDA stream captures a graph uses the table's
+  ``graph`` plan (capturable algorithms only), others the ``mode`` given
+  (``eager``). Nothing inside a capture talks to peers: the per-call
+  agreement happens the first time a call signature is seen outside a
+  capture, which also binds its graph route; a signature first seen inside a
+  capture raises ``ArtuneError`` (run the call once before capturing, as the
+  engines' warm-up does). CPU and CUDA tensors each have their own table,
+  baseline and routes (``artune.communicator.devices``).
 """
 
 from __future__ import annotations
@@ -42,6 +50,7 @@ from artune import __version__, machine, settings
 from artune.algorithms import AlgorithmSet, ProcessGroupAlgorithm, open_algorithms
 from artune.algorithms.base import REDUCE_OPS, Algorithm
 from artune.algorithms.shm.segment import shm_problem
+from artune.communicator import devices, modes
 from artune.communicator.agreement import RankFacts, agree
 from artune.communicator.selfcheck import self_check
 from artune.errors import ArtuneError, CommunicatorClosed, PeerTimeout
@@ -149,15 +158,19 @@ class Communicator:
         self.group = group
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
+        if mode not in modes.MODES:
+            raise ArtuneError(f"Communicator(): mode {mode!r} is not one of {', '.join(modes.MODES)}")
         self.mode = mode
         self.timeout = float(timeout if timeout is not None else env.timeout_s)
         self.table = select_table(table, env)
         env_buffer = os.environ.get("ARTUNE_SHM_BYTES") if buffer_bytes is None else None
+        #: the table per device type (CPU and CUDA tensors each have their own; ``table`` serves the rest)
+        self.tables = devices.device_tables(self.table, group, env)
         buffer_bytes = int(buffer_bytes if buffer_bytes is not None else env.shm_bytes)
         facts = RankFacts(
             version=__version__,
-            table_digest=self.table.digest,
-            table_name=self.table.name,
+            table_digest="+".join(t.digest for t in self.tables.values()),
+            table_name=" + ".join(t.name for t in self.tables.values()),
             forced=self.table.forced,
             mode=mode,
             buffer_bytes=buffer_bytes,
@@ -168,12 +181,19 @@ class Communicator:
         everyone = agree(facts, group)
         same_host = len({f.host for f in everyone}) == 1
         self._algorithms: AlgorithmSet = open_algorithms(
-            group, timeout=self.timeout, buffer_bytes=buffer_bytes, use_shm=shm and same_host
+            group, timeout=self.timeout, buffer_bytes=buffer_bytes, use_shm=shm and same_host, same_host=same_host
         )
         self._baseline = next(n for n, a in self._algorithms.by_name.items() if isinstance(a, ProcessGroupAlgorithm))
+        self._baselines = devices.baselines(self._algorithms.by_name)
+        #: catalog algorithms not open here, with why (symmetric memory, engine kernels)
+        self.unavailable: dict[str, str] = dict(self._algorithms.unavailable)
         try:
             #: algorithms that failed the start-up self-check, with why (the same on every rank)
-            self.disabled: dict[str, str] = self_check(self._algorithms.by_name, self._baseline, group) if check else {}
+            self.disabled: dict[str, str] = (
+                self_check(self._algorithms.by_name, set(self._baselines.values()) | {self._baseline}, group)
+                if check
+                else {}
+            )
         except BaseException:
             self._algorithms.close()
             raise
@@ -183,6 +203,7 @@ class Communicator:
         self.shm_unavailable_reason: str | None = reason if shm else "disabled (shm=False)"
         self._available: dict[tuple[torch.dtype, str, str], frozenset[str]] = {}
         self._routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, str | None], tuple] = {}
+        self._graph_routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, str | None], tuple] = {}
         self._broken = ""
         self._closed = False
         self._busy = threading.Lock()  # held during a call: overlapping calls from threads would desynchronise ranks
@@ -215,6 +236,14 @@ class Communicator:
         """The process group's own algorithm (``gloo`` on CPU): always available, the reference."""
         return self._baseline
 
+    def baseline_for(self, device: torch.device | str) -> str:
+        """The process-group algorithm for tensors on ``device`` (``nccl`` for CUDA on a NCCL group)."""
+        return self._baselines.get(torch.device(device).type, self._baseline)
+
+    def table_for(self, device: torch.device | str) -> Table:
+        """The table that decides for tensors on ``device``."""
+        return self.tables.get(torch.device(device).type, self.table)
+
     def tunables(self, name: str) -> dict[str, tuple[object, ...]]:
         """The declared parameters of algorithm ``name`` and their candidate values."""
         return self._runnable(name).tunable_space()
@@ -236,10 +265,11 @@ class Communicator:
         return found
 
     def decide(self, tensor: torch.Tensor, op: str | dist.ReduceOp = "sum") -> Decision:
-        """The decision ``all_reduce`` would make for ``tensor``, without running it."""
+        """The decision ``all_reduce`` would make for ``tensor`` now (``graph`` while capturing), without running it."""
         op = _op_name(op)
         nbytes = tensor.numel() * tensor.element_size()
-        return self.table.decide(nbytes, self.world_size, self.mode, self._usable(tensor, op))
+        mode = modes.call_mode(modes.capturing(tensor), self.mode)
+        return self.table_for(tensor.device).decide(nbytes, self.world_size, mode, self._usable(tensor, op, mode))
 
     # ------------------------------------------------------------ the call
 
@@ -265,22 +295,26 @@ class Communicator:
                 "Use one Communicator per thread, each on its own process group"
             )
         try:
+            captured = modes.capturing(tensor)
+            key = (tensor.shape, tensor.dtype, tensor.device, op, algorithm)
+            if captured and key not in self._graph_routes:
+                raise ArtuneError(
+                    f"all_reduce(): a call ({tensor.numel()} x {tensor.dtype} on {tensor.device}, op {op!r}) was "
+                    "first seen inside a CUDA graph capture, where ranks cannot agree on it; run it once "
+                    "before capturing (a warm-up call), so every rank agrees and its graph route is bound"
+                )
             if params is None or (algorithm is not None and not params):
                 # the hot path: one dict lookup per call once a (shape, dtype, device, op, algorithm) has been seen
-                key = (tensor.shape, tensor.dtype, tensor.device, op, algorithm)
-                route = self._routes.get(key)
+                route = (self._graph_routes if captured else self._routes).get(key)
                 if route is None:
-                    route = self._route(tensor, op, algorithm, None)
-                    if len(self._routes) >= _MAX_ROUTES:
-                        self._routes.clear()
-                    self._routes[key] = route
+                    route = self._first_sight(key, tensor, op, algorithm)
             else:
-                route = self._route(tensor, op, algorithm, params)
+                route = self._route(tensor, op, algorithm, params, modes.call_mode(captured, self.mode))
             run, agree = route
             data = tensor.detach() if tensor.requires_grad else tensor  # like torch.distributed: outside autograd
             work = data if data.is_contiguous() else data.contiguous()
             try:
-                if agree is not None:
+                if agree is not None and not captured:  # inside a capture nothing may talk to peers
                     agree()
                 run(work)
             except PeerTimeout as err:
@@ -294,22 +328,52 @@ class Communicator:
         finally:
             self._busy.release()
 
+    def _first_sight(self, key: tuple, tensor: torch.Tensor, op: object, algorithm: str | None) -> tuple:
+        """Bind the routes of a new call signature: its eager one, and its graph one for later captures.
+
+        A graph route that cannot exist (a forced algorithm that cannot be
+        captured) is stored as one that raises, so the capture gets the reason.
+        """
+        route = self._route(tensor, op, algorithm, None, self.mode)  # type: ignore[arg-type]
+        try:
+            graph = self._route(tensor, op, algorithm, None, "graph")  # type: ignore[arg-type]
+            graph = (graph[0], None)  # no agreement inside a capture
+        except ArtuneError as err:
+            graph = (functools.partial(_raise, err), None)
+        if len(self._routes) >= _MAX_ROUTES:
+            self._routes.clear()
+            self._graph_routes.clear()
+        self._routes[key] = route
+        self._graph_routes[key] = graph
+        return route
+
     def _route(
         self,
         tensor: torch.Tensor,
         op: str | dist.ReduceOp,
         algorithm: str | None,
         params: Mapping[str, object] | None,
+        mode: str = "eager",
     ) -> tuple[Callable[[torch.Tensor], object], Callable[[], None] | None]:
         """The chosen algorithm bound to this call's shape, dtype, op and parameters, and the agreement
         round to run first (when the algorithm does not compare calls itself)."""
         op_name = _op_name(op)
-        usable = self._usable(tensor, op_name)
+        usable = self._usable(tensor, op_name, mode)
+        nbytes = tensor.numel() * tensor.element_size()
         if algorithm is None:
-            nbytes = tensor.numel() * tensor.element_size()
-            decision = self.table.decide(nbytes, self.world_size, self.mode, usable)
-            name = decision.algorithm if decision.algorithm in usable else self.baseline
-            chosen_params: Mapping[str, object] = decision.params if params is None else params
+            table = self.table_for(tensor.device)
+            name = self.baseline_for(tensor.device)
+            chosen_params: Mapping[str, object] = {}
+            fits = set(usable)
+            while fits:  # a choice the message does not fit (alignment, buffer size) gives way to the next
+                decision = table.decide(nbytes, self.world_size, mode, frozenset(fits))
+                if decision.algorithm not in fits:
+                    break
+                if self._algorithms.by_name[decision.algorithm].unfit(nbytes, tensor.dtype) is None:
+                    name = decision.algorithm
+                    chosen_params = decision.params if params is None else params
+                    break
+                fits.discard(decision.algorithm)
         else:
             if algorithm not in usable:
                 why = (
@@ -317,11 +381,16 @@ class Communicator:
                     if algorithm in self.disabled
                     else ""
                 )
+                if algorithm in self._algorithms.by_name and mode == "graph" and tensor.is_cuda:
+                    why = " (it cannot be captured in a CUDA graph)"
                 raise ArtuneError(
                     f"all_reduce(): algorithm {algorithm!r} cannot reduce {tensor.dtype} on {tensor.device} "
                     f"with {op_name!r} here{why}; "
                     f"available: {', '.join(sorted(usable))}"
                 )
+            unfit = self._algorithms.by_name[algorithm].unfit(nbytes, tensor.dtype)
+            if unfit is not None:
+                raise ArtuneError(f"all_reduce(): algorithm {algorithm!r} cannot take this message: {unfit}")
             name, chosen_params = algorithm, params or {}
         runner = self._algorithms.by_name[name]
         channel = self._algorithms.channel
@@ -330,12 +399,15 @@ class Communicator:
             agree = functools.partial(channel.agree, tensor.numel(), tensor.dtype, op_name, runner.name)
         return runner.bind(tensor.shape, tensor.dtype, op_name, chosen_params), agree
 
-    def _usable(self, tensor: torch.Tensor, op: str) -> frozenset[str]:
+    def _usable(self, tensor: torch.Tensor, op: str, mode: str = "eager") -> frozenset[str]:
         usable = self.available(tensor.dtype, op, tensor.device)
+        if mode == "graph" and tensor.is_cuda:
+            usable = frozenset(n for n in usable if self._algorithms.by_name[n].capturable)
         if not usable:
             raise ArtuneError(
-                f"all_reduce(): no algorithm here can reduce {tensor.dtype} on {tensor.device} with {op!r} "
-                f"(the process group {self.baseline} cannot either); use another dtype or device"
+                f"all_reduce(): no algorithm here can reduce {tensor.dtype} on {tensor.device} with {op!r}"
+                f"{' in a CUDA graph' if mode == 'graph' and tensor.is_cuda else ''} "
+                f"(the process group {self.baseline_for(tensor.device)} cannot either); use another dtype or device"
             )
         return usable
 
@@ -354,6 +426,7 @@ class Communicator:
         if not self._closed:
             self._closed = True
             self._routes.clear()  # bound calls hold views over the shared memory
+            self._graph_routes.clear()
             self._algorithms.close()
 
     def __enter__(self) -> Communicator:
@@ -367,6 +440,10 @@ class Communicator:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             self.close()
+
+
+def _raise(err: BaseException, tensor: torch.Tensor) -> None:
+    raise err
 
 
 def _op_name(op: str | dist.ReduceOp) -> str:

@@ -298,13 +298,20 @@ class Header:
     versions: dict[str, str] = field(default_factory=dict)
     date: str = ""
     host_fingerprint: str = ""
+    #: on a GPU: the ``GpuFacts`` as text plus ``mode`` and ``timing`` (how the figures were taken)
+    gpu: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def for_this_machine(cls, world_size: int) -> Header:
-        """The header for measurements taken now, here, at ``world_size`` ranks."""
+    def for_this_machine(cls, world_size: int, gpu: Mapping[str, str] | None = None) -> Header:
+        """The header for measurements taken now, here, at ``world_size`` ranks (``gpu``: for CUDA ones)."""
         from artune import machine
 
         plat, digest = machine.cpu_platform(), machine.fingerprint()
+        if gpu:
+            from artune.gpufacts import GpuFacts
+
+            plat = GpuFacts.from_dict(gpu).platform()
+            digest = str(gpu.get("fingerprint", digest))
         return cls(
             schema=SCHEMA,
             platform=asdict(plat),
@@ -313,6 +320,7 @@ class Header:
             versions=_versions(),
             date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             host_fingerprint=digest,
+            gpu=dict(gpu or {}),
         )
 
     def mismatch(self, other: Header) -> str | None:
@@ -321,6 +329,8 @@ class Header:
             mine, theirs = getattr(self, name), getattr(other, name)
             if mine != theirs:
                 return f"{name} {theirs!r} != {mine!r}"
+        if self.gpu.get("mode") != other.gpu.get("mode"):
+            return f"mode {other.gpu.get('mode')!r} != {self.gpu.get('mode')!r}"
         return None
 
     def to_dict(self) -> dict[str, Any]:
@@ -341,6 +351,7 @@ class Header:
                 versions={str(k): str(v) for k, v in dict(data.get("versions") or {}).items()},
                 date=str(data.get("date", "")),
                 host_fingerprint=str(data.get("host_fingerprint", "")),
+                gpu={str(k): str(v) for k, v in dict(data.get("gpu") or {}).items()},
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ArtuneError(f"malformed measurement log header ({err!r}): {dict(data)!r}") from None
