@@ -51,6 +51,7 @@ def _rank_main(
     results: Any,
     init_timeout: float,
     env: dict[str, str],
+    backend: str = "gloo",
 ) -> None:
     os.environ.update(env)
     os.environ.update(
@@ -66,7 +67,9 @@ def _rank_main(
 
     torch.set_num_threads(1)
     try:
-        dist.init_process_group("gloo", rank=rank, world_size=world_size, timeout=timedelta(seconds=init_timeout))
+        if "nccl" in backend:  # one GPU per rank, chosen before NCCL creates its communicator
+            torch.cuda.set_device(rank % torch.cuda.device_count())
+        dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timedelta(seconds=init_timeout))
         try:
             value = fn(RankContext(rank, world_size), *args)
         finally:
@@ -83,8 +86,12 @@ def run_ranks(
     *args: Any,
     timeout: float = 120.0,
     env: dict[str, str] | None = None,
+    backend: str = "gloo",
 ) -> list[Any]:
     """Run ``fn(RankContext, *args)`` on ``world_size`` spawned ranks; return their results by rank.
+
+    ``backend``: the process group's (``"cpu:gloo,cuda:nccl"`` puts rank r on
+    GPU r mod the GPU count first).
 
     ``fn`` must be importable (a module-level function). Raises ``RankFailed``
     naming the rank(s) when any rank raises, exits without a result, or is
@@ -96,7 +103,7 @@ def run_ranks(
     procs = [
         ctx.Process(
             target=_rank_main,
-            args=(fn, rank, world_size, port, args, results, min(timeout, 60.0), env or {}),
+            args=(fn, rank, world_size, port, args, results, min(timeout, 60.0), env or {}, backend),
             daemon=True,
         )
         for rank in range(world_size)

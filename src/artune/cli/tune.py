@@ -16,6 +16,13 @@ It then installs the table as this machine's (the Communicator's default)
 unless ``--no-install``. ``artune verify TABLE`` re-measures both sides of
 every band bound, and an open-ended last band against the fallback at a few
 sizes across it, and exits 1 when one no longer holds.
+
+``--device cuda`` (not yet run on a GPU) measures CUDA tensors (bf16), one
+GPU per rank, NCCL and torch symmetric memory, in each ``--mode``: ``graph``
+(calls captured in CUDA graphs and replayed, as engines run decode; default
+with ``eager``) and ``eager`` (CUDA events around each call). The table's
+platform is ``cuda`` with the compute capability as arch, one plan per
+(world size, mode); graph-mode logs are ``measurements-ws<N>-graph.jsonl``.
 """
 
 from __future__ import annotations
@@ -58,6 +65,24 @@ def register(commands: Any) -> None:
         help="measurement budget per world size (default 60; 15 with --quick)",
     )
     tune.add_argument("--quick", action="store_true", help="fewer sizes, coarser crossovers, 15 s budget")
+    tune.add_argument(
+        "--device", choices=("cpu", "cuda"), default="cpu", help="measure CPU tensors (default) or CUDA tensors"
+    )
+    tune.add_argument(
+        "--mode",
+        choices=("graph", "eager"),
+        action="append",
+        default=[],
+        help="CUDA: the dispatch modes to tune (repeatable; default both); a CPU has eager only",
+    )
+    tune.add_argument(
+        "--calls-per-graph", type=int, default=10, metavar="K", help="graph mode: calls captured per graph (10)"
+    )
+    tune.add_argument(
+        "--flush-l2",
+        action="store_true",
+        help="graph mode: overwrite L2 before each replay (SGLang's benchmark does, vLLM's does not)",
+    )
     tune.add_argument("--no-install", action="store_true", help="do not install the table as this machine's")
     tune.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
     tune.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
@@ -90,7 +115,7 @@ def _budget(value: float | None, what: str) -> float | None:
     return value
 
 
-def _world_sizes(given: list[int], option: str = "--world-size") -> list[int]:
+def _world_sizes(given: list[int], option: str = "--world-size", least: int = 2) -> list[int]:
     from artune.tune.session import torchrun_world_size, under_torchrun
 
     if under_torchrun():
@@ -100,9 +125,9 @@ def _world_sizes(given: list[int], option: str = "--world-size") -> list[int]:
         return [world]
     if not given:
         raise ArtuneError(f"{option} N is required unless run under torchrun (e.g. {option} 2)")
-    bad = [ws for ws in given if ws < 2]
+    bad = [ws for ws in given if ws < least]
     if bad:
-        raise ArtuneError(f"{option} {bad[0]}: need at least 2 ranks (one rank has nothing to reduce)")
+        raise ArtuneError(f"{option} {bad[0]}: need at least {least} ranks (one rank has nothing to reduce)")
     return sorted(dict.fromkeys(given))
 
 
@@ -154,27 +179,45 @@ def run_tune(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     budget = _budget(args.budget, "--budget")
-    world_sizes = _world_sizes(args.world_size)
+    cuda = args.device == "cuda"
+    # one rank on one GPU measures the launch and staging costs only, but runs the whole CUDA pipeline
+    world_sizes = _world_sizes(args.world_size, least=1 if cuda else 2)
     config = TuneConfig.quick_run(budget) if args.quick else TuneConfig.full(budget)
-    _refuse_without_shared_memory(
-        world_sizes,
-        settings.from_env().shm_bytes,
-        "a table measured now would send every size to gloo and keep doing so after the fix",
-    )
-    out = Path(args.out) if args.out else Path(f"artune-tune-{machine.fingerprint()}")
+    if not cuda:
+        _refuse_without_shared_memory(
+            world_sizes,
+            settings.from_env().shm_bytes,
+            "a table measured now would send every size to gloo and keep doing so after the fix",
+        )
+    platform, fingerprint, timings = machine.cpu_platform(), machine.fingerprint(), _timings(args)
+    if cuda:
+        from artune.gpufacts import gpu_facts
+
+        facts = gpu_facts()
+        too_many = [ws for ws in world_sizes if ws > facts.count]
+        if too_many and not _under_torchrun():
+            raise ArtuneError(
+                f"--world-size {too_many[0]} needs one GPU per rank; this host has {facts.count} "
+                f"({facts.name}); use torchrun across hosts or a smaller world size"
+            )
+        platform, fingerprint = facts.platform(), facts.fingerprint()
+        config = config.with_changes(dtype="bfloat16", itemsize=2)  # what the engines' tables are for
+    out = Path(args.out) if args.out else Path(f"artune-tune-{'cuda-' if cuda else ''}{fingerprint}")
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]
     level = logging.getLogger().getEffectiveLevel()
-    results = tune_world_sizes(world_sizes, out, config, args.peer_timeout, not args.no_progress, level)
+    results = tune_world_sizes(
+        world_sizes, out, config, args.peer_timeout, not args.no_progress, level, args.device, timings
+    )
     if results is None:  # a torchrun rank other than 0
         return 0
-    table = build_table(results, machine.cpu_platform())
+    table = build_table(results, platform)
     table_path = out / "table.toml"
     dump_table(table, table_path)
     findings = check_table(table)
     installed = ""
     if not args.no_install:
-        installed = str(install_table(table, settings.from_env().cache_dir, machine.fingerprint()))
+        installed = str(install_table(table, settings.from_env().cache_dir, fingerprint))
     wall = time.monotonic() - started
     command = "artune " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     busy = busy_warning(load_before, os.getloadavg()[0], max(world_sizes))
@@ -195,7 +238,8 @@ def _print_summary(
         spans = r.plan.spans() if r.plan.open_ended else r.plan.spans()[:-1]
         bands = [f"{format_span(lower, upto)} {names[0]}" for lower, upto, names in spans]
         params = "; ".join(f"{name} {dict(values)}" for name, values in r.plan.params)
-        print(f"world_size={r.world_size}: " + ", ".join(bands) + f"; fallback {r.plan.fallback}")
+        mode = "" if r.mode == "eager" else f" ({r.mode} mode)"
+        print(f"world_size={r.world_size}{mode}: " + ", ".join(bands) + f"; fallback {r.plan.fallback}")
         if params:
             print(f"  parameters: {params}")
         print(f"  {regret_line(r)}")
@@ -205,6 +249,29 @@ def _print_summary(
     print(f"table: {table_path}" + (f" (installed at {installed})" if installed else " (not installed)"))
     print(f"report: {out / 'report.md'}, {out / 'report.html'}")
     print(f"wall time: {wall:.1f}s")
+
+
+def _under_torchrun() -> bool:
+    from artune.tune.session import under_torchrun
+
+    return under_torchrun()
+
+
+def _timings(args: argparse.Namespace) -> list[Any]:
+    """One ``TimingSpec`` per mode to tune (``[None]``: the CPU's wall clock)."""
+    from artune.measure.timers import TimingSpec
+
+    if args.device == "cpu":
+        if any(m != "eager" for m in args.mode):
+            raise ArtuneError("--mode graph needs --device cuda (CUDA graphs exist on GPUs only)")
+        return [None]
+    if args.calls_per_graph < 1:
+        raise ArtuneError(f"--calls-per-graph {args.calls_per_graph}: must be at least 1")
+    wanted = list(dict.fromkeys(args.mode)) or ["graph", "eager"]
+    return [
+        TimingSpec("graph", args.calls_per_graph, args.flush_l2) if m == "graph" else TimingSpec("events")
+        for m in wanted
+    ]
 
 
 def run_verify(args: argparse.Namespace) -> int:

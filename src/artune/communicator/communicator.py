@@ -201,7 +201,7 @@ class Communicator:
         if shm and not same_host:
             reason = "ranks are on different hosts"
         self.shm_unavailable_reason: str | None = reason if shm else "disabled (shm=False)"
-        self._available: dict[tuple[torch.dtype, str, str], frozenset[str]] = {}
+        self._available: dict[tuple[torch.dtype, str, str, str], frozenset[str]] = {}
         self._routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, str | None], tuple] = {}
         self._graph_routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, str | None], tuple] = {}
         self._broken = ""
@@ -248,10 +248,13 @@ class Communicator:
         """The declared parameters of algorithm ``name`` and their candidate values."""
         return self._runnable(name).tunable_space()
 
-    def available(self, dtype: torch.dtype, op: str = "sum", device: torch.device | str = "cpu") -> frozenset[str]:
-        """Names of the algorithms that can reduce ``dtype`` tensors on ``device`` with ``op`` exactly here."""
+    def available(
+        self, dtype: torch.dtype, op: str = "sum", device: torch.device | str = "cpu", mode: str = "eager"
+    ) -> frozenset[str]:
+        """Names of the algorithms that can reduce ``dtype`` tensors on ``device`` with ``op`` exactly here
+        (in ``mode="graph"``, for CUDA tensors, only those a CUDA graph can capture)."""
         kind = torch.device(device).type
-        key = (dtype, op, kind)
+        key = (dtype, op, kind, mode)
         found = self._available.get(key)
         if found is None:
             found = frozenset(
@@ -260,6 +263,7 @@ class Communicator:
                 if name not in self.disabled
                 and (alg.devices is None or kind in alg.devices)
                 and alg.unavailable(dtype, op) is None
+                and (mode != "graph" or kind != "cuda" or alg.capturable)
             )
             self._available[key] = found
         return found
@@ -400,9 +404,7 @@ class Communicator:
         return runner.bind(tensor.shape, tensor.dtype, op_name, chosen_params), agree
 
     def _usable(self, tensor: torch.Tensor, op: str, mode: str = "eager") -> frozenset[str]:
-        usable = self.available(tensor.dtype, op, tensor.device)
-        if mode == "graph" and tensor.is_cuda:
-            usable = frozenset(n for n in usable if self._algorithms.by_name[n].capturable)
+        usable = self.available(tensor.dtype, op, tensor.device, mode)
         if not usable:
             raise ArtuneError(
                 f"all_reduce(): no algorithm here can reduce {tensor.dtype} on {tensor.device} with {op!r}"

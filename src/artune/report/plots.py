@@ -119,6 +119,6 @@ def write_plots(result: WorldResult, out_dir: Path) -> list[Path]:
     """Both plots of one world size; returns their paths."""
     out_dir = Path(out_dir)
     return [
-        latency_plot(result, out_dir / f"latency-ws{result.world_size}.png"),
-        speedup_plot(result, out_dir / f"speedup-ws{result.world_size}.png"),
+        latency_plot(result, out_dir / f"latency-{result.tag}.png"),
+        speedup_plot(result, out_dir / f"speedup-{result.tag}.png"),
     ]

@@ -61,7 +61,8 @@ def regret_line(result: WorldResult) -> str:
 def world_blocks(result: WorldResult) -> list[Block]:
     """The section of one world size."""
     ws = result.world_size
-    blocks: list[Block] = [Heading(f"World size {ws}", 2)]
+    mode = "" if result.mode == "eager" else f", {result.mode} mode"
+    blocks: list[Block] = [Heading(f"World size {ws}{mode}", 2)]
     plan = result.plan
     rows = []
     for lower, upto, candidates in plan.spans():
@@ -163,8 +164,8 @@ def world_blocks(result: WorldResult) -> list[Block]:
             f"median spread (p20-p80 / median) {result.noise_median:.1%}."
         )
     )
-    blocks.append(Image(f"latency-ws{ws}.png", f"latency vs size, world size {ws}"))
-    blocks.append(Image(f"speedup-ws{ws}.png", f"speedup over {result.baseline}, world size {ws}"))
+    blocks.append(Image(f"latency-{result.tag}.png", f"latency vs size, world size {ws}{mode}"))
+    blocks.append(Image(f"speedup-{result.tag}.png", f"speedup over {result.baseline}, world size {ws}{mode}"))
     return blocks
 
 

@@ -29,7 +29,7 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from artune.measure.records import Candidate, Measurement, measurement_key
 from artune.table.model import ParamValue
@@ -113,6 +113,7 @@ class CachedBench:
         self.world_size = bench.world_size
         self.dtype = bench.dtype
         self.baseline = bench.baseline
+        self.mode = str(getattr(bench, "mode", "eager"))
         self.redop = redop
         self.record = record
         self.progress: Progress = progress or NoProgress()
@@ -238,19 +239,32 @@ class CachedBench:
 
 
 class CommBench:
-    """The real bench: the measurement harness over a Communicator, fp32 sum."""
+    """The real bench: the measurement harness over a Communicator, fp32 sum.
 
-    def __init__(self, comm: Communicator, dtype: str = "float32", check: bool = True) -> None:
+    ``device="cuda"`` measures CUDA tensors with ``timing`` (a
+    ``TimingSpec``: CUDA events for eager, graph replays for graph mode); the
+    baseline is then the process group for CUDA (NCCL). Not yet run on a GPU.
+    """
+
+    def __init__(
+        self, comm: Communicator, dtype: str = "float32", check: bool = True, device: str = "cpu", timing: Any = None
+    ) -> None:
         import torch
+
+        from artune.measure.timers import TimingSpec, make_timer
 
         self.comm = comm
         self.world_size = comm.world_size
         self.dtype = dtype
         self.check = check
+        self.device = device
+        self.timing = timing if timing is not None else TimingSpec("wall" if device == "cpu" else "events")
+        self.mode = self.timing.mode
+        self._timer = make_timer(self.timing)
         self._torch_dtype = getattr(torch, dtype)
-        self.baseline = comm.baseline
-        usable = comm.available(self._torch_dtype, "sum")
-        names = [comm.baseline, *comm.algorithms]
+        self.baseline = comm.baseline_for(device)
+        usable = comm.available(self._torch_dtype, "sum", device, self.mode)
+        names = [self.baseline, *comm.algorithms]
         self._algorithms = tuple(n for n in dict.fromkeys(names) if n in usable)
 
     @property
@@ -276,6 +290,8 @@ class CommBench:
             budget_s=max(1e-3, budget_s / max(1, len(sizes))),
             max_iters=max(MIN_ITERS, max_iters) if max_iters is not None else 20_000,
             check=self.check,
+            device=self.device,
+            timer=self._timer,
         )
 
     def agree(self, seconds: float) -> float:

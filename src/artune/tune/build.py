@@ -1,4 +1,4 @@
-"""The measured table: one eager plan per tuned world size, with provenance."""
+"""The measured table: one plan per tuned (world size, mode), with provenance."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ from artune.table.model import Platform, Provenance, Table
 from artune.tune.tuner import WorldResult
 
 
+def _mode(result: WorldResult) -> str:
+    return "" if result.mode == "eager" else f" {result.mode}"
+
+
 def provenance_notes(results: Sequence[WorldResult]) -> str:
     """Budget, noise and regret figures in one line (the table's ``provenance.notes``)."""
     if not results:
@@ -18,10 +22,10 @@ def provenance_notes(results: Sequence[WorldResult]) -> str:
     for r in results:
         g = r.regret
         parts.append(
-            f"ws={r.world_size}: {r.measured} measurements ({r.reused} reused from the log), "
+            f"ws={r.world_size}{_mode(r)}: {r.measured} measurements ({r.reused} reused from the log), "
             f"median spread {r.noise_median:.1%}, regret on {len(g.points)} off-grid sizes "
             f"{g.tuned_geomean:.3f} geomean / {g.tuned_worst:.3f} worst "
-            f"(fixed 1 MiB rule {g.fixed_geomean:.3f} / {g.fixed_worst:.3f})"
+            f"({r.fixed_rule} {g.fixed_geomean:.3f} / {g.fixed_worst:.3f})"
         )
     return "; ".join(parts)
 
@@ -36,5 +40,5 @@ def build_table(results: Sequence[WorldResult], platform: Platform, date: str | 
         tool=f"artune {__version__}",
         notes=provenance_notes(results),
     )
-    plans = tuple(r.plan for r in sorted(results, key=lambda r: r.world_size))
+    plans = tuple(r.plan for r in sorted(results, key=lambda r: (r.world_size, r.mode)))
     return Table(platform, provenance, plans)

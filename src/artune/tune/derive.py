@@ -211,12 +211,13 @@ def plan_from(
     fallback: str,
     params: Mapping[str, Mapping[str, object]],
     top: int | None = None,
+    mode: str = "eager",
 ) -> Plan:
-    """The eager-mode plan: bands, the process group as fallback, parameters of the algorithms it uses."""
+    """The plan for ``mode``: bands, the process group as fallback, parameters of the algorithms it uses."""
     bands = bands_from(picks, crossovers, fallback, top)
     used = {name for band in bands for name in band.candidates} | {fallback}
     kept = {name: dict(values) for name, values in params.items() if name in used and values}
-    return Plan(world_size, "eager", bands, fallback, freeze_params(kept))  # type: ignore[arg-type]
+    return Plan(world_size, mode, bands, fallback, freeze_params(kept))  # type: ignore[arg-type]
 
 
 def changes(picks: Sequence[Pick]) -> list[tuple[Pick, Pick]]:

@@ -6,6 +6,11 @@ Without ``torchrun`` the ranks are spawned on this host with
 both cases only rank 0 reads and appends the measurement log and draws the
 progress bar; it broadcasts what the log holds, so every rank starts from
 the same known measurements and runs the same sequence of harness calls.
+
+With ``device="cuda"`` (not yet run on a GPU) the ranks join a
+``"cpu:gloo,cuda:nccl"`` group, one GPU each, and measure CUDA tensors with
+the request's ``TimingSpec`` (graph replays or events); the log's header
+holds the GPU facts, the mode and how the figures were timed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import Any, TypeVar
 from artune.errors import ArtuneError
 from artune.launch import RankContext
 from artune.measure.records import Header, Measurement, MeasurementLog
+from artune.measure.timers import TimingSpec
 from artune.table.model import Plan
 from artune.tune.bench import CachedBench, CommBench
 from artune.tune.config import TuneConfig
@@ -42,6 +48,8 @@ class TuneRequest:
     peer_timeout: float | None = None
     progress: bool = True
     log_level: int = logging.WARNING  # rank 0's; the other ranks log warnings only
+    device: str = "cpu"
+    timing: TimingSpec | None = None  # None: the host clock on CPU, CUDA events on CUDA
 
 
 @dataclass(frozen=True)
@@ -75,7 +83,17 @@ def _configure_logging(ctx: RankContext, level: int) -> None:
     )
 
 
-def _open_known(ctx: RankContext, path: str) -> tuple[MeasurementLog | None, list[Measurement]]:
+def gpu_header(timing: TimingSpec) -> dict[str, str]:
+    """The GPU facts of this host plus the mode and the timing, for a CUDA measurement log's header."""
+    from artune.gpufacts import gpu_facts
+
+    facts = gpu_facts()
+    return {**facts.as_dict(), "fingerprint": facts.fingerprint(), "mode": timing.mode, "timing": timing.describe()}
+
+
+def _open_known(
+    ctx: RankContext, path: str, gpu: dict[str, str] | None = None
+) -> tuple[MeasurementLog | None, list[Measurement]]:
     """Rank 0 opens the log; every rank gets its measurements (or the same error)."""
     import torch.distributed as dist
 
@@ -83,7 +101,7 @@ def _open_known(ctx: RankContext, path: str) -> tuple[MeasurementLog | None, lis
     payload: tuple[str, list[Measurement]] = ("", [])
     if ctx.rank == 0:
         try:
-            log_file = MeasurementLog(path, Header.for_this_machine(ctx.world_size))
+            log_file = MeasurementLog(path, Header.for_this_machine(ctx.world_size, gpu))
             payload = ("", log_file.read())
         except ArtuneError as err:
             payload = (str(err), [])
@@ -102,15 +120,18 @@ def tune_rank(ctx: RankContext, request: TuneRequest) -> WorldResult | None:
     from artune.tune.progress import RichProgress
 
     _configure_logging(ctx, request.log_level)
-    log_file, known = _open_known(ctx, request.log_path)
+    timing = request.timing or TimingSpec("wall" if request.device == "cpu" else "events")
+    gpu = gpu_header(timing) if request.device == "cuda" else None
+    log_file, known = _open_known(ctx, request.log_path, gpu)
     show = ctx.rank == 0 and request.progress
-    bar = RichProgress(request.config.budget_s, f"artune tune ws={ctx.world_size}") if show else None
+    what = f"ws={ctx.world_size}" + ("" if timing.mode == "eager" and request.device == "cpu" else f" {timing.mode}")
+    bar = RichProgress(request.config.budget_s, f"artune tune {what}") if show else None
     with (
         Communicator(table=cpu_default(), timeout=request.peer_timeout) as comm,
         bar if bar is not None else contextlib.nullcontext(),
     ):
         bench = CachedBench(
-            CommBench(comm, request.config.dtype),
+            CommBench(comm, request.config.dtype, device=request.device, timing=timing),
             known,
             record=log_file.append if log_file is not None else None,
             progress=bar,
@@ -132,7 +153,11 @@ def verify_rank(ctx: RankContext, request: VerifyRequest) -> list[Check] | None:
 
 
 def run_collective(
-    fn: Callable[[RankContext, Any], R | None], world_size: int, request: Any, timeout: float
+    fn: Callable[[RankContext, Any], R | None],
+    world_size: int,
+    request: Any,
+    timeout: float,
+    backend: str = "gloo",
 ) -> R | None:
     """``fn(ctx, request)`` on every rank; rank 0's result (``None`` on other ``torchrun`` ranks)."""
     if under_torchrun():
@@ -144,11 +169,15 @@ def run_collective(
                 "drop --world-size or match it"
             )
         if not dist.is_initialized():
-            dist.init_process_group("gloo")
+            if "nccl" in backend:
+                import torch
+
+                torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+            dist.init_process_group(backend)
         return fn(RankContext(dist.get_rank(), world_size), request)
     from artune.launch import run_ranks
 
-    return run_ranks(fn, world_size, request, timeout=timeout)[0]
+    return run_ranks(fn, world_size, request, timeout=timeout, backend=backend)[0]
 
 
 def tune_world_sizes(
@@ -158,18 +187,28 @@ def tune_world_sizes(
     peer_timeout: float | None = None,
     progress: bool = True,
     log_level: int = logging.WARNING,
+    device: str = "cpu",
+    timings: Sequence[TimingSpec | None] = (None,),
 ) -> list[WorldResult] | None:
-    """Tune each world size in turn (logs ``measurements-ws<N>.jsonl`` in ``out_dir``); ``None`` off rank 0."""
+    """Tune each world size, and on CUDA each timing (mode), in turn; ``None`` off rank 0.
+
+    Logs ``measurements-ws<N>.jsonl`` (``-graph`` before ``.jsonl`` for graph mode) in ``out_dir``.
+    """
     results: list[WorldResult] = []
+    backend = "cpu:gloo,cuda:nccl" if device == "cuda" else "gloo"
     for world_size in world_sizes:
-        request = TuneRequest(config, str(log_path(out_dir, world_size)), peer_timeout, progress, log_level)
-        found = run_collective(tune_rank, world_size, request, timeout=180.0 + 6 * config.budget_s)
-        if found is None:
-            return None
-        results.append(found)
+        for timing in timings:
+            mode = timing.mode if timing is not None else "eager"
+            path = str(log_path(out_dir, world_size, mode))
+            request = TuneRequest(config, path, peer_timeout, progress, log_level, device, timing)
+            found = run_collective(tune_rank, world_size, request, 180.0 + 6 * config.budget_s, backend)
+            if found is None:
+                return None
+            results.append(found)
     return results
 
 
-def log_path(out_dir: Path, world_size: int) -> Path:
-    """The measurement log of ``world_size`` in ``out_dir``."""
-    return Path(out_dir) / f"measurements-ws{world_size}.jsonl"
+def log_path(out_dir: Path, world_size: int, mode: str = "eager") -> Path:
+    """The measurement log of ``world_size`` (and ``mode``, when not eager) in ``out_dir``."""
+    suffix = "" if mode == "eager" else f"-{mode}"
+    return Path(out_dir) / f"measurements-ws{world_size}{suffix}.jsonl"

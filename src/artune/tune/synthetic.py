@@ -39,6 +39,7 @@ class SyntheticBench:
     world_size: int = 2
     dtype: str = "float32"
     baseline: str = "gloo"
+    mode: str = "eager"
     params: Mapping[str, Mapping[str, tuple[ParamValue, ...]]] = field(default_factory=dict)
     wrong: Callable[[Candidate, int], bool] = lambda candidate, size: False
     failing: Callable[[Candidate, int], str] = lambda candidate, size: ""  # a status, or "" when it runs

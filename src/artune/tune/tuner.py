@@ -30,6 +30,7 @@ from artune.tune.search import ParamSearch, search_algorithm, search_sizes
 log = logging.getLogger(__name__)
 
 FIXED_RULE_NAME = "fixed 1 MiB rule (DeepSpeed)"
+NCCL_RULE_NAME = "NCCL for every size"
 _MAX_ROUNDS = 4
 
 
@@ -54,6 +55,13 @@ class WorldResult:
     calls: int
     spent_s: float
     wall_s: float
+    mode: str = "eager"
+    fixed_rule: str = FIXED_RULE_NAME
+
+    @property
+    def tag(self) -> str:
+        """Names this result's files: ``ws8`` (eager), ``ws8-graph``."""
+        return f"ws{self.world_size}" if self.mode == "eager" else f"ws{self.world_size}-{self.mode}"
 
     @property
     def noise_median(self) -> float:
@@ -132,19 +140,33 @@ def _crossovers(
     return found
 
 
-def tune_world(bench: CachedBench, config: TuneConfig, fixed: Table | None = None) -> WorldResult:
-    """Tune one world size on ``bench`` (collective: call it on every rank).
+def _fixed_rule(baseline: str) -> tuple[Table, str]:
+    """The published rule to compare with: DeepSpeed's 1 MiB switch on CPU, NCCL for every size on CUDA."""
+    from artune.table.bundled import cpu_default
+    from artune.table.family import conservative_default
+
+    if baseline == "nccl":
+        return conservative_default(Platform("cuda", "any")), NCCL_RULE_NAME
+    return cpu_default(), FIXED_RULE_NAME
+
+
+def tune_world(
+    bench: CachedBench, config: TuneConfig, fixed: Table | None = None, fixed_name: str | None = None
+) -> WorldResult:
+    """Tune one world size in the bench's mode (``bench.mode``, default eager; collective: call it on every rank).
 
     Phases: the coarse sweep, the tunables of the winners, the crossovers,
     the plan, the regret against ``fixed`` (default: the bundled CPU rule,
-    DeepSpeed's 1 MiB switch). When a candidate turns out to give wrong
+    DeepSpeed's 1 MiB switch; NCCL for every size when the baseline is
+    NCCL). When a candidate turns out to give wrong
     numbers in a later phase, the plan is derived again without it (the
     measurements already taken are reused).
     """
-    from artune.table.bundled import cpu_default
-
     started = time.monotonic()
-    fixed = fixed if fixed is not None else cpu_default()
+    default_fixed, default_name = _fixed_rule(bench.baseline)
+    fixed = fixed if fixed is not None else default_fixed
+    fixed_name = fixed_name or (default_name if fixed is default_fixed else "fixed rule")
+    mode = str(getattr(bench, "mode", "eager"))
     names = bench.algorithms
     if bench.baseline not in names:
         names = (bench.baseline, *names)
@@ -170,7 +192,7 @@ def tune_world(bench: CachedBench, config: TuneConfig, fixed: Table | None = Non
 
         crossovers = _crossovers(bench, config, picks, candidate, bisect_allowance)
         params = {name: candidate(name).params_dict for name in names}
-        plan = plan_from(bench.world_size, picks, crossovers, bench.baseline, params)
+        plan = plan_from(bench.world_size, picks, crossovers, bench.baseline, params, mode=mode)
 
         bench.progress.phase("regret")
         if regret_allowance is None:
@@ -182,7 +204,7 @@ def tune_world(bench: CachedBench, config: TuneConfig, fixed: Table | None = Non
         table = plan_table(plan)
         cands = regret_candidates(table, fixed, regret_sizes, bench.world_size, names)
         got = bench.measure(cands, regret_sizes, regret_allowance)
-        regret = regret_from(got, table, fixed, bench.world_size, names, bench.baseline, banned, FIXED_RULE_NAME)
+        regret = regret_from(got, table, fixed, bench.world_size, names, bench.baseline, banned, fixed_name)
 
         new = {c: why for c, why in _wrong_candidates(bench.used()).items() if c not in banned}
         if not new:
@@ -208,4 +230,6 @@ def tune_world(bench: CachedBench, config: TuneConfig, fixed: Table | None = Non
         calls=bench.calls,
         spent_s=bench.spent_s,
         wall_s=time.monotonic() - started,
+        mode=mode,
+        fixed_rule=fixed_name,
     )
