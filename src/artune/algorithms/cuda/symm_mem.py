@@ -48,7 +48,8 @@ class SymmMemBuffer:
                 warnings.simplefilter("ignore")
                 enable(self.group_name)
         self.nbytes = int(nbytes)
-        self.storage = symm_mem.empty(self.nbytes, dtype=torch.uint8, device=torch.device("cuda"))
+        device = torch.device("cuda", torch.cuda.current_device())
+        self.storage = symm_mem.empty(self.nbytes, dtype=torch.uint8, device=device)
         self.handle: Any = None
         self.multicast = False
 
