@@ -9,7 +9,7 @@ is then in an unknown state, so later calls raise ``CommunicatorClosed``.
 For backends whose ``wait`` ignores the timeout, the process group's own
 timeout (``init_process_group(timeout=...)``) is what bounds the call.
 
-CUDA tensors (NCCL) are reduced with a plain stream-ordered call: a ``wait``
+CUDA tensors on NCCL are reduced with a plain stream-ordered call: a ``wait``
 with a timeout would block the host until the kernel ends, which a CUDA
 graph capture forbids; NCCL's own watchdog (the process group's timeout)
 bounds those calls. Not yet run on a GPU.
@@ -124,7 +124,7 @@ class ProcessGroupAlgorithm(Algorithm):
                 + ("closed" if self._closed else f"broken by an earlier failure ({self._broken})")
                 + "; create a new communicator"
             )
-        if tensor.is_cuda:
+        if self.capturable and tensor.is_cuda:
             dist.all_reduce(tensor, op=_TORCH_OPS[op], group=self.group)
             return tensor
         work = dist.all_reduce(tensor, op=_TORCH_OPS[op], group=self.group, async_op=True)

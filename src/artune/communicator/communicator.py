@@ -129,7 +129,9 @@ class Communicator:
             bundled default).
         timeout: seconds to wait for peers before ``PeerTimeout``
             (default ``ARTUNE_TIMEOUT`` or 60).
-        mode: ``"eager"`` (CPU has no other) or ``"graph"``.
+        mode: the plan for calls outside a CUDA graph capture: ``"eager"``
+            (default) or ``"graph"``; calls made while their CUDA stream
+            captures always use ``"graph"``.
         shm: offer shared-memory algorithms when the ranks share a host.
         buffer_bytes: shared-memory buffer per rank and round (default
             ``ARTUNE_SHM_BYTES`` or 4 MiB); larger messages go in chunks.
