@@ -113,3 +113,11 @@ def test_report_files_are_named_per_mode(results: list[WorldResult], tmp_path: P
     assert {"latency-ws8.png", "latency-ws8-graph.png", "speedup-ws2-graph.png", "report.md"} <= written
     text = (tmp_path / "report.md").read_text()
     assert "World size 8, graph mode" in text and NCCL_RULE_NAME in text
+
+
+def test_tune_cli_refuses_cuda_options_it_cannot_serve(capsys) -> None:  # type: ignore[no-untyped-def]
+    assert main(["tune", "--world-size", "2", "--mode", "graph", "--no-progress"]) == 2
+    assert "--mode graph needs --device cuda" in capsys.readouterr().err
+    if not __import__("torch").cuda.is_available():
+        assert main(["tune", "--device", "cuda", "--world-size", "2", "--no-progress"]) == 2
+        assert "no CUDA device here" in capsys.readouterr().err
