@@ -66,6 +66,20 @@ def _graph_rank(ctx: RankContext, table_path: str) -> dict:
             z = torch.ones(77)
             comm.all_reduce(z)  # still usable, ranks still in step
             out["after"] = z[0].item()
+            # a message the chosen algorithm cannot take (as symm_mem refuses misaligned or oversized ones)
+            # goes to the next candidate, here the fallback, and the reason says so; forcing it is an error
+            comm._algorithms.by_name["shm_one_shot"].unfit = lambda nbytes, dtype: (
+                "larger than its buffer" if nbytes > 8192 else None
+            )
+            big = torch.ones(10_000)
+            decision = comm.decide(big)
+            out["unfit"] = (decision.algorithm, "shm_one_shot skipped: larger than its buffer" in decision.reason)
+            comm.all_reduce(big)
+            out["unfit_sum"] = big[0].item()
+            try:
+                comm.all_reduce(torch.ones(10_000), algorithm="shm_one_shot")
+            except artune.ArtuneError as err:
+                out["unfit_forced"] = str(err)
         # on CPU, asking for the CUDA algorithms reports why each is missing (identical on every rank)
         algorithms = open_algorithms(None, timeout=10, use_shm=False, cuda=True)
         out["cuda_unavailable"] = dict(algorithms.unavailable)
@@ -86,6 +100,8 @@ def test_graph_mode_from_capture_state(tmp_path: Path) -> None:
         assert out["eager_sum"] == 3.0 and out["graph_sum"] == 3.0 and out["after"] == 2.0
         assert out["eager_agreements"] == 1 and out["graph_agreements"] == 0
         assert "first seen inside a CUDA graph capture" in out["unseen"] and "warm-up" in out["unseen"]
+        assert out["unfit"] == ("gloo", True) and out["unfit_sum"] == 2.0
+        assert "cannot take this message: larger than its buffer" in out["unfit_forced"]
         assert out["cuda_names"] == ["gloo"]
         for name in ("symm_mem_one_shot", "symm_mem_two_shot", "symm_mem_multimem"):
             assert out["cuda_unavailable"][name] == "no CUDA device on this rank"

@@ -35,6 +35,7 @@ Rules it follows (documented here because users rely on them):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import os
@@ -272,10 +273,30 @@ class Communicator:
 
     def decide(self, tensor: torch.Tensor, op: str | dist.ReduceOp = "sum") -> Decision:
         """The decision ``all_reduce`` would make for ``tensor`` now (``graph`` while capturing), without running it."""
-        op = _op_name(op)
+        return self._decide(tensor, _op_name(op), modes.call_mode(modes.capturing(tensor), self.mode))
+
+    def _decide(self, tensor: torch.Tensor, op: str, mode: str) -> Decision:
+        """The table's decision among the usable algorithms; a choice the message does not fit
+        (alignment, buffer size: ``Algorithm.unfit``) gives way to the next, and the reason says so."""
+        usable = self._usable(tensor, op, mode)
         nbytes = tensor.numel() * tensor.element_size()
-        mode = modes.call_mode(modes.capturing(tensor), self.mode)
-        return self.table_for(tensor.device).decide(nbytes, self.world_size, mode, self._usable(tensor, op, mode))
+        table = self.table_for(tensor.device)
+        fits = set(usable)
+        skipped: list[str] = []
+        while True:
+            decision = table.decide(nbytes, self.world_size, mode, frozenset(fits))
+            if decision.algorithm not in fits:
+                break
+            why = self._algorithms.by_name[decision.algorithm].unfit(nbytes, tensor.dtype)
+            if why is None:
+                break
+            skipped.append(f"{decision.algorithm} skipped: {why}")
+            fits.discard(decision.algorithm)
+        if skipped:
+            decision = dataclasses.replace(
+                decision, reason=f"{decision.reason} ({'; '.join(skipped)})", steps=(*decision.steps, *skipped)
+            )
+        return decision
 
     # ------------------------------------------------------------ the call
 
@@ -367,19 +388,9 @@ class Communicator:
         usable = self._usable(tensor, op_name, mode)
         nbytes = tensor.numel() * tensor.element_size()
         if algorithm is None:
-            table = self.table_for(tensor.device)
-            name = self.baseline_for(tensor.device)
-            chosen_params: Mapping[str, object] = {}
-            fits = set(usable)
-            while fits:  # a choice the message does not fit (alignment, buffer size) gives way to the next
-                decision = table.decide(nbytes, self.world_size, mode, frozenset(fits))
-                if decision.algorithm not in fits:
-                    break
-                if self._algorithms.by_name[decision.algorithm].unfit(nbytes, tensor.dtype) is None:
-                    name = decision.algorithm
-                    chosen_params = decision.params if params is None else params
-                    break
-                fits.discard(decision.algorithm)
+            decision = self._decide(tensor, op_name, mode)
+            name = decision.algorithm if decision.algorithm in usable else self.baseline_for(tensor.device)
+            chosen_params: Mapping[str, object] = decision.params if params is None else params
         else:
             if algorithm not in usable:
                 why = (
