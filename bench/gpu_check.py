@@ -18,7 +18,9 @@ bounded and recorded (a failure is reported, never hides the rest):
    the table.
 
 The report is rewritten after every step (``DIR/gpu-check.md``), so a run
-cut short still leaves what it found. Designed to finish within 8 minutes on
+cut short still leaves what it found; the tune's table, report and up to
+three latency plots are copied beside it as ``tune-*`` (at most 8 files in
+all, the device tool's limit). Designed to finish within 8 minutes on
 one GPU (``--budget`` is the tune's measuring budget per world size and mode).
 """
 
@@ -28,8 +30,10 @@ import argparse
 import dataclasses
 import datetime
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
@@ -212,7 +216,10 @@ def ranks(world_size: int, timeout: float) -> None:
 
 
 def tune(world_sizes: list[int], budget: float, out: Path, timeout: float) -> None:
-    table = out / "tune" / "table.toml"
+    """The tune writes into a scratch folder; its table, report and plots are copied next to the report
+    (the device tool brings back at most 8 files)."""
+    work = Path(tempfile.mkdtemp(prefix="artune-gpu-check-"))
+    table = work / "table.toml"
     cmd = [
         sys.executable,
         "-m",
@@ -224,7 +231,7 @@ def tune(world_sizes: list[int], budget: float, out: Path, timeout: float) -> No
         "--budget",
         str(budget),
         "--out",
-        str(out / "tune"),
+        str(work),
         "--no-install",
         "--no-progress",
     ]
@@ -235,8 +242,12 @@ def tune(world_sizes: list[int], budget: float, out: Path, timeout: float) -> No
     REPORT.add(
         f"`{' '.join(cmd[1:])}`: exit {done.returncode}", "", "```", done.stdout[-4000:], done.stderr[-3000:], "```"
     )
+    for name in ("table.toml", "report.md", *(p.name for p in sorted(work.glob("latency-*.png"))[:3])):
+        if (work / name).exists():
+            shutil.copy(work / name, out / f"tune-{name}")
     if table.exists():
-        REPORT.add("", "table.toml:", "", "```toml", table.read_text()[:6000], "```")
+        REPORT.add("", "table.toml (also tune-table.toml; tune-report.md is the tune's report):", "")
+        REPORT.add("```toml", table.read_text()[:6000], "```")
         for mode in ("graph", "eager"):
             ex = subprocess.run(
                 [
