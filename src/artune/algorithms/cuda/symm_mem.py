@@ -7,7 +7,11 @@ buffer and copies the result out, as vLLM's symmetric-memory communicator
 does. Everything here is stream-ordered (no host synchronisation), so the
 calls can be captured in a CUDA graph. Which op a name uses is
 feature-detected (``rules.OPS``): ``one_shot_all_reduce_out`` writes straight
-into the caller's tensor where the installed torch has it.
+into the caller's tensor where the installed torch has it. A peer must not
+overwrite its buffer with the next call's input while this rank still reads
+it: that rests on the torch kernels' own barriers through their signal pads,
+as vLLM's use of the same pattern does; the self-check and
+``bench/gpu_check.py`` are what will show it holds.
 """
 
 from __future__ import annotations

@@ -1,13 +1,15 @@
-"""Engine kernels (vLLM, SGLang, FlashInfer) as candidates: why each is not offered here.
+"""Engine kernels (vLLM, SGLang) as candidates: why each is not offered here.
 
 The reference tables name these algorithms (``custom_ar``; SGLang's
 ``1shot_push``, ``2shot_pull_mc``, ...), so a measured table and a published
-one speak the same language. Their classes are built inside the engine's own
-parallel state (vLLM's ``CustomAllreduce`` wants the engine's CPU group and
-device set-up; SGLang's v2 kernels its JIT module and IPC handles), so no
-adapter builds them from a plain process group yet. Rather than fake one,
-``engine_reasons`` says, per name, whether the engine is installed and why it
-is not a candidate; the Communicator lists these in ``unavailable``.
+one speak the same language. artune has no adapter for them yet: each engine
+sets its kernels up inside its own parallel state (IPC buffers exchanged over
+its CPU group, and for CUDA graphs a registration of the captured buffers
+around every capture, which the Communicator does not drive). Rather than
+fake one, ``engine_reasons`` says, per name, whether the engine is installed
+and why it is not a candidate; the Communicator lists these in
+``unavailable``. FlashInfer's all-reduce appears in vLLM's tables only fused
+with RMSNorm, not as a plain all-reduce, so it has no name here.
 """
 
 from __future__ import annotations
@@ -18,13 +20,13 @@ import importlib.util
 ENGINES: dict[str, tuple[tuple[str, ...], str]] = {
     "vllm": (
         ("custom_ar",),
-        "vLLM's CustomAllreduce is built inside vLLM's parallel state (its CPU group, device and IPC "
-        "buffers); artune has no adapter that builds it from a plain process group yet",
+        "artune has no adapter yet that sets up vLLM's CustomAllreduce (IPC buffers, graph-buffer "
+        "registration around captures) on a plain process group",
     ),
     "sglang": (
         ("1shot_push", "1shot_pull", "2shot_push", "2shot_pull", "2shot_pull_mc"),
-        "SGLang's custom_all_reduce_v2 kernels are built by its JIT module inside SGLang's parallel "
-        "state; artune has no adapter that builds them from a plain process group yet",
+        "artune has no adapter yet that sets up SGLang's custom_all_reduce_v2 kernels (JIT module, IPC "
+        "buffers, block counts) on a plain process group",
     ),
 }
 
