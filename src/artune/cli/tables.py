@@ -18,7 +18,7 @@ from artune import settings
 from artune.catalog import DTYPES, SPECS
 from artune.errors import ArtuneError, TableError
 from artune.sizes import format_size, format_span, parse_size
-from artune.table.check import Finding, check_table
+from artune.table.check import Finding, check_table, modelled_summary
 from artune.table.family import TableSet
 from artune.table.io import dumps_table, load_table, table_to_dict
 from artune.table.model import MODES, Plan, Table
@@ -160,7 +160,7 @@ def run_check(args: argparse.Namespace) -> int:
         for table in source.tables:
             for finding in check_table(table, args.max_world_size):
                 print(finding)
-                found += 1
+                found += not finding.note
     if unreadable:
         return 2
     if found:
@@ -231,8 +231,10 @@ def run_explain(args: argparse.Namespace) -> int:
         else step
         for step in decision.steps
     ]
+    figures = _figures(table, decision.world_size, decision.mode)
     if args.json:
         data: dict[str, Any] = decision.as_dict()
+        data["figures"] = figures
         data.update(size=nbytes, world_size=args.world_size, mode=args.mode, dtype=dtype, table=table.name, steps=steps)
         if kind == "cuda":
             data["multicast"] = multicast
@@ -246,9 +248,18 @@ def run_explain(args: argparse.Namespace) -> int:
     console.print(call + (f", multicast={'on' if multicast else 'off'}" if kind == "cuda" else ""), highlight=False)
     for step in steps:
         console.print(f"  - {step}", highlight=False, markup=False, soft_wrap=True)
+    if figures.startswith("modelled"):
+        console.print(f"  - figures: {figures}", highlight=False, markup=False, soft_wrap=True)
     if note:
         console.print(f"  - note: {note}", highlight=False)
     return 0
+
+
+def _figures(table: Table, world_size: int, mode: str) -> str:
+    """Where the deciding plan's figures come from: ``modelled by ...`` (with its regret band) or the source."""
+    plan = table.plan(world_size, mode)
+    provenance = plan.provenance if plan is not None and plan.provenance is not None else table.provenance
+    return modelled_summary(provenance) if provenance.source == "modelled" else provenance.source
 
 
 # ------------------------------------------------------------------ show

@@ -5,7 +5,9 @@ lints: bands that cover no size (out of order or overlapping), unknown
 algorithm names, algorithms missing a parameter they need, algorithms whose
 engine never runs them at the plan's world size, world sizes with no plan,
 modes present for one world size and missing for another, CPU plans in graph
-mode, and figures that were not measured on this arch (inherited, modelled).
+mode, and figures that were not measured on this arch (inherited). Modelled
+figures (``artune plan``) are reported as *notes*: they say what the model
+predicts and how sure it is, and do not count as findings.
 
 For tables read from an engine's own files (``artune.formats``) the readers
 add the reviewers' questions, with the file and line of each: arches whose
@@ -21,7 +23,7 @@ from dataclasses import dataclass
 
 from artune.catalog import SPECS, Conditions
 from artune.sizes import format_bound
-from artune.table.model import MODES, Plan, Table
+from artune.table.model import MODES, Plan, Provenance, Table
 from artune.table.references.rules import Rule
 
 
@@ -35,6 +37,7 @@ class Finding:
     world_size: int | None = None
     mode: str | None = None
     source: str = ""  # "file:line" in an engine's own file, when the finding comes from one
+    note: bool = False  # information (modelled figures), not a problem
 
     def __str__(self) -> str:
         where = f"arch={self.arch}"
@@ -43,7 +46,14 @@ class Finding:
         if self.mode is not None:
             where += f" mode={self.mode}"
         # a finding in an engine's file names the file and line instead of the table
-        return f"{self.source or self.table}: {where}: {self.message}"
+        return f"{self.source or self.table}: {where}: {'note: ' if self.note else ''}{self.message}"
+
+
+def modelled_summary(provenance: Provenance) -> str:
+    """``modelled by TOOL, not measured (predicted regret ...)`` for a modelled provenance."""
+    regret = [part for part in provenance.notes.split("; ") if "predicted regret" in part]
+    tool = f" by {provenance.tool}" if provenance.tool else ""
+    return f"modelled{tool}, not measured" + (f" ({regret[0]})" if regret else "")
 
 
 def check_table(table: Table, max_world_size: int | None = None) -> list[Finding]:
@@ -54,17 +64,19 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
     """
     findings: list[Finding] = []
 
-    def add(message: str, plan: Plan | None = None) -> None:
+    def add(message: str, plan: Plan | None = None, note: bool = False) -> None:
         ws, mode = (plan.world_size, plan.mode) if plan else (None, None)
-        findings.append(Finding(table.name, table.platform.arch, message, ws, mode))
+        findings.append(Finding(table.name, table.platform.arch, message, ws, mode, note=note))
 
     source = table.provenance
     if source.source == "inherited":
         origin = f" from arch {source.inherited_from}" if source.inherited_from else ""
         add(f"figures inherited{origin}, not measured on this arch; run 'artune tune' on this hardware")
     elif source.source == "modelled":
-        add("figures are modelled, not measured; run 'artune tune' on this hardware")
+        add(f"{modelled_summary(source)}; 'artune verify' or 'artune tune' on this hardware measures it", note=True)
     for plan in table.plans:
+        if plan.provenance is not None and plan.provenance.source == "modelled":
+            add(f"plan {modelled_summary(plan.provenance)}", plan, note=True)
         for message in _plan_findings(table, plan):
             add(message, plan)
     for message in _coverage_findings(table, max_world_size):
@@ -76,7 +88,7 @@ def _plan_findings(table: Table, plan: Plan) -> list[str]:
     out: list[str] = []
     if table.platform.kind == "cpu" and plan.mode != "eager":
         out.append(f"mode {plan.mode!r} on a CPU table; CPU has only 'eager'")
-    if plan.provenance is not None and plan.provenance.source in ("inherited", "modelled"):
+    if plan.provenance is not None and plan.provenance.source == "inherited":
         out.append(f"plan figures are {plan.provenance.source}, not measured")
     previous = -1
     for i, band in enumerate(plan.bands, start=1):

@@ -1,0 +1,138 @@
+"""``artune model fit`` and ``artune plan``: fit the cost model, and tables from it."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from artune.errors import ArtuneError
+from artune.sizes import format_size, parse_size
+from artune.table.model import MODES
+
+
+def register(commands: Any) -> None:
+    """Add ``model`` and ``plan`` to the parser."""
+    model = commands.add_parser("model", help="the cost model: fit it to measurements")
+    sub = model.add_subparsers(dest="model_command", required=True, metavar="SUBCOMMAND")
+    fit = sub.add_parser("fit", help="fit the latency forms to measurement logs; parameters, residuals, a plot")
+    fit.add_argument("logs", nargs="+", metavar="LOG", help="measurements-ws<N>.jsonl from 'artune tune'")
+    fit.add_argument("--out", metavar="DIR", help="write fit.md and fit.png here")
+    fit.add_argument("--cores", type=int, help="the measured machine's cores (default: this machine's)")
+    fit.set_defaults(run=run_fit)
+
+    plan = commands.add_parser("plan", help="a table from the cost model: world sizes and machines not measured")
+    source = plan.add_mutually_exclusive_group(required=True)
+    source.add_argument("--from", dest="logs", action="append", metavar="LOG", help="fit these logs (repeatable)")
+    source.add_argument("--preset", help="a GPU preset: " + ", ".join(_preset_names()))
+    source.add_argument("--hardware", metavar="FILE.toml", help="a GPU described by its hardware figures")
+    plan.add_argument(
+        "--world-size",
+        action="append",
+        required=True,
+        metavar="N|A..B",
+        help="world sizes to plan (repeatable; 2..16 is a range)",
+    )
+    plan.add_argument("--mode", action="append", choices=MODES, help="modes (GPU default: graph and eager)")
+    plan.add_argument("--sizes", default=None, metavar="LO..HI", help="size range (default: measured, or 4KiB..128MiB)")
+    plan.add_argument("--cores", type=int, help="the measured machine's cores (with --from; default: this machine's)")
+    plan.add_argument("--out", metavar="FILE", help="write the table here (default: print it)")
+    plan.set_defaults(run=run_plan)
+
+
+def _preset_names() -> list[str]:
+    try:
+        from artune.model.presets import preset_names
+
+        return preset_names()
+    except ArtuneError:  # pragma: no cover - a broken bundled file is caught by tests
+        return []
+
+
+def parse_world_sizes(values: list[str]) -> list[int]:
+    """``["2..4", "8"]`` -> ``[2, 3, 4, 8]``; ``ArtuneError`` for anything else."""
+    out: set[int] = set()
+    for value in values:
+        lo_text, sep, hi_text = value.partition("..")
+        try:
+            lo, hi = int(lo_text), int(hi_text) if sep else int(lo_text)
+        except ValueError:
+            raise ArtuneError(f"--world-size {value!r}: expected N or A..B, e.g. 2..16") from None
+        if lo < 1 or hi < lo or hi > 4096:
+            raise ArtuneError(f"--world-size {value!r}: expected 1 <= A <= B <= 4096")
+        out.update(range(lo, hi + 1))
+    return sorted(out)
+
+
+def _size_range(text: str | None, default: tuple[int, int]) -> tuple[int, int]:
+    if text is None:
+        return default
+    lo_text, sep, hi_text = text.partition("..")
+    if not sep:
+        raise ArtuneError(f"--sizes {text!r}: expected LO..HI, e.g. 4KiB..64MiB")
+    lo, hi = parse_size(lo_text, "--sizes"), parse_size(hi_text, "--sizes")
+    if not 0 < lo < hi:
+        raise ArtuneError(f"--sizes {text!r}: need 0 < LO < HI")
+    return lo, hi
+
+
+# ------------------------------------------------------------------ model fit
+
+
+def run_fit(args: argparse.Namespace) -> int:
+    """Fit and print parameters, residuals and findings; write fit.md and fit.png with --out."""
+    from artune.model.cost import fit_logs
+    from artune.model.report import fit_markdown, plot_fit
+
+    model = fit_logs(args.logs, cores=args.cores)
+    text = fit_markdown(model)
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "fit.md").write_text(text + "\n", encoding="utf-8")
+        plot_fit(model, out / "fit.png")
+        print(f"wrote {out / 'fit.md'} and {out / 'fit.png'}", file=sys.stderr)
+    return 0
+
+
+# ------------------------------------------------------------------ plan
+
+
+def run_plan(args: argparse.Namespace) -> int:
+    """Build a modelled table; print it or write it to --out."""
+    from artune.model.plan import build_table
+    from artune.table.io import dump_table, dumps_table
+
+    world_sizes = parse_world_sizes(args.world_size)
+    params: dict[str, dict[str, Any]] = {}
+    if args.logs:
+        from artune.model.cost import fit_logs
+
+        model: Any = fit_logs(args.logs, cores=args.cores)
+        modes = args.mode or ["eager"]
+        if model.kind == "cpu" and modes != ["eager"]:
+            raise ArtuneError("plan: CPU tables have only mode eager")
+        lo, hi = _size_range(args.sizes, model.size_range)
+    else:
+        from artune.model.gpu import HardwareModel
+        from artune.model.presets import load_hardware, load_preset
+
+        hardware = load_preset(args.preset) if args.preset else load_hardware(args.hardware)
+        model = HardwareModel(hardware)
+        params = model.params()
+        modes = args.mode or list(MODES)
+        lo, hi = _size_range(args.sizes, (4 << 10, 128 << 20))
+    table, plans, refused = build_table(model, world_sizes, modes, lo, hi, params)
+    for why in refused:
+        print(f"artune plan: refused: {why}", file=sys.stderr)
+    for p in plans:
+        bands = ", ".join(f"<= {format_size(b.upto)} {b.candidates[0]}" for b in p.plan.bands)
+        print(f"ws={p.plan.world_size} {p.plan.mode}: {bands}; then {p.plan.fallback}; {p.regret}", file=sys.stderr)
+    if args.out:
+        dump_table(table, args.out)
+        print(f"artune plan: wrote {args.out} (modelled, not measured)", file=sys.stderr)
+    else:
+        print(dumps_table(table))
+    return 0

@@ -1,0 +1,176 @@
+"""Tables from a model: the predicted-fastest algorithm per size, and how sure the model is.
+
+A ``Predictor`` (a fitted ``CostModel`` or a GPU ``HardwareModel``) predicts
+each algorithm's time per bootstrap replicate. ``build_plan`` picks, on a
+fine log-spaced grid, the algorithm with the lowest median prediction,
+merges neighbours into bands with bounds at the interpolated crossover, and
+computes the *predicted regret band*: for each replicate, the geometric mean
+over the grid of ``time(plan's choice) / time(that replicate's best)``; the
+band is the median and the 90th percentile of that over the replicates.
+Every plan carries provenance ``modelled`` with the model version, its
+inputs and that band (``Provenance.tool`` and ``notes``), so that ``check``,
+``explain`` and ``export`` can say so.
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from artune.errors import ArtuneError
+from artune.model.forms import log_spaced
+from artune.table.model import Band, ParamValue, Plan, Platform, Provenance, Table, freeze_params
+from artune.tune.grid import quantize
+
+GRID_PER_OCTAVE = 8
+
+
+class Predictor(Protocol):
+    """What ``build_plan`` needs of a model."""
+
+    kind: str
+    arch: str
+    device: str
+    baseline: str
+    version: str
+    inputs: str
+
+    def refusal(self, world_size: int) -> str | None: ...
+
+    def candidates(self, world_size: int, mode: str) -> list[str]: ...
+
+    def samples(self, algorithm: str, world_size: int, sizes: Sequence[int], mode: str = "eager") -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class RegretBand:
+    """Predicted regret of a plan: median and 90th percentile over replicates of the geomean over sizes."""
+
+    median: float
+    p90: float
+    worst: float  # the largest per-size 90th percentile
+
+    def __str__(self) -> str:
+        return f"predicted regret {self.median:.3f} geomean (p90 {self.p90:.3f}), worst size {self.worst:.2f}"
+
+
+@dataclass(frozen=True)
+class ModelledPlan:
+    """A plan with the figures behind it."""
+
+    plan: Plan
+    regret: RegretBand
+    sizes: tuple[int, ...]
+    choice: tuple[str, ...]
+
+
+def _crossover(lo: int, hi: int, d_lo: float, d_hi: float, itemsize: int) -> int:
+    """Where a difference of log-times changes sign between ``lo`` and ``hi`` (log-linear interpolation)."""
+    if d_lo == d_hi:
+        return lo
+    f = min(1.0, max(0.0, d_lo / (d_lo - d_hi)))
+    at = quantize(lo * (hi / lo) ** f, itemsize)
+    return at if lo <= at < hi else lo
+
+
+def build_plan(
+    model: Predictor,
+    world_size: int,
+    mode: str,
+    lo: int,
+    hi: int,
+    params: Mapping[str, Mapping[str, ParamValue]] | None = None,
+    itemsize: int = 4,
+) -> ModelledPlan:
+    """The modelled plan for ``(world_size, mode)`` over sizes ``lo..hi`` bytes; ``ModelRefusal`` where refused."""
+    why = model.refusal(world_size)
+    if why:
+        from artune.model.cost import ModelRefusal
+
+        raise ModelRefusal(why)
+    names = model.candidates(world_size, mode)
+    if not names:
+        raise ArtuneError(f"no modelled algorithm runs at world size {world_size}")
+    sizes = log_spaced(lo, hi, GRID_PER_OCTAVE, itemsize)
+    samples = np.stack([model.samples(a, world_size, sizes, mode) for a in names])  # (algs, reps, sizes)
+    samples = np.maximum(samples, 1e-9)
+    median = np.median(samples, axis=1)  # (algs, sizes)
+    pick = np.argmin(median, axis=0)
+    logm = np.log(median)
+    bands: list[Band] = []
+    for i in range(len(sizes)):
+        last = i == len(sizes) - 1
+        if not last and pick[i + 1] == pick[i]:
+            continue
+        if last:
+            upto = sizes[i]
+        else:
+            a, b = pick[i], pick[i + 1]
+            d_lo, d_hi = logm[a, i] - logm[b, i], logm[a, i + 1] - logm[b, i + 1]
+            upto = _crossover(sizes[i], sizes[i + 1], d_lo, d_hi, itemsize)
+        name = names[pick[i]]
+        if bands and bands[-1].upto >= upto:
+            continue
+        bands.append(Band(upto, (name,)))
+    while bands and bands[-1].candidates == (model.baseline,):
+        bands.pop()  # the fallback runs above the last band anyway
+    chosen = samples[pick, :, np.arange(len(sizes))]  # (sizes, reps)
+    best = samples.min(axis=0).T  # (sizes, reps)
+    regret = chosen / best
+    geo = np.exp(np.log(regret).mean(axis=0))
+    band = RegretBand(
+        float(np.median(geo)), float(np.percentile(geo, 90)), float(np.percentile(regret, 90, axis=1).max())
+    )
+    used = {c for b in bands for c in b.candidates}
+    plan_params = freeze_params({k: v for k, v in (params or {}).items() if k in used})
+    provenance = modelled_provenance(model, band)
+    plan = Plan(world_size, mode, tuple(bands), model.baseline, plan_params, provenance)
+    return ModelledPlan(plan, band, tuple(sizes), tuple(names[k] for k in pick))
+
+
+def modelled_provenance(model: Predictor, band: RegretBand | None = None, extra: str = "") -> Provenance:
+    """Provenance ``modelled``: the model version in ``tool``; inputs and regret band in ``notes``."""
+    notes = f"modelled, not measured; inputs: {model.inputs}"
+    if band is not None:
+        notes += f"; {band}"
+    if extra:
+        notes += f"; {extra}"
+    return Provenance(
+        source="modelled",
+        date=datetime.date.today().isoformat(),
+        device=model.device,
+        tool=model.version,
+        notes=notes,
+    )
+
+
+def build_table(
+    model: Predictor,
+    world_sizes: Sequence[int],
+    modes: Sequence[str],
+    lo: int,
+    hi: int,
+    params: Mapping[str, Mapping[str, ParamValue]] | None = None,
+) -> tuple[Table, list[ModelledPlan], list[str]]:
+    """A table of modelled plans; world sizes the model refuses are left out and their reasons returned."""
+    plans: list[ModelledPlan] = []
+    refused: list[str] = []
+    for ws in sorted(set(world_sizes)):
+        why = model.refusal(ws)
+        if why:
+            refused.append(why)
+            continue
+        for mode in modes:
+            plans.append(build_plan(model, ws, mode, lo, hi, params))
+    if not plans:
+        raise ArtuneError("the model refused every world size asked for: " + "; ".join(refused))
+    geo = math.exp(sum(math.log(p.regret.median) for p in plans) / len(plans))
+    worst = max(p.regret.p90 for p in plans)
+    table_prov = modelled_provenance(model, extra=f"plans' predicted regret {geo:.3f} geomean, p90 up to {worst:.3f}")
+    table = Table(Platform(model.kind, model.arch, model.device), table_prov, tuple(p.plan for p in plans))
+    return table, plans, refused
