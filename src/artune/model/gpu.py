@@ -161,21 +161,29 @@ class HardwareModel:
             return np.column_stack([over * ones, rnd * d["mc_rounds"], 1e6 / (b * d["eta_mc"])])
         raise KeyError(algorithm)
 
-    def _nccl(self, world_size: int, n: np.ndarray, mode: str, d: dict[str, np.ndarray]) -> np.ndarray:
-        """NCCL's own cost model: the fastest protocol, per replicate (rows) and size (columns)."""
-        b = self.hw.nvlink_GBps * 1e3 * d["eta_ring"][:, None]
+    def _nccl_lines(self, world_size: int, mode: str, d: dict[str, np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
+        """NCCL's own cost model, one line ``(us, us per byte)`` per protocol, per replicate."""
+        b = self.hw.nvlink_GBps * 1e3 * d["eta_ring"]
         over = self.hw.overhead_us + (self.hw.eager_overhead_us if mode == "eager" else 0.0)
         steps = 2 * (world_size - 1)
-        bus = 2 * (world_size - 1) / world_size * n[None, :]
-        times = [over + base + steps * hop + bus / (b * factor) for base, hop, factor in _NCCL_RING.values()]
+        bus = 2 * (world_size - 1) / world_size
+        lines = [(over + base + steps * hop + 0 * b, bus / (b * factor)) for base, hop, factor in _NCCL_RING.values()]
         if self.hw.multicast:
-            times.append(over + _NCCL_NVLS_HW_US + n[None, :] / (b * d["eta_mc"][:, None] / d["eta_ring"][:, None]))
-        return np.minimum.reduce(times)
+            lines.append((over + _NCCL_NVLS_HW_US + 0 * b, 1.0 / (self.hw.nvlink_GBps * 1e3 * d["eta_mc"])))
+        return lines
+
+    def lines(self, algorithm: str, world_size: int, mode: str = "graph") -> list[tuple[float, float]]:
+        """The central prediction as straight lines ``(us at 0 bytes, us per byte)``; NCCL is their minimum."""
+        if algorithm == "nccl":
+            return [(float(a[0]), float(s[0])) for a, s in self._nccl_lines(world_size, mode, self._point)]
+        t0, t1 = self._predict(algorithm, world_size, [0, 1_000_000], mode, self._point)[0]
+        return [(float(t0), float(t1 - t0) / 1e6)]
 
     def _predict(self, algorithm: str, world_size: int, sizes: Sequence[int], mode: str, d: dict[str, np.ndarray]):
         n = np.asarray(sizes, dtype=float)
         if algorithm == "nccl":
-            return self._nccl(world_size, n, mode, d)
+            lines = self._nccl_lines(world_size, mode, d)
+            return np.minimum.reduce([a[:, None] + s[:, None] * n[None, :] for a, s in lines])
         form = FORMS[{"1shot_push": "one_shot", "2shot_pull": "two_shot", "2shot_pull_mc": "multicast"}[algorithm]]
         theta = self._theta(algorithm, world_size, mode, d)
         link = [form.params.index(k) for k in ("overhead_us", "round_us", "peer_us_per_MB")]
