@@ -116,8 +116,8 @@ def main() -> None:
             errs.append(float(model.predict(a, 3, [n])[0]) / t - 1)
     errs_a = np.abs(np.array(errs))
     print(
-        f"\nws=3 time prediction: median |error| {np.median(errs_a):.0%}, 90th percentile {np.percentile(errs_a, 90):.0%}"
-        f" over {len(errs)} (size, algorithm) points"
+        f"\nws=3 time prediction: median |error| {np.median(errs_a):.0%}, "
+        f"90th percentile {np.percentile(errs_a, 90):.0%} over {len(errs)} (size, algorithm) points"
     )
 
     # 2. sizes: fit a coarse grid (powers of 4), check the rest
@@ -150,7 +150,8 @@ def main() -> None:
         ]
 
         def pick(n, ws=ws):
-            return min(grid_model.algorithms, key=lambda a: float(grid_model.predict(a, ws, [n])[0]))
+            times = {a: float(grid_model.predict(a, ws, [n])[0]) for a in grid_model.algorithms}
+            return min(times, key=times.__getitem__)
 
         geo, worst, count, _ = _regret(pick, measured)
         print(f"| ws={ws} | {count} | {np.median(err):.0%} | {geo:.3f} | {worst:.2f} |")

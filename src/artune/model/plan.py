@@ -2,7 +2,8 @@
 
 A ``Predictor`` (a fitted ``CostModel`` or a GPU ``HardwareModel``) predicts
 each algorithm's time per bootstrap replicate. ``build_plan`` picks, on a
-fine log-spaced grid, the algorithm with the lowest median prediction,
+fine log-spaced grid, the algorithm with the lowest median prediction
+(keeping the previous size's choice unless another is predicted 5% faster),
 merges neighbours into bands with bounds at the interpolated crossover, and
 computes the *predicted regret band*: for each replicate, the geometric mean
 over the grid of ``time(plan's choice) / time(that replicate's best)``; the
@@ -28,6 +29,9 @@ from artune.table.model import Band, ParamValue, Plan, Platform, Provenance, Tab
 from artune.tune.grid import quantize
 
 GRID_PER_OCTAVE = 8
+#: keep the incumbent algorithm unless the best is predicted this much faster: the model is not precise
+#: enough for bands that differ by less (the tuner's noise floor is 5% too), and bands must not flap
+SWITCH_MARGIN = 0.05
 
 
 class Predictor(Protocol):
@@ -69,6 +73,16 @@ class ModelledPlan:
     choice: tuple[str, ...]
 
 
+def _sticky_argmin(median: np.ndarray) -> np.ndarray:
+    """Per size, the fastest algorithm, except that the previous size's choice stays within the margin."""
+    pick = np.argmin(median, axis=0)
+    for i in range(1, median.shape[1]):
+        previous = pick[i - 1]
+        if median[previous, i] <= median[pick[i], i] * (1 + SWITCH_MARGIN):
+            pick[i] = previous
+    return pick
+
+
 def _crossover(lo: int, hi: int, d_lo: float, d_hi: float, itemsize: int) -> int:
     """Where a difference of log-times changes sign between ``lo`` and ``hi`` (log-linear interpolation)."""
     if d_lo == d_hi:
@@ -100,7 +114,7 @@ def build_plan(
     samples = np.stack([model.samples(a, world_size, sizes, mode) for a in names])  # (algs, reps, sizes)
     samples = np.maximum(samples, 1e-9)
     median = np.median(samples, axis=1)  # (algs, sizes)
-    pick = np.argmin(median, axis=0)
+    pick = _sticky_argmin(median)
     logm = np.log(median)
     bands: list[Band] = []
     for i in range(len(sizes)):

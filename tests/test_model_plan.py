@@ -1,0 +1,182 @@
+"""Tables from the model: ``artune model fit`` and ``artune plan``, provenance through check and explain, refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from artune.cli import main
+from artune.measure.records import Candidate, Header, Measurement, MeasurementLog
+from artune.model.calibrate import LATENCIES, TRTLLM, predicted_end, regret_rows, sglang_crossovers
+from artune.model.gpu import HardwareModel
+from artune.model.plan import build_plan
+from artune.model.presets import load_hardware, load_preset, preset_names
+from artune.table import check_table, load_table
+
+from test_model_fit import CTX, SIZES, TRUTH  # noqa: E402  (tests/ is on sys.path under pytest)
+from artune.model.forms import FORMS
+
+MiB = 1 << 20
+
+
+def write_logs(folder: Path, world_sizes=(2, 4), truth=TRUTH) -> list[str]:
+    """Measurement logs as ``artune tune`` writes them, times from known parameters (2 cores)."""
+    paths = []
+    rng = np.random.default_rng(3)
+    for ws in world_sizes:
+        path = folder / f"measurements-ws{ws}.jsonl"
+        log = MeasurementLog(path, Header.for_this_machine(ws))
+        for name, (form, theta) in truth.items():
+            n = np.array(SIZES, dtype=float)
+            times = FORMS[form].predict(np.array(theta), np.full_like(n, ws), n, CTX)
+            for size, t in zip(SIZES, times, strict=True):
+                samples = tuple(float(t) * np.exp(rng.normal(0, 0.02, 5)))
+                log.append(Measurement(Candidate.of(name), size, "float32", ws, samples, 0))
+        paths.append(str(path))
+    return paths
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory) -> list[str]:
+    return write_logs(tmp_path_factory.mktemp("logs"))
+
+
+def test_model_fit_prints_parameters_residuals_and_writes_a_plot(logs, tmp_path, capsys) -> None:
+    assert main(["model", "fit", *logs, "--cores", "2", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    for name in ("shm_one_shot", "shm_two_shot", "gloo"):
+        assert f"## {name}" in out
+    assert "peer_us_per_MB" in out and "median residual" in out and "cores=2" in out
+    assert (tmp_path / "fit.png").stat().st_size > 1000 and "## gloo" in (tmp_path / "fit.md").read_text()
+
+
+def test_plan_from_logs_fills_world_size_3_modelled_and_check_passes(logs, tmp_path, capsys) -> None:
+    out = tmp_path / "t.toml"
+    assert (
+        main(["plan", "--from", logs[0], "--from", logs[1], "--world-size", "2..4", "--cores", "2", "--out", str(out)])
+        == 0
+    )
+    table = load_table(out)
+    assert sorted(p.world_size for p in table.plans) == [2, 3, 4]
+    assert table.provenance.source == "modelled" and table.provenance.tool.startswith("artune.model/")
+    for plan in table.plans:
+        assert plan.provenance.source == "modelled"
+        assert "predicted regret" in plan.provenance.notes and "measurements-ws2.jsonl" in plan.provenance.notes
+    capsys.readouterr()
+    # check shows the modelled plans as notes, not findings: exit 0
+    assert main(["check", str(out)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 4 and all("note: " in line and "modelled by artune.model/" in line for line in lines)
+    assert all("predicted regret" in line for line in lines[1:])
+    # explain says the figures are modelled, text and JSON
+    assert main(["explain", "--table", str(out), "--world-size", "3", "--size", "64KiB"]) == 0
+    assert "figures: modelled by artune.model/" in capsys.readouterr().out
+    assert main(["explain", "--table", str(out), "--world-size", "3", "--size", "64KiB", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["figures"].startswith("modelled by artune.model/")
+
+
+def test_the_predicted_plan_picks_the_truly_fastest_algorithm(logs) -> None:
+    from artune.model.cost import fit_logs
+
+    model = fit_logs(logs, cores=2)
+    planned = build_plan(model, 3, "eager", 256, 16 * MiB)
+    sizes = np.array(planned.sizes, dtype=float)
+    truth = {a: FORMS[f].predict(np.array(th), np.full_like(sizes, 3), sizes, CTX) for a, (f, th) in TRUTH.items()}
+    table_choice = [planned.plan.bands[0].candidates[0]]
+    regret = [truth[c][i] / min(t[i] for t in truth.values()) for i, c in enumerate(planned.choice)]
+    assert np.exp(np.mean(np.log(regret))) < 1.03 and max(regret) < 1.10
+    assert table_choice[0] == "shm_one_shot"
+    assert planned.regret.median >= 1.0 and planned.regret.p90 >= planned.regret.median
+
+
+def test_plan_refuses_oversubscription_it_never_saw(logs, capsys) -> None:
+    assert (
+        main(["plan", "--from", logs[0], "--from", logs[1], "--world-size", "3", "--world-size", "8", "--cores", "2"])
+        == 0
+    )
+    captured = capsys.readouterr()
+    assert "refused: world size 8 oversubscribes the 2 cores beyond the largest fitted world size 4" in captured.err
+    assert "world_size = 3" in captured.out and "world_size = 8" not in captured.out
+    assert main(["plan", "--from", logs[0], "--from", logs[1], "--world-size", "8", "--cores", "2"]) == 2
+    assert "refused every world size" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["plan", "--preset", "nope", "--world-size", "2"], "unknown preset 'nope'"),
+        (["plan", "--preset", "h200", "--world-size", "x"], "expected N or A..B"),
+        (["plan", "--preset", "h200", "--world-size", "4..2"], "A <= B"),
+        (["plan", "--preset", "h200", "--world-size", "2", "--sizes", "1MiB"], "LO..HI"),
+        (["plan", "--from", "/nonexistent/m.jsonl", "--world-size", "3"], "no such measurement log"),
+        (["model", "fit", "/nonexistent/m.jsonl"], "no such measurement log"),
+    ],
+)
+def test_bad_input_is_one_clear_line(args, message, capsys) -> None:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+def test_logs_from_another_machine_need_cores(tmp_path, capsys) -> None:
+    path = tmp_path / "measurements-ws2.jsonl"
+    header = Header.for_this_machine(2)
+    other = Header(header.schema, header.platform, header.device, 2, host_fingerprint="elsewhere")
+    log = MeasurementLog(path, other)
+    log.append(Measurement(Candidate.of("gloo"), 4096, "float32", 2, (100.0,) * 5, 0))
+    assert main(["model", "fit", str(path)]) == 2
+    assert "--cores" in capsys.readouterr().err
+
+
+def test_hardware_file_errors_and_a_good_file(tmp_path, capsys) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('arch = "10.7"\nnvlink_GBps = 1800\nround_us = "11.0"\nmulticast = true\n')
+    assert main(["plan", "--hardware", str(bad), "--world-size", "2"]) == 2
+    assert "not a calibrated family" in capsys.readouterr().err
+    typo = tmp_path / "typo.toml"
+    typo.write_text('arch = "10.7"\nnvlink = 1800\n')
+    assert main(["plan", "--hardware", str(typo), "--world-size", "2"]) == 2
+    assert "unknown key 'nvlink'" in capsys.readouterr().err
+    good = tmp_path / "gpu.toml"
+    good.write_text('arch = "10.7"\nnvlink_GBps = 1800\nround_us = 3.0\nmulticast = false\nsms = 160\n')
+    hw = load_hardware(good)
+    model = HardwareModel(hw)
+    assert "2shot_pull_mc" not in model.candidates(8, "graph") and model.params()["1shot_push"] == {"blocks": 160}
+
+
+def test_rubin_preset_2_to_16_has_no_holes_and_every_plan_is_modelled(tmp_path, capsys) -> None:
+    out = tmp_path / "rubin.toml"
+    assert main(["plan", "--preset", "rubin", "--world-size", "2..16", "--out", str(out)]) == 0
+    table = load_table(out)
+    assert {(p.world_size, p.mode) for p in table.plans} == {(ws, m) for ws in range(2, 17) for m in ("graph", "eager")}
+    assert all(p.provenance.source == "modelled" for p in table.plans)
+    assert [f for f in check_table(table) if not f.note] == []
+    capsys.readouterr()
+    assert main(["check", str(out)]) == 0
+
+
+def test_every_preset_states_its_sources_and_builds() -> None:
+    assert set(preset_names()) == {"h100-sxm", "h200", "b200", "b300", "rubin"}
+    for name in preset_names():
+        hw = load_preset(name)
+        assert hw.sources and hw.nvlink_GBps > 0 and hw.round_us.value > 0
+    # faster links move the one-shot -> two-shot crossover up, more ranks move it down
+    h200, b200 = HardwareModel(load_preset("h200"), 1), HardwareModel(load_preset("b200"), 1)
+    assert predicted_end(b200, 8, "graph", "2shot_pull") > predicted_end(h200, 8, "graph", "2shot_pull")
+    assert predicted_end(h200, 4, "graph", "2shot_pull") > predicted_end(h200, 8, "graph", "2shot_pull")
+
+
+def test_calibration_data_keeps_rubin_apart_and_maps_columns() -> None:
+    from artune.model.calibrate import training
+
+    points = sglang_crossovers() + list(TRTLLM)
+    train = training(points)
+    assert train and all(p.arch in ("9.0", "10.0") and p.world_size in (2, 4, 6, 8) for p in train)
+    assert any(p.arch == "10.7" for p in points) and not any(p.arch == "10.7" for p in train)
+    rubin8 = next(p for p in points if p.arch == "10.7" and p.world_size == 8 and p.mode == "graph")
+    assert rubin8.nbytes == 2556428  # int(2.438 * MB), as SGLang computes it
+    rows = regret_rows(LATENCIES[0], HardwareModel(load_preset("h100-sxm"), 1))
+    assert len(rows) == len(LATENCIES[0].rows) and all(r.regret >= 1.0 for r in rows)
