@@ -11,13 +11,12 @@ import pytest
 from artune.cli import main
 from artune.measure.records import Candidate, Header, Measurement, MeasurementLog
 from artune.model.calibrate import LATENCIES, TRTLLM, predicted_end, regret_rows, sglang_crossovers
+from artune.model.forms import FORMS
 from artune.model.gpu import HardwareModel
 from artune.model.plan import build_plan
 from artune.model.presets import load_hardware, load_preset, preset_names
 from artune.table import check_table, load_table
-
-from test_model_fit import CTX, SIZES, TRUTH  # noqa: E402  (tests/ is on sys.path under pytest)
-from artune.model.forms import FORMS
+from test_model_fit import CTX, SIZES, TRUTH
 
 MiB = 1 << 20
 
