@@ -120,6 +120,13 @@ def test_bad_input_is_one_clear_line(args, message, capsys) -> None:
     assert message in err and "Traceback" not in err
 
 
+def test_sizes_far_beyond_the_measured_ones_are_refused(logs, capsys) -> None:
+    args = ["plan", "--from", logs[0], "--from", logs[1], "--world-size", "3", "--cores", "2"]
+    assert main([*args, "--sizes", "256..1GiB"]) == 2
+    assert "does not extrapolate that far" in capsys.readouterr().err
+    assert main([*args, "--sizes", "256..64MiB"]) == 0  # 4x the largest measured (16 MiB)
+
+
 def test_logs_from_another_machine_need_cores(tmp_path, capsys) -> None:
     path = tmp_path / "measurements-ws2.jsonl"
     header = Header.for_this_machine(2)
@@ -179,3 +186,24 @@ def test_calibration_data_keeps_rubin_apart_and_maps_columns() -> None:
     assert rubin8.nbytes == 2556428  # int(2.438 * MB), as SGLang computes it
     rows = regret_rows(LATENCIES[0], HardwareModel(load_preset("h100-sxm"), 1))
     assert len(rows) == len(LATENCIES[0].rows) and all(r.regret >= 1.0 for r in rows)
+
+
+def test_the_presets_hold_the_fitted_optimum_not_typed_numbers() -> None:
+    """The stored figures minimise the calibration loss: moving any one of them makes the fit worse."""
+    from artune.model import calibrate
+
+    presets = {n: load_preset(n) for n in preset_names()}
+    f = presets["h200"].factors
+    values = {
+        "round_9.0": presets["h200"].round_us.value,
+        "round_10.0": presets["b200"].round_us.value,
+        "eta_two": f.eta_two.value,
+        "eager_round": f.eager_round.value,
+        "mc_rounds": f.mc_rounds.value,
+    }
+    assert presets["rubin"].round_us == presets["b200"].round_us  # Rubin: Blackwell's latency, no Rubin data
+    loss = calibrate._objective(calibrate.training(sglang_crossovers()), presets)
+    best = loss(values)
+    for key in calibrate.PARAMS:
+        for factor in (0.8, 1.25):
+            assert loss({**values, key: values[key] * factor}) >= best - 1e-6, (key, factor)

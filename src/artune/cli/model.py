@@ -12,6 +12,9 @@ from artune.sizes import format_size, parse_size
 from artune.table.model import MODES
 
 
+EXTRAPOLATE = 4  # how far beyond the measured sizes a fitted model may predict
+
+
 def register(commands: Any) -> None:
     """Add ``model`` and ``plan`` to the parser."""
     model = commands.add_parser("model", help="the cost model: fit it to measurements")
@@ -115,6 +118,12 @@ def run_plan(args: argparse.Namespace) -> int:
         if model.kind == "cpu" and modes != ["eager"]:
             raise ArtuneError("plan: CPU tables have only mode eager")
         lo, hi = _size_range(args.sizes, model.size_range)
+        low, high = model.size_range
+        if lo < low / EXTRAPOLATE or hi > high * EXTRAPOLATE:
+            raise ArtuneError(
+                f"plan: --sizes {args.sizes} reaches more than {EXTRAPOLATE}x beyond the measured sizes "
+                f"{format_size(low)}..{format_size(high)}; the model does not extrapolate that far: measure them"
+            )
     else:
         from artune.model.gpu import HardwareModel
         from artune.model.presets import load_hardware, load_preset
