@@ -207,3 +207,14 @@ def test_the_presets_hold_the_fitted_optimum_not_typed_numbers() -> None:
     for key in calibrate.PARAMS:
         for factor in (0.8, 1.25):
             assert loss({**values, key: values[key] * factor}) >= best - 1e-6, (key, factor)
+
+
+def test_export_of_a_modelled_table_says_modelled_not_measured(tmp_path, capsys) -> None:
+    out = tmp_path / "rubin.toml"
+    assert main(["plan", "--preset", "rubin", "--world-size", "2..8", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(["export", str(out), "--to", "sglang"]) == 0
+    text = capsys.readouterr().out
+    header = [line for line in text.splitlines() if line.startswith("#")]
+    assert any("modelled (artune.model/1)" in line for line in header)
+    assert any("modelled, not measured" in line and "predicted regret" in line for line in header)

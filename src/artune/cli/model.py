@@ -11,7 +11,6 @@ from artune.errors import ArtuneError
 from artune.sizes import format_size, parse_size
 from artune.table.model import MODES
 
-
 EXTRAPOLATE = 4  # how far beyond the measured sizes a fitted model may predict
 
 
