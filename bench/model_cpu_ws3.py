@@ -34,7 +34,7 @@ import numpy as np
 from artune.model.cost import fit_logs, fit_points, points_from_logs
 from artune.model.fit import Points
 from artune.model.plan import build_plan
-from artune.sizes import human_size
+from artune.sizes import format_bound, human_size
 from artune.table.io import load_table
 
 
@@ -86,7 +86,7 @@ def main() -> None:
     lo, hi = model.size_range
     predicted = build_plan(model, 3, "eager", lo, hi)
     plan = predicted.plan
-    print(f"predicted ws=3 plan: {[(human_size(b.upto), b.candidates[0]) for b in plan.bands]}, then {plan.fallback}")
+    print(f"predicted ws=3 plan: {[(format_bound(b.upto), b.candidates[0]) for b in plan.bands]}, then {plan.fallback}")
     print(f"model's own {predicted.regret}\n")
     every, _, _ = points_from_logs([logs[2], logs[3], logs[4]])
     measured3 = _by_size({a: every[a] for a in model.algorithms}, 3)

@@ -60,6 +60,7 @@ def test_plan_from_logs_fills_world_size_3_modelled_and_check_passes(logs, tmp_p
     )
     table = load_table(out)
     assert sorted(p.world_size for p in table.plans) == [2, 3, 4]
+    assert all(p.bands[-1].upto is None for p in table.plans)  # open-ended, as tuned tables are
     assert table.provenance.source == "modelled" and table.provenance.tool.startswith("artune.model/")
     for plan in table.plans:
         assert plan.provenance.source == "modelled"
@@ -159,6 +160,7 @@ def test_rubin_preset_2_to_16_has_no_holes_and_every_plan_is_modelled(tmp_path, 
     table = load_table(out)
     assert {(p.world_size, p.mode) for p in table.plans} == {(ws, m) for ws in range(2, 17) for m in ("graph", "eager")}
     assert all(p.provenance.source == "modelled" for p in table.plans)
+    assert all(p.bands[-1].upto == 128 * MiB for p in table.plans if p.bands)  # NCCL above, as engines do
     assert [f for f in check_table(table) if not f.note] == []
     capsys.readouterr()
     assert main(["check", str(out)]) == 0

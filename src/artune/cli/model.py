@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from artune.errors import ArtuneError
-from artune.sizes import format_size, parse_size
+from artune.sizes import format_bound, format_size, parse_size
 from artune.table.model import MODES
 
 EXTRAPOLATE = 4  # how far beyond the measured sizes a fitted model may predict
@@ -136,7 +136,7 @@ def run_plan(args: argparse.Namespace) -> int:
     for why in refused:
         print(f"artune plan: refused: {why}", file=sys.stderr)
     for p in plans:
-        bands = ", ".join(f"<= {format_size(b.upto)} {b.candidates[0]}" for b in p.plan.bands)
+        bands = ", ".join(f"<= {format_bound(b.upto)} {b.candidates[0]}" for b in p.plan.bands)
         print(f"ws={p.plan.world_size} {p.plan.mode}: {bands}; then {p.plan.fallback}; {p.regret}", file=sys.stderr)
     if args.out:
         dump_table(table, args.out)

@@ -84,7 +84,7 @@ def sglang_crossovers() -> list[Crossover]:
                 if band.candidates[0] not in ONE_SHOT:
                     rival = _RIVAL.get(band.candidates[0], band.candidates[0])
                     break
-                end = band.upto
+                end = band.upto if band.upto is not None else CAP
             if end:
                 out.append(Crossover("SGLang", arch, preset, plan.world_size, plan.mode, end, end >= UNTUNED, rival))
     return out

@@ -74,6 +74,7 @@ class CostModel:
     inputs: str
     version: str = VERSION
     notes: tuple[str, ...] = field(default=())
+    open_ended: bool = True  # as the tuner's tables: the winner at the largest measured size keeps larger ones
 
     def refusal(self, world_size: int) -> str | None:
         """Why the model will not predict at ``world_size``, or ``None``."""

@@ -102,6 +102,7 @@ class HardwareModel:
     kind = "cuda"
     baseline = "nccl"
     version = VERSION
+    open_ended = False  # as the engines' tables: NCCL above the largest size planned
 
     def __init__(self, hardware: Hardware, replicates: int = REPLICATES, seed: int = SEED) -> None:
         self.hw = hardware

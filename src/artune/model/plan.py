@@ -43,6 +43,7 @@ class Predictor(Protocol):
     baseline: str
     version: str
     inputs: str
+    open_ended: bool  # the winner at the largest size keeps every larger size (else the fallback runs there)
 
     def refusal(self, world_size: int) -> str | None: ...
 
@@ -133,6 +134,8 @@ def build_plan(
         bands.append(Band(upto, (name,)))
     while bands and bands[-1].candidates == (model.baseline,):
         bands.pop()  # the fallback runs above the last band anyway
+    if bands and getattr(model, "open_ended", False):
+        bands[-1] = Band(None, bands[-1].candidates)  # as the tuner does: the top winner keeps larger sizes
     chosen = samples[pick, :, np.arange(len(sizes))]  # (sizes, reps)
     best = samples.min(axis=0).T  # (sizes, reps)
     regret = chosen / best
