@@ -4,6 +4,10 @@ One spawned run per world size does all cases (spawning costs seconds). Each
 rank returns what it found wrong plus a digest of every result, so the test
 can also check that results are bit-identical across ranks and that
 shm_one_shot and shm_two_shot agree bit for bit.
+
+``paths`` says which round each rank runs (rank r takes ``paths[r % len]``):
+``n`` the compiled one, ``p`` the pure-Python one (``ARTUNE_SHM_NATIVE=0``).
+A mixed group checks that both speak one protocol and give identical bits.
 """
 
 from __future__ import annotations
@@ -64,13 +68,28 @@ def _digest(t: torch.Tensor) -> str:
     return hashlib.sha1(t.contiguous().view(torch.uint8).numpy().tobytes()).hexdigest()
 
 
-def _correctness_rank(ctx: RankContext) -> dict:
+def use_path(ctx: RankContext, paths: str) -> bool:
+    """Pick this rank's round (before its channel is built); True when it is the compiled one."""
+    import os
+
+    native = paths[ctx.rank % len(paths)] == "n"
+    os.environ["ARTUNE_SHM_NATIVE"] = "1" if native else "0"
+    return native
+
+
+def _correctness_rank(ctx: RankContext, paths: str) -> dict:
     import torch.distributed as dist
 
     from artune.algorithms import open_algorithms
+    from artune.algorithms.shm import native
 
+    want_native = use_path(ctx, paths)
     algos = open_algorithms(None, timeout=30.0, buffer_bytes=BUFFER_BYTES)
     assert algos.channel is not None, algos.shm_unavailable_reason
+    if want_native and native.load()[0] is not None:
+        assert algos.channel.native is not None, algos.channel.path
+    if not want_native:
+        assert algos.channel.native is None and "ARTUNE_SHM_NATIVE=0" in algos.channel.path
     assert algos.channel.capacity == BUFFER_BYTES
     gloo = algos.by_name["gloo"]
     problems: list[str] = []
@@ -189,9 +208,11 @@ def _check(results: list[dict]) -> None:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("world_size", [2, 3, 4])
-def test_against_process_group(world_size: int) -> None:
-    results = run_ranks(_correctness_rank, world_size, timeout=110)
+@pytest.mark.parametrize(
+    ("world_size", "paths"), [(2, "n"), (3, "n"), (4, "n"), (3, "p"), (3, "npn")], ids=lambda v: str(v)
+)
+def test_against_process_group(world_size: int, paths: str) -> None:
+    results = run_ranks(_correctness_rank, world_size, paths, timeout=110)
     _check(results)
     name = results[0]["name"].lstrip("/")
     assert not glob.glob(f"/dev/shm/{name}*") and not glob.glob(f"/dev/shm/sem.{name}*")

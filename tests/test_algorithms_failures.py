@@ -37,9 +37,15 @@ def _outcome(fn) -> str:
 # ---------------------------------------------------------------- mismatched calls
 
 
-def _mismatch_rank(ctx: RankContext) -> dict:
+def use_path(ctx: RankContext, paths: str) -> None:
+    """Rank r runs the compiled round when ``paths[r % len]`` is ``n``, the Python one when ``p``."""
+    os.environ["ARTUNE_SHM_NATIVE"] = "1" if paths[ctx.rank % len(paths)] == "n" else "0"
+
+
+def _mismatch_rank(ctx: RankContext, paths: str) -> dict:
     from artune.algorithms import open_algorithms
 
+    use_path(ctx, paths)
     algos = open_algorithms(None, timeout=10.0, buffer_bytes=BUFFER_BYTES)
     channel = algos.channel
     assert channel is not None
@@ -89,9 +95,10 @@ def _mismatch_rank(ctx: RankContext) -> dict:
 
 
 @pytest.mark.timeout(60)
-def test_mismatched_calls_raise_on_every_rank_and_channel_survives() -> None:
+@pytest.mark.parametrize("paths", ["n", "npn"])
+def test_mismatched_calls_raise_on_every_rank_and_channel_survives(paths: str) -> None:
     world = 3
-    results = run_ranks(_mismatch_rank, world, timeout=55)
+    results = run_ranks(_mismatch_rank, world, paths, timeout=55)
     for key in results[0]:
         texts = [res[key] for res in results]
         if key == "agree_same":
@@ -224,11 +231,13 @@ def test_rank_killed_while_creating_leaves_nothing(tmp_path: Path) -> None:
     _assert_gone(prefix)  # the survivors knew the name in advance and unlinked it
 
 
-def _dead_during_rank(ctx: RankContext, out_dir: str) -> None:
+def _dead_during_rank(ctx: RankContext, out_dir: str, paths: str) -> None:
     import torch.distributed as dist
 
     from artune.algorithms import open_algorithms
     from artune.algorithms.shm.channel import ShmChannel
+
+    use_path(ctx, paths)  # rank 1 runs the Python round (its rounds are patched below)
 
     algos = open_algorithms(None, timeout=TIMEOUT, buffer_bytes=BUFFER_BYTES)
     channel = algos.channel
@@ -262,9 +271,10 @@ def _dead_during_rank(ctx: RankContext, out_dir: str) -> None:
 
 
 @pytest.mark.timeout(60)
-def test_peer_killed_during_the_call(tmp_path: Path) -> None:
+@pytest.mark.parametrize("paths", ["p", "npn"])
+def test_peer_killed_during_the_call(tmp_path: Path, paths: str) -> None:
     with pytest.raises(RankFailed, match="rank 1"):
-        run_ranks(_dead_during_rank, 3, str(tmp_path), timeout=50)
+        run_ranks(_dead_during_rank, 3, str(tmp_path), paths, timeout=50)
     assert not (tmp_path / "rank1.json").exists()
     for rank in (0, 2):
         res = json.loads((tmp_path / f"rank{rank}.json").read_text())

@@ -29,6 +29,13 @@ from artune.sizes import parse_size
 
 from .channel import _HDR, DTYPE_CODES, OP_CODES, ShmChannel, algorithm_code
 
+
+def _native_step(channel: Any, *args: int) -> Callable[[torch.Tensor], None]:
+    from ._native import step  # only reached when the module loaded (the channel has a native side)
+
+    return step(channel, *args)  # type: ignore[no-any-return]
+
+
 #: chunk size when the table gives none: small enough that a chunk's copy and reduction stay in
 #: cache. Measured 2026-11-29 (2-core EPYC VM, 1 MiB L2 per core, world size 2, fp32): at 4, 16 and
 #: 64 MiB, 1 MiB chunks took 0.65-0.79x the time of 4 MiB chunks (one chunk per 4 MiB slot), and
@@ -180,8 +187,23 @@ class _ShmAlgorithm(Algorithm):
         self, shape: torch.Size, dtype: torch.dtype, plan: tuple[int, int, int, int], per_chunk: int
     ) -> Callable[[torch.Tensor], None]:
         ch = self._ch
-        dcode, ocode, kind, _ = plan
+        dcode, ocode, kind, itemsize = plan
         n = math.prod(shape)
+        if ch.native is not None:
+            # the compiled round runs every chunk in one call; it checks the channel's state and marks it
+            # broken on a failed wait itself, so the bound call is the native object, nothing around it
+            return _native_step(
+                ch.native,
+                self._native_kind,
+                n,
+                per_chunk,
+                itemsize,
+                n,
+                0 if n <= per_chunk else per_chunk,
+                dcode,
+                ocode,
+                self._code,
+            )
         if n <= per_chunk:
             # one step (chunk field 0); n == 0 still does the header round so mismatches are caught
             step = self._prepare(_Step(tuple(shape), n, n, 0, dtype, dcode, ocode, kind))
@@ -217,6 +239,9 @@ class _ShmAlgorithm(Algorithm):
 
         return run
 
+    #: the compiled round's code for this algorithm
+    _native_kind: ClassVar[int] = 0
+
     def _prepare(self, spec: _Step) -> Callable[[torch.Tensor, int], None]:
         """The closure ``step(x, chunk_index)`` that runs one channel step as ``spec`` describes."""
         raise NotImplementedError
@@ -226,6 +251,7 @@ class ShmOneShot(_ShmAlgorithm):
     """Every rank copies its chunk into its slot, then reduces all slots in rank order into its output."""
 
     name = "shm_one_shot"
+    _native_kind = 1  # _native.ONE_SHOT
 
     def _prepare(self, spec: _Step) -> Callable[[torch.Tensor, int], None]:
         ch, rank, code = self._ch, self._rank, self._code
@@ -237,11 +263,11 @@ class ShmOneShot(_ShmAlgorithm):
         # updates x in place (no third array to write-allocate: ~15% less memory traffic); the argument
         # order stays 0, 1, ... (max/min of +0 and -0 depend on it)
         in_place = kind != _ADD_FP32 and rank <= 1
-        pack, header_round = _HDR.pack, ch.header_round
+        pack, header_round, box = _HDR.pack, ch.header_round, ch._seqbox
 
         def step(x: torch.Tensor, index: int) -> None:
-            seq = ch._seq
-            ch._seq = seq + 1
+            seq = box[0]
+            box[0] = seq + 1
             buf = seq & 1
             slots = bufs[buf]
             slots[rank].copy_(x)
@@ -265,6 +291,7 @@ class ShmTwoShot(_ShmAlgorithm):
     """
 
     name = "shm_two_shot"
+    _native_kind = 2  # _native.TWO_SHOT
 
     def _prepare(self, spec: _Step) -> Callable[[torch.Tensor, int], None]:
         ch, rank, code = self._ch, self._rank, self._code
@@ -286,11 +313,11 @@ class ShmTwoShot(_ShmAlgorithm):
             gather = tuple((p, slots[p][bounds[p] : bounds[p + 1]]) for p in range(world) if p != rank)
             bufs.append((copy_in, srcs, mine[lo:hi], gather))
         acc = ch.scratch(hi - lo) if kind == _ADD_FP32 else None
-        pack, header_round, plain_round = _HDR.pack, ch.header_round, ch.plain_round
+        pack, header_round, reduced_round, box = _HDR.pack, ch.header_round, ch.reduced_round, ch._seqbox
 
         def step(x: torch.Tensor, index: int) -> None:
-            seq = ch._seq
-            ch._seq = seq + 1
+            seq = box[0]
+            box[0] = seq + 1
             buf = seq & 1
             copy_in, srcs, publish, gather = bufs[buf]
             if m:
@@ -308,7 +335,7 @@ class ShmTwoShot(_ShmAlgorithm):
                     srcs = (*srcs[:rank], mine, *srcs[rank + 1 :])
                 _reduce(kind, srcs, mine, acc)
                 publish.copy_(mine)
-                plain_round()
+                reduced_round(buf, seq)
                 for p, view in gather:
                     parts[p].copy_(view)
 

@@ -34,6 +34,20 @@ reading step s. Data is read only after the post that follows its writing
 (inputs after the first round, two-shot's reduced slices after the second),
 so readers never see a half-written step.
 
+Sequence words, and the compiled round
+---------------------------------------
+A header starts with its step's ``seq``, and byte ``REDUCED_OFF`` of it holds
+a second sequence word that two-shot's second round sets (``reduced_round``):
+a slot's two words say which step last published its data and its reduced
+slice. The compiled round (``_native.c``, chosen per rank by ``native.load``)
+runs these same rounds: it stores the words with release ordering and spins
+on them with acquire loads (C11 atomics), and it still posts and consumes
+every semaphore, so the counts stay matched and ranks of either kind work
+together in one group. A Python rank writes the words with plain stores, so
+its peers rely on the semaphore's ordering; the compiled reader always takes
+the semaphore too before it reads (``_native.c`` spells the argument out).
+Its waits spin with the GIL released, then hand over to ``_wait_blocking``.
+
 Failure handling
 ----------------
 Every wait has a deadline (``timeout`` seconds). While blocked, the pending
@@ -53,6 +67,7 @@ import os
 import struct
 import time
 import zlib
+from array import array
 from typing import Any
 
 import posix_ipc
@@ -62,11 +77,15 @@ import torch.distributed as dist
 from artune.catalog import SPECS
 from artune.errors import CallMismatch, CommunicatorClosed, PeerTimeout
 
-from .segment import Layout, PeerInfo, Segment, open_segment, process_start_time
+from . import native
+from .segment import HEADER_BYTES, Layout, PeerInfo, Segment, open_segment, process_start_time
 
 # header: seq, numel, chunk elements, chunk index, dtype code, op code, algorithm code
 _HDR = struct.Struct("<qqqiiii")
 HDR_LEN = _HDR.size
+_SEQ = struct.Struct("<q")
+REDUCED_OFF = 64  # byte offset, in a slot's header, of the sequence word of two-shot's second round
+assert HDR_LEN <= REDUCED_OFF <= HEADER_BYTES - _SEQ.size
 _HDR_FIELDS = ("seq", "numel", "chunk", "chunk_index", "dtype", "op", "algorithm")
 
 _DTYPES = (
@@ -185,7 +204,11 @@ class ShmChannel:
         self._cache: dict[Any, Any] = {}
         self._scratch: torch.Tensor | None = None
         self._base: torch.Tensor | None = None
-        segment, peers = open_segment(group, buffer_bytes)
+        self._native: Any = None
+        module, path = native.load()
+        #: which implementation runs this rank's rounds: "native (...)" or "python (why)"
+        self.path: str = path
+        segment, peers = open_segment(group, buffer_bytes, module)
         self._segment = segment
         try:
             self._setup(segment, peers, spin_us)
@@ -222,7 +245,27 @@ class ShmChannel:
         self._yield_s = yield_us * 1e-6
         # one uint8 tensor over the whole mapping; every view derives from it, so close() drops one export
         self._base = torch.frombuffer(self._mm, dtype=torch.uint8)  # type: ignore[arg-type]
-        self._seq = 0
+        #: the step counter, one for both implementations (the compiled round reads and bumps it in place)
+        self._seqbox = array("q", [0])
+        if segment.native is not None:
+            self._native = segment.native
+            self._native.configure(
+                self._seqbox,
+                spin * 1e-6,
+                self._yield_s,
+                self._handover,
+                self._raise_mismatch,
+                self.mark_broken,
+                self._check_open,
+            )
+        elif segment.native_error:
+            self.path = f"python (the compiled round could not open the semaphores: {segment.native_error})"
+        native.say_once(self.path)
+
+    @property
+    def native(self) -> Any:
+        """The compiled round's channel (``_native.Channel``), or ``None`` when this rank runs the Python round."""
+        return self._native
 
     # ------------------------------------------------------------------ state
 
@@ -239,6 +282,8 @@ class ShmChannel:
         if self._state == _STATE_OPEN:
             self._state = _STATE_BROKEN
             self._reason = reason
+            if self._native is not None:
+                self._native.state = _STATE_BROKEN
 
     # ------------------------------------------------------------------ views
 
@@ -269,8 +314,9 @@ class ShmChannel:
 
     def begin_step(self) -> tuple[int, int]:
         """Take the next step's sequence number and buffer index."""
-        seq = self._seq
-        self._seq = seq + 1
+        box = self._seqbox
+        seq = box[0]
+        box[0] = seq + 1
         return seq, seq & 1
 
     def header_round(self, buf: int, header: bytes) -> None:
@@ -295,6 +341,11 @@ class ShmChannel:
             sem.release()
         self._wait()
 
+    def reduced_round(self, buf: int, seq: int) -> None:
+        """Two-shot's second round: set this slot's reduced-slice word to ``seq``, then ``plain_round``."""
+        _SEQ.pack_into(self._mm, self._my_hdr[buf] + REDUCED_OFF, seq)
+        self.plain_round()
+
     def _wait(self) -> None:
         spins = self._spin
         recv = self._recv
@@ -312,13 +363,17 @@ class ShmChannel:
                 self._wait_blocking(i)
                 return
 
-    def _wait_blocking(self, first: int) -> None:
+    def _handover(self, first: int) -> None:
+        """The compiled round's wait spun and yielded in vain: block for peers ``first..``."""
+        self._wait_blocking(first, spun=True)
+
+    def _wait_blocking(self, first: int, spun: bool = False) -> None:
         """Wait for the posts of peers ``first..`` by blocking in slices, with deadline and liveness checks."""
         recv = self._recv
         pending = list(range(first, len(recv)))
         now = time.monotonic()
         deadline = now + self.timeout
-        if self._yield_s:
+        if self._yield_s and not spun:
             # keep checking, but let a peer that shares our core run (no sleep/wake-up cost)
             until = now + self._yield_s
             while pending and time.monotonic() < until:
@@ -340,7 +395,7 @@ class ShmChannel:
                 missing = tuple(self._peers[i] for i in pending)
                 self._fail(
                     f"rank(s) {list(missing)} did not arrive within {self.timeout:g}s "
-                    f"(rank {self.rank}, step {self._seq - 1})",
+                    f"(rank {self.rank}, step {self._seqbox[0] - 1})",
                     missing,
                 )
             try:
@@ -429,6 +484,9 @@ class ShmChannel:
     def close(self) -> None:
         """Release the mapping and semaphores; idempotent. Not collective, but peers in a step then time out."""
         self._state = _STATE_CLOSED
+        if self._native is not None:
+            self._native.state = _STATE_CLOSED  # the segment closes it below
+            self._native = None
         self._cache.clear()
         self._scratch = None
         self._base = None

@@ -180,11 +180,15 @@ def _create(prefix: str, layout: Layout) -> None:
 class Segment:
     """The mapped segment and this rank's semaphores; built collectively by ``open_segment``."""
 
-    def __init__(self, prefix: str, layout: Layout, rank: int) -> None:
+    def __init__(self, prefix: str, layout: Layout, rank: int, native: Any = None) -> None:
         self.prefix = prefix
         self.layout = layout
         self.rank = rank
         self.mm: mmap.mmap | None = None
+        #: the compiled round's view of this segment (``_native.Channel``), or ``None``
+        self.native: Any = None
+        #: why ``native`` is ``None`` although the compiled module was given ("" otherwise)
+        self.native_error = ""
         #: sems[(receiver, sender)] for the pairs this rank uses (receiver == rank or sender == rank)
         self.sems: dict[tuple[int, int], posix_ipc.Semaphore] = {}
         try:
@@ -201,12 +205,32 @@ class Segment:
                 if peer != rank:
                     for pair in ((rank, peer), (peer, rank)):
                         self.sems[pair] = posix_ipc.Semaphore(sem_name(prefix, *pair))
+            if native is not None:
+                # opened here, while the names exist (open_segment unlinks them once every rank is in)
+                peers = [p for p in range(layout.world_size) if p != rank]
+                try:
+                    self.native = native.Channel(
+                        self.mm,
+                        layout.world_size,
+                        rank,
+                        layout.slot_stride,
+                        layout.buffer_stride,
+                        HEADER_BYTES,
+                        peers,
+                        [sem_name(prefix, p, rank) for p in peers],
+                        [sem_name(prefix, rank, p) for p in peers],
+                    )
+                except OSError as err:  # the Python round still works: take it
+                    self.native_error = str(err)
         except BaseException:
             self.close()
             raise
 
     def close(self) -> None:
         """Unmap and close the semaphores; idempotent. Tensor views over ``mm`` must be dropped first."""
+        native, self.native = self.native, None
+        if native is not None:
+            native.close()  # drops its hold on ``mm`` and its semaphore handles
         sems, self.sems = self.sems, {}
         for sem in sems.values():
             with contextlib.suppress(posix_ipc.Error):
@@ -234,8 +258,10 @@ def _gather(obj: Any, group: Any, world_size: int) -> list[Any]:
     return out
 
 
-def open_segment(group: Any, buffer_bytes: int | None) -> tuple[Segment, list[PeerInfo]]:
+def open_segment(group: Any, buffer_bytes: int | None, native: Any = None) -> tuple[Segment, list[PeerInfo]]:
     """Collectively create, open and unlink the segment; return it and every rank's ``PeerInfo``.
+
+    ``native``: the compiled module, when this rank runs the compiled round.
 
     Raises ``ShmUnavailable`` on every rank with the same message when any
     rank cannot take part (other host, /dev/shm too small, open failure).
@@ -276,7 +302,7 @@ def open_segment(group: Any, buffer_bytes: int | None) -> tuple[Segment, list[Pe
     segment: Segment | None = None
     try:
         try:
-            segment = Segment(prefix, layout, rank)
+            segment = Segment(prefix, layout, rank, native)
             opened: str | None = None
         except Exception as err:  # reported to every rank below
             opened = f"{type(err).__name__}: {err}"

@@ -1,0 +1,751 @@
+/*
+ * artune.algorithms.shm._native: the compiled shared-memory round.
+ *
+ * One call of a Step does a whole all-reduce (every chunk of it): write this
+ * rank's slot and header, publish, wait for every peer, check the headers,
+ * reduce, and (two-shot) publish the reduced slice and gather the others. It
+ * is the fast implementation of the round that channel.py describes and
+ * implements in Python; the segment layout, the headers, the semaphores and
+ * the failure handling are that module's. A native rank and a Python rank
+ * interoperate in one group.
+ *
+ * Memory ordering (correct on any CPU: the C11 model, not x86's)
+ * --------------------------------------------------------------
+ * Each slot's header starts with its sequence word (the header's ``seq``
+ * field) and holds a second one at byte 64 (``REDUCED_OFF``, two-shot's second
+ * round). A native writer stores its data and header fields with plain
+ * stores, then stores the sequence word with memory_order_release, then posts
+ * the (receiver, sender) semaphore of every peer. A native reader waits until
+ * (1) an acquire load of the peer's sequence word returns this step's seq and
+ * (2) its sem_trywait on that peer's semaphore succeeds, and only then reads
+ * the peer's header and data. (1) synchronises with the writer's release
+ * store, so every write before it is visible (C11 5.1.2.4: release/acquire on
+ * the same atomic object). (2) is what makes a Python writer safe: it cannot
+ * do a release store, but its sem_post is a release and a successful
+ * sem_trywait an acquire (POSIX XBD 4.12 "memory synchronization"; glibc
+ * implements them with C11 release/acquire atomics), and the Python writer
+ * posts after writing. (2) also keeps the semaphores' counts matched round by
+ * round, which the blocking path, the "who is missing" report and Python
+ * ranks rely on (see channel.py). Taking (1) first makes the spin watch the
+ * header's cache line, which the reader reads next anyway.
+ *
+ * Reuse of a buffer: a rank writes buffer s % 2 again only in step s + 2,
+ * after its wait in step s + 1, which needs every peer's post of step s + 1,
+ * made after that peer finished reading step s (channel.py, "two buffers").
+ * So a sequence word a reader watches holds s - 2 until it turns to s.
+ *
+ * Waits spin (pure spin, then with sched_yield) with the GIL released, then
+ * hand over to the Python blocking path (ShmChannel._wait_blocking: deadlines,
+ * liveness checks, PeerTimeout) with the GIL held.
+ *
+ * Reductions run over blocks of BLOCK elements into a private accumulator
+ * (fp32 for half sums), sources in rank order 0, 1, ..., with the same
+ * operations and rounding as the Python path (torch's kernels), so results are
+ * bit-identical; see the max/min and conversion notes below.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <semaphore.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the segment's headers are little-endian ('<' in channel.py)"
+#endif
+#if ATOMIC_LLONG_LOCK_FREE != 2
+#error "needs lock-free 64-bit atomics"
+#endif
+
+#define REDUCED_OFF 64 /* byte offset of the second sequence word in a slot's header */
+#define HDR_LEN 40     /* struct "<qqqiiii" */
+#define BLOCK 2048     /* elements per reduction block (8 KiB fp32 accumulator) */
+
+typedef struct {
+    int64_t seq, numel, chunk;
+    int32_t index, dtype, op, algorithm;
+} header_t;
+_Static_assert(sizeof(header_t) == HDR_LEN, "header layout");
+
+/* ------------------------------------------------------------------ reductions */
+
+/* dtype codes: channel.py DTYPE_CODES */
+enum { DT_F32 = 1, DT_F16, DT_BF16, DT_F64, DT_I8, DT_U8, DT_I16, DT_I32, DT_I64 };
+/* op codes: channel.py OP_CODES */
+enum { OP_SUM = 1, OP_MAX, OP_MIN };
+
+static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint64_t d2u(double f) { uint64_t u; memcpy(&u, &f, 8); return u; }
+static inline double u2d(uint64_t u) { double f; memcpy(&f, &u, 8); return f; }
+
+static inline float bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
+
+/* fp32 -> bf16, round to nearest even; NaN as torch's vectorised copy gives it (0xffff) or as its
+ * maximum/minimum give it (0x7fc0) */
+static inline uint16_t f32_to_bf16(float f, uint16_t nan) {
+    uint32_t u = f2u(f);
+    uint16_t r = (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+    return f != f ? nan : r;
+}
+
+/* fp16 <-> fp32 without branches, so that the loops around them vectorise */
+static inline float f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t em = h & 0x7fffu;
+    uint32_t r = (em << 13) + (112u << 23);       /* rebias the exponent from 15 to 127 */
+    r = em >= 0x7c00u ? r + (112u << 23) : r;     /* inf/NaN: exponent all ones, payload kept */
+    /* subnormal: m * 2^-24 exactly, as (2^-14 + m * 2^-24) - 2^-14 */
+    uint32_t sub = f2u(u2f((em << 13) + (113u << 23)) - u2f(113u << 23));
+    return u2f(sign | (em < 0x400u ? sub : r));
+}
+
+/* fp32 -> fp16, round to nearest even (as the hardware conversion torch uses); NaN keeps its sign */
+static inline uint16_t f32_to_f16(float f) {
+    uint32_t u = f2u(f);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    uint32_t r = a - 0x38000000u; /* a normal half: rebias the exponent from 127 to 15, round to 10 bits */
+    r = (r + 0xfffu + ((r >> 13) & 1u)) >> 13;
+    /* below 2^-14 (subnormal or zero): adding 0.5 puts the 2^-24 unit at the mantissa's last bit,
+     * and the FPU rounds to nearest even */
+    uint32_t sub = f2u(u2f(a) + 0.5f) - 0x3f000000u;
+    r = a < 0x38800000u ? sub : r;
+    r = a >= 0x477ff000u ? 0x7c00u : r; /* >= 65520 rounds to inf */
+    r = a > 0x7f800000u ? 0x7e00u : r;
+    return (uint16_t)(sign | r);
+}
+
+/* torch's vectorised maximum/minimum (the kernels it runs from 32 elements up; shorter tensors take a
+ * scalar loop that breaks ties between +0 and -0 the other way and returns other NaN bits): the
+ * second operand unless the first is strictly greater (smaller), a NaN when either is NaN */
+#define F_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define F_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define I_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define I_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define ADD(a, b) ((a) + (b))
+
+/* out[i] = s[0][i] op s[1][i] op ... (left to right) for one block; acc is private, so the loops
+ * vectorise without alias checks. out may equal one of the sources (it is written last). */
+#define DEFINE_REDUCE(NAME, T, ACC, LOAD, OPX, STORE)                                          \
+    CLONES static void NAME(const void *const *srcs, int nsrc, void *out_, void *out2_, Py_ssize_t n) \
+    {                                                                                          \
+        ACC acc[BLOCK];                                                                        \
+        T *out = (T *)out_, *out2 = (T *)out2_;                                                \
+        if (nsrc == 2) { /* one pass; out may be a source, at the same index only */            \
+            const T *s0 = (const T *)srcs[0], *s1 = (const T *)srcs[1];                        \
+            _Pragma("GCC ivdep") for (Py_ssize_t j = 0; j < n; j++) {                          \
+                ACC a = LOAD(s0[j]), b = LOAD(s1[j]);                                          \
+                out[j] = STORE(OPX);                                                           \
+            }                                                                                  \
+            if (out2) memcpy(out2, out, n * sizeof(T));                                        \
+            return;                                                                            \
+        }                                                                                      \
+        for (Py_ssize_t lo = 0; lo < n; lo += BLOCK) {                                         \
+            Py_ssize_t len = n - lo < BLOCK ? n - lo : BLOCK;                                  \
+            const T *s0 = (const T *)srcs[0] + lo;                                             \
+            for (Py_ssize_t j = 0; j < len; j++) acc[j] = LOAD(s0[j]);                         \
+            for (int r = 1; r < nsrc; r++) {                                                   \
+                const T *s = (const T *)srcs[r] + lo;                                          \
+                for (Py_ssize_t j = 0; j < len; j++) {                                         \
+                    ACC a = acc[j], b = LOAD(s[j]);                                            \
+                    acc[j] = OPX;                                                              \
+                }                                                                              \
+            }                                                                                  \
+            for (Py_ssize_t j = 0; j < len; j++) out[lo + j] = STORE(acc[j]);                  \
+            if (out2)                                                                          \
+                for (Py_ssize_t j = 0; j < len; j++) out2[lo + j] = out[lo + j];               \
+        }                                                                                      \
+    }
+
+/* x86-64: AVX2 and AVX-512 versions besides the baseline one, picked at load time (GNU ifunc) */
+#if defined(__x86_64__) && defined(__linux__) && (defined(__clang__) || (defined(__GNUC__) && __GNUC__ >= 8))
+#define CLONES __attribute__((target_clones("default", "avx2", "avx512f")))
+#else
+#define CLONES
+#endif
+
+#define ID(x) (x)
+static inline float f_max(float a, float b) {
+    float m = F_MAX(a, b);
+    return (a != a || b != b) ? u2f(0xffffffffu) : m;
+}
+static inline float f_min(float a, float b) {
+    float m = F_MIN(a, b);
+    return (a != a || b != b) ? u2f(0xffffffffu) : m;
+}
+static inline double d_max(double a, double b) {
+    double m = F_MAX(a, b);
+    return (a != a || b != b) ? u2d(~(uint64_t)0) : m;
+}
+static inline double d_min(double a, double b) {
+    double m = F_MIN(a, b);
+    return (a != a || b != b) ? u2d(~(uint64_t)0) : m;
+}
+/* half max/min: computed in fp32 (exact for values read from half); NaN becomes canonical on store */
+static inline float h_max(float a, float b) { return (a != a || b != b) ? u2f(0x7fc00000u) : F_MAX(a, b); }
+static inline float h_min(float a, float b) { return (a != a || b != b) ? u2f(0x7fc00000u) : F_MIN(a, b); }
+static inline uint16_t st_bf16_sum(float f) { return f32_to_bf16(f, 0xffffu); }
+static inline uint16_t st_bf16_cmp(float f) { return f32_to_bf16(f, 0x7fc0u); }
+
+DEFINE_REDUCE(sum_f32, float, float, ID, a + b, ID)
+DEFINE_REDUCE(max_f32, float, float, ID, f_max(a, b), ID)
+DEFINE_REDUCE(min_f32, float, float, ID, f_min(a, b), ID)
+DEFINE_REDUCE(sum_f64, double, double, ID, a + b, ID)
+DEFINE_REDUCE(max_f64, double, double, ID, d_max(a, b), ID)
+DEFINE_REDUCE(min_f64, double, double, ID, d_min(a, b), ID)
+/* fp16: blocks are converted to fp32 and back, with the F16C instructions where the CPU has them
+ * (the conversions torch's kernels use), else with the portable functions above */
+static void h2f_soft(const uint16_t *src, float *dst, Py_ssize_t n) {
+    for (Py_ssize_t j = 0; j < n; j++) dst[j] = f16_to_f32(src[j]);
+}
+static void f2h_soft(const float *src, uint16_t *dst, Py_ssize_t n) {
+    for (Py_ssize_t j = 0; j < n; j++) dst[j] = f32_to_f16(src[j]);
+}
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+#include <immintrin.h>
+__attribute__((target("avx,f16c"))) static void h2f_f16c(const uint16_t *src, float *dst, Py_ssize_t n) {
+    Py_ssize_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm256_storeu_ps(dst + j, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + j))));
+    for (; j < n; j++) dst[j] = f16_to_f32(src[j]);
+}
+__attribute__((target("avx,f16c"))) static void f2h_f16c(const float *src, uint16_t *dst, Py_ssize_t n) {
+    Py_ssize_t j = 0;
+    for (; j + 8 <= n; j += 8)
+        _mm_storeu_si128((__m128i *)(dst + j), _mm256_cvtps_ph(_mm256_loadu_ps(src + j), _MM_FROUND_TO_NEAREST_INT));
+    for (; j < n; j++) dst[j] = f32_to_f16(src[j]);
+}
+#endif
+static void (*h2f)(const uint16_t *, float *, Py_ssize_t) = h2f_soft;
+static void (*f2h)(const float *, uint16_t *, Py_ssize_t) = f2h_soft;
+
+static void pick_f16_conversions(void) {
+#if defined(__x86_64__) && (defined(__clang__) || defined(__GNUC__))
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c")) {
+        h2f = h2f_f16c;
+        f2h = f2h_f16c;
+    }
+#endif
+}
+
+#define DEFINE_F16(NAME, OPX, NANFIX)                                                          \
+    CLONES static void NAME(const void *const *srcs, int nsrc, void *out_, void *out2_, Py_ssize_t n) \
+    {                                                                                          \
+        float acc[BLOCK], tmp[BLOCK];                                                          \
+        uint16_t *out = (uint16_t *)out_, *out2 = (uint16_t *)out2_;                           \
+        for (Py_ssize_t lo = 0; lo < n; lo += BLOCK) {                                         \
+            Py_ssize_t len = n - lo < BLOCK ? n - lo : BLOCK;                                  \
+            h2f((const uint16_t *)srcs[0] + lo, acc, len);                                     \
+            for (int r = 1; r < nsrc; r++) {                                                   \
+                h2f((const uint16_t *)srcs[r] + lo, tmp, len);                                 \
+                for (Py_ssize_t j = 0; j < len; j++) {                                         \
+                    float a = acc[j], b = tmp[j];                                              \
+                    acc[j] = OPX;                                                              \
+                }                                                                              \
+            }                                                                                  \
+            NANFIX;                                                                            \
+            f2h(acc, out + lo, len);                                                           \
+            if (out2) memcpy(out2 + lo, out + lo, len * sizeof(uint16_t));                     \
+        }                                                                                      \
+    }
+/* max/min give torch's canonical NaN (0x7e00): converted from fp32's 0x7fc00000 */
+#define F16_CANON for (Py_ssize_t j = 0; j < len; j++) acc[j] = acc[j] != acc[j] ? u2f(0x7fc00000u) : acc[j]
+DEFINE_F16(sum_f16, a + b, (void)0)
+DEFINE_F16(max_f16, h_max(a, b), F16_CANON)
+DEFINE_F16(min_f16, h_min(a, b), F16_CANON)
+DEFINE_REDUCE(sum_bf16, uint16_t, float, bf16_to_f32, a + b, st_bf16_sum)
+DEFINE_REDUCE(max_bf16, uint16_t, float, bf16_to_f32, h_max(a, b), st_bf16_cmp)
+DEFINE_REDUCE(min_bf16, uint16_t, float, bf16_to_f32, h_min(a, b), st_bf16_cmp)
+/* integer sums wrap around (as torch's): done in the unsigned type, where that is defined */
+#define DEFINE_INT(SUF, T, U)                                              \
+    DEFINE_REDUCE(sum_##SUF, T, U, (U), a + b, (T))                        \
+    DEFINE_REDUCE(max_##SUF, T, T, ID, I_MAX(a, b), ID)                    \
+    DEFINE_REDUCE(min_##SUF, T, T, ID, I_MIN(a, b), ID)
+DEFINE_INT(i8, int8_t, uint8_t)
+DEFINE_INT(u8, uint8_t, uint8_t)
+DEFINE_INT(i16, int16_t, uint16_t)
+DEFINE_INT(i32, int32_t, uint32_t)
+DEFINE_INT(i64, int64_t, uint64_t)
+
+typedef void (*reduce_fn)(const void *const *, int, void *, void *, Py_ssize_t);
+
+static reduce_fn pick_reduce(int dtype, int op) {
+#define PICK(SUF) return op == OP_SUM ? sum_##SUF : op == OP_MAX ? max_##SUF : op == OP_MIN ? min_##SUF : NULL
+    switch (dtype) {
+    case DT_F32: PICK(f32);
+    case DT_F16: PICK(f16);
+    case DT_BF16: PICK(bf16);
+    case DT_F64: PICK(f64);
+    case DT_I8: PICK(i8);
+    case DT_U8: PICK(u8);
+    case DT_I16: PICK(i16);
+    case DT_I32: PICK(i32);
+    case DT_I64: PICK(i64);
+    default: return NULL;
+    }
+#undef PICK
+}
+
+/* ------------------------------------------------------------------ channel */
+
+typedef struct {
+    PyObject_HEAD
+    Py_buffer mem;  /* the segment's mapping (held until close) */
+    Py_buffer box;  /* the channel's step counter: array('q', [seq]) shared with Python */
+    char *base;
+    int64_t *seq;
+    int world, rank, npeers, state;
+    Py_ssize_t slot_stride, buffer_stride, header_bytes, capacity;
+    int *peers;     /* peer ranks, in the order of send/recv */
+    sem_t **send;   /* sem(peer, rank): we post it */
+    sem_t **recv;   /* sem(rank, peer): we wait on it */
+    double spin_s, yield_s;
+    PyObject *wait_blocking, *raise_mismatch, *mark_broken, *check_open;
+} Channel;
+
+static inline char *hdr_at(Channel *c, int buf, int r) {
+    return c->base + buf * c->buffer_stride + r * c->slot_stride;
+}
+static inline char *data_at(Channel *c, int buf, int r) { return hdr_at(c, buf, r) + c->header_bytes; }
+
+static void channel_release(Channel *c) {
+    for (int i = 0; i < c->npeers; i++) {
+        if (c->send && c->send[i]) sem_close(c->send[i]);
+        if (c->recv && c->recv[i]) sem_close(c->recv[i]);
+    }
+    PyMem_Free(c->send); PyMem_Free(c->recv); PyMem_Free(c->peers);
+    c->send = c->recv = NULL; c->peers = NULL; c->npeers = 0;
+    if (c->mem.obj) PyBuffer_Release(&c->mem);
+    if (c->box.obj) PyBuffer_Release(&c->box);
+    c->base = NULL; c->seq = NULL;
+    c->state = 2;
+}
+
+static int channel_clear(Channel *c) {
+    Py_CLEAR(c->wait_blocking); Py_CLEAR(c->raise_mismatch);
+    Py_CLEAR(c->mark_broken); Py_CLEAR(c->check_open);
+    return 0;
+}
+
+static int channel_traverse(Channel *c, visitproc visit, void *arg) {
+    Py_VISIT(c->wait_blocking); Py_VISIT(c->raise_mismatch);
+    Py_VISIT(c->mark_broken); Py_VISIT(c->check_open);
+    if (c->mem.obj) Py_VISIT(c->mem.obj);
+    if (c->box.obj) Py_VISIT(c->box.obj);
+    return 0;
+}
+
+static void channel_dealloc(Channel *c) {
+    PyObject_GC_UnTrack(c);
+    channel_clear(c);
+    channel_release(c);
+    Py_TYPE(c)->tp_free((PyObject *)c);
+}
+
+static sem_t *open_sem(PyObject *name) {
+    const char *s = PyUnicode_AsUTF8(name);
+    if (!s) return NULL;
+    sem_t *sem = sem_open(s, 0);
+    if (sem == SEM_FAILED) {
+        PyErr_Format(PyExc_OSError, "cannot open semaphore %s: %s", s, strerror(errno));
+        return NULL;
+    }
+    return sem;
+}
+
+/* Channel(mm, world, rank, slot_stride, buffer_stride, header_bytes, peers, send_names, recv_names) */
+static int channel_init(Channel *c, PyObject *args, PyObject *kw) {
+    PyObject *mm, *peers, *send_names, *recv_names;
+    if (!PyArg_ParseTuple(args, "OiinnnOOO", &mm, &c->world, &c->rank, &c->slot_stride, &c->buffer_stride,
+                          &c->header_bytes, &peers, &send_names, &recv_names))
+        return -1;
+    if (c->base) { PyErr_SetString(PyExc_RuntimeError, "already initialised"); return -1; }
+    Py_ssize_t n = PySequence_Size(peers);
+    if (n != c->world - 1 || PySequence_Size(send_names) != n || PySequence_Size(recv_names) != n) {
+        PyErr_SetString(PyExc_ValueError, "peers and semaphore names must list world_size - 1 peers");
+        return -1;
+    }
+    if (PyObject_GetBuffer(mm, &c->mem, PyBUF_WRITABLE) < 0) return -1;
+    if (c->mem.len < 2 * c->buffer_stride) {
+        PyErr_SetString(PyExc_ValueError, "the mapping is smaller than the layout");
+        channel_release(c);
+        return -1;
+    }
+    c->base = c->mem.buf;
+    c->capacity = c->slot_stride - c->header_bytes;
+    c->peers = PyMem_Calloc(n ? n : 1, sizeof(int));
+    c->send = PyMem_Calloc(n ? n : 1, sizeof(sem_t *));
+    c->recv = PyMem_Calloc(n ? n : 1, sizeof(sem_t *));
+    if (!c->peers || !c->send || !c->recv) { channel_release(c); PyErr_NoMemory(); return -1; }
+    c->npeers = (int)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *p = PySequence_GetItem(peers, i), *s = PySequence_GetItem(send_names, i),
+                 *r = PySequence_GetItem(recv_names, i);
+        int ok = p && s && r;
+        if (ok) {
+            c->peers[i] = (int)PyLong_AsLong(p);
+            ok = !PyErr_Occurred() && (c->send[i] = open_sem(s)) && (c->recv[i] = open_sem(r));
+        }
+        Py_XDECREF(p); Py_XDECREF(s); Py_XDECREF(r);
+        if (!ok) { channel_release(c); return -1; }
+    }
+    c->state = 0;
+    return 0;
+}
+
+/* configure(seq_box, spin_s, yield_s, wait_blocking, raise_mismatch, mark_broken, check_open) */
+static PyObject *channel_configure(Channel *c, PyObject *args) {
+    PyObject *box, *wb, *rm, *mb, *co;
+    if (!PyArg_ParseTuple(args, "OddOOOO", &box, &c->spin_s, &c->yield_s, &wb, &rm, &mb, &co)) return NULL;
+    if (!c->base) { PyErr_SetString(PyExc_RuntimeError, "the channel is closed"); return NULL; }
+    if (c->box.obj) PyBuffer_Release(&c->box);
+    if (PyObject_GetBuffer(box, &c->box, PyBUF_WRITABLE | PyBUF_FORMAT) < 0) return NULL;
+    if (c->box.len != 8 || !c->box.format || strcmp(c->box.format, "q") != 0) {
+        PyBuffer_Release(&c->box);
+        PyErr_SetString(PyExc_TypeError, "seq_box must be array('q', [seq])");
+        return NULL;
+    }
+    c->seq = c->box.buf;
+    Py_INCREF(wb); Py_INCREF(rm); Py_INCREF(mb); Py_INCREF(co);
+    channel_clear(c);
+    c->wait_blocking = wb; c->raise_mismatch = rm; c->mark_broken = mb; c->check_open = co;
+    Py_RETURN_NONE;
+}
+
+static PyObject *channel_close(Channel *c, PyObject *unused) {
+    /* check_open stays: a step bound before the close still raises the channel's own error */
+    Py_CLEAR(c->wait_blocking); Py_CLEAR(c->raise_mismatch); Py_CLEAR(c->mark_broken);
+    channel_release(c);
+    Py_RETURN_NONE;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield" ::: "memory");
+#endif
+}
+
+static inline int arrived(const char *hdr, int64_t want, int64_t off) {
+    return atomic_load_explicit((_Atomic int64_t *)(hdr + off), memory_order_acquire) == want;
+}
+
+/* Wait for every peer's post of this round (see the ordering note at the top). word_off is the
+ * sequence word to watch (0: the header's seq, REDUCED_OFF: two-shot's second round). Called and
+ * returns with the GIL released (*ts); returns -1 with an exception set (GIL released again). */
+static int wait_peers(Channel *c, int buf, int64_t seq, int64_t word_off, PyThreadState **ts) {
+    double start = 0, spin_until = 0, yield_until = 0;
+    for (int i = 0; i < c->npeers; i++) {
+        const char *hdr = hdr_at(c, buf, c->peers[i]);
+        int seen = 0;
+        unsigned long k = 0;
+        for (;;) {
+            if (!seen) seen = arrived(hdr, seq, word_off);
+            if (seen && sem_trywait(c->recv[i]) == 0) break;
+            if (start == 0) {
+                start = now_s();
+                spin_until = start + c->spin_s;
+                yield_until = spin_until + c->yield_s;
+            }
+            if ((++k & 15) == 0) {
+                double t = now_s();
+                if (t >= yield_until) {
+                    /* hand over: the Python path waits, with deadline and liveness checks, for peers i.. */
+                    PyEval_RestoreThread(*ts);
+                    PyObject *r = PyObject_CallFunction(c->wait_blocking, "i", i);
+                    Py_XDECREF(r);
+                    if (r && !c->base) { /* closed from a callback: nothing more to touch */
+                        PyErr_SetString(PyExc_RuntimeError, "the shared-memory channel was closed during a step");
+                        r = NULL;
+                    }
+                    *ts = PyEval_SaveThread();
+                    return r ? 0 : -1;
+                }
+                if (t >= spin_until) sched_yield();
+            } else {
+                cpu_relax();
+            }
+        }
+    }
+    return 0;
+}
+
+static inline void post_peers(Channel *c) {
+    for (int i = 0; i < c->npeers; i++) sem_post(c->send[i]);
+}
+
+static PyMethodDef channel_methods[] = {
+    {"configure", (PyCFunction)channel_configure, METH_VARARGS,
+     "configure(seq_box, spin_s, yield_s, wait_blocking, raise_mismatch, mark_broken, check_open)"},
+    {"close", (PyCFunction)channel_close, METH_NOARGS, "Release the mapping and the semaphores; idempotent."},
+    {NULL},
+};
+
+static PyMemberDef channel_members[] = {
+    {"state", T_INT, offsetof(Channel, state), 0, "0 open, 1 broken, 2 closed (mirrors ShmChannel)"},
+    {NULL},
+};
+
+static PyTypeObject ChannelType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "artune.algorithms.shm._native.Channel",
+    .tp_doc = "This rank's view of a ShmChannel's segment and semaphores, for the compiled round.",
+    .tp_basicsize = sizeof(Channel),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)channel_init,
+    .tp_dealloc = (destructor)channel_dealloc,
+    .tp_traverse = (traverseproc)channel_traverse,
+    .tp_clear = (inquiry)channel_clear,
+    .tp_methods = channel_methods,
+    .tp_members = channel_members,
+};
+
+/* ------------------------------------------------------------------ step */
+
+enum { ONE_SHOT = 1, TWO_SHOT = 2 };
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    Channel *ch;
+    int algo;
+    reduce_fn reduce;
+    Py_ssize_t itemsize, n, per_chunk;
+    header_t hdr; /* seq and index filled per step */
+} Step;
+
+static PyObject *str_data_ptr;
+
+static inline void write_header(Channel *c, int buf, const header_t *h) {
+    char *dst = hdr_at(c, buf, c->rank);
+    memcpy(dst + 8, (const char *)h + 8, HDR_LEN - 8);
+    atomic_store_explicit((_Atomic int64_t *)dst, h->seq, memory_order_release);
+}
+
+/* one channel step over m elements at x; 0, or -1 with an exception set */
+static int run_step(Step *s, char *x, Py_ssize_t m, int32_t index, PyThreadState **ts) {
+    Channel *c = s->ch;
+    const Py_ssize_t isz = s->itemsize;
+    const int world = c->world, rank = c->rank;
+    int64_t seq = (*c->seq)++;
+    int buf = (int)(seq & 1);
+    char *mine = data_at(c, buf, rank);
+    header_t h = s->hdr;
+    h.seq = seq;
+    h.index = index;
+    const void *srcs[64];
+    Py_ssize_t lo = 0, hi = m;
+    if (s->algo == TWO_SHOT) {
+        lo = m * rank / world;
+        hi = m * (rank + 1) / world;
+        /* peers read only their own slice of our slot */
+        if (m) {
+            memcpy(mine, x, lo * isz);
+            memcpy(mine + hi * isz, x + hi * isz, (m - hi) * isz);
+        }
+    } else if (m) {
+        memcpy(mine, x, m * isz);
+    }
+    write_header(c, buf, &h);
+    post_peers(c);
+    if (wait_peers(c, buf, seq, 0, ts) < 0) return -1;
+    const char *own = hdr_at(c, buf, rank);
+    for (int i = 0; i < c->npeers; i++) {
+        if (memcmp(hdr_at(c, buf, c->peers[i]), own, HDR_LEN) != 0) {
+            PyEval_RestoreThread(*ts);
+            PyObject *r = PyObject_CallFunction(c->raise_mismatch, "i", buf);
+            Py_XDECREF(r);
+            *ts = PyEval_SaveThread();
+            if (!r) return -2; /* CallMismatch: every rank saw it, the channel stays usable */
+            PyErr_SetString(PyExc_RuntimeError, "raise_mismatch returned");
+            return -1;
+        }
+    }
+    if (!m) return 0;
+    for (int r = 0; r < world; r++)
+        srcs[r] = (r == rank ? x : data_at(c, buf, r)) + lo * isz; /* our own data straight from x */
+    if (s->algo == ONE_SHOT) {
+        s->reduce(srcs, world, x, NULL, m);
+        return 0;
+    }
+    /* two-shot: reduce our slice into x and our slot, publish it, then gather the others' slices */
+    s->reduce(srcs, world, x + lo * isz, mine + lo * isz, hi - lo);
+    atomic_store_explicit((_Atomic int64_t *)(hdr_at(c, buf, rank) + REDUCED_OFF), seq, memory_order_release);
+    post_peers(c);
+    if (wait_peers(c, buf, seq, REDUCED_OFF, ts) < 0) return -1;
+    for (int r = 0; r < world; r++) {
+        if (r == rank) continue;
+        Py_ssize_t a = m * r / world, b = m * (r + 1) / world;
+        memcpy(x + a * isz, data_at(c, buf, r) + a * isz, (b - a) * isz);
+    }
+    return 0;
+}
+
+static PyObject *step_vectorcall(Step *s, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    Channel *c = s->ch;
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames) {
+        PyErr_SetString(PyExc_TypeError, "step(tensor) takes one tensor");
+        return NULL;
+    }
+    if (c->state) {
+        if (c->check_open) {
+            PyObject *r = PyObject_CallNoArgs(c->check_open);
+            if (!r) return NULL;
+            Py_DECREF(r);
+        }
+        if (c->state == 2 || !c->base) {
+            PyErr_SetString(PyExc_RuntimeError, "the shared-memory channel is closed");
+            return NULL;
+        }
+    }
+    PyObject *ptr = PyObject_VectorcallMethod(str_data_ptr, (PyObject **)args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (!ptr) return NULL;
+    char *x = PyLong_AsVoidPtr(ptr);
+    Py_DECREF(ptr);
+    if (!x && PyErr_Occurred()) return NULL;
+    Py_INCREF(c); /* a callback could close the channel; its memory stays until we return */
+    PyThreadState *ts = PyEval_SaveThread();
+    int rc = 0;
+    const Py_ssize_t n = s->n, per = s->per_chunk, isz = s->itemsize;
+    if (n <= per) {
+        rc = run_step(s, x, n, 0, &ts);
+    } else {
+        int32_t index = 0;
+        for (Py_ssize_t lo = 0; lo < n && rc == 0; lo += per, index++)
+            rc = run_step(s, x + lo * isz, n - lo < per ? n - lo : per, index, &ts);
+    }
+    PyEval_RestoreThread(ts);
+    if (rc == -1 && c->mark_broken) {
+        /* a failed or interrupted wait: the rounds can no longer be matched */
+        PyObject *type, *value, *tb;
+        PyErr_Fetch(&type, &value, &tb);
+        PyObject *r = PyObject_CallFunction(c->mark_broken, "s",
+                                            type ? ((PyTypeObject *)type)->tp_name : "an error");
+        Py_XDECREF(r);
+        if (!r) PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+    }
+    Py_DECREF(c);
+    if (rc) return NULL;
+    Py_RETURN_NONE;
+}
+
+static int step_traverse(Step *s, visitproc visit, void *arg) { Py_VISIT(s->ch); return 0; }
+static int step_clear(Step *s) { Py_CLEAR(s->ch); return 0; }
+static void step_dealloc(Step *s) {
+    PyObject_GC_UnTrack(s);
+    step_clear(s);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyTypeObject StepType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "artune.algorithms.shm._native.Step",
+    .tp_doc = "A bound all-reduce: step(tensor) reduces the contiguous tensor in place over the channel.",
+    .tp_basicsize = sizeof(Step),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Step, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_dealloc = (destructor)step_dealloc,
+    .tp_traverse = (traverseproc)step_traverse,
+    .tp_clear = (inquiry)step_clear,
+};
+
+/* step(channel, algorithm, n, per_chunk, itemsize, numel, chunk, dtype, op, algorithm_code) */
+static PyObject *make_step(PyObject *mod, PyObject *args) {
+    Channel *c;
+    int algo, dtype, op, code;
+    Py_ssize_t n, per, isz;
+    long long numel, chunk;
+    if (!PyArg_ParseTuple(args, "O!innnLLiii", &ChannelType, &c, &algo, &n, &per, &isz, &numel, &chunk, &dtype,
+                          &op, &code))
+        return NULL;
+    reduce_fn fn = pick_reduce(dtype, op);
+    if (!fn) { PyErr_Format(PyExc_ValueError, "no native reduction for dtype code %d, op code %d", dtype, op); return NULL; }
+    if ((algo != ONE_SHOT && algo != TWO_SHOT) || per <= 0 || n < 0 || !c->base || c->world > 64 ||
+        per * isz > c->capacity) {
+        PyErr_SetString(PyExc_ValueError, "bad step parameters");
+        return NULL;
+    }
+    Step *s = PyObject_GC_New(Step, &StepType);
+    if (!s) return NULL;
+    s->vectorcall = (vectorcallfunc)step_vectorcall;
+    Py_INCREF(c);
+    s->ch = c;
+    s->algo = algo;
+    s->reduce = fn;
+    s->n = n; s->per_chunk = per; s->itemsize = isz;
+    memset(&s->hdr, 0, sizeof s->hdr);
+    s->hdr.numel = numel; s->hdr.chunk = chunk;
+    s->hdr.dtype = dtype; s->hdr.op = op; s->hdr.algorithm = code;
+    PyObject_GC_Track(s);
+    return (PyObject *)s;
+}
+
+/* reduce(dtype, op, out_address, [source addresses], n): the reduction alone, for tests */
+static PyObject *py_reduce(PyObject *mod, PyObject *args) {
+    int dtype, op;
+    PyObject *srcs_obj, *out_obj;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "iiOOn", &dtype, &op, &out_obj, &srcs_obj, &n)) return NULL;
+    reduce_fn fn = pick_reduce(dtype, op);
+    if (!fn) { PyErr_SetString(PyExc_ValueError, "no native reduction"); return NULL; }
+    Py_ssize_t k = PySequence_Size(srcs_obj);
+    if (k < 1 || k > 64) { PyErr_SetString(PyExc_ValueError, "1..64 sources"); return NULL; }
+    const void *srcs[64];
+    for (Py_ssize_t i = 0; i < k; i++) {
+        PyObject *o = PySequence_GetItem(srcs_obj, i);
+        if (!o) return NULL;
+        srcs[i] = PyLong_AsVoidPtr(o);
+        Py_DECREF(o);
+        if (PyErr_Occurred()) return NULL;
+    }
+    void *out = PyLong_AsVoidPtr(out_obj);
+    if (PyErr_Occurred()) return NULL;
+    fn(srcs, (int)k, out, NULL, n);
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef module_methods[] = {
+    {"step", make_step, METH_VARARGS,
+     "step(channel, algorithm, n, per_chunk, itemsize, numel, chunk, dtype, op, algorithm_code) -> Step"},
+    {"reduce", py_reduce, METH_VARARGS, "reduce(dtype, op, out_address, source_addresses, n)"},
+    {NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native", "The compiled shared-memory round (see channel.py).", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__native(void) {
+    pick_f16_conversions();
+    if (PyType_Ready(&ChannelType) < 0 || PyType_Ready(&StepType) < 0) return NULL;
+    str_data_ptr = PyUnicode_InternFromString("data_ptr");
+    if (!str_data_ptr) return NULL;
+    PyObject *m = PyModule_Create(&module);
+    if (!m) return NULL;
+    Py_INCREF(&ChannelType);
+    if (PyModule_AddObject(m, "Channel", (PyObject *)&ChannelType) < 0) { Py_DECREF(m); return NULL; }
+    if (PyModule_AddIntConstant(m, "ONE_SHOT", ONE_SHOT) < 0 || PyModule_AddIntConstant(m, "TWO_SHOT", TWO_SHOT) < 0 ||
+        PyModule_AddIntConstant(m, "REDUCED_OFF", REDUCED_OFF) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}
