@@ -27,6 +27,22 @@ DeepSpeed, t(best shm)/t(DeepSpeed); then PASS/FAIL for the goals:
 
 The goals are for world size 2; at other world sizes they are skipped.
 
+The shm round runs compiled (``_native.c``) unless ``ARTUNE_SHM_NATIVE=0``;
+the run says which. ``--python-round`` adds the pure-Python round's
+shm_one_shot and shm_two_shot (a second channel built with the switch off)
+as interleaved candidates ``py_one_shot``/``py_two_shot``: before and after
+in one run, both called through ``Algorithm.all_reduce``.
+
+Open MPI (``--mpi``, when ``mpirun`` and ``mpi4py`` are installed) cannot be
+interleaved with spawned ranks (mpirun starts its own processes), so whole
+runs alternate: Open MPI, artune, Open MPI, artune, ... (``--runs`` each,
+default 3; rank r bound to core r in both), and every figure is the median
+of the samples pooled over the runs. Open MPI runs as the anchors measured it
+(mpi4py ``Allreduce`` on numpy fp32 buffers, vader shared memory,
+``OMPI_MCA_btl_vader_single_copy_mechanism=none``, bursts of back-to-back
+calls, slowest rank per burst). Goals with MPI: artune's best shm time /
+Open MPI's <= 0.8 at 4 and 16 KiB.
+
 The machine is a shared VM: quote the ratios of one run, not absolute times.
 """
 
@@ -36,10 +52,13 @@ import argparse
 import glob
 import math
 import os
+import shutil
+import statistics
+import subprocess
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -58,6 +77,9 @@ GOAL_BEST_64M = 2.5
 GOAL_BUSBW_COPY = 0.35
 GOAL_DS_SMALL = 1.5  # t(artune) / t(DeepSpeed) at 4-64 KiB
 GOAL_DS_LARGE = 1.0  # ... from 1 MiB up
+GOAL_MPI_SMALL = 0.8  # t(artune) / t(Open MPI) at 4 and 16 KiB
+MPI = "openmpi"
+PY = {"py_one_shot": "shm_one_shot", "py_two_shot": "shm_two_shot"}
 
 
 @dataclass
@@ -68,6 +90,7 @@ class RunResult:
     copy_GBps: dict[int, float]
     algorithms_here: tuple[str, ...]
     notes: list[str] = field(default_factory=list)
+    mpi_us: dict[int, list[float]] = field(default_factory=dict)  # size -> Open MPI samples (slowest rank)
 
 
 # ------------------------------------------------------------------ DeepSpeed (optional)
@@ -134,6 +157,94 @@ class _DeepSpeedShm:
         return tensor
 
 
+# ------------------------------------------------------------------ Open MPI (optional)
+
+
+def mpi_worker(options: argparse.Namespace) -> None:
+    """One Open MPI rank (under mpirun): fp32 SUM ``Allreduce`` per size; rank 0 prints the samples."""
+    import numpy as np
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    for nbytes in options.sizes:
+        x = np.full(nbytes // 4, comm.rank + 1, dtype=np.float32)
+        y = np.empty_like(x)
+        for _ in range(5):
+            comm.Allreduce(x, y, op=MPI.SUM)
+        samples = []
+        end = time.perf_counter() + options.budget
+        while True:
+            comm.Barrier()
+            t = time.perf_counter()
+            for _ in range(options.burst):
+                comm.Allreduce(x, y, op=MPI.SUM)
+            samples.append(comm.allreduce((time.perf_counter() - t) / options.burst, op=MPI.MAX))
+            if comm.bcast(time.perf_counter() > end, root=0):
+                break
+        wrong = int(comm.allreduce(int(np.count_nonzero(y != comm.size * (comm.size + 1) // 2)), op=MPI.SUM))
+        if comm.rank == 0:
+            print(f"MPI {nbytes} {wrong} " + " ".join(f"{v * 1e6:.3f}" for v in samples), flush=True)
+
+
+def mpi_unavailable() -> str | None:
+    """Why the Open MPI column cannot run here (``None`` when it can)."""
+    if shutil.which("mpirun") is None:
+        return "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
+    try:
+        import mpi4py  # noqa: F401
+        import numpy  # noqa: F401
+    except ImportError as err:
+        return f"import mpi4py failed ({err}; pip install mpi4py)"
+    return None
+
+
+def run_mpi(options: argparse.Namespace, world: int) -> tuple[dict[int, list[float]], str]:
+    """One whole Open MPI run: (size -> samples in us, a note); empty with the reason when it failed."""
+    cmd = ["mpirun", "--allow-run-as-root", "-np", str(world), "--bind-to", "core" if options.pin else "none"]
+    cmd += [sys.executable, os.path.abspath(__file__), "--mpi-worker", "--budget", str(options.budget)]
+    cmd += ["--burst", str(options.burst), "--sizes", ",".join(str(s) for s in options.sizes)]
+    env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none", OMP_NUM_THREADS="1")
+    timeout = 120 + len(options.sizes) * (options.budget + 30)
+    try:
+        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {}, f"Open MPI run timed out after {timeout:.0f} s"
+    out: dict[int, list[float]] = {}
+    for line in done.stdout.splitlines():
+        parts = line.split()
+        if len(parts) > 3 and parts[0] == "MPI":
+            if int(parts[2]):
+                return {}, f"Open MPI gave {parts[2]} wrong elements at {parts[1]} bytes"
+            out[int(parts[1])] = [float(v) for v in parts[3:]]
+    if done.returncode or not out:
+        return {}, f"Open MPI run failed (exit {done.returncode}): {done.stderr.strip()[-300:]}"
+    return out, ""
+
+
+def pooled(runs: list[RunResult]) -> RunResult:
+    """The runs as one: every candidate's samples (and Open MPI's) pooled, copy bandwidth averaged."""
+    first = runs[0]
+    by: dict[tuple[int, str], list[Measurement]] = {}
+    for run in runs:
+        for m in run.measurements:
+            by.setdefault((m.size_bytes, m.candidate.key), []).append(m)
+    measurements = []
+    for ms in by.values():
+        failed = [m for m in ms if not m.ok]
+        if failed:
+            measurements.append(failed[0])
+            continue
+        samples = tuple(v for m in ms for v in m.samples_us)
+        measurements.append(replace(ms[0], samples_us=samples, nwrong=max(m.nwrong for m in ms)))
+    copy = {s: statistics.mean(r.copy_GBps[s] for r in runs if s in r.copy_GBps) for s in first.copy_GBps}
+    mpi: dict[int, list[float]] = {}
+    for run in runs:
+        for size, samples in run.mpi_us.items():
+            mpi.setdefault(size, []).extend(samples)
+    notes = list(dict.fromkeys(n for r in runs for n in r.notes))
+    return RunResult(measurements, copy, first.algorithms_here, notes, mpi)
+
+
 # ------------------------------------------------------------------ inside each rank
 
 
@@ -145,9 +256,26 @@ def bench_rank(ctx: RankContext, options: argparse.Namespace) -> RunResult | Non
     if options.pin:
         os.sched_setaffinity(0, {ctx.rank % (os.cpu_count() or 1)})
     notes: list[str] = []
+    from artune.algorithms import open_algorithms
+    from artune.algorithms.shm import native
+
+    py_algos = None
     with Communicator() as comm:
         reducer: Any = comm
         names = list(ALGORITHMS)
+        notes.append(f"shm round: {native.describe()}")
+        functions: dict[str, Any] = {}
+        if options.python_round:
+            saved = os.environ.get(native.ENV_SWITCH)
+            os.environ[native.ENV_SWITCH] = "0"
+            try:
+                py_algos = open_algorithms(None, timeout=60.0)
+            finally:
+                os.environ.pop(native.ENV_SWITCH) if saved is None else os.environ.update({native.ENV_SWITCH: saved})
+            if py_algos.channel is not None:
+                notes.append(f"py_* candidates: shm round {py_algos.channel.path}")
+                functions.update({py: py_algos.by_name[name].all_reduce for py, name in PY.items()})
+                names += list(PY)
         if options.deepspeed:
             try:
                 ds = _DeepSpeedShm(ctx)
@@ -155,8 +283,10 @@ def bench_rank(ctx: RankContext, options: argparse.Namespace) -> RunResult | Non
                 notes.append(f"deepspeed column skipped: {type(err).__name__}: {err}")
             else:
                 notes.append(ds.note)
-                reducer = FunctionReducer({DS: ds}, base=comm)
+                functions[DS] = ds
                 names.append(DS)
+        if functions:
+            reducer = FunctionReducer(functions, base=comm)
         if getattr(comm, "shm_unavailable_reason", None):
             notes.append(f"shared memory not used: {comm.shm_unavailable_reason}")
         measurements: list[Measurement] = []
@@ -176,6 +306,8 @@ def bench_rank(ctx: RankContext, options: argparse.Namespace) -> RunResult | Non
                     flush=True,
                 )
         algorithms_here = tuple(comm.algorithms)
+    if py_algos is not None:
+        py_algos.close()
     if ctx.rank != 0:
         return None
     return RunResult(measurements, copy_gbps, algorithms_here, notes)
@@ -203,10 +335,15 @@ def rows(result: RunResult) -> tuple[list[str], list[list[str]], dict[int, dict[
     by = {(m.size_bytes, m.candidate.algorithm): m for m in result.measurements}
     sizes = list(dict.fromkeys(m.size_bytes for m in result.measurements))
     has_ds = any(m.candidate.algorithm == DS for m in result.measurements)
-    timed = [*ALGORITHMS, *([DS] if has_ds else [])]
+    has_py = any(m.candidate.algorithm in PY for m in result.measurements)
+    timed = [*ALGORITHMS, *([DS] if has_ds else []), *(PY if has_py else [])]
     header = ["size", "copy GB/s/rank", "gloo/shm_one_shot", "gloo/best-shm", "best-shm busbw/copy"]
     if has_ds:
         header.append("t(best shm)/t(DS)")
+    if has_py:
+        header.append("t(best shm)/t(best py round)")
+    if result.mpi_us:
+        header += ["Open MPI us", "t(best shm)/t(MPI)"]
     table: list[list[str]] = []
     figures: dict[int, dict[str, float]] = {}
     for size in sizes:
@@ -221,7 +358,12 @@ def rows(result: RunResult) -> tuple[list[str], list[list[str]], dict[int, dict[
             "gloo/best": _ratio(t["gloo"], t[best]),
             "busbw/copy": best_busbw / copy if copy and not math.isnan(best_busbw) else math.nan,
             "best/ds": _ratio(t[best], t[DS]) if has_ds else math.nan,
+            "best/py": _ratio(t[best], min(t[p] for p in PY)) if has_py else math.nan,
+            "best/mpi": math.nan,
         }
+        mpi = result.mpi_us.get(size)
+        if mpi:
+            fig["best/mpi"] = _ratio(t[best], statistics.median(mpi))
         figures[size] = fig
         row = [
             format_size(size),
@@ -232,6 +374,10 @@ def rows(result: RunResult) -> tuple[list[str], list[list[str]], dict[int, dict[
         ]
         if has_ds:
             row.append(_x(fig["best/ds"]))
+        if has_py:
+            row.append(_x(fig["best/py"]))
+        if result.mpi_us:
+            row += [f"{statistics.median(mpi):.1f}" if mpi else "-", _x(fig["best/mpi"])]
         table.append(row)
     return header, table, figures
 
@@ -279,6 +425,9 @@ def goals(figures: dict[int, dict[str, float]], world: int) -> list[tuple[str, s
         if goal is not None and not math.isnan(fig["best/ds"]):
             text = f"best shm time / DeepSpeed's at {format_size(size)}"
             verdicts.append(verdict(size, "best/ds", goal, text, at_most=True))
+        if size in (4096, 16384) and not math.isnan(fig["best/mpi"]):
+            text = f"best shm time / Open MPI's at {format_size(size)}"
+            verdicts.append(verdict(size, "best/mpi", GOAL_MPI_SMALL, text, at_most=True))
     return verdicts
 
 
@@ -327,8 +476,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-pin", dest="pin", action="store_false", help="do not pin rank r to CPU r")
     parser.add_argument("--no-deepspeed", dest="deepspeed", action="store_false", help="skip the DeepSpeed column")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a goal fails")
+    parser.add_argument(
+        "--python-round",
+        action="store_true",
+        help="add the pure-Python shm round (py_one_shot, py_two_shot) as interleaved candidates",
+    )
+    parser.add_argument(
+        "--mpi", action="store_true", help="add Open MPI: whole runs alternate MPI, artune, ... (see --runs)"
+    )
+    parser.add_argument("--runs", type=int, default=3, help="with --mpi: runs of each (default 3)")
+    parser.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     options.sizes = tuple(parse_size(s) for s in options.sizes.split(",")) if options.sizes else SIZES
+    if options.mpi_worker:
+        mpi_worker(options)
+        return 0
+    if options.mpi and (why := mpi_unavailable()):
+        options.mpi = False
+        print(f"# Open MPI column skipped: {why}", file=sys.stderr)
     if options.deepspeed:
         try:
             import deepspeed  # noqa: F401
@@ -346,8 +511,25 @@ def main(argv: list[str] | None = None) -> int:
     per_size = 3 * options.budget + 4 * options.copy_budget + 60
     ds_segments = f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*"
     existing = set(glob.glob(ds_segments))
+    runs: list[RunResult] = []
     try:
-        result = run_ranks(bench_rank, world, options, timeout=180 + per_size * len(options.sizes), env=env)[0]
+        for k in range(options.runs if options.mpi else 1):
+            mpi_us: dict[int, list[float]] = {}
+            if options.mpi:
+                print(f"# run {k + 1}/{options.runs}: Open MPI", file=sys.stderr, flush=True)
+                mpi_us, why = run_mpi(options, world)
+                if why:
+                    print(f"# {why}", file=sys.stderr)
+                print(f"# run {k + 1}/{options.runs}: artune", file=sys.stderr, flush=True)
+            run = run_ranks(bench_rank, world, options, timeout=180 + per_size * len(options.sizes), env=env)[0]
+            run.mpi_us = mpi_us
+            runs.append(run)
+        result = pooled(runs)
+        if options.mpi:
+            result.notes.append(
+                f"Open MPI and artune alternated in whole runs ({options.runs} each, MPI first); "
+                "figures are medians of the samples pooled over the runs"
+            )
     finally:
         for path in set(glob.glob(ds_segments)) - existing:  # DeepSpeed never unlinks its segments
             os.unlink(path)

@@ -346,7 +346,7 @@ def _unavailable_rank(ctx: RankContext) -> dict:
     real_init = segment.Segment.__init__
     if ctx.rank == 1:
 
-        def failing_init(self, prefix, layout, rank):  # type: ignore[no-untyped-def]
+        def failing_init(self, prefix, layout, rank, native=None):  # type: ignore[no-untyped-def]
             out["open_failed_prefix"] = prefix
             raise OSError(13, "Permission denied (simulated)")
 

@@ -133,6 +133,7 @@ def _wrong_two_shot(ctx: RankContext, table_path: str) -> dict:
     handler.emit = records.append  # type: ignore[method-assign]
     logging.getLogger("artune").addHandler(handler)
     if ctx.rank == 1:  # a silent bug on one rank: one element off by one, no error
+        os.environ["ARTUNE_SHM_NATIVE"] = "0"  # the bug goes into the Python round, which this rank then runs
         prepare = ShmTwoShot._prepare
 
         def wrong_prepare(self: ShmTwoShot, *args: Any) -> Any:
