@@ -232,6 +232,10 @@ def run_explain(args: argparse.Namespace) -> int:
         for step in decision.steps
     ]
     figures = _figures(table, decision.world_size, decision.mode)
+    if decision.algorithm.startswith("shm_"):
+        from artune.algorithms.shm.native import describe  # imports torch: only when shm is the answer
+
+        steps.append(f"shm round on this machine: {describe()}")
     if args.json:
         data: dict[str, Any] = decision.as_dict()
         data["figures"] = figures
