@@ -441,13 +441,27 @@ static inline void cpu_relax(void) {
 #endif
 }
 
+/* The GIL is released lazily: a call holds it while it copies and reduces small chunks and while
+ * its wait is short (the common case at a few KiB, where taking and dropping it would cost a tenth
+ * of the round), and drops it once a wait lasts or a chunk is large. *ts is NULL while held. */
+#define RELEASE_FROM_BYTES (64 << 10)
+static inline void gil_release(PyThreadState **ts) {
+    if (!*ts) *ts = PyEval_SaveThread();
+}
+static inline void gil_take(PyThreadState **ts) {
+    if (*ts) {
+        PyEval_RestoreThread(*ts);
+        *ts = NULL;
+    }
+}
+
 static inline int arrived(const char *hdr, int64_t want, int64_t off) {
     return atomic_load_explicit((_Atomic int64_t *)(hdr + off), memory_order_acquire) == want;
 }
 
 /* Wait for every peer's post of this round (see the ordering note at the top). word_off is the
- * sequence word to watch (0: the header's seq, REDUCED_OFF: two-shot's second round). Called and
- * returns with the GIL released (*ts); returns -1 with an exception set (GIL released again). */
+ * sequence word to watch (0: the header's seq, REDUCED_OFF: two-shot's second round). Drops the GIL
+ * after the first few hundred nanoseconds of waiting; returns -1 with an exception set. */
 static int wait_peers(Channel *c, int buf, int64_t seq, int64_t word_off, PyThreadState **ts) {
     double start = 0, spin_until = 0, yield_until = 0;
     for (int i = 0; i < c->npeers; i++) {
@@ -463,17 +477,17 @@ static int wait_peers(Channel *c, int buf, int64_t seq, int64_t word_off, PyThre
                 yield_until = spin_until + c->yield_s;
             }
             if ((++k & 15) == 0) {
+                gil_release(ts);
                 double t = now_s();
                 if (t >= yield_until) {
                     /* hand over: the Python path waits, with deadline and liveness checks, for peers i.. */
-                    PyEval_RestoreThread(*ts);
+                    gil_take(ts);
                     PyObject *r = PyObject_CallFunction(c->wait_blocking, "i", i);
                     Py_XDECREF(r);
                     if (r && !c->base) { /* closed from a callback: nothing more to touch */
                         PyErr_SetString(PyExc_RuntimeError, "the shared-memory channel was closed during a step");
                         r = NULL;
                     }
-                    *ts = PyEval_SaveThread();
                     return r ? 0 : -1;
                 }
                 if (t >= spin_until) sched_yield();
@@ -551,6 +565,7 @@ static int run_step(Step *s, char *x, Py_ssize_t m, int32_t index, PyThreadState
     h.index = index;
     const void *srcs[64];
     Py_ssize_t lo = 0, hi = m;
+    if (m * isz >= RELEASE_FROM_BYTES) gil_release(ts);
     if (s->algo == TWO_SHOT) {
         lo = m * rank / world;
         hi = m * (rank + 1) / world;
@@ -568,10 +583,9 @@ static int run_step(Step *s, char *x, Py_ssize_t m, int32_t index, PyThreadState
     const char *own = hdr_at(c, buf, rank);
     for (int i = 0; i < c->npeers; i++) {
         if (memcmp(hdr_at(c, buf, c->peers[i]), own, HDR_LEN) != 0) {
-            PyEval_RestoreThread(*ts);
+            gil_take(ts);
             PyObject *r = PyObject_CallFunction(c->raise_mismatch, "i", buf);
             Py_XDECREF(r);
-            *ts = PyEval_SaveThread();
             if (!r) return -2; /* CallMismatch: every rank saw it, the channel stays usable */
             PyErr_SetString(PyExc_RuntimeError, "raise_mismatch returned");
             return -1;
@@ -620,7 +634,7 @@ static PyObject *step_vectorcall(Step *s, PyObject *const *args, size_t nargsf, 
     Py_DECREF(ptr);
     if (!x && PyErr_Occurred()) return NULL;
     Py_INCREF(c); /* a callback could close the channel; its memory stays until we return */
-    PyThreadState *ts = PyEval_SaveThread();
+    PyThreadState *ts = NULL; /* GIL held */
     int rc = 0;
     const Py_ssize_t n = s->n, per = s->per_chunk, isz = s->itemsize;
     if (n <= per) {
@@ -630,7 +644,7 @@ static PyObject *step_vectorcall(Step *s, PyObject *const *args, size_t nargsf, 
         for (Py_ssize_t lo = 0; lo < n && rc == 0; lo += per, index++)
             rc = run_step(s, x + lo * isz, n - lo < per ? n - lo : per, index, &ts);
     }
-    PyEval_RestoreThread(ts);
+    gil_take(&ts);
     if (rc == -1 && c->mark_broken) {
         /* a failed or interrupted wait: the rounds can no longer be matched */
         PyObject *type, *value, *tb;

@@ -8,7 +8,10 @@ capacity) go in chunks, one channel step each. Integer sums wrap
 around as torch's do; max/min propagate NaN (``torch.maximum``). Tensors must
 be contiguous CPU tensors.
 
-The per-call path is kept lean: ``bind`` prepares each (shape, dtype, op,
+Two implementations of the same rounds: where the channel runs the compiled
+round (``native.py``), ``bind`` returns the native step itself, which does
+every chunk of a call in one C call; otherwise the Python round below runs.
+Its per-call path is kept lean too: ``bind`` prepares each (shape, dtype, op,
 chunk) once (views over the segment, header fields, the chunk spans) and
 caches it on the channel, headers are packed with a precompiled ``struct``,
 and reductions write in place with ``out=``.
