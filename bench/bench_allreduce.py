@@ -431,7 +431,7 @@ def goals(figures: dict[int, dict[str, float]], world: int) -> list[tuple[str, s
         if goal is not None and not math.isnan(fig["best/ds"]):
             text = f"best shm time / DeepSpeed's at {format_size(size)}"
             verdicts.append(verdict(size, "best/ds", goal, text, at_most=True))
-        if size in (4096, 16384) and not math.isnan(fig["best/mpi"]):
+        if size in (4096, 16384) and not math.isnan(fig.get("best/mpi", math.nan)):
             text = f"best shm time / Open MPI's at {format_size(size)}"
             verdicts.append(verdict(size, "best/mpi", GOAL_MPI_SMALL, text, at_most=True))
     return verdicts

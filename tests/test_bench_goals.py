@@ -42,3 +42,24 @@ def test_goals_pass_fail_and_skip() -> None:
 def test_deepspeed_goals_by_size(size: int, ratio: float, verdict: str | None) -> None:
     extra = bench.goals({size: _fig(best_ds=ratio)}, 2)[3:]
     assert [v for v, _ in extra] == ([verdict] if verdict else [])  # no goal between 64 KiB and 1 MiB
+
+
+@pytest.mark.parametrize(
+    ("size", "ratio", "verdict"), [(4096, 0.8, "PASS"), (16384, 0.81, "FAIL"), (64 << 10, 2, None)]
+)
+def test_open_mpi_goal_at_4_and_16_kib(size: int, ratio: float, verdict: str | None) -> None:
+    extra = bench.goals({size: {**_fig(), "best/mpi": ratio}}, 2)[3:]
+    assert [v for v, _ in extra] == ([verdict] if verdict else [])
+
+
+def test_runs_pool_their_samples() -> None:
+    """Alternated runs (Open MPI, artune, ...) are reported as the median of all their samples."""
+    from artune.measure.records import Candidate, Measurement
+
+    def run(samples: tuple[float, ...], mpi: list[float]) -> object:
+        m = Measurement(Candidate("shm_one_shot"), 4096, "float32", 2, samples, 0)
+        return bench.RunResult([m], {4096: 4.0}, ("shm_one_shot",), ["note"], {4096: mpi})
+
+    merged = bench.pooled([run((1.0, 2.0), [5.0]), run((9.0,), [6.0, 7.0])])
+    assert merged.measurements[0].samples_us == (1.0, 2.0, 9.0)
+    assert merged.mpi_us == {4096: [5.0, 6.0, 7.0]} and merged.notes == ["note"]
