@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import os
+from importlib.util import find_spec
 from types import ModuleType
 
 ENV_SWITCH = "ARTUNE_SHM_NATIVE"
@@ -21,13 +22,15 @@ _OFF = ("0", "false", "no", "off")
 
 log = logging.getLogger("artune")
 
-try:
-    from . import _native as _module  # type: ignore[attr-defined]
-
-    _IMPORT_ERROR = ""
-except ImportError as err:  # not built: no compiler at install, or a source checkout never installed
-    _module = None
-    _IMPORT_ERROR = f"the compiled round is not built ({err}); reinstall with a C compiler (`pip install -e .`)"
+_module: ModuleType | None = None
+_IMPORT_ERROR = ""
+if find_spec(f"{__package__}._native") is None:  # no compiler at install, or a checkout never installed
+    _IMPORT_ERROR = "the compiled round is not built here; install with a C compiler (`pip install -e .`)"
+else:
+    try:
+        from . import _native as _module  # type: ignore[attr-defined, no-redef]
+    except ImportError as err:  # built for another Python, or a broken build
+        _IMPORT_ERROR = f"the compiled round does not load ({err}); reinstall (`pip install -e .`)"
 
 _said: set[str] = set()
 
