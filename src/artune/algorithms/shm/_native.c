@@ -649,8 +649,9 @@ static PyObject *step_vectorcall(Step *s, PyObject *const *args, size_t nargsf, 
         /* a failed or interrupted wait: the rounds can no longer be matched */
         PyObject *type, *value, *tb;
         PyErr_Fetch(&type, &value, &tb);
-        PyObject *r = PyObject_CallFunction(c->mark_broken, "s",
-                                            type ? ((PyTypeObject *)type)->tp_name : "an error");
+        PyObject *why = PyUnicode_FromFormat("interrupted by %s", type ? ((PyTypeObject *)type)->tp_name : "an error");
+        PyObject *r = why ? PyObject_CallOneArg(c->mark_broken, why) : NULL;
+        Py_XDECREF(why);
         Py_XDECREF(r);
         if (!r) PyErr_Clear();
         PyErr_Restore(type, value, tb);
