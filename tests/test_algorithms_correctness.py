@@ -162,6 +162,14 @@ def _correctness_rank(ctx: RankContext, paths: str) -> dict:
                 algos.by_name[name].all_reduce(y, "sum", {"chunk_bytes": chunk})
                 if not torch.equal(y, ref):
                     problems.append(f"{name}: chunk_bytes={chunk} {dtype} wrong")
+    if algos.channel.native is not None:  # the raw copies trust the bound size: another size is refused
+        bound = algos.by_name["shm_one_shot"].bind(torch.Size([10]), torch.float32, "sum", {})
+        try:
+            bound(torch.zeros(11))
+            problems.append("a bound native step took a tensor of another size")
+        except ValueError as err:
+            if "bound to 10 elements, got a tensor of 11" not in str(err):
+                problems.append(f"wrong-size message: {err}")
     name = algos.channel.name
     dist.barrier()
     algos.close()

@@ -544,7 +544,7 @@ typedef struct {
     header_t hdr; /* seq and index filled per step */
 } Step;
 
-static PyObject *str_data_ptr;
+static PyObject *str_data_ptr, *str_numel;
 
 static inline void write_header(Channel *c, int buf, const header_t *h) {
     char *dst = hdr_at(c, buf, c->rank);
@@ -627,6 +627,16 @@ static PyObject *step_vectorcall(Step *s, PyObject *const *args, size_t nargsf, 
             PyErr_SetString(PyExc_RuntimeError, "the shared-memory channel is closed");
             return NULL;
         }
+    }
+    /* the bound size is what the raw copies trust: a tensor of another size is refused, not overrun */
+    PyObject *numel = PyObject_VectorcallMethod(str_numel, (PyObject **)args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+    if (!numel) return NULL;
+    Py_ssize_t got = PyLong_AsSsize_t(numel);
+    Py_DECREF(numel);
+    if (got != s->n) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "this all-reduce is bound to %zd elements, got a tensor of %zd", s->n, got);
+        return NULL;
     }
     PyObject *ptr = PyObject_VectorcallMethod(str_data_ptr, (PyObject **)args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
     if (!ptr) return NULL;
@@ -752,7 +762,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     pick_f16_conversions();
     if (PyType_Ready(&ChannelType) < 0 || PyType_Ready(&StepType) < 0) return NULL;
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
-    if (!str_data_ptr) return NULL;
+    str_numel = PyUnicode_InternFromString("numel");
+    if (!str_data_ptr || !str_numel) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&ChannelType);
