@@ -34,9 +34,10 @@
  * made after that peer finished reading step s (channel.py, "two buffers").
  * So a sequence word a reader watches holds s - 2 until it turns to s.
  *
- * Waits spin (pure spin, then with sched_yield) with the GIL released, then
- * hand over to the Python blocking path (ShmChannel._wait_blocking: deadlines,
- * liveness checks, PeerTimeout) with the GIL held.
+ * Waits spin (pure spin, then with sched_yield), dropping the GIL once they
+ * last more than a few hundred nanoseconds, then hand over to the Python
+ * blocking path (ShmChannel._wait_blocking: deadlines, liveness checks,
+ * PeerTimeout) with the GIL held.
  *
  * Reductions run over blocks of BLOCK elements into a private accumulator
  * (fp32 for half sums), sources in rank order 0, 1, ..., with the same

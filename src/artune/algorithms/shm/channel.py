@@ -46,7 +46,7 @@ every semaphore, so the counts stay matched and ranks of either kind work
 together in one group. A Python rank writes the words with plain stores, so
 its peers rely on the semaphore's ordering; the compiled reader always takes
 the semaphore too before it reads (``_native.c`` spells the argument out).
-Its waits spin with the GIL released, then hand over to ``_wait_blocking``.
+Its waits spin, dropping the GIL once they last, then hand over to ``_wait_blocking``.
 
 Failure handling
 ----------------
