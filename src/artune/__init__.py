@@ -8,6 +8,7 @@ picks per message, and the ``Communicator`` runs the choice over a
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any
 
 from artune.errors import (
@@ -23,6 +24,11 @@ from artune.errors import (
 )
 
 __version__ = "0.1.0"
+
+if "torch" in sys.modules:  # register the "artune" torch.distributed backend (torch's entry point does too)
+    from artune.backend import register as _register_backend
+
+    _register_backend()
 
 if TYPE_CHECKING:
     from artune.communicator import Communicator

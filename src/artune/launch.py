@@ -67,7 +67,11 @@ def _rank_main(
 
     torch.set_num_threads(1)
     try:
-        if "nccl" in backend:  # one GPU per rank, chosen before NCCL creates its communicator
+        if "artune" in backend:  # artune's own torch backend (registered here even when not installed)
+            from artune.backend import register
+
+            register()
+        if "nccl" in backend and torch.cuda.device_count():  # one GPU per rank, before NCCL's communicator
             torch.cuda.set_device(rank % torch.cuda.device_count())
         dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timedelta(seconds=init_timeout))
         try:
@@ -91,7 +95,8 @@ def run_ranks(
     """Run ``fn(RankContext, *args)`` on ``world_size`` spawned ranks; return their results by rank.
 
     ``backend``: the process group's (``"cpu:gloo,cuda:nccl"`` puts rank r on
-    GPU r mod the GPU count first).
+    GPU r mod the GPU count first; ``"artune"`` or ``"cpu:artune,cuda:nccl"``
+    is artune's own torch backend).
 
     ``fn`` must be importable (a module-level function). Raises ``RankFailed``
     naming the rank(s) when any rank raises, exits without a result, or is

@@ -75,7 +75,13 @@ def backend_name(group: Any = None) -> str:
     """The backend of ``group`` for CPU tensors: ``"gloo"``, ``"nccl"``, ``"mpi"``, ...
 
     A group made with several backends reports e.g. ``"cpu:gloo,cuda:nccl"``; the CPU one is meant.
+    A group that serves the all-reduces made on it by another backend (artune's own torch backend:
+    its Communicator's process-group calls reach an inner gloo group) names that one in
+    ``artune_inner_backend``.
     """
+    inner = getattr(group if group is not None else dist.group.WORLD, "artune_inner_backend", None)
+    if inner:
+        return str(inner)
     backend = str(dist.get_backend(group))
     if ":" in backend:
         by_device = dict(part.split(":", 1) for part in backend.split(",") if ":" in part)
