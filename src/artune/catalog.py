@@ -65,6 +65,12 @@ SPECS: dict[str, AlgorithmSpec] = {
         # artune's CPU algorithms
         AlgorithmSpec("shm_one_shot", "artune", "shared memory: every rank reduces all slots"),
         AlgorithmSpec("shm_two_shot", "artune", "shared memory: reduce-scatter then all-gather"),
+        AlgorithmSpec(
+            "hier_shm",
+            "artune",
+            "across hosts: shared-memory reduce in each host, process-group all-reduce among host leaders, "
+            "shared-memory broadcast",
+        ),
         # vLLM (vllm/distributed/device_communicators)
         AlgorithmSpec(
             "custom_ar",

@@ -48,11 +48,29 @@ def fingerprint() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:12]
 
 
+#: for tests and experiments only: this process acts as if it ran on its own host of this name
+HOST_OVERRIDE_ENV = "ARTUNE_HOST"
+
+
 def host_id() -> str:
-    """Identifies the running OS instance: ranks with equal ids can share /dev/shm (if mounted alike)."""
+    """Identifies the running OS instance: ranks with equal ids can share /dev/shm (if mounted alike).
+
+    For tests and experiments, ``ARTUNE_HOST=<name>`` makes this process act
+    as if it ran on a host of that name: ranks with different names never
+    share memory, so 4 local ranks set to ``a, a, b, b`` behave as 2 hosts x 2
+    ranks (read at each call, so a spawned rank may set it before it builds
+    a Communicator). Not meant for production: real hosts need no override.
+    """
     try:
         with open("/proc/sys/kernel/random/boot_id", encoding="utf-8") as boot:
             boot_id = boot.read().strip()
     except OSError:
         boot_id = ""
-    return f"{socket.gethostname()}|{boot_id}"
+    simulated = os.environ.get(HOST_OVERRIDE_ENV, "")
+    return f"{socket.gethostname()}|{boot_id}" + (f"|simulated:{simulated}" if simulated else "")
+
+
+def host_label(host: str) -> str:
+    """A short name for a ``host_id`` in messages: the hostname, plus the simulated name if any."""
+    name, _, rest = host.partition("|")
+    return name + (f"/{rest.rpartition('simulated:')[2]}" if "simulated:" in rest else "")

@@ -21,11 +21,13 @@ Before a process-group all-reduce, the Communicator should call
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from artune.algorithms.base import REDUCE_OPS, Algorithm
 from artune.algorithms.engines import engine_reasons
+from artune.algorithms.hier_shm import HierShm
 from artune.algorithms.process_group import ProcessGroupAlgorithm, backend_parts
 from artune.algorithms.shm import ShmChannel, ShmOneShot, ShmTwoShot
 from artune.errors import ShmUnavailable
@@ -34,6 +36,7 @@ __all__ = [
     "REDUCE_OPS",
     "Algorithm",
     "AlgorithmSet",
+    "HierShm",
     "ProcessGroupAlgorithm",
     "ShmChannel",
     "ShmOneShot",
@@ -77,6 +80,7 @@ def open_algorithms(
     same_host: bool = True,
     cuda: bool | None = None,
     cuda_buffer_bytes: int | None = None,
+    hosts: Sequence[str] | None = None,
 ) -> AlgorithmSet:
     """Open the algorithms on ``group`` (collective; same arguments on every rank).
 
@@ -87,11 +91,17 @@ def open_algorithms(
     Shared-memory trouble never raises here: it is reported in
     ``shm_unavailable_reason``. ``cuda``: open the CUDA algorithms (default:
     when the group's CUDA backend is NCCL); ``cuda_buffer_bytes``: their
-    symmetric buffer (default 64 MiB); ``same_host``: every rank on one host.
+    symmetric buffer (default 64 MiB); ``same_host``: every rank on one host. ``hosts`` (each rank's host
+    identity, the same list on every rank), when it names more than one host,
+    offers ``hier_shm`` instead of the single-host shm algorithms (``use_shm``
+    is then ignored); it needs a gloo group that spans every rank.
     """
+    across = hosts is not None and len(set(hosts)) > 1
     channel: ShmChannel | None = None
     reason: str | None = None
-    if use_shm:
+    if across:
+        reason = "ranks are on different hosts (hier_shm uses shared memory inside each)"
+    elif use_shm:
         try:
             channel = ShmChannel(group, timeout=timeout, buffer_bytes=buffer_bytes)
         except ShmUnavailable as err:
@@ -113,6 +123,9 @@ def open_algorithms(
     if channel is not None:
         for algorithm in (ShmOneShot(channel), ShmTwoShot(channel)):
             by_name[algorithm.name] = algorithm
+    if across:
+        assert hosts is not None
+        reason = _open_hier(by_name, group, hosts, timeout, buffer_bytes, reason)
     unavailable: dict[str, str] = {}
     if cuda if cuda is not None else parts.get("cuda") == "nccl":
         from artune.algorithms.cuda import open_cuda_algorithms
@@ -121,3 +134,21 @@ def open_algorithms(
         by_name.update(found)
         unavailable.update(engine_reasons())
     return AlgorithmSet(by_name, channel, reason, unavailable)
+
+
+def _open_hier(
+    by_name: dict[str, Algorithm],
+    group: Any,
+    hosts: Sequence[str],
+    timeout: float,
+    buffer_bytes: int | None,
+    reason: str | None,
+) -> str | None:
+    """Add ``hier_shm`` to ``by_name`` when the CPU process group is gloo; the reason text either way."""
+    if "gloo" not in by_name:
+        return f"{reason}; hier_shm needs a gloo group for CPU tensors, not {', '.join(by_name)}"
+    try:
+        by_name["hier_shm"] = HierShm(group, hosts, timeout=timeout, buffer_bytes=buffer_bytes)
+    except ShmUnavailable as err:
+        return f"{reason}; hier_shm unavailable: {err}"
+    return reason

@@ -53,9 +53,21 @@ _PEER_FAILURE_TEXTS = ("timed out", "timeout", "connection closed", "connection 
 _DEVICES: dict[str, frozenset[str]] = {"gloo": frozenset({"cpu", "cuda"}), "nccl": frozenset({"cuda"})}
 
 
+def _inner_backend(group: Any) -> str | None:
+    """The backend that serves the all-reduces a group makes on itself, for artune's own torch backend.
+
+    An ``artune`` group runs CPU all-reduces through its Communicator, whose own process-group calls go
+    to an inner gloo group (``artune_inner_backend``); CUDA tensors never reach that Communicator.
+    """
+    inner = getattr(group if group is not None else dist.group.WORLD, "artune_inner_backend", None)
+    return str(inner) if inner else None
+
+
 def backend_devices(group: Any = None) -> frozenset[str] | None:
     """The device types ``group`` reduces: one per backend of a ``"cpu:gloo,cuda:nccl"`` group,
     the known ones of a single backend, ``None`` when unknown (any is tried)."""
+    if _inner_backend(group):
+        return frozenset({"cpu"})
     backend = str(dist.get_backend(group))
     if ":" in backend:
         return frozenset(part.split(":", 1)[0] for part in backend.split(","))
@@ -65,6 +77,9 @@ def backend_devices(group: Any = None) -> frozenset[str] | None:
 def backend_parts(group: Any = None) -> dict[str, str]:
     """Device type -> backend of ``group``: ``{"cpu": "gloo", "cuda": "nccl"}`` for ``"cpu:gloo,cuda:nccl"``,
     the known devices of a single backend otherwise (``{"cpu": "gloo", "cuda": "gloo"}`` for gloo)."""
+    inner = _inner_backend(group)
+    if inner:
+        return {"cpu": inner}
     backend = str(dist.get_backend(group))
     if ":" in backend:
         return dict(part.split(":", 1) for part in backend.split(",") if ":" in part)  # type: ignore[misc]
@@ -75,13 +90,11 @@ def backend_name(group: Any = None) -> str:
     """The backend of ``group`` for CPU tensors: ``"gloo"``, ``"nccl"``, ``"mpi"``, ...
 
     A group made with several backends reports e.g. ``"cpu:gloo,cuda:nccl"``; the CPU one is meant.
-    A group that serves the all-reduces made on it by another backend (artune's own torch backend:
-    its Communicator's process-group calls reach an inner gloo group) names that one in
-    ``artune_inner_backend``.
+    For an ``artune`` group, the inner backend that serves its Communicator's calls.
     """
-    inner = getattr(group if group is not None else dist.group.WORLD, "artune_inner_backend", None)
+    inner = _inner_backend(group)
     if inner:
-        return str(inner)
+        return inner
     backend = str(dist.get_backend(group))
     if ":" in backend:
         by_device = dict(part.split(":", 1) for part in backend.split(",") if ":" in part)

@@ -10,6 +10,8 @@ Rules it follows (documented here because users rely on them):
   runs every size (``shm_unavailable_reason`` says why). When the ranks share
   a host, that is a large slow-down (often 20-60x for small messages), so
   rank 0 logs it once per process at WARNING with the reason and the fix.
+  Across hosts, ``hier_shm`` uses shared memory inside each host, and plans
+  are those for the number of hosts (``hosts``).
 - Per call, ranks compare element count, dtype, op and algorithm before any
   data moves (inside the shared-memory round, or a header-only round before
   a process-group call); a mismatch raises ``CallMismatch`` on every rank.
@@ -182,9 +184,16 @@ class Communicator:
             cpus=tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (),
         )
         everyone = agree(facts, group)
-        same_host = len({f.host for f in everyone}) == 1
+        #: how many hosts the ranks span: plans are chosen by (world size, hosts)
+        self.hosts = len({f.host for f in everyone})
+        same_host = self.hosts == 1
         self._algorithms: AlgorithmSet = open_algorithms(
-            group, timeout=self.timeout, buffer_bytes=buffer_bytes, use_shm=shm and same_host, same_host=same_host
+            group,
+            timeout=self.timeout,
+            buffer_bytes=buffer_bytes,
+            use_shm=shm and same_host,
+            same_host=same_host,
+            hosts=[f.host for f in everyone] if shm and not same_host else None,
         )
         self._baseline = next(n for n, a in self._algorithms.by_name.items() if isinstance(a, ProcessGroupAlgorithm))
         self._baselines = devices.baselines(self._algorithms.by_name)
@@ -201,8 +210,6 @@ class Communicator:
             self._algorithms.close()
             raise
         reason = self._algorithms.shm_unavailable_reason
-        if shm and not same_host:
-            reason = "ranks are on different hosts"
         self.shm_unavailable_reason: str | None = reason if shm else "disabled (shm=False)"
         self._available: dict[tuple[torch.dtype, str, str, str], frozenset[str]] = {}
         self._routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, str | None], tuple] = {}
@@ -284,7 +291,7 @@ class Communicator:
         fits = set(usable)
         skipped: list[str] = []
         while True:
-            decision = table.decide(nbytes, self.world_size, mode, frozenset(fits))
+            decision = table.decide(nbytes, self.world_size, mode, frozenset(fits), self.hosts)
             if decision.algorithm not in fits:
                 break
             why = self._algorithms.by_name[decision.algorithm].unfit(nbytes, tensor.dtype)

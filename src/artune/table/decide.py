@@ -7,10 +7,14 @@ so the hot path is a dict lookup, a bisect and a cached ``Decision``.
 Rules, in order (the ``reason`` of every decision names the ones applied):
 
 1. A user override that forces an algorithm wins (``Table.forced``).
-2. The plan for ``(world_size, mode)``. A world size without a plan uses the
-   plan of the nearest smaller world size with one; if there is none, the
-   nearest larger plan's fallback for every size. A mode without any plan uses
-   the other mode's plans by the same rule.
+2. The plan for ``(world_size, hosts, mode)``. Only plans for the same
+   number of hosts apply (ranks on one board and ranks spanning hosts have
+   different crossovers); with none, plans for the nearest smaller number of
+   hosts above one, and with none of those either, the platform's process
+   group (``gloo`` on CPU) for every size. Among them, a world size without a
+   plan uses the plan of the nearest smaller world size with one; if there is
+   none, the nearest larger plan's fallback for every size. A mode without any
+   plan uses the other mode's plans by the same rule.
 3. The band covering ``nbytes`` (an open-ended last band covers every larger
    size); its first candidate that is available and has the parameters its
    spec requires wins; otherwise (and above a bounded last band) the plan's
@@ -44,6 +48,7 @@ class Decision:
     upper: int | None = None
     world_size: int = 0  # the plan's world size (may differ from the call's: see reason); 0: no plan
     mode: str = "eager"
+    hosts: int = 1  # the plan's number of hosts
 
     def as_dict(self) -> dict[str, object]:
         """Plain data for JSON output (``plan`` is ``None`` when no plan applied, never world size 0)."""
@@ -53,7 +58,9 @@ class Decision:
             "reason": self.reason,
             "steps": list(self.steps),
             "band": {"from": self.lower, "upto": self.upper},
-            "plan": {"world_size": self.world_size, "mode": self.mode} if self.world_size else None,
+            "plan": {"world_size": self.world_size, "hosts": self.hosts, "mode": self.mode}
+            if self.world_size
+            else None,
         }
 
 
@@ -122,7 +129,7 @@ class _CompiledPlan:
             notes.append(f"first available of {list(candidates)}")
         table = self.table
         header = f"{table.name} [{table.platform}]"
-        plan_text = f"plan ws={plan.world_size} mode={plan.mode}" if plan else "no plan"
+        plan_text = f"plan {plan.topology} mode={plan.mode}" if plan else "no plan"
         parts = [header, *table.borrowed, *([self.rule_note] if self.rule_note else [])]
         parts += [f"{plan_text}: {where} -> {chosen}", *notes]
         provenance = plan.provenance if plan is not None and plan.provenance else table.provenance
@@ -139,6 +146,7 @@ class _CompiledPlan:
             upper=upper,
             world_size=plan.world_size if plan else 0,
             mode=plan.mode if plan else "",
+            hosts=plan.hosts if plan else 1,
         )
 
 
@@ -147,13 +155,15 @@ class Decider:
 
     def __init__(self, table: Table) -> None:
         self.table = table
-        self.compiled: dict[tuple[int, str], _CompiledPlan] = {}
+        self.compiled: dict[tuple[int, str, int], _CompiledPlan] = {}
 
-    def decide(self, nbytes: int, world_size: int, mode: str, available: frozenset[str] | set[str] | None) -> Decision:
+    def decide(
+        self, nbytes: int, world_size: int, mode: str, available: frozenset[str] | set[str] | None, hosts: int = 1
+    ) -> Decision:
         # the hot path: keep it to a dict lookup, a bisect and a cached Decision
-        compiled = self.compiled.get((world_size, mode))
+        compiled = self.compiled.get((world_size, mode, hosts))
         if compiled is None:
-            compiled = self.compiled[(world_size, mode)] = self._compile(world_size, mode)
+            compiled = self.compiled[(world_size, mode, hosts)] = self._compile(world_size, mode, hosts)
         if nbytes < 0:
             raise ValueError(f"decide(): nbytes must be a non-negative integer, got {nbytes!r}")
         if available is not None and type(available) is not frozenset:
@@ -162,21 +172,38 @@ class Decider:
         found = compiled.cache.get(key)
         return found if found is not None else compiled.decision(*key)
 
-    def _compile(self, world_size: int, mode: str) -> _CompiledPlan:
+    def _compile(self, world_size: int, mode: str, hosts: int = 1) -> _CompiledPlan:
         if mode not in MODES:
             raise ValueError(f"decide(): mode must be one of {MODES}, got {mode!r}")
         if world_size < 1 or isinstance(world_size, bool):
             raise ValueError(f"decide(): world_size must be a positive integer, got {world_size!r}")
+        if isinstance(hosts, bool) or not isinstance(hosts, int) or not 1 <= hosts <= world_size:
+            raise ValueError(f"decide(): hosts must be an integer from 1 to world_size, got {hosts!r}")
         table = self.table
         if table.forced:
             note = f"user override: {table.forced} forced for every size"
-            return _ForcedPlan(table, table.plan(world_size, mode), table.forced, note)
-        plans = [p for p in table.plans if p.mode == mode]
+            return _ForcedPlan(table, table.plan(world_size, mode, hosts), table.forced, note)
+        topology = [p for p in table.plans if p.hosts == hosts]
         note = ""
+        if not topology and hosts > 1:
+            fewer = [p for p in table.plans if 1 < p.hosts < hosts]
+            if not fewer:
+                fallback = _KIND_DEFAULT.get(table.platform.kind, "nccl")
+                return _CompiledPlan(
+                    table,
+                    None,
+                    fallback,
+                    f"no plans for ranks across {hosts} hosts (single-host plans do not apply); "
+                    f"{fallback} for every size",
+                )
+            nearest = max(p.hosts for p in fewer)
+            topology = [p for p in fewer if p.hosts == nearest]
+            note = f"no plans for {hosts} hosts; using {nearest}-host plans (rule: nearest smaller number of hosts)"
+        plans = [p for p in topology if p.mode == mode]
         if not plans:
-            other = [p for p in table.plans if p.mode != mode]
+            other = [p for p in topology if p.mode != mode]
             if other:
-                note = f"no {mode}-mode plans; using {other[0].mode}-mode plans"
+                note = "; ".join(filter(None, (note, f"no {mode}-mode plans; using {other[0].mode}-mode plans")))
             plans = other
         exact = [p for p in plans if p.world_size == world_size]
         if exact:
@@ -197,7 +224,8 @@ class Decider:
             )
             return _CompiledPlan(table, None, plan.fallback, "; ".join(filter(None, (note, rule))))
         fallback = _KIND_DEFAULT.get(table.platform.kind, "nccl")
-        return _CompiledPlan(table, None, fallback, f"table has no plans; {fallback} for every size")
+        what = "no plans" if not table.plans else "no single-host plans"
+        return _CompiledPlan(table, None, fallback, f"table has {what}; {fallback} for every size")
 
 
 class _ForcedPlan(_CompiledPlan):
@@ -211,4 +239,5 @@ class _ForcedPlan(_CompiledPlan):
             steps=(self.table.name, f"{self.rule_note} (wins over the table)"),
             world_size=plan.world_size if plan else 0,
             mode=plan.mode if plan else "",
+            hosts=plan.hosts if plan else 1,
         )

@@ -200,13 +200,16 @@ class _Reader:
 
     def plan(self, value: Any, where: str) -> Plan:
         data = self.mapping(value, where)
-        self.keys(data, where, ("world_size", "mode", "fallback", "bands", "params", "provenance"))
+        self.keys(data, where, ("world_size", "hosts", "mode", "fallback", "bands", "params", "provenance"))
         world_size = self.required(data, "world_size", where)
         if isinstance(world_size, bool) or not isinstance(world_size, int):
             raise self.fail(where, f"world_size must be an integer, got {world_size!r}")
         if not 1 <= world_size <= MAX_WORLD_SIZE:
             raise self.fail(where, f"world_size = {world_size} is outside 1..{MAX_WORLD_SIZE}")
-        where = f"{where} (world_size={world_size})"
+        hosts = data.get("hosts", 1)  # absent: one host (every file written before topologies)
+        if isinstance(hosts, bool) or not isinstance(hosts, int) or not 1 <= hosts <= world_size:
+            raise self.fail(where, f"hosts must be an integer from 1 to world_size ({world_size}), got {hosts!r}")
+        where = f"{where} (world_size={world_size}" + (f", hosts={hosts})" if hosts > 1 else ")")
         mode = self.text(data, "mode", where, MODES) if "mode" in data else "eager"
         fallback = self.name(self.required(data, "fallback", where), f"{where}: fallback")
         bands_value = data.get("bands", [])
@@ -224,7 +227,7 @@ class _Reader:
         params = self.params(data.get("params", {}), f"{where}: params")
         provenance = self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
 
-        return Plan(world_size, mode, bands, fallback, freeze_params(params), provenance)
+        return Plan(world_size, mode, bands, fallback, freeze_params(params), provenance, hosts)
 
 
 def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
@@ -281,7 +284,10 @@ def table_to_dict(table: Table, exact: bool = False) -> dict[str, Any]:
     """The dict form written to TOML; ``exact`` writes sizes as integers (for hashing)."""
     plans = []
     for plan in table.plans:
-        entry: dict[str, Any] = {"world_size": plan.world_size, "mode": plan.mode, "fallback": plan.fallback}
+        entry: dict[str, Any] = {"world_size": plan.world_size}
+        if plan.hosts != 1:  # written only when it matters, so single-host tables keep their text and digest
+            entry["hosts"] = plan.hosts
+        entry.update(mode=plan.mode, fallback=plan.fallback)
         entry["bands"] = [_band_dict(b, exact) for b in plan.bands]
         if plan.params:
             entry["params"] = {name: dict(values) for name, values in plan.params}

@@ -1,7 +1,8 @@
 """The table model: platforms, provenance, bands, plans and tables as frozen data.
 
 A ``Table`` is for one platform and holds ``Plan`` s, one per
-``(world_size, mode)``. A plan is an ordered list of ``Band`` s: band ``i``
+``(world_size, hosts, mode)`` (``hosts``: how many hosts the ranks span; 1
+unless a plan says otherwise). A plan is an ordered list of ``Band`` s: band ``i``
 covers sizes ``(bands[i-1].upto, bands[i].upto]`` (the first starts at 0) and
 names one algorithm or an ordered list of candidates (the first available at
 run time wins). Above the last band, or when no candidate is available, the
@@ -79,7 +80,7 @@ class Band:
 
 @dataclass(frozen=True)
 class Plan:
-    """The bands for one ``(world_size, mode)``."""
+    """The bands for one ``(world_size, hosts, mode)``."""
 
     world_size: int
     mode: str
@@ -87,6 +88,12 @@ class Plan:
     fallback: str
     params: tuple[tuple[str, Params], ...] = ()
     provenance: Provenance | None = None  # None: the table's
+    hosts: int = 1  # the hosts the world_size ranks span
+
+    @property
+    def topology(self) -> str:
+        """``"ws=8"`` on one host, ``"ws=8 hosts=2"`` across hosts."""
+        return f"ws={self.world_size}" + (f" hosts={self.hosts}" if self.hosts > 1 else "")
 
     def __post_init__(self) -> None:
         if any(band.upto is None for band in self.bands[:-1]):
@@ -156,12 +163,13 @@ class Table:
     overrides: tuple[str, ...] = field(default=(), compare=False)  # user overrides applied, as text
 
     def __post_init__(self) -> None:
-        seen: set[tuple[int, str]] = set()
+        seen: set[tuple[int, str, int]] = set()
         for plan in self.plans:
-            key = (plan.world_size, plan.mode)
+            key = (plan.world_size, plan.mode, plan.hosts)
             if key in seen:
+                hosts = f" hosts={plan.hosts}" if plan.hosts > 1 else ""
                 raise TableError(
-                    f"{self.origin or 'table'}: two plans for world_size={plan.world_size} mode={plan.mode}"
+                    f"{self.origin or 'table'}: two plans for world_size={plan.world_size}{hosts} mode={plan.mode}"
                 )
             seen.add(key)
 
@@ -170,13 +178,13 @@ class Table:
         """How messages refer to this table."""
         return self.origin or f"{self.platform} table"
 
-    def plan(self, world_size: int, mode: str) -> Plan | None:
-        """The plan for exactly ``(world_size, mode)``, or ``None``."""
-        return self._plans_by_key.get((world_size, mode))
+    def plan(self, world_size: int, mode: str, hosts: int = 1) -> Plan | None:
+        """The plan for exactly ``(world_size, mode)`` on ``hosts`` hosts, or ``None``."""
+        return self._plans_by_key.get((world_size, mode, hosts))
 
     @cached_property
-    def _plans_by_key(self) -> dict[tuple[int, str], Plan]:
-        return {(p.world_size, p.mode): p for p in self.plans}
+    def _plans_by_key(self) -> dict[tuple[int, str, int], Plan]:
+        return {(p.world_size, p.mode, p.hosts): p for p in self.plans}
 
     @cached_property
     def digest(self) -> str:
@@ -198,15 +206,17 @@ class Table:
         world_size: int,
         mode: str = "eager",
         available: frozenset[str] | set[str] | None = None,
+        hosts: int = 1,
     ) -> Decision:
         """Choose the algorithm for one all-reduce of ``nbytes`` bytes.
 
         ``available`` is the set of algorithm names that can run now (``None``:
-        all). Never returns ``None`` and never raises for a valid size: a world
-        size or mode without a plan follows the rule documented in
-        ``artune.table.decide``, and the decision's ``reason`` says which.
+        all); ``hosts`` is how many hosts the ranks span. Never returns ``None``
+        and never raises for a valid size: a topology or mode without a plan
+        follows the rule documented in ``artune.table.decide``, and the
+        decision's ``reason`` says which.
         """
-        return self._decider.decide(nbytes, world_size, mode, available)  # type: ignore[attr-defined]
+        return self._decider.decide(nbytes, world_size, mode, available, hosts)  # type: ignore[attr-defined]
 
     def with_changes(self, **changes: object) -> Table:
         """A copy with some fields replaced (dataclasses.replace)."""

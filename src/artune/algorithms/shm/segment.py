@@ -20,13 +20,13 @@ import errno
 import mmap
 import os
 import secrets
-import socket
 from dataclasses import dataclass
 from typing import Any
 
 import posix_ipc
 import torch.distributed as dist
 
+from artune import machine
 from artune.errors import ShmUnavailable
 from artune.sizes import human_size
 
@@ -70,13 +70,8 @@ class Layout:
 
 
 def host_id() -> str:
-    """Hostname plus kernel boot id: equal on two ranks only when they share a machine (and its /dev/shm)."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            boot = f.read().strip()
-    except OSError:
-        boot = "?"
-    return f"{socket.gethostname()}/{boot}"
+    """This rank's host identity (``artune.machine.host_id``, which tests may override with ``ARTUNE_HOST``)."""
+    return machine.host_id()
 
 
 def process_start_time(pid: int) -> int | None:
