@@ -48,6 +48,16 @@ class AlgorithmSpec:
     summary: str
     required_params: tuple[str, ...] = ()
     conditions: Conditions = field(default_factory=Conditions)
+    #: where it runs: "one_host" (shared memory of one machine), "across_hosts" (needs ranks on 2+ hosts), "any"
+    topology: str = "any"
+
+    def topology_unmet(self, hosts: int) -> str | None:
+        """Why it cannot run for ranks on ``hosts`` hosts, or ``None``."""
+        if self.topology == "one_host" and hosts > 1:
+            return f"runs only with every rank on one host, not across {hosts} hosts"
+        if self.topology == "across_hosts" and hosts == 1:
+            return "runs only when the ranks span several hosts"
+        return None
 
 
 _HALF_AND_FP32 = frozenset({"float32", "float16", "bfloat16"})
@@ -63,13 +73,14 @@ SPECS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("nccl", "torch", "NCCL all-reduce (torch.distributed or the engine's pynccl)"),
         AlgorithmSpec("mpi", "torch", "torch.distributed.all_reduce on an MPI process group"),
         # artune's CPU algorithms
-        AlgorithmSpec("shm_one_shot", "artune", "shared memory: every rank reduces all slots"),
-        AlgorithmSpec("shm_two_shot", "artune", "shared memory: reduce-scatter then all-gather"),
+        AlgorithmSpec("shm_one_shot", "artune", "shared memory: every rank reduces all slots", topology="one_host"),
+        AlgorithmSpec("shm_two_shot", "artune", "shared memory: reduce-scatter then all-gather", topology="one_host"),
         AlgorithmSpec(
             "hier_shm",
             "artune",
             "across hosts: shared-memory reduce in each host, process-group all-reduce among host leaders, "
             "shared-memory broadcast",
+            topology="across_hosts",
         ),
         # vLLM (vllm/distributed/device_communicators)
         AlgorithmSpec(

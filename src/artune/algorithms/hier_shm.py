@@ -192,7 +192,11 @@ class HierShm(Algorithm):
         """A local channel's ``PeerTimeout`` (host ranks) restated in group ranks and hosts."""
         missing = tuple(self.host_ranks[r] for r in getattr(err, "missing", ()) if r < len(self.host_ranks))
         names = ", ".join(self.where(r) for r in missing) or "a rank of this host"
-        return PeerTimeout(f"hier_shm: {names} failed inside its host: {err}", missing=missing)
+        return PeerTimeout(f"hier_shm: {names} failed inside its host ({self.local_names()}): {err}", missing=missing)
+
+    def local_names(self) -> str:
+        """How the host channel's rank numbers map to group ranks, for its messages."""
+        return "its ranks " + ", ".join(f"{i}={r}" for i, r in enumerate(self.host_ranks)) + " in the channel's words"
 
 
 class _Call:
@@ -275,7 +279,7 @@ class _Call:
         try:
             ch.header_round(buf, self._header(seq, index))
         except CallMismatch as err:
-            return err
+            return CallMismatch(f"hier_shm inside host {alg._labels[alg.rank]} ({alg.local_names()}): {err}")
         except PeerTimeout as err:
             return alg.peer_failure(err)
         if alg.is_leader and m:

@@ -54,6 +54,9 @@ def register(commands: Any) -> None:
     source.add_argument("--reference", metavar="NAME", help="an engine's published tables: vllm or sglang")
     explain.add_argument("--arch", help="architecture, e.g. 10.7 (required with --reference)")
     explain.add_argument("--world-size", type=int, required=True)
+    explain.add_argument(
+        "--hosts", type=int, default=1, help="how many hosts the ranks span (plans are per topology; default 1)"
+    )
     explain.add_argument("--size", required=True, help="message size, e.g. 4096, 64KiB, 2.5MiB")
     explain.add_argument("--mode", choices=MODES, default="eager")
     explain.add_argument("--dtype", choices=DTYPES, help="default: float32 on a CPU table, bfloat16 on a GPU one")
@@ -208,7 +211,7 @@ def run_explain(args: argparse.Namespace) -> int:
     unavailable = {
         name: why
         for name, spec in SPECS.items()
-        if (why := spec.conditions.unmet(args.world_size, dtype, nbytes, multicast))
+        if (why := spec.conditions.unmet(args.world_size, dtype, nbytes, multicast) or spec.topology_unmet(args.hosts))
     }
     if kind == "cpu" and args.world_size > 1:  # what a Communicator here would find in /dev/shm
         from artune.algorithms.shm import ShmOneShot, ShmTwoShot
@@ -220,7 +223,10 @@ def run_explain(args: argparse.Namespace) -> int:
             problem += shm_env_hint(args.world_size, os.environ.get("ARTUNE_SHM_BYTES"))
             unavailable.update({a.name: f"shared memory unavailable: {problem}" for a in (ShmOneShot, ShmTwoShot)})
     available = frozenset(SPECS) - unavailable.keys()
-    decision = table.decide(nbytes, args.world_size, args.mode, available)
+    if not 1 <= args.hosts <= args.world_size:
+        print(f"artune explain: --hosts must be from 1 to --world-size ({args.world_size})", file=sys.stderr)
+        return 2
+    decision = table.decide(nbytes, args.world_size, args.mode, available, args.hosts)
     note = ""
     if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
         note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
@@ -239,7 +245,15 @@ def run_explain(args: argparse.Namespace) -> int:
     if args.json:
         data: dict[str, Any] = decision.as_dict()
         data["figures"] = figures
-        data.update(size=nbytes, world_size=args.world_size, mode=args.mode, dtype=dtype, table=table.name, steps=steps)
+        data.update(
+            size=nbytes,
+            world_size=args.world_size,
+            hosts=args.hosts,
+            mode=args.mode,
+            dtype=dtype,
+            table=table.name,
+            steps=steps,
+        )
         if kind == "cuda":
             data["multicast"] = multicast
         if note:
@@ -248,7 +262,9 @@ def run_explain(args: argparse.Namespace) -> int:
         return 0
     console = Console()
     console.print(f"[bold]{decision.algorithm}[/bold] {dict(decision.params) or ''}".rstrip())
-    call = f"  for {format_size(nbytes)} ({nbytes} B), world_size={args.world_size}, mode={args.mode}, dtype={dtype}"
+    call = f"  for {format_size(nbytes)} ({nbytes} B), world_size={args.world_size}"
+    call += f" on {args.hosts} hosts" if args.hosts > 1 else " on one host"
+    call += f", mode={args.mode}, dtype={dtype}"
     console.print(call + (f", multicast={'on' if multicast else 'off'}" if kind == "cuda" else ""), highlight=False)
     for step in steps:
         console.print(f"  - {step}", highlight=False, markup=False, soft_wrap=True)
@@ -329,10 +345,11 @@ def _print_chart(table: Table, console: Console) -> None:
     grid.add_column("mode")
     grid.add_column(f"1KiB {'log2 size':^{_CHART_WIDTH - 10}} 1GiB", no_wrap=True)
     grid.add_column("bands (first available candidate wins)")
-    for plan in sorted(table.plans, key=lambda p: (p.world_size, p.mode)):
-        grid.add_row(str(plan.world_size), plan.mode, _chart(plan, colors), _bands_text(plan, colors))
+    for plan in sorted(table.plans, key=lambda p: (p.hosts, p.world_size, p.mode)):
+        ws = str(plan.world_size) + (f" ({plan.hosts} hosts)" if plan.hosts > 1 else "")
+        grid.add_row(ws, plan.mode, _chart(plan, colors), _bands_text(plan, colors))
     console.print(grid)
-    params = {(p.world_size, p.mode): p.params for p in table.plans if p.params}
+    params = {(p.topology.removeprefix("ws="), p.mode): p.params for p in table.plans if p.params}
     if params:
         console.print(
             "  params: "

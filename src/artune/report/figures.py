@@ -72,7 +72,7 @@ def speedups(result: WorldResult) -> list[Speedup]:
     base = Candidate(result.baseline)
     out: list[Speedup] = []
     for size in sorted({m.size_bytes for m in result.measurements}):
-        picked = choice(table, size, result.world_size, result.algorithms)
+        picked = choice(table, size, result.world_size, result.algorithms, result.plan.hosts)
         if (picked, size) in times and (base, size) in times:
             out.append(Speedup(size, picked, times[(picked, size)], times[(base, size)]))
     return out

@@ -14,6 +14,11 @@ add the reviewers' questions, with the file and line of each: arches whose
 rows equal another arch's (``copied_archs``), rules that can never be reached
 (``shadowed_rules``, ``unaligned_rules``), world sizes that raise or fall
 through, and bounds a workspace cap clips. The pure parts live here.
+
+Topology: plans are per number of hosts, so world sizes missing between the
+smallest and largest planned one for a number of hosts are holes too, and an
+algorithm that cannot run on the plan's topology (shared memory across
+hosts, ``hier_shm`` on one host) is flagged.
 """
 
 from __future__ import annotations
@@ -38,11 +43,14 @@ class Finding:
     mode: str | None = None
     source: str = ""  # "file:line" in an engine's own file, when the finding comes from one
     note: bool = False  # information (modelled figures), not a problem
+    hosts: int = 1
 
     def __str__(self) -> str:
         where = f"arch={self.arch}"
         if self.world_size is not None:
             where += f" ws={self.world_size}"
+        if self.hosts > 1:
+            where += f" hosts={self.hosts}"
         if self.mode is not None:
             where += f" mode={self.mode}"
         # a finding in an engine's file names the file and line instead of the table
@@ -66,7 +74,9 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
 
     def add(message: str, plan: Plan | None = None, note: bool = False) -> None:
         ws, mode = (plan.world_size, plan.mode) if plan else (None, None)
-        findings.append(Finding(table.name, table.platform.arch, message, ws, mode, note=note))
+        findings.append(
+            Finding(table.name, table.platform.arch, message, ws, mode, note=note, hosts=plan.hosts if plan else 1)
+        )
 
     source = table.provenance
     if source.source == "inherited":
@@ -113,6 +123,8 @@ def _plan_findings(table: Table, plan: Plan) -> list[str]:
         allowed = spec.conditions.world_sizes
         if allowed is not None and plan.world_size not in allowed:
             out.append(f"{name} never runs at world_size={plan.world_size} (only {sorted(allowed)})")
+        if (why := spec.topology_unmet(plan.hosts)) is not None:
+            out.append(f"{name} {why} (it will never be available for this plan)")
     for name, _values in plan.params:
         if name not in SPECS:
             out.append(f"params for unknown algorithm {name!r}")
@@ -121,13 +133,19 @@ def _plan_findings(table: Table, plan: Plan) -> list[str]:
 
 def _coverage_findings(table: Table, max_world_size: int | None) -> list[str]:
     out: list[str] = []
-    modes = [m for m in MODES if any(p.mode == m for p in table.plans)]
-    sizes = {p.world_size for p in table.plans}
-    if not sizes:
-        return ["table has no plans"]
+    single = [p for p in table.plans if p.hosts == 1]
+    for hosts in sorted({p.hosts for p in table.plans} - {1}):
+        have = {p.world_size for p in table.plans if p.hosts == hosts}
+        holes = [ws for ws in range(min(have), max(have) + 1) if ws not in have]
+        if holes:
+            out.append(f"hosts={hosts}: no plan for world sizes {_ranges(holes)} (between {min(have)} and {max(have)})")
+    if not single:
+        return ["table has no single-host plans" if table.plans else "table has no plans"]
+    modes = [m for m in MODES if any(p.mode == m for p in single)]
+    sizes = {p.world_size for p in single}
     top = max(max(sizes), max_world_size or 0)
     for mode in modes:
-        have = {p.world_size for p in table.plans if p.mode == mode}
+        have = {p.world_size for p in single if p.mode == mode}
         holes = [ws for ws in range(2, top + 1) if ws not in have]
         if holes:
             out.append(f"mode={mode}: no plan for world sizes {_ranges(holes)} (up to {top})")

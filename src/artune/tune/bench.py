@@ -111,6 +111,7 @@ class CachedBench:
     ) -> None:
         self.bench = bench
         self.world_size = bench.world_size
+        self.hosts: int = getattr(bench, "hosts", 1)  # ranks across hosts: the plan is for that topology
         self.dtype = bench.dtype
         self.baseline = bench.baseline
         self.mode = str(getattr(bench, "mode", "eager"))
@@ -255,6 +256,7 @@ class CommBench:
 
         self.comm = comm
         self.world_size = comm.world_size
+        self.hosts: int = comm.hosts
         self.dtype = dtype
         self.check = check
         self.device = device

@@ -212,12 +212,14 @@ def plan_from(
     params: Mapping[str, Mapping[str, object]],
     top: int | None = None,
     mode: str = "eager",
+    hosts: int = 1,
 ) -> Plan:
-    """The plan for ``mode``: bands, the process group as fallback, parameters of the algorithms it uses."""
+    """The plan for ``mode`` on ``hosts`` hosts: bands, the process group as fallback, parameters of the
+    algorithms it uses."""
     bands = bands_from(picks, crossovers, fallback, top)
     used = {name for band in bands for name in band.candidates} | {fallback}
     kept = {name: dict(values) for name, values in params.items() if name in used and values}
-    return Plan(world_size, mode, bands, fallback, freeze_params(kept))  # type: ignore[arg-type]
+    return Plan(world_size, mode, bands, fallback, freeze_params(kept), hosts=hosts)  # type: ignore[arg-type]
 
 
 def changes(picks: Sequence[Pick]) -> list[tuple[Pick, Pick]]:

@@ -87,20 +87,20 @@ class Regret:
         return max(self.points, key=lambda p: p.tuned_regret if tuned else p.fixed_regret)
 
 
-def choice(table: Table, size: int, world_size: int, available: Collection[str]) -> Candidate:
-    """The candidate ``table`` runs for ``size`` bytes (its algorithm with the plan's parameters)."""
-    decision = table.decide(size, world_size, "eager", frozenset(available))
+def choice(table: Table, size: int, world_size: int, available: Collection[str], hosts: int = 1) -> Candidate:
+    """The candidate ``table`` runs for ``size`` bytes on ``hosts`` hosts (its algorithm with the plan's parameters)."""
+    decision = table.decide(size, world_size, "eager", frozenset(available), hosts)
     return Candidate.of(decision.algorithm, dict(decision.params))
 
 
 def regret_candidates(
-    tuned: Table, fixed: Table, sizes: Sequence[int], world_size: int, algorithms: Sequence[str]
+    tuned: Table, fixed: Table, sizes: Sequence[int], world_size: int, algorithms: Sequence[str], hosts: int = 1
 ) -> list[Candidate]:
     """Every algorithm with default parameters plus both rules' choices at ``sizes``."""
     cands = [Candidate(a) for a in algorithms]
     for size in sizes:
-        cands.append(choice(tuned, size, world_size, algorithms))
-        cands.append(choice(fixed, size, world_size, algorithms))
+        cands.append(choice(tuned, size, world_size, algorithms, hosts))
+        cands.append(choice(fixed, size, world_size, algorithms, hosts))
     return list(dict.fromkeys(cands))
 
 
@@ -113,6 +113,7 @@ def regret_from(
     baseline: str,
     banned: Collection[Candidate] = (),
     fixed_name: str = "fixed rule",
+    hosts: int = 1,
 ) -> Regret:
     """The regret of both rules from measurements of ``regret_candidates`` (pure)."""
     by_size: dict[int, dict[Candidate, Timed]] = {}
@@ -125,7 +126,7 @@ def regret_from(
         if not ok:
             continue
         best = min(ok, key=lambda m: m.time_us)
-        picks = [choice(t, size, world_size, algorithms) for t in (tuned, fixed)]
+        picks = [choice(t, size, world_size, algorithms, hosts) for t in (tuned, fixed)]
         times = [at[c].time_us if c in at and usable(at[c]) and c not in banned else math.inf for c in picks]
         base = at.get(Candidate(baseline))
         points.append(

@@ -122,21 +122,23 @@ def tune_rank(ctx: RankContext, request: TuneRequest) -> WorldResult | None:
     _configure_logging(ctx, request.log_level)
     timing = request.timing or TimingSpec("wall" if request.device == "cpu" else "events")
     gpu = gpu_header(timing) if request.device == "cuda" else None
-    log_file, known = _open_known(ctx, request.log_path, gpu)
     show = ctx.rank == 0 and request.progress
     what = f"ws={ctx.world_size}" + ("" if timing.mode == "eager" and request.device == "cpu" else f" {timing.mode}")
-    bar = RichProgress(request.config.budget_s, f"artune tune {what}") if show else None
-    with (
-        Communicator(table=cpu_default(), timeout=request.peer_timeout) as comm,
-        bar if bar is not None else contextlib.nullcontext(),
-    ):
-        bench = CachedBench(
-            CommBench(comm, request.config.dtype, device=request.device, timing=timing),
-            known,
-            record=log_file.append if log_file is not None else None,
-            progress=bar,
-        )
-        result = tune_world(bench, request.config)
+    with Communicator(table=cpu_default(), timeout=request.peer_timeout) as comm:
+        # ranks across hosts measure other algorithms and crossovers: their own log, their own plan
+        path = request.log_path
+        if comm.hosts > 1:
+            path = str(Path(path).with_name(Path(path).stem + f"-hosts{comm.hosts}.jsonl"))
+        log_file, known = _open_known(ctx, path, gpu)
+        bar = RichProgress(request.config.budget_s, f"artune tune {what}") if show else None
+        with bar if bar is not None else contextlib.nullcontext():
+            bench = CachedBench(
+                CommBench(comm, request.config.dtype, device=request.device, timing=timing),
+                known,
+                record=log_file.append if log_file is not None else None,
+                progress=bar,
+            )
+            result = tune_world(bench, request.config)
     return result if ctx.rank == 0 else None
 
 

@@ -192,7 +192,8 @@ def tune_world(
 
         crossovers = _crossovers(bench, config, picks, candidate, bisect_allowance)
         params = {name: candidate(name).params_dict for name in names}
-        plan = plan_from(bench.world_size, picks, crossovers, bench.baseline, params, mode=mode)
+        hosts = getattr(bench, "hosts", 1)
+        plan = plan_from(bench.world_size, picks, crossovers, bench.baseline, params, mode=mode, hosts=hosts)
 
         bench.progress.phase("regret")
         if regret_allowance is None:
@@ -202,9 +203,9 @@ def tune_world(
                 config.min_size, config.max_size, config.regret_sizes, config.seed, config.itemsize, measured_sizes
             )
         table = plan_table(plan)
-        cands = regret_candidates(table, fixed, regret_sizes, bench.world_size, names)
+        cands = regret_candidates(table, fixed, regret_sizes, bench.world_size, names, hosts)
         got = bench.measure(cands, regret_sizes, regret_allowance)
-        regret = regret_from(got, table, fixed, bench.world_size, names, bench.baseline, banned, fixed_name)
+        regret = regret_from(got, table, fixed, bench.world_size, names, bench.baseline, banned, fixed_name, hosts)
 
         new = {c: why for c, why in _wrong_candidates(bench.used()).items() if c not in banned}
         if not new:

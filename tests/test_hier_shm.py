@@ -1,0 +1,154 @@
+"""``hier_shm`` across simulated hosts (``ARTUNE_HOST``): correctness against gloo, plans, faults."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from artune.launch import RankContext, RankFailed, run_ranks
+
+DTYPES = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+    torch.int8,
+    torch.uint8,
+    torch.int32,
+    torch.int64,
+)
+OPS = ("sum", "max", "min")
+NUMELS = (0, 1, 1000)  # every dtype and op
+# several 64 KiB chunks: the pipelined path, in each reduction kind (fp32 accumulation of halves included)
+CHUNKED = ((torch.float32, "sum"), (torch.bfloat16, "sum"), (torch.int64, "max"), (torch.float64, "min"))
+
+
+def _hosts(split: tuple[int, ...]) -> list[str]:
+    return [f"h{h}" for h, n in enumerate(split) for _ in range(n)]
+
+
+def _against_gloo(ctx: RankContext, splits: list[tuple[int, ...]], table_path: str) -> list[dict[str, Any]]:
+    import torch.distributed as dist
+
+    import artune
+
+    torch_ops = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+    out = []
+    for split in splits:
+        os.environ["ARTUNE_HOST"] = _hosts(split)[ctx.rank]
+        # the start-up self-check runs hier_shm on the first split only (it costs a few calls per split)
+        check = split == splits[0]
+        with artune.Communicator(table=table_path, timeout=20, buffer_bytes=64 * 1024, check=check) as comm:
+            seen = {"split": split, "algorithms": comm.algorithms, "hosts": comm.hosts}
+            cases = [(n, d, o) for n in NUMELS for d in DTYPES for o in OPS] + [(40_001, d, o) for d, o in CHUNKED]
+            for numel, dtype, op in cases:
+                gen = torch.Generator().manual_seed(numel * 31 + DTYPES.index(dtype))
+                inputs = [torch.randint(-8, 8, (numel,), generator=gen).to(dtype) for _ in range(ctx.world_size)]
+                mine, reference = inputs[ctx.rank].clone(), inputs[ctx.rank].clone()
+                comm.all_reduce(mine, op=op, algorithm="hier_shm")
+                dist.all_reduce(reference, op=torch_ops[op])
+                assert torch.equal(mine, reference), (split, numel, dtype, op)
+            # the table's plan for this topology picks it, and a plain call runs it
+            decision = comm.decide(torch.ones(1000))
+            seen["decision"] = (decision.algorithm, decision.hosts)
+            t = torch.full((5000,), float(ctx.rank))
+            comm.all_reduce(t)
+            assert float(t[0]) == sum(range(ctx.world_size))
+            out.append(seen)
+    return out
+
+
+def _table_with_two_host_plan(tmp_path: Path) -> str:
+    from artune.table import dump_table
+    from artune.table.bundled import cpu_default
+    from artune.table.model import Band, Plan
+
+    base = cpu_default()
+    plans = (*base.plans, *(Plan(ws, "eager", (Band(1 << 30, ("hier_shm",)),), "gloo", hosts=2) for ws in (2, 3, 4)))
+    path = tmp_path / "hosts.toml"
+    dump_table(base.with_changes(plans=plans), path)
+    return str(path)
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    "splits",
+    [
+        [(1, 1)],
+        [(2, 1), (1, 1, 1)],
+        [(2, 2), (3, 1)],
+        [(2, 2, 1), (1, 4)],
+    ],
+    ids=lambda s: "ws" + str(sum(s[0])),
+)
+def test_hier_shm_equals_gloo_over_simulated_splits(tmp_path: Path, splits: list[tuple[int, ...]]) -> None:
+    world_size = sum(splits[0])
+    results = run_ranks(_against_gloo, world_size, splits, _table_with_two_host_plan(tmp_path), timeout=200)
+    for per_rank in results:
+        for seen, split in zip(per_rank, splits, strict=True):
+            assert seen["hosts"] == len(split)
+            # no single-host shm across simulated hosts: only the process group and hier_shm
+            assert seen["algorithms"] == ("gloo", "hier_shm")
+            # 3 hosts have no plan: the 2-host plans apply (nearest smaller number of hosts)
+            assert seen["decision"] == ("hier_shm", 2)
+
+
+def _faults(ctx: RankContext, result_dir: str) -> None:
+    import artune
+    from artune.errors import CallMismatch, PeerTimeout
+
+    os.environ["ARTUNE_HOST"] = _hosts((2, 2))[ctx.rank]
+    out = Path(result_dir) / f"rank{ctx.rank}.txt"
+    with artune.Communicator(timeout=4, buffer_bytes=64 * 1024) as comm:
+        t = torch.ones(1000)
+        comm.all_reduce(t, algorithm="hier_shm")
+        # a mismatch on one host reaches every host; the algorithm stays usable
+        try:
+            comm.all_reduce(torch.ones(1000 + (ctx.rank == 3)), algorithm="hier_shm")
+            mismatch = "no error"
+        except CallMismatch as err:
+            mismatch = f"CallMismatch: {err}"
+        t = torch.ones(1000)
+        comm.all_reduce(t, algorithm="hier_shm")
+        assert float(t[0]) == 4
+        if ctx.rank == 3:
+            os._exit(0)  # a non-leader of host h1 dies
+        try:
+            comm.all_reduce(torch.ones(200_000), algorithm="hier_shm")
+            death = "no error"
+        except PeerTimeout as err:
+            death = f"PeerTimeout {list(err.missing)}: {err}"
+        out.write_text(mismatch + "\n" + death)
+
+
+@pytest.mark.timeout(90)
+def test_faults_across_simulated_hosts_name_the_rank_and_host(tmp_path: Path) -> None:
+    with pytest.raises(RankFailed):  # rank 3 leaves without a result
+        run_ranks(_faults, 4, str(tmp_path), timeout=60)
+    for rank in range(3):
+        mismatch, death = (tmp_path / f"rank{rank}.txt").read_text().split("\n", 1)
+        assert mismatch.startswith("CallMismatch") and "differently" in mismatch, (rank, mismatch)
+        assert death.startswith("PeerTimeout [3]") and "rank 3 (host" in death and "/h1)" in death, (rank, death)
+
+
+def _backend_across_hosts(ctx: RankContext) -> dict[str, Any]:
+    import torch.distributed as dist
+
+    from artune.backend import communicator
+
+    os.environ["ARTUNE_HOST"] = _hosts((2, 2))[ctx.rank]
+    t = torch.full((300_000,), float(ctx.rank + 1))
+    dist.all_reduce(t)  # builds the group's Communicator: hier_shm's subgroups are made inside this call
+    assert float(t[0]) == 10
+    comm = communicator()
+    return {"algorithms": comm.algorithms, "hosts": comm.hosts}
+
+
+@pytest.mark.timeout(90)
+def test_backend_offers_hier_shm_across_simulated_hosts() -> None:
+    for out in run_ranks(_backend_across_hosts, 4, timeout=60, backend="artune"):
+        assert out == {"algorithms": ("gloo", "hier_shm"), "hosts": 2}
