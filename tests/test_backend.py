@@ -156,6 +156,39 @@ def test_collectives_work_and_errors() -> None:
 # ---------------------------------------------------------------- DDP
 
 
+def _other_torch_paths(world_size: int) -> dict[str, Any]:
+    """Tensor parallel (DTensor, functional collectives) and FSDP2 on the current default group."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    def mlp() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 8))
+
+    pg = dist.group.WORLD
+    before = pg.allreduce_calls["artune"]
+    mesh = init_device_mesh("cpu", (world_size,))
+    tp = parallelize_module(mlp(), mesh, {"0": ColwiseParallel(), "2": RowwiseParallel()})
+    x = torch.randn(4, 16, generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        tp_ok = torch.allclose(tp(x), mlp()(x), atol=1e-5)
+    tp_calls = pg.allreduce_calls["artune"] - before
+    # FSDP2: all-gather and reduce-scatter (to gloo); gradients equal the unsharded mean
+    sharded, reference = mlp(), mlp()
+    for layer in (sharded[0], sharded[2], sharded):
+        fully_shard(layer)
+    sharded(torch.randn(8, 16, generator=torch.Generator().manual_seed(dist.get_rank()))).sum().backward()
+    for r in range(world_size):
+        reference(torch.randn(8, 16, generator=torch.Generator().manual_seed(r))).sum().backward()
+    fsdp_ok = all(
+        torch.allclose(p.grad.full_tensor(), q.grad / world_size, atol=1e-5)
+        for p, q in zip(sharded.parameters(), reference.parameters(), strict=True)
+    )
+    return {"tp": (tp_ok, tp_calls), "fsdp2": fsdp_ok}
+
+
 def _ddp_run(ctx: RankContext, steps: int) -> dict[str, Any]:
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -177,15 +210,20 @@ def _ddp_run(ctx: RankContext, steps: int) -> dict[str, Any]:
         opt.step()
     calls = dict(getattr(dist.group.WORLD, "allreduce_calls", {}))
     del ddp
-    return {"losses": losses, "grads": grads, "calls": calls}
+    out = {"losses": losses, "grads": grads, "calls": calls}
+    if calls:  # the artune run: the other torch paths on the same group
+        out.update(_other_torch_paths(ctx.world_size))
+    return out
 
 
 @pytest.mark.timeout(120)
-def test_ddp_losses_and_gradients_equal_gloos_step_for_step() -> None:
+def test_ddp_equals_gloo_step_for_step_and_tp_fsdp2_run() -> None:
     gloo = run_ranks(_ddp_run, 2, 5, timeout=100)
     ours = run_ranks(_ddp_run, 2, 5, timeout=100, backend="artune")
     for rank in range(2):
         assert ours[rank]["calls"]["artune"] >= 5  # every step's buckets went through the Communicator
+        assert ours[rank]["tp"] == (True, 1)  # the row-parallel layer's all-reduce went through artune
+        assert ours[rank]["fsdp2"]
         for step in range(5):
             # with 2 ranks both sum a + b exactly once: bit-identical, not just close
             assert torch.equal(ours[rank]["losses"][step], gloo[rank]["losses"][step]), (rank, step)
