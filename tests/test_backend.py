@@ -138,9 +138,10 @@ def _collectives(ctx: RankContext) -> dict[str, Any]:
 
 @pytest.mark.timeout(120)
 def test_collectives_work_and_errors() -> None:
-    results = run_ranks(_collectives, 3, timeout=100, backend="artune")
+    # the spelling that keeps NCCL for CUDA tensors: artune is then the whole group, and routes CUDA itself
+    results = run_ranks(_collectives, 3, timeout=100, backend="cpu:artune,cuda:nccl")
     for rank, out in enumerate(results):
-        assert out["type"] == "ArtuneProcessGroup" and out["backend"] == "artune" and out["name"]
+        assert out["type"] == "ArtuneProcessGroup" and out["backend"] == "cpu:artune,cuda:nccl" and out["name"]
         assert out["work"] == ("ArtuneWork", True, True)
         assert out["failed_work"] == (True, False)
         assert "ranks called all-reduce differently" in out["funcol_error"]
