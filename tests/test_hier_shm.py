@@ -152,3 +152,25 @@ def _backend_across_hosts(ctx: RankContext) -> dict[str, Any]:
 def test_backend_offers_hier_shm_across_simulated_hosts() -> None:
     for out in run_ranks(_backend_across_hosts, 4, timeout=60, backend="artune"):
         assert out == {"algorithms": ("gloo", "hier_shm"), "hosts": 2}
+
+
+def _tune_across_hosts(ctx: RankContext) -> Any:
+    import artune
+    from artune.table.bundled import cpu_default
+    from artune.tune.bench import CachedBench, CommBench
+    from artune.tune.config import TuneConfig
+    from artune.tune.tuner import tune_world
+
+    os.environ["ARTUNE_HOST"] = _hosts((2, 2))[ctx.rank]
+    config = TuneConfig(budget_s=1.5, min_size=4096, max_size=64 << 10, regret_sizes=2)
+    with artune.Communicator(table=cpu_default(), timeout=20, check=False) as comm:
+        result = tune_world(CachedBench(CommBench(comm)), config)
+    return result.algorithms, result.plan if ctx.rank == 0 else None
+
+
+@pytest.mark.timeout(120)
+def test_tune_measures_hier_shm_against_gloo_and_plans_for_two_hosts() -> None:
+    algorithms, plan = run_ranks(_tune_across_hosts, 4, timeout=100)[0]
+    assert algorithms == ("gloo", "hier_shm")
+    assert plan.world_size == 4 and plan.hosts == 2 and plan.fallback == "gloo"
+    assert set(plan.algorithms) <= {"gloo", "hier_shm"}

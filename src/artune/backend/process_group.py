@@ -277,9 +277,6 @@ class ArtuneProcessGroup(dist.ProcessGroup):
     def recv_anysource(self, tensors: Sequence[torch.Tensor], tag: int) -> Any:
         return self._delegate(tensors, lambda inner: inner.recv_anysource(tensors, tag))
 
-    def monitored_barrier(self, timeout: timedelta | None = None, wait_all_ranks: bool = False) -> None:
-        self._inner_for(()).monitored_barrier(timeout or self._timeout, wait_all_ranks)
-
     # ------------------------------------------------------------ lifetime
 
     def shutdown(self) -> None:
