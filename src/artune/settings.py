@@ -8,7 +8,7 @@
 | ``ARTUNE_TIMEOUT`` | seconds a rank waits for its peers before ``PeerTimeout`` (default 60) |
 | ``ARTUNE_CACHE_DIR`` | where measured tables are cached (default ``$XDG_CACHE_HOME/artune``) |
 | ``ARTUNE_SHM_BYTES`` | shared-memory buffer per rank and round (default 4MiB) |
-| ``ARTUNE_HOST`` | tests and experiments only: act as if on a host of this name (read by ``artune.machine.host_id`` at each call, so a rank may set it for itself) |
+| ``ARTUNE_HOST`` | tests and experiments only: act as if on a host of this name (``artune.machine``) |
 """
 
 from __future__ import annotations
