@@ -38,7 +38,7 @@ def _rank(ctx: RankContext, hosts: list[str], sizes: list[int], budget: float) -
     with artune.Communicator(timeout=60, check=False) as comm:
         assert "hier_shm" in comm.algorithms, comm.shm_unavailable_reason
         found = measure(comm, CANDIDATES, sizes, budget_s=budget)
-    return [(m.candidate.name, m.size_bytes, m.status, m.nwrong, m.summary()) for m in found]
+    return [(m.candidate.algorithm, m.size_bytes, m.status, m.nwrong, m.summary) for m in found]
 
 
 def main(argv: list[str] | None = None) -> int:
