@@ -39,8 +39,18 @@ def register() -> None:
 
 
 def autoload() -> None:
-    """The ``torch.backends`` entry point: runs at ``import torch`` in every process."""
-    register()
+    """The ``torch.backends`` entry point: runs at ``import torch`` in every process.
+
+    A failure here would make ``import torch`` itself fail for every program,
+    so it becomes a warning: ``init_process_group("artune")`` then fails with
+    torch's "Unknown backend" and the warning says why.
+    """
+    try:
+        register()
+    except Exception as err:  # never break `import torch`
+        import warnings
+
+        warnings.warn(f"artune: could not register the 'artune' torch.distributed backend: {err}", stacklevel=2)
 
 
 def communicator(group: Any = None) -> Any:
