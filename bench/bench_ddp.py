@@ -73,8 +73,7 @@ def _rank(ctx: RankContext, widths: list[int], steps: int, warmup: int) -> list[
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             slowest[name] = t.tolist()
         equal = all(
-            torch.equal(a, b)
-            for a, b in zip(models["gloo"].parameters(), models["artune"].parameters(), strict=True)
+            torch.equal(a, b) for a, b in zip(models["gloo"].parameters(), models["artune"].parameters(), strict=True)
         )
         grad_bytes = sum(p.numel() * p.element_size() for p in models["gloo"].parameters())
         out.append({"hidden": hidden, "grad_bytes": grad_bytes, "slowest": slowest, "equal": equal})
