@@ -59,7 +59,22 @@ def _against_gloo(ctx: RankContext, splits: list[tuple[int, ...]], table_path: s
             comm.all_reduce(t)
             assert float(t[0]) == sum(range(ctx.world_size))
             out.append(seen)
+        if split == (2, 2):
+            seen["tuned"] = _tune(comm_table=table_path)
     return out
+
+
+def _tune(comm_table: str) -> tuple:
+    """A tiny ``tune`` across the current simulated hosts: it measures hier_shm against gloo."""
+    import artune
+    from artune.tune.bench import CachedBench, CommBench
+    from artune.tune.config import TuneConfig
+    from artune.tune.tuner import tune_world
+
+    config = TuneConfig(budget_s=1.5, min_size=4096, max_size=64 << 10, regret_sizes=2)
+    with artune.Communicator(table=comm_table, timeout=20, check=False) as comm:
+        result = tune_world(CachedBench(CommBench(comm)), config)
+    return result.algorithms, result.plan
 
 
 def _table_with_two_host_plan(tmp_path: Path) -> str:
@@ -95,6 +110,11 @@ def test_hier_shm_equals_gloo_over_simulated_splits(tmp_path: Path, splits: list
             assert seen["algorithms"] == ("gloo", "hier_shm")
             # 3 hosts have no plan: the 2-host plans apply (nearest smaller number of hosts)
             assert seen["decision"] == ("hier_shm", 2)
+            if "tuned" in seen:  # tune measures hier_shm against gloo and plans for 2 hosts
+                algorithms, plan = seen["tuned"]
+                assert algorithms == ("gloo", "hier_shm")
+                assert (plan.world_size, plan.hosts, plan.fallback) == (4, 2, "gloo")
+                assert set(plan.algorithms) <= {"gloo", "hier_shm"}
 
 
 def _faults(ctx: RankContext, result_dir: str) -> None:
@@ -152,25 +172,3 @@ def _backend_across_hosts(ctx: RankContext) -> dict[str, Any]:
 def test_backend_offers_hier_shm_across_simulated_hosts() -> None:
     for out in run_ranks(_backend_across_hosts, 4, timeout=60, backend="artune"):
         assert out == {"algorithms": ("gloo", "hier_shm"), "hosts": 2}
-
-
-def _tune_across_hosts(ctx: RankContext) -> Any:
-    import artune
-    from artune.table.bundled import cpu_default
-    from artune.tune.bench import CachedBench, CommBench
-    from artune.tune.config import TuneConfig
-    from artune.tune.tuner import tune_world
-
-    os.environ["ARTUNE_HOST"] = _hosts((2, 2))[ctx.rank]
-    config = TuneConfig(budget_s=1.5, min_size=4096, max_size=64 << 10, regret_sizes=2)
-    with artune.Communicator(table=cpu_default(), timeout=20, check=False) as comm:
-        result = tune_world(CachedBench(CommBench(comm)), config)
-    return result.algorithms, result.plan if ctx.rank == 0 else None
-
-
-@pytest.mark.timeout(120)
-def test_tune_measures_hier_shm_against_gloo_and_plans_for_two_hosts() -> None:
-    algorithms, plan = run_ranks(_tune_across_hosts, 4, timeout=100)[0]
-    assert algorithms == ("gloo", "hier_shm")
-    assert plan.world_size == 4 and plan.hosts == 2 and plan.fallback == "gloo"
-    assert set(plan.algorithms) <= {"gloo", "hier_shm"}
