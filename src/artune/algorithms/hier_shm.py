@@ -28,11 +28,12 @@ Agreement and faults, across hosts as within one:
 Subgroups (one per host with more than one rank, and the leaders) are made
 with ``torch.distributed.new_group``, which every rank of the default group
 must call: the algorithm is offered only on a group that spans all ranks.
-They stay registered until ``destroy_process_group()``.
+``close`` destroys them again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import struct
@@ -92,13 +93,18 @@ class HierShm(Algorithm):
         self.leaders = tuple(members[h][0] for h in order)
         # every rank makes every subgroup, in the same order (new_group's rule)
         host_group = None
+        self._groups: list[Any] = []  # the subgroups this rank belongs to, destroyed by close()
+        self._ch: ShmChannel | None = None
+        self._closed = False
         for h in order:
             if len(members[h]) > 1:
                 made = dist.new_group([global_ranks[r] for r in members[h]], backend="gloo")
                 if h == hosts[self.rank]:
                     host_group = made
+                    self._groups.append(made)
         self._leader_group = dist.new_group([global_ranks[r] for r in self.leaders], backend="gloo")
-        self._ch: ShmChannel | None = None
+        if self.is_leader:
+            self._groups.append(self._leader_group)
         problem = ""
         if host_group is not None:
             try:
@@ -119,7 +125,6 @@ class HierShm(Algorithm):
         self._default_chunk = min(capacity, DEFAULT_CHUNK_BYTES)
         self._code = algorithm_code(self.name)
         self._broken = ""
-        self._closed = False
 
     # ------------------------------------------------------------ Algorithm
 
@@ -177,10 +182,16 @@ class HierShm(Algorithm):
         return run
 
     def close(self) -> None:
-        """Release this host's channel; idempotent (the subgroups go with ``destroy_process_group``)."""
+        """Release this host's channel and the subgroups; idempotent, not collective."""
+        if self._closed:
+            return
         self._closed = True
         if self._ch is not None:
             self._ch.close()
+        groups, self._groups = self._groups, []
+        for group in groups:
+            with contextlib.suppress(Exception):  # already gone with destroy_process_group() of the world
+                dist.destroy_process_group(group)
 
     # ------------------------------------------------------------ helpers for _Call
 
