@@ -73,6 +73,7 @@ def test_decide_uses_only_plans_for_the_number_of_hosts() -> None:
     two = table.decide(4096, 4, "eager", None, hosts=2)
     assert (two.algorithm, two.hosts) == ("hier_shm", 2) and "plan ws=4 hosts=2 mode=eager" in two.reason
     assert two.as_dict()["plan"] == {"world_size": 4, "hosts": 2, "mode": "eager"}
+    assert one.as_dict()["plan"] == {"world_size": 4, "mode": "eager"}
     # 3 hosts: the nearest smaller number of hosts with plans, said so
     three = table.decide(4096, 6, "eager", None, hosts=3)
     assert three.algorithm == "hier_shm" and "using 2-host plans" in three.reason

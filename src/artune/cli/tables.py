@@ -263,7 +263,7 @@ def run_explain(args: argparse.Namespace) -> int:
     console = Console()
     console.print(f"[bold]{decision.algorithm}[/bold] {dict(decision.params) or ''}".rstrip())
     call = f"  for {format_size(nbytes)} ({nbytes} B), world_size={args.world_size}"
-    call += f" on {args.hosts} hosts" if args.hosts > 1 else " on one host"
+    call += f" on {args.hosts} hosts" if args.hosts > 1 else ""
     call += f", mode={args.mode}, dtype={dtype}"
     console.print(call + (f", multicast={'on' if multicast else 'off'}" if kind == "cuda" else ""), highlight=False)
     for step in steps:

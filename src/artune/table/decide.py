@@ -50,6 +50,12 @@ class Decision:
     mode: str = "eager"
     hosts: int = 1  # the plan's number of hosts
 
+    def _plan_dict(self) -> dict[str, object]:
+        plan: dict[str, object] = {"world_size": self.world_size, "mode": self.mode}
+        if self.hosts > 1:  # single-host decisions read as they did before topologies
+            plan["hosts"] = self.hosts
+        return plan
+
     def as_dict(self) -> dict[str, object]:
         """Plain data for JSON output (``plan`` is ``None`` when no plan applied, never world size 0)."""
         return {
@@ -58,9 +64,7 @@ class Decision:
             "reason": self.reason,
             "steps": list(self.steps),
             "band": {"from": self.lower, "upto": self.upper},
-            "plan": {"world_size": self.world_size, "hosts": self.hosts, "mode": self.mode}
-            if self.world_size
-            else None,
+            "plan": self._plan_dict() if self.world_size else None,
         }
 
 
