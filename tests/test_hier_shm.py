@@ -77,15 +77,13 @@ def _tune(comm_table: str) -> tuple:
     return result.algorithms, result.plan
 
 
-def _table_with_two_host_plan(tmp_path: Path) -> str:
+def _bundled_table(tmp_path: Path) -> str:
+    """The bundled CPU table, whose 2-host plan sends every size to hier_shm."""
     from artune.table import dump_table
     from artune.table.bundled import cpu_default
-    from artune.table.model import Band, Plan
 
-    base = cpu_default()
-    plans = (*base.plans, *(Plan(ws, "eager", (Band(1 << 30, ("hier_shm",)),), "gloo", hosts=2) for ws in (2, 3, 4)))
-    path = tmp_path / "hosts.toml"
-    dump_table(base.with_changes(plans=plans), path)
+    path = tmp_path / "bundled.toml"
+    dump_table(cpu_default(), path)
     return str(path)
 
 
@@ -102,7 +100,7 @@ def _table_with_two_host_plan(tmp_path: Path) -> str:
 )
 def test_hier_shm_equals_gloo_over_simulated_splits(tmp_path: Path, splits: list[tuple[int, ...]]) -> None:
     world_size = sum(splits[0])
-    results = run_ranks(_against_gloo, world_size, splits, _table_with_two_host_plan(tmp_path), timeout=200)
+    results = run_ranks(_against_gloo, world_size, splits, _bundled_table(tmp_path), timeout=200)
     for per_rank in results:
         for seen, split in zip(per_rank, splits, strict=True):
             assert seen["hosts"] == len(split)
