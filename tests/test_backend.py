@@ -130,6 +130,7 @@ def _collectives(ctx: RankContext) -> dict[str, Any]:
     except Exception as err:
         out["meta"] = str(err)
     assert isinstance(pg, ArtuneProcessGroup)
+    assert pg._get_backend(torch.device("cpu")).supports_splitting in (True, False)  # what device_id= asks
     comm = communicator()
     out["algorithms"] = comm.algorithms
     out["calls"] = dict(pg.allreduce_calls)

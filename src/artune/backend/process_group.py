@@ -190,6 +190,15 @@ class ArtuneProcessGroup(dist.ProcessGroup):
             self._nccl = dist.ProcessGroupNCCL(dist.PrefixStore("nccl/", self._store), self.rank(), self.size())
         return self._nccl
 
+    def _get_backend(self, device: Any) -> Any:
+        """The inner backend for ``device``; torch asks for it when ``init_process_group`` gets a ``device_id``."""
+        kind = torch.device(device).type
+        if kind == "cuda":
+            return self._nccl_group()
+        if kind == "cpu":
+            return self._inner_for(())
+        raise ArtuneError(f"the artune backend has no inner group for {kind} devices (it takes CPU and CUDA)")
+
     def _delegate(self, tensors: Sequence[torch.Tensor], call: Callable[[Any], Any], count: bool = False) -> Any:
         inner = self._inner_for(tensors)
         if count:
