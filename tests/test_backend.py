@@ -80,6 +80,11 @@ def _collectives(ctx: RankContext) -> dict[str, Any]:
     flat = torch.empty(2 * ws)
     dist.all_gather_into_tensor(flat, torch.full((2,), float(rank)))
     assert flat.tolist() == [float(r) for r in range(ws) for _ in range(2)]
+    from torch._C._distributed_c10d import AllgatherOptions
+
+    again = torch.empty(2 * ws)
+    pg._allgather_base(again, torch.full((2,), float(rank)), AllgatherOptions()).wait()  # the older name
+    assert torch.equal(again, flat)
     part = torch.empty(2)
     dist.reduce_scatter_tensor(part, torch.arange(2.0 * ws))
     assert part.tolist() == [ws * (2.0 * rank), ws * (2.0 * rank + 1)]

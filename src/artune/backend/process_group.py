@@ -232,6 +232,10 @@ class ArtuneProcessGroup(dist.ProcessGroup):
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> Any:
         return self._delegate((input,), lambda inner: inner._reduce_scatter_base(output, input, opts))
 
+    # the older names some callers still use
+    _allgather_base = all_gather_single
+    _reduce_scatter_base = reduce_scatter_single
+
     def all_gather_single_coalesced(self, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor], opts: Any):
         return self._pairwise(outputs, inputs, lambda inner, o, i: inner._allgather_base(o, i, opts))
 
