@@ -6,6 +6,9 @@ the process-group algorithm (named after the backend: ``"gloo"``, ...) and,
 when shared memory can be used, ``"shm_one_shot"`` and ``"shm_two_shot"``
 over one ``ShmChannel``. When it cannot, ``shm_unavailable_reason`` says why
 (the same text on every rank) and only the process-group algorithm is there.
+Given ``hosts`` that name several hosts, the set is the process-group
+algorithm and ``"hier_shm"`` (shared memory inside each host, the process
+group among one leader per host) instead.
 
 On a group whose CUDA backend is NCCL (``init_process_group("cpu:gloo,cuda:nccl")``
 or ``"nccl"``), ``"nccl"`` reduces CUDA tensors and ``open_algorithms`` also opens
