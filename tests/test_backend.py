@@ -32,6 +32,9 @@ def _collectives(ctx: RankContext) -> dict[str, Any]:
     from artune.errors import CallMismatch
 
     rank, ws = ctx.rank, ctx.world_size
+    # this group acts as 2 hosts (ranks 0-1 and 2): its all-reduces run through hier_shm, whose subgroups are
+    # made inside the first all-reduce; the DDP test below covers one host (the flat shm algorithms)
+    os.environ["ARTUNE_HOST"] = "h0" if rank < 2 else "h1"
     pg = dist.group.WORLD
     out: dict[str, Any] = {"type": type(pg).__name__, "name": pg.group_name, "backend": dist.get_backend()}
     R = dist.ReduceOp
@@ -137,7 +140,7 @@ def _collectives(ctx: RankContext) -> dict[str, Any]:
     assert isinstance(pg, ArtuneProcessGroup)
     assert pg._get_backend(torch.device("cpu")).supports_splitting in (True, False)  # what device_id= asks
     comm = communicator()
-    out["algorithms"] = comm.algorithms
+    out["algorithms"] = (comm.algorithms, comm.hosts)
     out["calls"] = dict(pg.allreduce_calls)
     return out
 
@@ -152,7 +155,7 @@ def test_collectives_work_and_errors() -> None:
         assert out["failed_work"] == (True, False)
         assert "ranks called all-reduce differently" in out["funcol_error"]
         assert "meta" in out["meta"]
-        assert out["algorithms"][:1] == ("gloo",) and "shm_one_shot" in out["algorithms"]
+        assert out["algorithms"] == (("gloo", "hier_shm"), 2)
         # sum/max/min/avg, bf16, the async call, the coalesced pair, funcol and the checks ran through artune;
         # product and bor went to gloo
         assert out["calls"]["artune"] >= 10 and out["calls"]["gloo"] == 2, out["calls"]

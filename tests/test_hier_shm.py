@@ -151,22 +151,3 @@ def test_faults_across_simulated_hosts_name_the_rank_and_host(tmp_path: Path) ->
         mismatch, death = (tmp_path / f"rank{rank}.txt").read_text().split("\n", 1)
         assert mismatch.startswith("CallMismatch") and "differently" in mismatch, (rank, mismatch)
         assert death.startswith("PeerTimeout [3]") and "rank 3 (host" in death and "/h1)" in death, (rank, death)
-
-
-def _backend_across_hosts(ctx: RankContext) -> dict[str, Any]:
-    import torch.distributed as dist
-
-    from artune.backend import communicator
-
-    os.environ["ARTUNE_HOST"] = _hosts((2, 2))[ctx.rank]
-    t = torch.full((300_000,), float(ctx.rank + 1))
-    dist.all_reduce(t)  # builds the group's Communicator: hier_shm's subgroups are made inside this call
-    assert float(t[0]) == 10
-    comm = communicator()
-    return {"algorithms": comm.algorithms, "hosts": comm.hosts}
-
-
-@pytest.mark.timeout(90)
-def test_backend_offers_hier_shm_across_simulated_hosts() -> None:
-    for out in run_ranks(_backend_across_hosts, 4, timeout=60, backend="artune"):
-        assert out == {"algorithms": ("gloo", "hier_shm"), "hosts": 2}
