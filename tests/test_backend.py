@@ -284,7 +284,7 @@ def worker(rank, world_size, port):
     assert type(dist.group.WORLD).__name__ == "ArtuneProcessGroup"
     assert dist.group.WORLD.allreduce_calls["artune"] >= 3
     dist.destroy_process_group()      # the DDP module still holds the group: its inner gloo must go anyway
-    print("rank", rank, "ok", flush=True)
+    print(f"rank {rank} ok", flush=True)  # one write: the ranks share stdout
 
 if __name__ == "__main__":
     mp.spawn(worker, args=(int(sys.argv[1]), int(sys.argv[2])), nprocs=int(sys.argv[1]))
