@@ -14,7 +14,8 @@ On a group whose CUDA backend is NCCL (``init_process_group("cpu:gloo,cuda:nccl"
 or ``"nccl"``), ``"nccl"`` reduces CUDA tensors and ``open_algorithms`` also opens
 the torch symmetric-memory algorithms (``artune.algorithms.cuda``, imported
 only then); each one it leaves out is in ``unavailable`` with the reason.
-Engine kernels (vLLM, SGLang) are reported there too (``artune.algorithms.engines``).
+Engine kernels (vLLM, SGLang) are opened there too where the engine is installed
+(``artune.algorithms.engines``), or reported with the reason.
 
 Before a process-group all-reduce, the Communicator should call
 ``algorithms.channel.agree(numel, dtype, op, name)`` (when ``channel`` is not
@@ -29,7 +30,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from artune.algorithms.base import REDUCE_OPS, Algorithm
-from artune.algorithms.engines import engine_reasons
 from artune.algorithms.hier_shm import HierShm
 from artune.algorithms.process_group import ProcessGroupAlgorithm, backend_parts
 from artune.algorithms.shm import ShmChannel, ShmOneShot, ShmTwoShot
@@ -132,10 +132,13 @@ def open_algorithms(
     unavailable: dict[str, str] = {}
     if cuda if cuda is not None else parts.get("cuda") == "nccl":
         from artune.algorithms.cuda import open_cuda_algorithms
+        from artune.algorithms.engines import open_engine_algorithms
 
         found, unavailable = open_cuda_algorithms(group, same_host=same_host, buffer_bytes=cuda_buffer_bytes)
         by_name.update(found)
-        unavailable.update(engine_reasons())
+        engines, why = open_engine_algorithms(group, timeout=timeout)
+        by_name.update(engines)
+        unavailable.update(why)
     return AlgorithmSet(by_name, channel, reason, unavailable)
 
 
