@@ -27,8 +27,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from artune.algorithms.base import Algorithm
 from artune.algorithms import engines
+from artune.algorithms.base import Algorithm
 from artune.algorithms.engines import agreed_problem, cpu_group, gather
 from artune.errors import ArtuneError
 
