@@ -234,6 +234,21 @@ def _open(ctx: RankContext, fakes: str) -> dict:
     finally:
         algorithms.close()
     out["closed"] = (fake_vllm.made[-1].closed, sg.closed)
+    # 5. a group without a gloo part (as a plain "nccl" group): the adapters get a new gloo group over the same
+    #    ranks, and the last one closed destroys it
+    import artune.algorithms.process_group as process_group
+
+    process_group.backend_parts = lambda group=None: {"cuda": "nccl"}
+    found, _ = engines.open_engine_algorithms(dist.group.WORLD, timeout=30)
+    made = fake_vllm.made[-1].group
+    out["own_group"] = (made is not dist.group.WORLD, str(dist.get_backend(made)), dist.get_process_group_ranks(made))
+    for algorithm in found.values():
+        algorithm.close()
+    try:
+        dist.get_backend(made)
+        out["own_group_destroyed"] = False
+    except (ValueError, RuntimeError):
+        out["own_group_destroyed"] = True
     return out
 
 
@@ -262,3 +277,5 @@ def test_adapters_drive_engine_stand_ins_on_two_ranks(tmp_path: Path) -> None:
         assert "no TWO_SHOT_PUSH" in out["unavailable"]["2shot_push"]
         assert out["unavailable"]["2shot_pull_mc"] == sglang.MC_REASON
         assert out["closed"] == (1, 1)  # one engine instance behind three names: closed once
+        assert out["own_group"] == (True, "gloo", [0, 1])
+        assert out["own_group_destroyed"] is True
