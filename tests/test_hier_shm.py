@@ -151,3 +151,30 @@ def test_faults_across_simulated_hosts_name_the_rank_and_host(tmp_path: Path) ->
         mismatch, death = (tmp_path / f"rank{rank}.txt").read_text().split("\n", 1)
         assert mismatch.startswith("CallMismatch") and "differently" in mismatch, (rank, mismatch)
         assert death.startswith("PeerTimeout [3]") and "rank 3 (host" in death and "/h1)" in death, (rank, death)
+
+
+def _gloo_mismatch(ctx: RankContext) -> list[str]:
+    """A table without plans across hosts sends every size to gloo: a mismatched call must still be caught."""
+    from artune import CallMismatch, Communicator
+    from artune.table.model import Band, Plan, Platform, Provenance, Table
+
+    os.environ["ARTUNE_HOST"] = _hosts((2, 1))[ctx.rank]
+    one_host = Plan(2, "eager", (Band(None, ("shm_one_shot",)),), "gloo")
+    table = Table(Platform("cpu", "x86_64"), Provenance("measured"), (one_host,))
+    seen = []
+    with Communicator(table=table, timeout=30, check=False) as comm:
+        for numel in (100 + ctx.rank, 5 * (ctx.rank == 2) + 3):
+            t = torch.ones(numel)
+            seen.append(comm.decide(t).algorithm)
+            with pytest.raises(CallMismatch):
+                comm.all_reduce(t)
+        t = torch.ones(7)
+        comm.all_reduce(t)  # still usable after a mismatch
+        seen.append(str(float(t[0])))
+    return seen
+
+
+@pytest.mark.timeout(90)
+def test_a_mismatched_gloo_call_across_hosts_raises_instead_of_aborting() -> None:
+    # before, gloo saw the mismatched sizes itself and aborted the process (SIGABRT)
+    assert run_ranks(_gloo_mismatch, 3, timeout=60) == [["gloo", "gloo", "3.0"]] * 3

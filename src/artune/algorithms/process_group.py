@@ -17,6 +17,7 @@ bounds those calls. Not yet run on a GPU.
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Any
@@ -25,7 +26,7 @@ import torch
 import torch.distributed as dist
 
 from artune.algorithms.base import REDUCE_OPS, Algorithm
-from artune.errors import CommunicatorClosed, PeerTimeout
+from artune.errors import CallMismatch, CommunicatorClosed, PeerTimeout
 
 _TORCH_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
@@ -146,7 +147,29 @@ class ProcessGroupAlgorithm(Algorithm):
         if self.capturable and tensor.is_cuda:
             dist.all_reduce(tensor, op=_TORCH_OPS[op], group=self.group)
             return tensor
-        work = dist.all_reduce(tensor, op=_TORCH_OPS[op], group=self.group, async_op=True)
+        self._wait(dist.all_reduce(tensor, op=_TORCH_OPS[op], group=self.group, async_op=True))
+        return tensor
+
+    def agree(self, numel: int, dtype: torch.dtype, op: str, algorithm: str) -> None:
+        """Raise ``CallMismatch`` on every rank unless all ranks make the same call (CPU groups).
+
+        Where no shared-memory channel compares calls (ranks on several hosts),
+        a mismatched element count would reach the backend itself, and gloo
+        aborts the process on a size mismatch. So one small MAX all-reduce of
+        the call's signature and its negation goes first: they are each
+        other's negation on every rank only when all signatures are equal.
+        """
+        signature = zlib.crc32(f"{numel}:{dtype}:{op}:{algorithm}".encode()) + 1
+        record = torch.tensor([signature, -signature], dtype=torch.int64)
+        self.all_reduce(record, "max", {})
+        if int(record[0]) != -int(record[1]):
+            raise CallMismatch(
+                f"ranks called all-reduce differently (this rank: numel={numel} dtype={dtype} op={op} "
+                f"algorithm={algorithm}); every rank must pass the same element count, dtype and op"
+            )
+
+    def _wait(self, work: Any) -> None:
+        """Wait for ``work`` within the deadline; a peer failure becomes ``PeerTimeout`` and breaks this."""
         try:
             if self._timeout is None:
                 work.wait()
@@ -168,7 +191,6 @@ class ProcessGroupAlgorithm(Algorithm):
                 f"{self.name} all-reduce failed waiting for peers ({who}): {self._broken}; create a new communicator",
                 missing=dead,
             ) from err
-        return tensor
 
     def close(self) -> None:
         """Nothing to release (the process group belongs to the caller); later calls are refused."""

@@ -421,6 +421,9 @@ class Communicator:
         agree = None
         if channel is not None and not runner.checks_calls:
             agree = functools.partial(channel.agree, tensor.numel(), tensor.dtype, op_name, runner.name)
+        elif isinstance(runner, ProcessGroupAlgorithm) and tensor.device.type == "cpu":
+            # no channel (ranks on several hosts): compare calls over the group, or gloo aborts on a mismatch
+            agree = functools.partial(runner.agree, tensor.numel(), tensor.dtype, op_name, runner.name)
         return runner.bind(tensor.shape, tensor.dtype, op_name, chosen_params), agree
 
     def _usable(self, tensor: torch.Tensor, op: str, mode: str = "eager") -> frozenset[str]:
