@@ -52,14 +52,14 @@ def test_open_mpi_goal_at_4_and_16_kib(size: int, ratio: float, verdict: str | N
     assert [v for v, _ in extra] == ([verdict] if verdict else [])
 
 
-def test_runs_pool_their_samples() -> None:
-    """Alternated runs (Open MPI, artune, ...) are reported as the median of all their samples."""
+def test_open_mpi_is_a_candidate_column() -> None:
+    """Open MPI's figure is its interleaved measurement, set against artune's best shm candidate."""
     from artune.measure.records import Candidate, Measurement
 
-    def run(samples: tuple[float, ...], mpi: list[float]) -> object:
-        m = Measurement(Candidate("shm_one_shot"), 4096, "float32", 2, samples, 0)
-        return bench.RunResult([m], {4096: 4.0}, ("shm_one_shot",), ["note"], {4096: mpi})
+    def m(name: str, samples: tuple[float, ...]) -> object:
+        return Measurement(Candidate(name), 4096, "float32", 2, samples, 0)
 
-    merged = bench.pooled([run((1.0, 2.0), [5.0]), run((9.0,), [6.0, 7.0])])
-    assert merged.measurements[0].samples_us == (1.0, 2.0, 9.0)
-    assert merged.mpi_us == {4096: [5.0, 6.0, 7.0]} and merged.notes == ["note"]
+    measurements = [m("gloo", (400.0,)), m("shm_one_shot", (2.0,)), m("shm_two_shot", (3.0,)), m("openmpi", (4.0,))]
+    header, table, figures = bench.rows(bench.RunResult(measurements, {4096: 4.0}, ("gloo",), []))
+    assert figures[4096]["best/mpi"] == 0.5
+    assert header[-2:] == ["Open MPI us", "t(best shm)/t(MPI)"] and table[0][-2:] == ["4.0", "0.50x"]

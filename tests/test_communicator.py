@@ -177,39 +177,6 @@ def test_self_check_disables_a_wrong_algorithm_on_every_rank(tmp_path: Path) -> 
     assert any("shm_two_shot failed the start-up self-check" in w for w in results[0]["warnings"])
 
 
-def _overlapping_calls(ctx: RankContext, out_dir: str) -> str:
-    import threading
-    import time
-
-    import artune
-
-    go = Path(out_dir, "go")
-    with artune.Communicator(timeout=20) as comm:
-        if ctx.rank == 1:
-            while not go.exists():  # rank 1 holds back, so rank 0's first call waits inside
-                time.sleep(0.01)
-            comm.all_reduce(torch.ones(8))
-            return "ok"
-        first = threading.Thread(target=comm.all_reduce, args=(torch.ones(8),))
-        first.start()
-        while not comm._busy.locked():
-            time.sleep(0.001)
-        try:
-            comm.all_reduce(torch.ones(8))
-            outcome = "no error"
-        except artune.ArtuneError as err:
-            outcome = str(err)
-        go.touch()
-        first.join(20)
-        return outcome
-
-
-@pytest.mark.timeout(60)
-def test_overlapping_calls_from_threads_are_refused(tmp_path: Path) -> None:
-    outcome = run_ranks(_overlapping_calls, 2, str(tmp_path), timeout=50)[0]
-    assert "another thread is inside an all_reduce" in outcome
-
-
 def _disagree(ctx: RankContext, paths: list[str]) -> str:
     import artune
 

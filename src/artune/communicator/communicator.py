@@ -41,7 +41,6 @@ import dataclasses
 import functools
 import logging
 import os
-import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
@@ -53,7 +52,7 @@ from artune import __version__, machine, settings
 from artune.algorithms import AlgorithmSet, ProcessGroupAlgorithm, open_algorithms
 from artune.algorithms.base import REDUCE_OPS, Algorithm
 from artune.algorithms.shm.segment import shm_problem
-from artune.communicator import devices, modes
+from artune.communicator import devices, fastpath, modes
 from artune.communicator.agreement import RankFacts, agree
 from artune.communicator.selfcheck import self_check
 from artune.errors import ArtuneError, CommunicatorClosed, PeerTimeout
@@ -216,7 +215,9 @@ class Communicator:
         self._graph_routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, str | None], tuple] = {}
         self._broken = ""
         self._closed = False
-        self._busy = threading.Lock()  # held during a call: overlapping calls from threads would desynchronise ranks
+        #: repeated calls with a compiled route run from C; its busy flag guards against overlapping calls
+        #: from threads (they would desynchronise ranks), whichever path they take
+        self._fast: fastpath.Router = fastpath.make_router()
         if self.shm_unavailable_reason is None and self.rank == min(
             r for r, f in enumerate(everyone) if f.host == facts.host
         ):
@@ -320,9 +321,16 @@ class Communicator:
         ``params`` replace the table's parameters for it. Calls must not
         overlap: one from a second thread while another runs raises ``ArtuneError``.
         """
+        if params is None or (algorithm is not None and not params):
+            try:
+                if self._fast(tensor, op, algorithm):  # a compiled route seen before: the whole call in C
+                    return tensor
+            except PeerTimeout as err:
+                self._break(err)
+                raise
         if self._closed or self._broken:
             raise CommunicatorClosed(self._broken or "all_reduce(): the Communicator is closed")
-        if not self._busy.acquire(False):  # positional: half the cost of blocking=False
+        if not self._fast.enter():
             raise ArtuneError(
                 "all_reduce(): another thread is inside an all_reduce on this Communicator; calls on one "
                 "Communicator must not overlap, since every rank must make them in the same order. "
@@ -338,7 +346,7 @@ class Communicator:
                     "before capturing (a warm-up call), so every rank agrees and its graph route is bound"
                 )
             if params is None or (algorithm is not None and not params):
-                # the hot path: one dict lookup per call once a (shape, dtype, device, op, algorithm) has been seen
+                # one dict lookup per call once a (shape, dtype, device, op, algorithm) has been seen
                 route = (self._graph_routes if captured else self._routes).get(key)
                 if route is None:
                     route = self._first_sight(key, tensor, op, algorithm)
@@ -352,15 +360,18 @@ class Communicator:
                     agree()
                 run(work)
             except PeerTimeout as err:
-                self._broken = (
-                    f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
-                )
+                self._break(err)
                 raise
             if work is not data:
                 data.copy_(work)
             return tensor
         finally:
-            self._busy.release()
+            self._fast.leave()
+
+    def _break(self, err: PeerTimeout) -> None:
+        """A peer failed: every later call raises ``CommunicatorClosed`` naming the failure."""
+        self._broken = f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
+        self._fast.clear()
 
     def _first_sight(self, key: tuple, tensor: torch.Tensor, op: object, algorithm: str | None) -> tuple:
         """Bind the routes of a new call signature: its eager one, and its graph one for later captures.
@@ -379,6 +390,8 @@ class Communicator:
             self._graph_routes.clear()
         self._routes[key] = route
         self._graph_routes[key] = graph
+        if route[1] is None and tensor.device.type == "cpu":  # no agreement round to run: C can take it
+            self._fast.add(tensor.dtype, op, algorithm, tensor.numel(), route[0])
         return route
 
     def _route(
@@ -450,7 +463,8 @@ class Communicator:
         """Release shared memory and semaphores; idempotent. The process group stays yours."""
         if not self._closed:
             self._closed = True
-            self._routes.clear()  # bound calls hold views over the shared memory
+            self._fast.clear()  # bound calls hold views over the shared memory
+            self._routes.clear()
             self._graph_routes.clear()
             self._algorithms.close()
 

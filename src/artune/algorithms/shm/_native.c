@@ -612,38 +612,20 @@ static int run_step(Step *s, char *x, Py_ssize_t m, int32_t index, PyThreadState
     return 0;
 }
 
-static PyObject *step_vectorcall(Step *s, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+/* The whole all-reduce of the n elements at x (every chunk); 0, or -1 with an exception set. */
+static int step_run(Step *s, char *x) {
     Channel *c = s->ch;
-    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames) {
-        PyErr_SetString(PyExc_TypeError, "step(tensor) takes one tensor");
-        return NULL;
-    }
     if (c->state) {
         if (c->check_open) {
             PyObject *r = PyObject_CallNoArgs(c->check_open);
-            if (!r) return NULL;
+            if (!r) return -1;
             Py_DECREF(r);
         }
         if (c->state == 2 || !c->base) {
             PyErr_SetString(PyExc_RuntimeError, "the shared-memory channel is closed");
-            return NULL;
+            return -1;
         }
     }
-    /* the bound size is what the raw copies trust: a tensor of another size is refused, not overrun */
-    PyObject *numel = PyObject_VectorcallMethod(str_numel, (PyObject **)args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    if (!numel) return NULL;
-    Py_ssize_t got = PyLong_AsSsize_t(numel);
-    Py_DECREF(numel);
-    if (got != s->n) {
-        if (!PyErr_Occurred())
-            PyErr_Format(PyExc_ValueError, "this all-reduce is bound to %zd elements, got a tensor of %zd", s->n, got);
-        return NULL;
-    }
-    PyObject *ptr = PyObject_VectorcallMethod(str_data_ptr, (PyObject **)args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-    if (!ptr) return NULL;
-    char *x = PyLong_AsVoidPtr(ptr);
-    Py_DECREF(ptr);
-    if (!x && PyErr_Occurred()) return NULL;
     Py_INCREF(c); /* a callback could close the channel; its memory stays until we return */
     PyThreadState *ts = NULL; /* GIL held */
     int rc = 0;
@@ -668,7 +650,40 @@ static PyObject *step_vectorcall(Step *s, PyObject *const *args, size_t nargsf, 
         PyErr_Restore(type, value, tb);
     }
     Py_DECREF(c);
-    if (rc) return NULL;
+    return rc ? -1 : 0;
+}
+
+/* tensor.<name>() through the vectorcall protocol: a new reference, or NULL with an exception set */
+static inline PyObject *call_method0(PyObject *name, PyObject *const *self) {
+    return PyObject_VectorcallMethod(name, (PyObject **)self, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* tensor.data_ptr() as an address; NULL with an exception set on failure */
+static char *tensor_address(PyObject *const *tensor) {
+    PyObject *ptr = call_method0(str_data_ptr, tensor);
+    if (!ptr) return NULL;
+    char *x = PyLong_AsVoidPtr(ptr);
+    Py_DECREF(ptr);
+    return x || PyErr_Occurred() ? x : (char *)""; /* an empty tensor may sit at address 0: no byte is touched */
+}
+
+static PyObject *step_vectorcall(Step *s, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames) {
+        PyErr_SetString(PyExc_TypeError, "step(tensor) takes one tensor");
+        return NULL;
+    }
+    /* the bound size is what the raw copies trust: a tensor of another size is refused, not overrun */
+    PyObject *numel = call_method0(str_numel, args);
+    if (!numel) return NULL;
+    Py_ssize_t got = PyLong_AsSsize_t(numel);
+    Py_DECREF(numel);
+    if (got != s->n) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_ValueError, "this all-reduce is bound to %zd elements, got a tensor of %zd", s->n, got);
+        return NULL;
+    }
+    char *x = tensor_address(args);
+    if (!x || step_run(s, x) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
@@ -691,6 +706,170 @@ static PyTypeObject StepType = {
     .tp_dealloc = (destructor)step_dealloc,
     .tp_traverse = (traverseproc)step_traverse,
     .tp_clear = (inquiry)step_clear,
+};
+
+/* ------------------------------------------------------------------ router */
+
+/* The Communicator's fast path (artune.communicator.fastpath): call signatures whose route is a
+ * compiled Step, so that a repeated all-reduce goes from Python straight into the round. A route
+ * matches on the identity of the call's dtype, op and algorithm objects and on the element count;
+ * the tensor must also be a contiguous CPU tensor. Anything else returns False and the caller takes
+ * its general path, which also added the route on first sight. The busy flag is the Communicator's
+ * guard against overlapping calls from threads (a wait drops the GIL), for both paths. */
+#define ROUTES 16
+
+typedef struct {
+    PyObject *dtype, *op, *algorithm;
+    Py_ssize_t numel;
+    Step *step;
+} route_t;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    atomic_int busy;
+    int count, next; /* routes in use; the one a full table replaces next */
+    route_t routes[ROUTES];
+} Router;
+
+static PyObject *str_dtype, *str_is_cpu, *str_is_contiguous;
+
+static int router_clear(Router *rt) {
+    for (int i = 0; i < rt->count; i++) {
+        route_t *r = &rt->routes[i];
+        PyObject *step = (PyObject *)r->step;
+        r->step = NULL;
+        Py_CLEAR(r->dtype); Py_CLEAR(r->op); Py_CLEAR(r->algorithm);
+        Py_XDECREF(step);
+    }
+    rt->count = rt->next = 0;
+    return 0;
+}
+
+/* router(tensor, op, algorithm) -> True when it ran the all-reduce, False when the caller must */
+static PyObject *router_vectorcall(Router *rt, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    if (PyVectorcall_NARGS(nargsf) != 3 || kwnames) {
+        PyErr_SetString(PyExc_TypeError, "router(tensor, op, algorithm) takes three arguments");
+        return NULL;
+    }
+    if (!rt->count) Py_RETURN_FALSE;
+    PyObject *dtype = PyObject_GetAttr(args[0], str_dtype);
+    if (!dtype) return NULL;
+    Py_DECREF(dtype); /* compared by identity only: a matching route holds a reference to it */
+    PyObject *numel = call_method0(str_numel, args);
+    if (!numel) return NULL;
+    Py_ssize_t n = PyLong_AsSsize_t(numel);
+    Py_DECREF(numel);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    Step *step = NULL;
+    for (int i = 0; i < rt->count && !step; i++) {
+        const route_t *r = &rt->routes[i];
+        if (r->numel == n && r->dtype == dtype && r->op == args[1] && r->algorithm == args[2]) step = r->step;
+    }
+    if (!step) Py_RETURN_FALSE;
+    PyObject *flag = PyObject_GetAttr(args[0], str_is_cpu);
+    if (!flag) return NULL;
+    Py_DECREF(flag);
+    if (flag != Py_True) Py_RETURN_FALSE;
+    flag = call_method0(str_is_contiguous, args);
+    if (!flag) return NULL;
+    Py_DECREF(flag);
+    if (flag != Py_True) Py_RETURN_FALSE;
+    char *x = tensor_address(args);
+    if (!x) return NULL;
+    int idle = 0;
+    if (!atomic_compare_exchange_strong(&rt->busy, &idle, 1)) Py_RETURN_FALSE; /* the caller's guard reports it */
+    Py_INCREF(step); /* clear() from a callback must not free it mid-call */
+    int rc = step_run(step, x);
+    Py_DECREF(step);
+    atomic_store(&rt->busy, 0);
+    if (rc < 0) return NULL;
+    Py_RETURN_TRUE;
+}
+
+/* add(dtype, op, algorithm, numel, route) -> bool: remember a route that is a compiled Step */
+static PyObject *router_add(Router *rt, PyObject *args) {
+    PyObject *dtype, *op, *algorithm, *step;
+    Py_ssize_t numel;
+    if (!PyArg_ParseTuple(args, "OOOnO", &dtype, &op, &algorithm, &numel, &step)) return NULL;
+    if (!PyObject_TypeCheck(step, &StepType) || ((Step *)step)->n != numel) Py_RETURN_FALSE;
+    int i = rt->count < ROUTES ? rt->count++ : rt->next++ % ROUTES;
+    route_t *r = &rt->routes[i];
+    PyObject *old = (PyObject *)r->step;
+    Py_XSETREF(r->dtype, Py_NewRef(dtype));
+    Py_XSETREF(r->op, Py_NewRef(op));
+    Py_XSETREF(r->algorithm, Py_NewRef(algorithm));
+    r->numel = numel;
+    r->step = (Step *)Py_NewRef(step);
+    Py_XDECREF(old);
+    Py_RETURN_TRUE;
+}
+
+static PyObject *router_clear_method(Router *rt, PyObject *unused) {
+    router_clear(rt);
+    Py_RETURN_NONE;
+}
+
+static PyObject *router_enter(Router *rt, PyObject *unused) {
+    int idle = 0;
+    return PyBool_FromLong(atomic_compare_exchange_strong(&rt->busy, &idle, 1));
+}
+
+static PyObject *router_leave(Router *rt, PyObject *unused) {
+    atomic_store(&rt->busy, 0);
+    Py_RETURN_NONE;
+}
+
+static PyObject *router_busy(Router *rt, void *unused) { return PyBool_FromLong(atomic_load(&rt->busy)); }
+
+static PyGetSetDef router_getset[] = {
+    {"busy", (getter)router_busy, NULL, "True while a call runs.", NULL},
+    {NULL},
+};
+
+static PyObject *router_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    Router *rt = (Router *)type->tp_alloc(type, 0); /* zeroed: no routes, idle */
+    if (rt) rt->vectorcall = (vectorcallfunc)router_vectorcall;
+    return (PyObject *)rt;
+}
+
+static int router_traverse(Router *rt, visitproc visit, void *arg) {
+    for (int i = 0; i < rt->count; i++) {
+        Py_VISIT(rt->routes[i].dtype); Py_VISIT(rt->routes[i].op);
+        Py_VISIT(rt->routes[i].algorithm); Py_VISIT(rt->routes[i].step);
+    }
+    return 0;
+}
+
+static void router_dealloc(Router *rt) {
+    PyObject_GC_UnTrack(rt);
+    router_clear(rt);
+    Py_TYPE(rt)->tp_free((PyObject *)rt);
+}
+
+static PyMethodDef router_methods[] = {
+    {"add", (PyCFunction)router_add, METH_VARARGS,
+     "add(dtype, op, algorithm, numel, route) -> bool: take the route when it is a compiled Step"},
+    {"clear", (PyCFunction)router_clear_method, METH_NOARGS, "Forget every route."},
+    {"enter", (PyCFunction)router_enter, METH_NOARGS, "Mark a call as running: False when one already is."},
+    {"leave", (PyCFunction)router_leave, METH_NOARGS, "Mark the running call as done."},
+    {NULL},
+};
+
+static PyTypeObject RouterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "artune.algorithms.shm._native.Router",
+    .tp_doc = "router(tensor, op, algorithm) -> bool: run a remembered compiled route, or say the caller must.",
+    .tp_basicsize = sizeof(Router),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_vectorcall_offset = offsetof(Router, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_new = router_new,
+    .tp_dealloc = (destructor)router_dealloc,
+    .tp_traverse = (traverseproc)router_traverse,
+    .tp_clear = (inquiry)router_clear,
+    .tp_methods = router_methods,
+    .tp_getset = router_getset,
 };
 
 /* step(channel, algorithm, n, per_chunk, itemsize, numel, chunk, dtype, op, algorithm_code) */
@@ -761,14 +940,20 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__native(void) {
     pick_f16_conversions();
-    if (PyType_Ready(&ChannelType) < 0 || PyType_Ready(&StepType) < 0) return NULL;
+    if (PyType_Ready(&ChannelType) < 0 || PyType_Ready(&StepType) < 0 || PyType_Ready(&RouterType) < 0)
+        return NULL;
     str_data_ptr = PyUnicode_InternFromString("data_ptr");
     str_numel = PyUnicode_InternFromString("numel");
-    if (!str_data_ptr || !str_numel) return NULL;
+    str_dtype = PyUnicode_InternFromString("dtype");
+    str_is_cpu = PyUnicode_InternFromString("is_cpu");
+    str_is_contiguous = PyUnicode_InternFromString("is_contiguous");
+    if (!str_data_ptr || !str_numel || !str_dtype || !str_is_cpu || !str_is_contiguous) return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&ChannelType);
     if (PyModule_AddObject(m, "Channel", (PyObject *)&ChannelType) < 0) { Py_DECREF(m); return NULL; }
+    Py_INCREF(&RouterType);
+    if (PyModule_AddObject(m, "Router", (PyObject *)&RouterType) < 0) { Py_DECREF(m); return NULL; }
     if (PyModule_AddIntConstant(m, "ONE_SHOT", ONE_SHOT) < 0 || PyModule_AddIntConstant(m, "TWO_SHOT", TWO_SHOT) < 0 ||
         PyModule_AddIntConstant(m, "REDUCED_OFF", REDUCED_OFF) < 0) {
         Py_DECREF(m);

@@ -1,0 +1,87 @@
+"""The Communicator's fast path: a repeated call whose route is a compiled shm round runs from C.
+
+At a few KiB an all-reduce's round takes well under a microsecond, so the
+Python around it (building a route key, hashing it, the guard against
+overlapping calls) would be most of the call. ``Router`` (in ``_native.c``)
+is that lookup and guard in C: ``router(tensor, op, algorithm)`` matches
+the call against the routes it was given (by the identity of dtype, op and
+algorithm, and the element count; the tensor must be a contiguous CPU
+tensor) and runs the compiled step, or returns False and the Communicator
+takes its general path. Which algorithm a signature runs is still decided
+once, on first sight, by the general path; the router only remembers it.
+
+Both paths share the router's busy flag (``enter``/``leave``), so calls from
+two threads cannot overlap whichever path they take. Where the compiled
+round is not built or is switched off (``ARTUNE_SHM_NATIVE=0``), ``Gate``
+stands in: no routes, the same flag on a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Protocol
+
+import torch
+
+from artune.algorithms.shm import native
+
+
+class Router(Protocol):
+    """What the Communicator needs from its fast path (``_native.Router`` or ``Gate``)."""
+
+    def __call__(self, tensor: torch.Tensor, op: object, algorithm: str | None, /) -> bool:
+        """Run the call if a compiled route matches it; False when the caller must."""
+        ...
+
+    def add(self, dtype: torch.dtype, op: object, algorithm: str | None, numel: int, route: object, /) -> bool:
+        """Remember ``route`` for this signature when it is a compiled step; True when taken."""
+        ...
+
+    def clear(self) -> None:
+        """Forget every route."""
+        ...
+
+    def enter(self) -> bool:
+        """Mark a call as running; False when one already is."""
+        ...
+
+    def leave(self) -> None:
+        """Mark the running call as done."""
+        ...
+
+    @property
+    def busy(self) -> bool:
+        """True while a call runs."""
+        ...
+
+
+class Gate:
+    """The fast path where the compiled round is absent: no routes, the busy flag on a lock."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+
+    def __call__(self, tensor: torch.Tensor, op: object, algorithm: str | None, /) -> bool:
+        return False
+
+    def add(self, dtype: torch.dtype, op: object, algorithm: str | None, numel: int, route: object, /) -> bool:
+        return False
+
+    def clear(self) -> None:
+        pass
+
+    def enter(self) -> bool:
+        return self._lock.acquire(False)  # positional: half the cost of blocking=False
+
+    def leave(self) -> None:
+        self._lock.release()
+
+    @property
+    def busy(self) -> bool:
+        return self._lock.locked()
+
+
+def make_router() -> Router:
+    """The compiled router when the compiled round runs here, else a ``Gate``."""
+    module, _ = native.load()
+    return module.Router() if module is not None else Gate()

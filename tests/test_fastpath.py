@@ -1,0 +1,146 @@
+"""The Communicator's compiled fast path: a repeated call runs from C, and only the call it was routed for.
+
+Each case runs on real ranks, with the compiled round and (``p``) with it
+switched off, where ``Gate`` stands in and every call takes the general path.
+A peer dying during a fast call is in test_communicator.py
+(``test_survivor_sees_mismatch_timeout_and_closed``: its calls are routed).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from artune.algorithms.shm import native
+from artune.launch import RankContext, run_ranks
+
+PATHS = ["n", "p"] if native._module is not None else ["p"]
+
+
+class _Spy:
+    """Wraps a router and counts the calls it ran itself."""
+
+    def __init__(self, router: Any) -> None:
+        self.router = router
+        self.ran = 0
+
+    def __call__(self, tensor: torch.Tensor, op: object, algorithm: str | None) -> bool:
+        done = self.router(tensor, op, algorithm)
+        self.ran += bool(done)
+        return done
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.router, name)
+
+
+def _expected(world: int, numel: int, dtype: torch.dtype, op: str) -> torch.Tensor:
+    values = [torch.arange(numel).to(dtype) + r for r in range(world)]
+    out = values[0].clone()
+    for v in values[1:]:
+        out = out + v if op == "sum" else torch.maximum(out, v)
+    return out
+
+
+def _signatures(ctx: RankContext, path: str) -> dict[str, Any]:
+    """Calls that share an element count but differ in dtype, op, algorithm, layout or device."""
+    import artune
+
+    os.environ["ARTUNE_SHM_NATIVE"] = "1" if path == "n" else "0"
+    wrong: list[str] = []
+    with artune.Communicator(timeout=20) as comm:
+        spy = comm._fast = _Spy(comm._fast)
+        calls = [
+            (torch.float32, "sum", None),
+            (torch.int32, "sum", None),
+            (torch.float32, "max", None),
+            (torch.bfloat16, "sum", "shm_two_shot"),
+            (torch.float32, "sum", "shm_two_shot"),
+            (torch.float32, "sum", "gloo"),
+        ]
+        for repeat in range(3):
+            for dtype, op, algorithm in calls:
+                t = torch.arange(1024).to(dtype) + ctx.rank
+                comm.all_reduce(t, op, algorithm=algorithm)
+                if not torch.equal(t, _expected(ctx.world_size, 1024, dtype, op)):
+                    wrong.append(f"{dtype} {op} {algorithm} repeat {repeat}")
+        # the same count as a strided view, and in a bigger tensor: the general path copies or routes them
+        base = torch.arange(2048, dtype=torch.float32) + ctx.rank
+        view = base[::2]
+        comm.all_reduce(view)
+        if not torch.equal(view, _expected(ctx.world_size, 2048, torch.float32, "sum")[::2]):
+            wrong.append("strided view")
+        if not torch.equal(base[1::2], torch.arange(2048, dtype=torch.float32)[1::2] + ctx.rank):
+            wrong.append("the view's gaps were written")
+        grad = (torch.arange(1024, dtype=torch.float32) + ctx.rank).requires_grad_()
+        comm.all_reduce(grad)
+        if not torch.equal(grad.detach(), _expected(ctx.world_size, 1024, torch.float32, "sum")):
+            wrong.append("a tensor that requires grad")
+        try:
+            comm.all_reduce(torch.ones(1024, device="meta"))
+            wrong.append("a meta tensor was reduced")
+        except artune.ArtuneError:
+            pass
+        ran = spy.ran
+    try:
+        comm.all_reduce(torch.ones(1024))
+        closed = "no error"
+    except artune.CommunicatorClosed as err:
+        closed = str(err)
+    return {"wrong": wrong, "ran": ran, "closed": closed}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("path", PATHS)
+def test_repeated_calls_run_from_c_and_only_for_their_own_signature(path: str) -> None:
+    for rank, res in enumerate(run_ranks(_signatures, 2, path, timeout=100)):
+        assert res["wrong"] == [], rank
+        assert "closed" in res["closed"], rank
+        if path == "n":
+            # five compiled signatures, twice each after their first sight; the strided view, the tensor
+            # that requires grad (same signature as the first: C takes it) and gloo add 1 more
+            assert res["ran"] == 11, rank
+        else:
+            assert res["ran"] == 0, rank
+
+
+def _overlapping(ctx: RankContext, out_dir: str, path: str, warm: bool) -> str:
+    import artune
+
+    os.environ["ARTUNE_SHM_NATIVE"] = "1" if path == "n" else "0"
+    go = Path(out_dir, "go")
+    with artune.Communicator(timeout=20) as comm:
+        if warm:
+            comm.all_reduce(torch.ones(8))  # the first thread's call below then takes the fast path
+        if ctx.rank == 1:
+            while not go.exists():  # rank 1 holds back, so rank 0's call waits inside
+                time.sleep(0.01)
+            comm.all_reduce(torch.ones(8))
+            return "ok"
+        first = threading.Thread(target=comm.all_reduce, args=(torch.ones(8),))
+        first.start()
+        while not comm._fast.busy:
+            time.sleep(0.001)
+        outcomes = []
+        for t in (torch.ones(8), torch.ones(16)):  # a routed signature and a new one
+            try:
+                comm.all_reduce(t)
+                outcomes.append("no error")
+            except artune.ArtuneError as err:
+                outcomes.append(str(err))
+        go.touch()
+        first.join(20)
+        return " | ".join(outcomes)
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("warm", [False, True], ids=["first-sight", "routed"])
+@pytest.mark.parametrize("path", PATHS)
+def test_overlapping_calls_from_threads_are_refused(tmp_path: Path, path: str, warm: bool) -> None:
+    outcome = run_ranks(_overlapping, 2, str(tmp_path), path, warm, timeout=100)[0]
+    assert outcome.count("another thread is inside an all_reduce") == 2, outcome
