@@ -16,7 +16,7 @@ BIN := $(VENV)/bin
 .PHONY: tune test lint format clean
 
 # setup.py and the C source: a changed compiled round is rebuilt by the editable install
-$(BIN)/.installed: pyproject.toml setup.py src/artune/algorithms/shm/_native.c
+$(BIN)/.installed: pyproject.toml setup.py $(wildcard src/artune/algorithms/shm/*.[ch])
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet $(TORCH_INDEX) "$(TORCH)"

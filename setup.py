@@ -41,7 +41,8 @@ setup(
     ext_modules=[
         Extension(
             "artune.algorithms.shm._native",
-            sources=["src/artune/algorithms/shm/_native.c"],
+            sources=["src/artune/algorithms/shm/_native.c", "src/artune/algorithms/shm/reduce.c"],
+            depends=["src/artune/algorithms/shm/reduce.h"],
             # -O3 for the vectorised reductions; no fast-math: results must match torch's bit for bit
             extra_compile_args=[
                 "-O3",
@@ -50,6 +51,7 @@ setup(
                 "-ffp-contract=off",
                 "-fno-trapping-math",
                 "-Wall",
+                "-fvisibility=hidden",  # only PyInit__native is the module's to export
             ],
             libraries=["pthread"],
         )
