@@ -33,17 +33,14 @@ shm_one_shot and shm_two_shot (a second channel built with the switch off)
 as interleaved candidates ``py_one_shot``/``py_two_shot``: before and after
 in one run, both called through ``Algorithm.all_reduce``.
 
-Open MPI (``--mpi``, when ``mpirun`` and ``mpi4py`` are installed) cannot be
-interleaved with spawned ranks (mpirun starts its own processes), so whole
-runs alternate: Open MPI, artune, Open MPI, artune, ... (``--runs`` each,
-default 3; rank r bound to core r in both), and every figure is the median
-of the samples pooled over the runs. Open MPI runs as the anchors measured it
-(mpi4py ``Allreduce`` on numpy fp32 buffers, vader shared memory,
-``OMPI_MCA_btl_vader_single_copy_mechanism=none``, bursts of back-to-back
-calls) but timed as artune's harness times its candidates: each call on its
-own, the slowest rank per call (the anchors averaged a burst per rank first,
-which gives a slightly lower figure). Goals with MPI: artune's best shm time /
-Open MPI's <= 0.8 at 4 and 16 KiB.
+Open MPI (``--mpi``, when ``mpirun`` and ``mpi4py`` are installed) is an
+interleaved candidate like DeepSpeed: the ranks are started by ``mpirun``
+instead of spawned (pinned as in spawned runs), each joins the gloo group
+artune needs as well, and ``openmpi`` (mpi4py ``Allreduce`` in place on the
+tensor's memory, vader shared memory,
+``OMPI_MCA_btl_vader_single_copy_mechanism=none``) takes its turns between
+artune's candidates, timed per call by the same harness. Goals with MPI:
+artune's best shm time / Open MPI's <= 0.8 at 4 and 16 KiB.
 
 The machine is a shared VM: quote the ratios of one run, not absolute times.
 """
@@ -54,18 +51,19 @@ import argparse
 import glob
 import math
 import os
+import pickle
 import shutil
-import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from artune.launch import RankContext, run_ranks
+from artune.launch import RankContext, free_port, run_ranks
 from artune.measure.harness import measure, memcpy_bandwidth
 from artune.measure.records import Header, Measurement, MeasurementLog
 from artune.sizes import format_size, parse_size
@@ -92,7 +90,6 @@ class RunResult:
     copy_GBps: dict[int, float]
     algorithms_here: tuple[str, ...]
     notes: list[str] = field(default_factory=list)
-    mpi_us: dict[int, list[float]] = field(default_factory=dict)  # size -> Open MPI samples (slowest rank)
 
 
 # ------------------------------------------------------------------ DeepSpeed (optional)
@@ -162,34 +159,27 @@ class _DeepSpeedShm:
 # ------------------------------------------------------------------ Open MPI (optional)
 
 
-def mpi_worker(options: argparse.Namespace) -> None:
-    """One Open MPI rank (under mpirun): fp32 SUM ``Allreduce`` per size; rank 0 prints the samples."""
-    import numpy as np
-    from mpi4py import MPI
+class _OpenMpi:
+    """mpi4py ``Allreduce`` in place on the tensor's memory (a numpy view kept per tensor)."""
 
-    comm = MPI.COMM_WORLD
-    for nbytes in options.sizes:
-        x = np.full(nbytes // 4, comm.rank + 1, dtype=np.float32)
-        y = np.empty_like(x)
-        for _ in range(5):
-            comm.Allreduce(x, y, op=MPI.SUM)
-        samples: list[float] = []
-        mine, slowest = np.empty(options.burst), np.empty(options.burst)
-        clock = time.perf_counter_ns
-        end = time.perf_counter() + options.budget
-        while True:
-            comm.Barrier()
-            for b in range(options.burst):  # timed per call, slowest rank per call: as artune's harness does
-                start = clock()
-                comm.Allreduce(x, y, op=MPI.SUM)
-                mine[b] = (clock() - start) * 1e-9
-            comm.Allreduce(mine, slowest, op=MPI.MAX)
-            samples += slowest.tolist()
-            if comm.bcast(time.perf_counter() > end, root=0):
-                break
-        wrong = int(comm.allreduce(int(np.count_nonzero(y != comm.size * (comm.size + 1) // 2)), op=MPI.SUM))
-        if comm.rank == 0:
-            print(f"MPI {nbytes} {wrong} " + " ".join(f"{v * 1e6:.3f}" for v in samples), flush=True)
+    def __init__(self) -> None:
+        from mpi4py import MPI
+
+        self._mpi = MPI
+        self._comm = MPI.COMM_WORLD
+        self._views: dict[int, tuple[torch.Tensor, Any]] = {}  # id -> (tensor, its numpy view): the tensor is kept
+        self.note = f"{MPI.Get_library_version().splitlines()[0]} via mpi4py, interleaved with artune's candidates"
+
+    def __call__(self, tensor: torch.Tensor, op: str, params: Mapping[str, object]) -> torch.Tensor:
+        if op != "sum" or params:
+            raise RuntimeError(f"the Open MPI candidate does SUM only, no parameters (op={op!r})")
+        held = self._views.get(id(tensor))
+        if held is None or held[0] is not tensor:
+            if len(self._views) > 64:
+                self._views.clear()
+            held = self._views[id(tensor)] = (tensor, tensor.numpy())
+        self._comm.Allreduce(self._mpi.IN_PLACE, held[1], op=self._mpi.SUM)
+        return tensor
 
 
 def mpi_unavailable() -> str | None:
@@ -204,54 +194,51 @@ def mpi_unavailable() -> str | None:
     return None
 
 
-def run_mpi(options: argparse.Namespace, world: int) -> tuple[dict[int, list[float]], str]:
-    """One whole Open MPI run: (size -> samples in us, a note); empty with the reason when it failed."""
-    cmd = ["mpirun", "--allow-run-as-root", "-np", str(world), "--bind-to", "core" if options.pin else "none"]
-    cmd += [sys.executable, os.path.abspath(__file__), "--mpi-worker", "--budget", str(options.budget)]
-    cmd += ["--burst", str(options.burst), "--sizes", ",".join(str(s) for s in options.sizes)]
-    env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none", OMP_NUM_THREADS="1")
-    timeout = 120 + len(options.sizes) * (options.budget + 30)
+def mpi_rank_main(options: argparse.Namespace) -> None:
+    """One rank under mpirun: join a gloo group on the parent's port and run ``bench_rank``."""
+    from datetime import timedelta
+
+    from mpi4py import MPI
+
+    rank, world = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(options.port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_WORLD_SIZE=str(world),
+    )
+    torch.set_num_threads(1)
+    torch.distributed.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=60))
     try:
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
-        return {}, f"Open MPI run timed out after {timeout:.0f} s"
-    out: dict[int, list[float]] = {}
-    for line in done.stdout.splitlines():
-        parts = line.split()
-        if len(parts) > 3 and parts[0] == "MPI":
-            if int(parts[2]):
-                return {}, f"Open MPI gave {parts[2]} wrong elements at {parts[1]} bytes"
-            out[int(parts[1])] = [float(v) for v in parts[3:]]
-    if done.returncode or not out:
-        return {}, f"Open MPI run failed (exit {done.returncode}): {done.stderr.strip()[-300:]}"
-    return out, ""
+        result = bench_rank(RankContext(rank, world), options)
+    finally:
+        torch.distributed.destroy_process_group()
+    if result is not None:
+        with open(options.result, "wb") as out:
+            pickle.dump(result, out)
 
 
-def pooled(runs: list[RunResult]) -> RunResult:
-    """The runs as one: every candidate's samples (and Open MPI's) pooled, copy bandwidth averaged."""
-    first = runs[0]
-    by: dict[tuple[int, str], list[Measurement]] = {}
-    for run in runs:
-        for m in run.measurements:
-            by.setdefault((m.size_bytes, m.candidate.key), []).append(m)
-    measurements = []
-    for ms in by.values():
-        failed = [m for m in ms if not m.ok]
-        if failed:
-            measurements.append(failed[0])
-            continue
-        samples = tuple(v for m in ms for v in m.samples_us)
-        measurements.append(replace(ms[0], samples_us=samples, nwrong=max(m.nwrong for m in ms)))
-    copy = {s: statistics.mean(r.copy_GBps[s] for r in runs if s in r.copy_GBps) for s in first.copy_GBps}
-    mpi: dict[int, list[float]] = {}
-    for run in runs:
-        for size, samples in run.mpi_us.items():
-            mpi.setdefault(size, []).extend(samples)
-    notes = list(dict.fromkeys(n for r in runs for n in r.notes))
-    return RunResult(measurements, copy, first.algorithms_here, notes, mpi)
-
-
-# ------------------------------------------------------------------ inside each rank
+def run_under_mpirun(options: argparse.Namespace, world: int, env: dict[str, str], timeout: float) -> RunResult:
+    """The whole bench with its ranks started by mpirun (Open MPI interleaved); rank 0's result."""
+    with tempfile.TemporaryDirectory() as tmp:
+        result = os.path.join(tmp, "result.pickle")
+        # bench_rank pins each rank's main thread as in spawned runs; mpirun's binding would also pin gloo's
+        # threads onto that core (measured: gloo 8x slower)
+        cmd = ["mpirun", "--allow-run-as-root", "-np", str(world), "--bind-to", "none"]
+        cmd += [sys.executable, os.path.abspath(__file__), *options.argv, "--mpi-rank", "--result", result]
+        cmd += ["--port", str(free_port())]
+        env = dict(os.environ, **env, OMPI_MCA_btl_vader_single_copy_mechanism="none")
+        try:
+            done = subprocess.run(cmd, env=env, stdout=sys.stderr, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise SystemExit(f"the mpirun bench timed out after {timeout:.0f} s") from None
+        if done.returncode or not os.path.exists(result):
+            raise SystemExit(f"the mpirun bench failed (exit {done.returncode}); its output is above")
+        with open(result, "rb") as f:
+            loaded: RunResult = pickle.load(f)
+    return loaded
 
 
 def bench_rank(ctx: RankContext, options: argparse.Namespace) -> RunResult | None:
@@ -291,6 +278,11 @@ def bench_rank(ctx: RankContext, options: argparse.Namespace) -> RunResult | Non
                 notes.append(ds.note)
                 functions[DS] = ds
                 names.append(DS)
+        if options.mpi_rank:
+            mpi = _OpenMpi()
+            notes.append(mpi.note)
+            functions[MPI] = mpi
+            names.append(MPI)
         if functions:
             reducer = FunctionReducer(functions, base=comm)
         if getattr(comm, "shm_unavailable_reason", None):
@@ -342,13 +334,14 @@ def rows(result: RunResult) -> tuple[list[str], list[list[str]], dict[int, dict[
     sizes = list(dict.fromkeys(m.size_bytes for m in result.measurements))
     has_ds = any(m.candidate.algorithm == DS for m in result.measurements)
     has_py = any(m.candidate.algorithm in PY for m in result.measurements)
-    timed = [*ALGORITHMS, *([DS] if has_ds else []), *(PY if has_py else [])]
+    has_mpi = any(m.candidate.algorithm == MPI for m in result.measurements)
+    timed = [*ALGORITHMS, *([DS] if has_ds else []), *(PY if has_py else []), *([MPI] if has_mpi else [])]
     header = ["size", "copy GB/s/rank", "gloo/shm_one_shot", "gloo/best-shm", "best-shm busbw/copy"]
     if has_ds:
         header.append("t(best shm)/t(DS)")
     if has_py:
         header.append("t(best shm)/t(best py round)")
-    if result.mpi_us:
+    if has_mpi:
         header += ["Open MPI us", "t(best shm)/t(MPI)"]
     table: list[list[str]] = []
     figures: dict[int, dict[str, float]] = {}
@@ -365,11 +358,8 @@ def rows(result: RunResult) -> tuple[list[str], list[list[str]], dict[int, dict[
             "busbw/copy": best_busbw / copy if copy and not math.isnan(best_busbw) else math.nan,
             "best/ds": _ratio(t[best], t[DS]) if has_ds else math.nan,
             "best/py": _ratio(t[best], min(t[p] for p in PY)) if has_py else math.nan,
-            "best/mpi": math.nan,
+            "best/mpi": _ratio(t[best], t[MPI]) if has_mpi else math.nan,
         }
-        mpi = result.mpi_us.get(size)
-        if mpi:
-            fig["best/mpi"] = _ratio(t[best], statistics.median(mpi))
         figures[size] = fig
         row = [
             format_size(size),
@@ -382,8 +372,8 @@ def rows(result: RunResult) -> tuple[list[str], list[list[str]], dict[int, dict[
             row.append(_x(fig["best/ds"]))
         if has_py:
             row.append(_x(fig["best/py"]))
-        if result.mpi_us:
-            row += [f"{statistics.median(mpi):.1f}" if mpi else "-", _x(fig["best/mpi"])]
+        if has_mpi:
+            row += [f"{t[MPI]:.1f}", _x(fig["best/mpi"])]
         table.append(row)
     return header, table, figures
 
@@ -488,14 +478,16 @@ def main(argv: list[str] | None = None) -> int:
         help="add the pure-Python shm round (py_one_shot, py_two_shot) as interleaved candidates",
     )
     parser.add_argument(
-        "--mpi", action="store_true", help="add Open MPI: whole runs alternate MPI, artune, ... (see --runs)"
+        "--mpi", action="store_true", help="add Open MPI as an interleaved candidate (the ranks start under mpirun)"
     )
-    parser.add_argument("--runs", type=int, default=3, help="with --mpi: runs of each (default 3)")
-    parser.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--mpi-rank", action="store_true", help=argparse.SUPPRESS)  # a rank under mpirun
+    parser.add_argument("--result", help=argparse.SUPPRESS)
+    parser.add_argument("--port", type=int, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
+    options.argv = list(sys.argv[1:] if argv is None else argv)
     options.sizes = tuple(parse_size(s) for s in options.sizes.split(",")) if options.sizes else SIZES
-    if options.mpi_worker:
-        mpi_worker(options)
+    if options.mpi_rank:
+        mpi_rank_main(options)
         return 0
     if options.mpi and (why := mpi_unavailable()):
         options.mpi = False
@@ -517,25 +509,12 @@ def main(argv: list[str] | None = None) -> int:
     per_size = 3 * options.budget + 4 * options.copy_budget + 60
     ds_segments = f"/dev/shm/deepspeed_allreduce_buffer_{os.getuid()}_*"
     existing = set(glob.glob(ds_segments))
-    runs: list[RunResult] = []
+    timeout = 180 + per_size * len(options.sizes)
     try:
-        for k in range(options.runs if options.mpi else 1):
-            mpi_us: dict[int, list[float]] = {}
-            if options.mpi:
-                print(f"# run {k + 1}/{options.runs}: Open MPI", file=sys.stderr, flush=True)
-                mpi_us, why = run_mpi(options, world)
-                if why:
-                    print(f"# {why}", file=sys.stderr)
-                print(f"# run {k + 1}/{options.runs}: artune", file=sys.stderr, flush=True)
-            run = run_ranks(bench_rank, world, options, timeout=180 + per_size * len(options.sizes), env=env)[0]
-            run.mpi_us = mpi_us
-            runs.append(run)
-        result = pooled(runs)
         if options.mpi:
-            result.notes.append(
-                f"Open MPI and artune alternated in whole runs ({options.runs} each, MPI first); "
-                "figures are medians of the samples pooled over the runs"
-            )
+            result = run_under_mpirun(options, world, env, timeout)
+        else:
+            result = run_ranks(bench_rank, world, options, timeout=timeout, env=env)[0]
     finally:
         for path in set(glob.glob(ds_segments)) - existing:  # DeepSpeed never unlinks its segments
             os.unlink(path)
