@@ -12,6 +12,10 @@ Rules it follows (documented here because users rely on them):
   rank 0 logs it once per process at WARNING with the reason and the fix.
   Across hosts, ``hier_shm`` uses shared memory inside each host, and plans
   are those for the number of hosts (``hosts``).
+- A signature (shape, dtype, device, op, algorithm) is decided and routed
+  the first time it is seen; repeats reuse the route, and one that is a
+  compiled shm step runs from C without Python in between
+  (``artune.communicator.fastpath``).
 - Per call, ranks compare element count, dtype, op and algorithm before any
   data moves (inside the shared-memory round, or a header-only round before
   a process-group call); a mismatch raises ``CallMismatch`` on every rank.
