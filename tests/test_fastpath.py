@@ -109,6 +109,31 @@ def test_repeated_calls_run_from_c_and_only_for_their_own_signature(path: str) -
             assert res["ran"] == 0, rank
 
 
+def _many_signatures(ctx: RankContext, path: str) -> dict[str, Any]:
+    import artune
+
+    os.environ["ARTUNE_SHM_NATIVE"] = "1" if path == "n" else "0"
+    wrong = []
+    with artune.Communicator(timeout=20) as comm:
+        spy = comm._fast = _Spy(comm._fast)
+        for repeat in range(3):
+            for k in range(1, 21):  # 20 signatures: more than the router holds
+                t = torch.arange(8 * k, dtype=torch.float32) + ctx.rank
+                comm.all_reduce(t)
+                if not torch.equal(t, _expected(ctx.world_size, 8 * k, torch.float32, "sum")):
+                    wrong.append(f"{8 * k} elements, repeat {repeat}")
+        return {"wrong": wrong, "ran": spy.ran}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("path", PATHS)
+def test_more_signatures_than_the_router_holds(path: str) -> None:
+    for rank, res in enumerate(run_ranks(_many_signatures, 2, path, timeout=100)):
+        assert res["wrong"] == [], rank
+        # the last 16 first seen stay in C; the 4 they replaced take the general path, still correct
+        assert res["ran"] == (2 * 16 if path == "n" else 0), rank
+
+
 def _overlapping(ctx: RankContext, out_dir: str, path: str, warm: bool) -> str:
     import artune
 

@@ -8,7 +8,9 @@ the call against the routes it was given (by the identity of dtype, op and
 algorithm, and the element count; the tensor must be a contiguous CPU
 tensor) and runs the compiled step, or returns False and the Communicator
 takes its general path. Which algorithm a signature runs is still decided
-once, on first sight, by the general path; the router only remembers it.
+once, on first sight, by the general path; the router only remembers it. It
+holds the 16 signatures seen last for the first time (decode loops use a
+few); one it dropped takes the general path, still correct.
 
 Both paths share the router's busy flag (``enter``/``leave``), so calls from
 two threads cannot overlap whichever path they take. Where the compiled

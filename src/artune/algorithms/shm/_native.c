@@ -490,8 +490,9 @@ static PyTypeObject StepType = {
 
 /* ------------------------------------------------------------------ router */
 
-/* The Communicator's fast path (artune.communicator.fastpath): call signatures whose route is a
- * compiled Step, so that a repeated all-reduce goes from Python straight into the round. A route
+/* The Communicator's fast path (artune.communicator.fastpath): up to ROUTES call signatures whose
+ * route is a compiled Step, so that a repeated all-reduce goes from Python straight into the round
+ * (more signatures than that replace the oldest; a miss only costs the general path). A route
  * matches on the identity of the call's dtype, op and algorithm objects and on the element count;
  * the tensor must also be a contiguous CPU tensor. Anything else returns False and the caller takes
  * its general path, which also added the route on first sight. The busy flag is the Communicator's
@@ -515,14 +516,15 @@ typedef struct {
 static PyObject *str_dtype, *str_is_cpu, *str_is_contiguous;
 
 static int router_clear(Router *rt) {
-    for (int i = 0; i < rt->count; i++) {
-        route_t *r = &rt->routes[i];
-        PyObject *step = (PyObject *)r->step;
-        r->step = NULL;
-        Py_CLEAR(r->dtype); Py_CLEAR(r->op); Py_CLEAR(r->algorithm);
-        Py_XDECREF(step);
-    }
+    route_t old[ROUTES];
+    int n = rt->count;
+    memcpy(old, rt->routes, sizeof old);
+    memset(rt->routes, 0, sizeof rt->routes);
     rt->count = rt->next = 0;
+    for (int i = 0; i < n; i++) { /* released after the table is empty: a destructor sees no half-cleared entry */
+        Py_XDECREF(old[i].dtype); Py_XDECREF(old[i].op); Py_XDECREF(old[i].algorithm);
+        Py_XDECREF((PyObject *)old[i].step);
+    }
     return 0;
 }
 
@@ -573,15 +575,26 @@ static PyObject *router_add(Router *rt, PyObject *args) {
     Py_ssize_t numel;
     if (!PyArg_ParseTuple(args, "OOOnO", &dtype, &op, &algorithm, &numel, &step)) return NULL;
     if (!PyObject_TypeCheck(step, &StepType) || ((Step *)step)->n != numel) Py_RETURN_FALSE;
-    int i = rt->count < ROUTES ? rt->count++ : rt->next++ % ROUTES;
-    route_t *r = &rt->routes[i];
-    PyObject *old = (PyObject *)r->step;
-    Py_XSETREF(r->dtype, Py_NewRef(dtype));
-    Py_XSETREF(r->op, Py_NewRef(op));
-    Py_XSETREF(r->algorithm, Py_NewRef(algorithm));
+    int i = 0; /* the signature's own entry when it has one (routed again), else a free one, else the oldest */
+    while (i < rt->count && !(rt->routes[i].numel == numel && rt->routes[i].dtype == dtype &&
+                              rt->routes[i].op == op && rt->routes[i].algorithm == algorithm))
+        i++;
+    if (i == rt->count) {
+        if (rt->count < ROUTES) {
+            rt->count++;
+        } else {
+            i = rt->next;
+            rt->next = (rt->next + 1) % ROUTES;
+        }
+    }
+    route_t *r = &rt->routes[i], old = *r;
+    r->dtype = Py_NewRef(dtype);
+    r->op = Py_NewRef(op);
+    r->algorithm = Py_NewRef(algorithm);
     r->numel = numel;
     r->step = (Step *)Py_NewRef(step);
-    Py_XDECREF(old);
+    /* released last: a destructor they run sees a consistent table */
+    Py_XDECREF(old.dtype); Py_XDECREF(old.op); Py_XDECREF(old.algorithm); Py_XDECREF((PyObject *)old.step);
     Py_RETURN_TRUE;
 }
 
