@@ -158,6 +158,11 @@ def _overlapping(ctx: RankContext, out_dir: str, path: str, warm: bool) -> str:
                 outcomes.append("no error")
             except artune.ArtuneError as err:
                 outcomes.append(str(err))
+        try:
+            comm.close()
+            outcomes.append("closed under a running call")
+        except artune.ArtuneError as err:
+            outcomes.append(str(err))
         go.touch()
         first.join(20)
         return " | ".join(outcomes)
@@ -166,6 +171,7 @@ def _overlapping(ctx: RankContext, out_dir: str, path: str, warm: bool) -> str:
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("warm", [False, True], ids=["first-sight", "routed"])
 @pytest.mark.parametrize("path", PATHS)
-def test_overlapping_calls_from_threads_are_refused(tmp_path: Path, path: str, warm: bool) -> None:
+def test_overlapping_calls_and_a_close_from_threads_are_refused(tmp_path: Path, path: str, warm: bool) -> None:
     outcome = run_ranks(_overlapping, 2, str(tmp_path), path, warm, timeout=100)[0]
-    assert outcome.count("another thread is inside an all_reduce") == 2, outcome
+    assert outcome.count("another thread is inside an all_reduce") == 3, outcome
+    assert "close(): another thread" in outcome

@@ -217,11 +217,11 @@ class Communicator:
         self._available: dict[tuple[torch.dtype, str, str, str], frozenset[str]] = {}
         self._routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, str | None], tuple] = {}
         self._graph_routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, str | None], tuple] = {}
-        self._broken = ""
-        self._closed = False
         #: repeated calls with a compiled route run from C; its busy flag guards against overlapping calls
         #: from threads (they would desynchronise ranks), whichever path they take
         self._fast: fastpath.Router = fastpath.make_router()
+        self._broken = ""
+        self._closed = False
         if self.shm_unavailable_reason is None and self.rank == min(
             r for r, f in enumerate(everyone) if f.host == facts.host
         ):
@@ -464,13 +464,26 @@ class Communicator:
     # ------------------------------------------------------------ lifetime
 
     def close(self) -> None:
-        """Release shared memory and semaphores; idempotent. The process group stays yours."""
-        if not self._closed:
+        """Release shared memory and semaphores; idempotent. The process group stays yours.
+
+        Raises ``ArtuneError`` while another thread is inside ``all_reduce``: its
+        round still reads the shared memory that closing would unmap.
+        """
+        if self._closed:
+            return
+        if not self._fast.enter():
+            raise ArtuneError(
+                "close(): another thread is inside an all_reduce on this Communicator, and closing would "
+                "unmap the memory it reads; let that call finish (join the thread) first"
+            )
+        try:
             self._closed = True
             self._fast.clear()  # bound calls hold views over the shared memory
             self._routes.clear()
             self._graph_routes.clear()
             self._algorithms.close()
+        finally:
+            self._fast.leave()
 
     def __enter__(self) -> Communicator:
         return self
