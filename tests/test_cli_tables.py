@@ -10,6 +10,7 @@ import pytest
 
 from artune.cli import main
 from artune.table import loads_table
+from artune.table.decide import decide
 
 
 def explain(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
@@ -98,7 +99,7 @@ def test_show_formats(capsys) -> None:
     assert "2shot_pull_mc" in chart and "arch=10.7" in chart
     assert main(["show", "bundled:cpu", "--format", "toml"]) == 0
     table = loads_table(capsys.readouterr().out)
-    assert table.decide(4096, 2).algorithm == "shm_one_shot"
+    assert decide(table, 4096, 2).algorithm == "shm_one_shot"
     assert main(["show", "reference:vllm", "--format", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 5
 
@@ -106,7 +107,7 @@ def test_show_formats(capsys) -> None:
 def test_check_references_exit_1_with_their_holes(capsys) -> None:
     assert main(["check", "reference:vllm"]) == 1
     out = capsys.readouterr().out
-    assert "reference:vllm: arch=9.0: mode=graph: no plan for world sizes 3, 5, 7 (up to 8)" in out
+    assert "reference:vllm: warning: arch=9.0: mode=graph: no plan for world sizes 3, 5, 7 (up to 8)" in out
     assert "arch=10.7: figures inherited from arch 10.3" in out
     assert main(["check", "reference:sglang", "--max-world-size", "16"]) == 1
     out = capsys.readouterr().out

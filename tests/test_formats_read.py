@@ -11,6 +11,7 @@ from artune.errors import TableError
 from artune.formats import read_engine
 from artune.formats.pyeval import Interpreter, Unsupported, constants
 from artune.table.check import copied_archs, shadowed_rules, unaligned_rules
+from artune.table.decide import decide
 from artune.table.references import reference_set
 from artune.table.references.rules import Rule, below, upto
 from formats_helpers import decision_mismatches
@@ -166,12 +167,12 @@ def test_sglang_multinode_bands_replace_only_the_eager_heuristic() -> None:
     imported = read_engine("sglang", str(FIXTURES / "sglang-b"))
     multi = imported.tables.tables["10.0/multinode"]
     single = imported.tables.tables["10.0"]
-    assert multi.decide(1 * MiB, 8, "eager").algorithm == "2shot_push"
-    assert multi.decide(288 * 1024 - 16, 8, "eager").algorithm == "1shot_push"
-    assert single.decide(1 * MiB, 8, "eager").algorithm == "2shot_pull_mc"
+    assert decide(multi, 1 * MiB, 8, "eager").algorithm == "2shot_push"
+    assert decide(multi, 288 * 1024 - 16, 8, "eager").algorithm == "1shot_push"
+    assert decide(single, 1 * MiB, 8, "eager").algorithm == "2shot_pull_mc"
     assert decision_mismatches(multi, single, world_sizes=[2, 4, 16]) == []
     for size in (0, 300 * 1024, 1 * MiB, 20 * MiB):
-        a, b = multi.decide(size, 8, "graph"), single.decide(size, 8, "graph")
+        a, b = decide(multi, size, 8, "graph"), decide(single, size, 8, "graph")
         assert (a.algorithm, dict(a.params)) == (b.algorithm, dict(b.params))
 
 
@@ -228,7 +229,7 @@ KB = 1024
     ],
 )
 def test_sglang_every_shape(fixture, arch, ws, mode, size, available, algorithm) -> None:
-    assert _one(fixture, arch).decide(size, ws, mode, available).algorithm == algorithm
+    assert decide(_one(fixture, arch), size, ws, mode, available).algorithm == algorithm
 
 
 def test_sglang_unknown_shape_and_unsupported_constructs_are_errors(tmp_path: Path) -> None:

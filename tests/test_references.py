@@ -16,7 +16,8 @@ import pytest
 
 from artune.catalog import SPECS
 from artune.errors import ArtuneError
-from artune.table.io import dumps_table, loads_table
+from artune.table.decide import decide
+from artune.table.io import digest, dumps_table, loads_table
 from artune.table.references import REFERENCES, reference_set
 
 KiB = KB = 1024
@@ -232,7 +233,7 @@ def test_vllm_conformance(arch: str | None, multicast: bool) -> None:
         for mode in MODES:
             for dtype in VLLM_DTYPES:
                 for n in sizes:
-                    got = table.decide(n, ws, mode, catalog_available(ws, dtype, n, multicast)).algorithm
+                    got = decide(table, n, ws, mode, catalog_available(ws, dtype, n, multicast)).algorithm
                     want = vllm_rule(arch, ws, dtype, n, multicast)
                     assert got == want, f"vllm {arch} ws={ws} {mode} {dtype} mc={multicast} {n} B: {got} != {want}"
                     checked += 1
@@ -252,7 +253,7 @@ def test_sglang_conformance(key: str, multicast: bool) -> None:
     for ws in graph:
         for mode in MODES:
             for n in sizes:
-                got = table.decide(n, ws, mode, available).algorithm
+                got = decide(table, n, ws, mode, available).algorithm
                 want = sglang_rule(key, ws, mode, n, multicast, available)
                 assert got == want, f"sglang {key} ws={ws} {mode} mc={multicast} {n} bytes: {got} != {want}"
 
@@ -271,7 +272,7 @@ def test_sglang_any_availability(key: str) -> None:
         for ws in graph:
             for mode in MODES:
                 for n in sizes[::3]:
-                    got = table.decide(n, ws, mode, available).algorithm
+                    got = decide(table, n, ws, mode, available).algorithm
                     want = sglang_rule(key, ws, mode, n, True, available)
                     assert got == want, f"{key} ws={ws} {mode} {sorted(available)} {n}: {got} != {want}"
 
@@ -282,9 +283,9 @@ def test_sglang_float_range_starts_at_its_ceiling() -> None:
     edge = int(2.438 * MB)
     assert edge == 2556428
     pulls_only = frozenset({"2shot_pull_mc", "2shot_pull", "nccl"})
-    assert table.decide(edge, 8, "eager", pulls_only).algorithm == "2shot_pull"
-    assert table.decide(edge + 1, 8, "eager", pulls_only).algorithm == "2shot_pull_mc"
-    assert table.decide(edge, 8, "eager").algorithm == "1shot_push"
+    assert decide(table, edge, 8, "eager", pulls_only).algorithm == "2shot_pull"
+    assert decide(table, edge + 1, 8, "eager", pulls_only).algorithm == "2shot_pull_mc"
+    assert decide(table, edge, 8, "eager").algorithm == "1shot_push"
 
 
 # ---------------------------------------------------------------- shape and provenance
@@ -354,27 +355,27 @@ def test_sglang_arch_mapping() -> None:
     other = refs.resolve("8.0")
     assert other == refs.default and other.borrowed
     # the borrowing is visible in every decision it makes
-    decision = b300.decide(1 * MiB, 4, "eager")
+    decision = decide(b300, 1 * MiB, 4, "eager")
     assert decision.algorithm == "2shot_push"
     assert "borrowed arch 10.0" in decision.reason
-    assert "default table" in other.decide(1 * MiB, 2, "eager").reason
+    assert "default table" in decide(other, 1 * MiB, 2, "eager").reason
 
 
 def test_vllm_unknown_arch_uses_default() -> None:
     refs = reference_set("vllm")
     table = refs.resolve("8.0")
     assert table == refs.default and table.borrowed
-    decision = table.decide(4 * MiB, 4, "graph", catalog_available(4, "bfloat16", 4 * MiB))
+    decision = decide(table, 4 * MiB, 4, "graph", catalog_available(4, "bfloat16", 4 * MiB))
     assert decision.algorithm == "custom_ar"
     assert "default table" in decision.reason
-    assert table.decide(8 * MiB, 4, "graph").algorithm == "nccl"
+    assert decide(table, 8 * MiB, 4, "graph").algorithm == "nccl"
 
 
 @pytest.mark.parametrize("ws", [3, 5, 7, 16])
 def test_vllm_unsupported_world_sizes_use_nccl(ws: int) -> None:
     table = reference_set("vllm").tables["9.0"]
     n = 1 * MiB
-    assert table.decide(n, ws, "eager", catalog_available(ws, "bfloat16", n)).algorithm == "nccl"
+    assert decide(table, n, ws, "eager", catalog_available(ws, "bfloat16", n)).algorithm == "nccl"
 
 
 # ---------------------------------------------------------------- files
@@ -387,4 +388,4 @@ def test_round_trip_through_toml(name: str) -> None:
     for table in [*refs.tables.values(), refs.default]:
         back = loads_table(dumps_table(table), origin=f"reference:{name}")
         assert back == table
-        assert back.digest == table.digest
+        assert digest(back) == digest(table)

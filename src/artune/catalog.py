@@ -129,6 +129,20 @@ SPECS: dict[str, AlgorithmSpec] = {
 }
 
 
+def unavailable(world_size: int, dtype: str | None, nbytes: int, multicast: bool, hosts: int = 1) -> dict[str, str]:
+    """Algorithm name -> why its static conditions (or topology) rule it out for this call."""
+    return {
+        name: why
+        for name, spec in SPECS.items()
+        if (why := spec.conditions.unmet(world_size, dtype, nbytes, multicast) or spec.topology_unmet(hosts))
+    }
+
+
+def available(world_size: int, dtype: str | None, nbytes: int, multicast: bool, hosts: int = 1) -> frozenset[str]:
+    """The algorithms whose static conditions hold for this call: what ``decide`` may choose from."""
+    return frozenset(SPECS) - unavailable(world_size, dtype, nbytes, multicast, hosts).keys()
+
+
 def spec(name: str) -> AlgorithmSpec:
     """The spec for ``name``; ``KeyError`` with the known names when it is unknown."""
     try:

@@ -14,11 +14,12 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from artune import settings
+from artune import catalog, settings
 from artune.catalog import DTYPES, SPECS
 from artune.errors import ArtuneError, TableError
 from artune.sizes import format_size, format_span, parse_size
 from artune.table.check import Finding, check_table, modelled_summary
+from artune.table.decide import decide
 from artune.table.family import TableSet
 from artune.table.io import dumps_table, load_table, table_to_dict
 from artune.table.model import MODES, Plan, Table
@@ -208,11 +209,7 @@ def run_explain(args: argparse.Namespace) -> int:
     kind = table.platform.kind
     dtype = args.dtype or _DEFAULT_DTYPE[kind]
     multicast = kind == "cuda" and not args.no_multicast
-    unavailable = {
-        name: why
-        for name, spec in SPECS.items()
-        if (why := spec.conditions.unmet(args.world_size, dtype, nbytes, multicast) or spec.topology_unmet(args.hosts))
-    }
+    unavailable = catalog.unavailable(args.world_size, dtype, nbytes, multicast, args.hosts)
     if kind == "cpu" and args.world_size > 1:  # what a Communicator here would find in /dev/shm
         from artune.algorithms.shm import ShmOneShot, ShmTwoShot
         from artune.algorithms.shm.segment import shm_problem
@@ -226,7 +223,7 @@ def run_explain(args: argparse.Namespace) -> int:
     if not 1 <= args.hosts <= args.world_size:
         print(f"artune explain: --hosts must be from 1 to --world-size ({args.world_size})", file=sys.stderr)
         return 2
-    decision = table.decide(nbytes, args.world_size, args.mode, available, args.hosts)
+    decision = decide(table, nbytes, args.world_size, args.mode, available, args.hosts)
     note = ""
     if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
         note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"

@@ -40,7 +40,13 @@ def read_engine(engine: str, path: str) -> EngineImport:
 
 
 def engine_source(spec: str) -> tuple[str, str] | None:
-    """``("vllm", PATH)`` for ``"vllm:PATH"`` (likewise sglang); ``None`` for any other table name."""
+    """``("vllm", PATH)`` for ``"vllm:PATH"`` (likewise sglang), and for a release ``"vllm==0.33.0"`` the
+    folder it is unpacked to (``artune.formats.releases``); ``None`` for any other table name."""
+    from artune.formats.releases import fetch_release, release_spec
+
+    release = release_spec(spec)
+    if release is not None:
+        return release[0], str(fetch_release(*release))
     engine, sep, path = spec.partition(":")
     if sep and engine in ENGINES:
         if not path:

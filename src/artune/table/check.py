@@ -42,8 +42,15 @@ class Finding:
     world_size: int | None = None
     mode: str | None = None
     source: str = ""  # "file:line" in an engine's own file, when the finding comes from one
-    note: bool = False  # information (modelled figures), not a problem
+    #: "error" (the engine raises, or runs a silently wrong path), "warning" (a question for the author),
+    #: "note" (information, such as modelled figures: not a problem)
+    severity: str = "warning"
     hosts: int = 1
+
+    @property
+    def note(self) -> bool:
+        """Information, not a problem: it does not count as a finding."""
+        return self.severity == "note"
 
     def __str__(self) -> str:
         where = f"arch={self.arch}"
@@ -54,7 +61,7 @@ class Finding:
         if self.mode is not None:
             where += f" mode={self.mode}"
         # a finding in an engine's file names the file and line instead of the table
-        return f"{self.source or self.table}: {where}: {'note: ' if self.note else ''}{self.message}"
+        return f"{self.source or self.table}: {self.severity}: {where}: {self.message}"
 
 
 def modelled_summary(provenance: Provenance) -> str:
@@ -75,7 +82,15 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
     def add(message: str, plan: Plan | None = None, note: bool = False) -> None:
         ws, mode = (plan.world_size, plan.mode) if plan else (None, None)
         findings.append(
-            Finding(table.name, table.platform.arch, message, ws, mode, note=note, hosts=plan.hosts if plan else 1)
+            Finding(
+                table.name,
+                table.platform.arch,
+                message,
+                ws,
+                mode,
+                severity="note" if note else "warning",
+                hosts=plan.hosts if plan else 1,
+            )
         )
 
     source = table.provenance
