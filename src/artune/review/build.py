@@ -1,0 +1,344 @@
+"""Build a ``Review`` from two table sources: what moves, the questions, the evidence, the verdict.
+
+Each side is opened as every command opens a table source
+(``artune.cli.tables.open_source``); ``--base REV`` reads the base side
+from git (``artune.formats.gitrev``) with the same reader. What moves is
+``artune.table.diff`` per arch: routes, so that run-time availability stays
+out of the comparison, and the engine's own rules (its caps, clips, world
+sizes with no config, arches without a row). The questions are what ``artune
+check`` prints for each side, matched between the sides without their file
+and line (lines shift between revisions). The evidence weighs the moved
+rows with the cost model (``artune.review.evidence``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from artune.catalog import SPECS
+from artune.cli.tables import Source, open_source
+from artune.errors import ArtuneError, TableError
+from artune.review.evidence import measured_regret, modelled_regret
+from artune.review.model import (
+    CLEAN,
+    QUESTIONS,
+    ArchChange,
+    Coverage,
+    Move,
+    ParamChange,
+    Question,
+    Regret,
+    Review,
+    Side,
+)
+from artune.table.check import Finding, check_table
+from artune.table.diff import Difference, diff_plans, diff_tables
+from artune.table.family import conservative_default
+from artune.table.model import MODES, Table
+
+#: world sizes the coverage row always looks at: a node of up to 16 GPUs (SGLang plans 16)
+COVERED = range(2, 17)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """One side, read: its source, the text it was given as, and how to name its temporary paths."""
+
+    spec: str
+    source: Source
+    label: str
+    rename: Callable[[str], str] = field(default=lambda text: text)
+
+
+def open_side(role: str, spec: str, base: str | None = None) -> Opened:
+    """Read one side; with ``base``, ``spec`` (``ENGINE:PATH``) as it is at git revision ``base``.
+
+    ``TableError`` names the side and the problem when it cannot be read.
+    """
+    try:
+        if base is None:
+            return Opened(spec, open_source(spec), spec)
+        from artune.formats import ENGINES
+        from artune.formats.gitrev import engine_members, revision_tree
+
+        engine, sep, path = spec.partition(":")
+        if not sep or engine not in ENGINES or not path:
+            raise TableError(f"--base reads an engine's git work tree: give {' or '.join(ENGINES)}:PATH, not {spec}")
+        with revision_tree(path, base, engine_members(engine)) as tree:
+            source = open_source(f"{engine}:{tree.path}")
+        return Opened(f"{spec} at {base}", source, f"commit {tree.commit[:12]}", tree.rename)
+    except ArtuneError as err:
+        from artune.formats.releases import ReleaseUnavailable
+
+        kind = ReleaseUnavailable if isinstance(err, ReleaseUnavailable) else TableError
+        raise kind(f"{role} side {spec}{f' at {base}' if base else ''} cannot be read: {err}") from None
+
+
+# ------------------------------------------------------------------ pairs of tables
+
+
+def _set_tables(source: Source) -> dict[str, Table]:
+    """Arch -> table, in the order the source lists them; a set's default as "default"."""
+    if source.table_set is None:
+        return {t.platform.arch: t for t in source.tables}
+    tables = dict(source.table_set.tables)
+    if source.table_set.default is not None:
+        tables["default"] = source.table_set.default
+    return tables
+
+
+def _resolve(source: Source, arch: str) -> Table:
+    if source.table_set is not None:
+        if arch == "default" and source.table_set.default is not None:
+            return source.table_set.default
+        return source.table_set.resolve(arch)
+    (table,) = source.tables if len(source.tables) == 1 else [t for t in source.tables if t.platform.arch == arch]
+    return table
+
+
+def pairs(before: Source, after: Source) -> list[tuple[str, Table, Table]]:
+    """``(arch, before's table, after's table)`` for every arch either side has a row for.
+
+    A side without a row for an arch gives what it runs there: an engine's
+    own fallback, artune's family chain, or its only table.
+    """
+    a, b = _set_tables(before), _set_tables(after)
+    if len(a) == 1 and len(b) == 1 and before.table_set is None and after.table_set is None:
+        (ka, ta), (kb, tb) = next(iter(a.items())), next(iter(b.items()))
+        return [(ka if ka == kb else f"{ka} -> {kb}", ta, tb)]
+    keys = list(dict.fromkeys([*a, *b]))
+    return [(arch, a.get(arch) or _resolve(before, arch), b.get(arch) or _resolve(after, arch)) for arch in keys]
+
+
+# ------------------------------------------------------------------ what moves
+
+
+def _group(items: Iterable[tuple[tuple, int, str]]) -> list[tuple[tuple, tuple[int, ...], tuple[str, ...]]]:
+    """Rows keyed by ``key`` with the (world size, mode) pairs they hold: one row per key and world-size set.
+
+    A key whose world sizes are the same in every mode gives one row for all
+    its modes; otherwise one row per mode.
+    """
+    found: dict[tuple, dict[str, set[int]]] = {}
+    for key, ws, mode in items:
+        found.setdefault(key, {}).setdefault(mode, set()).add(ws)
+    out: list[tuple[tuple, tuple[int, ...], tuple[str, ...]]] = []
+    for key, by_mode in found.items():
+        sets = {frozenset(s) for s in by_mode.values()}
+        if len(sets) == 1:
+            out.append((key, tuple(sorted(next(iter(sets)))), tuple(m for m in MODES if m in by_mode)))
+        else:
+            out += [(key, tuple(sorted(by_mode[m])), (m,)) for m in MODES if m in by_mode]
+    return out
+
+
+def moves(found: Sequence[tuple[str, Difference]]) -> tuple[Move, ...]:
+    """The differences grouped over world sizes and modes, by arch, then by size."""
+    rows = _group(((arch, d.lo, d.hi, d.a, d.b), d.world_size, d.mode) for arch, d in found)
+    out = [Move(k[0], ws, modes, k[1], k[2], k[3], k[4]) for k, ws, modes in rows]
+    order = {arch: i for i, arch in enumerate(dict.fromkeys(arch for arch, _ in found))}
+    return tuple(sorted(out, key=lambda m: (order[m.arch], m.world_sizes, m.lo, MODES.index(m.modes[0]))))
+
+
+def arch_changes(before: Opened, after: Opened) -> tuple[ArchChange, ...]:
+    """Arches with rows on one side only, and what the other side runs there."""
+    a, b = _set_tables(before.source), _set_tables(after.source)
+    out: list[ArchChange] = []
+    for arch in b.keys() - a.keys():
+        out.append(ArchChange(arch, "new", before.rename(_runs(_resolve(before.source, arch)))))
+    for arch in a.keys() - b.keys():
+        out.append(ArchChange(arch, "removed", after.rename(_runs(_resolve(after.source, arch)))))
+    if len(a) == 1 and len(b) == 1 and before.source.table_set is None and after.source.table_set is None:
+        return ()  # two single tables: compared with each other whatever their arches
+    order = list(dict.fromkeys([*a, *b]))
+    return tuple(sorted(out, key=lambda c: order.index(c.arch)))
+
+
+def _runs(table: Table) -> str:
+    """What a side runs on ``arch`` without a row of its own, in words."""
+    if table.borrowed:
+        return "; ".join(table.borrowed)
+    return f"the table of arch {table.platform.arch} ({table.name})"
+
+
+def param_changes(found: Sequence[tuple[str, Table, Table]]) -> tuple[ParamChange, ...]:
+    """Parameters (block counts and the like) that change between plans both sides have."""
+    items: list[tuple[tuple, int, str]] = []
+    for arch, ta, tb in found:
+        for pa in ta.plans:
+            pb = tb.plan(pa.world_size, pa.mode, pa.hosts)
+            if pb is None:
+                continue
+            for name in dict.fromkeys(n for n in pa.algorithms if n in pb.algorithms):
+                have_a, have_b = pa.params_for(name), pb.params_for(name)
+                keys = dict.fromkeys([*have_a, *have_b, *(SPECS[name].required_params if name in SPECS else ())])
+                for key in keys:
+                    va, vb = have_a.get(key), have_b.get(key)
+                    if va != vb:
+                        text = (None if va is None else str(va), None if vb is None else str(vb))
+                        items.append(((arch, name, key, *text), pa.world_size, pa.mode))
+    rows = _group(items)
+    return tuple(ParamChange(k[0], ws, modes, k[1], k[2], k[3], k[4]) for k, ws, modes in rows)
+
+
+def _nccl_everywhere(table: Table) -> tuple[int, ...]:
+    """The world sizes at which ``table`` routes every size of every mode to its process group."""
+    sizes = sorted({*COVERED, *(p.world_size for p in table.plans if p.world_size > 1)})
+    group = conservative_default(table.platform)
+    return tuple(ws for ws in sizes if not any(diff_plans(table, group, ws, mode) for mode in MODES))
+
+
+def coverage(found: Sequence[tuple[str, Table, Table]]) -> tuple[Coverage, ...]:
+    """Per arch, the world sizes that fall to the process group for every size, on each side."""
+    rows = [Coverage(arch, _nccl_everywhere(ta), _nccl_everywhere(tb)) for arch, ta, tb in found]
+    return tuple(r for r in rows if r.before or r.after)
+
+
+# ------------------------------------------------------------------ questions
+
+_FILE = re.compile(r"\S+\.py(:\d+)?")
+
+
+def findings(source: Source) -> list[Finding]:
+    """What ``artune check`` prints for the source: the engine file's findings, then each table's."""
+    return [*source.findings, *(f for t in source.tables for f in check_table(t))]
+
+
+def _key(finding: Finding, rename: Callable[[str], str]) -> tuple:
+    """A finding without its file and line, which shift between revisions and releases."""
+    message = _FILE.sub("FILE", rename(finding.message))
+    return finding.severity, finding.arch, finding.world_size, finding.hosts, finding.mode, message
+
+
+def _question(finding: Finding, rename: Callable[[str], str]) -> Question:
+    scope = " ".join(
+        part
+        for part in (
+            f"ws={finding.world_size}" if finding.world_size is not None else "",
+            f"hosts={finding.hosts}" if finding.hosts > 1 else "",
+            f"mode={finding.mode}" if finding.mode else "",
+        )
+        if part
+    )
+    return Question(
+        finding.severity, rename(finding.source or finding.table), finding.arch, scope, rename(finding.message)
+    )
+
+
+_SEVERITY = {"error": 0, "warning": 1, "note": 2}
+
+
+def split_findings(
+    before: Opened, after: Opened
+) -> tuple[tuple[Question, ...], tuple[Question, ...], tuple[Question, ...], tuple[Question, ...]]:
+    """``(new questions, not introduced here, resolved, new notes)``: AFTER's findings against BEFORE's."""
+    had = {_key(f, before.rename) for f in findings(before.source)}
+    now = findings(after.source)
+    has = {_key(f, after.rename) for f in now}
+    new = [f for f in now if _key(f, after.rename) not in had]
+    old = [f for f in now if _key(f, after.rename) in had and not f.note]
+    gone = [f for f in findings(before.source) if _key(f, before.rename) not in has and not f.note]
+
+    def listed(items: list[Finding], rename: Callable[[str], str]) -> tuple[Question, ...]:
+        unique = dict.fromkeys(_question(f, rename) for f in items)
+        return tuple(sorted(unique, key=lambda q: (_SEVERITY.get(q.severity, 3), q.arch, q.where)))
+
+    return (
+        listed([f for f in new if not f.note], after.rename),
+        listed(old, after.rename),
+        listed(gone, before.rename),
+        listed([f for f in new if f.note], after.rename),
+    )
+
+
+# ------------------------------------------------------------------ evidence
+
+
+def side(opened: Opened) -> Side:
+    """A side's provenance per arch (what each table says of where its figures came from)."""
+    rows: list[tuple[str, str]] = []
+    for arch, table in _set_tables(opened.source).items():
+        text = str(table.provenance) + "".join(f"; {note}" for note in table.borrowed)
+        rows.append((arch, opened.rename(text)))
+    return Side(opened.spec, opened.label, tuple(rows))
+
+
+def regrets(
+    found: Sequence[tuple[str, Table, Table]], moved: Sequence[Move], logs: Sequence[str]
+) -> tuple[tuple[Regret, ...], tuple[str, ...]]:
+    """The regret of both sides' rows over the moved sizes, measured (``logs``) and modelled (the presets).
+
+    Returns the rows and the arches that moved with nothing to weigh them.
+    """
+    tables = {arch: (ta, tb) for arch, ta, tb in found}
+    spans: dict[tuple[str, int, str], list[tuple[int, int | None]]] = {}
+    for move in moved:
+        for ws in move.world_sizes:
+            for mode in move.modes:
+                spans.setdefault((move.arch, ws, mode), []).append((move.lo, move.hi))
+    out: list[Regret] = []
+    for (arch, ws, mode), ranges in spans.items():
+        ta, tb = tables[arch]
+        out += measured_regret(logs, arch, ta, tb, ws, mode, ranges)
+        modelled = modelled_regret(arch, ta, tb, ws, mode, ranges)
+        if modelled is not None:
+            out.append(modelled)
+    weighed = {r.arch for r in out}
+    return tuple(out), tuple(dict.fromkeys(m.arch for m in moved if m.arch not in weighed))
+
+
+# ------------------------------------------------------------------ verdict
+
+
+def verdict(
+    moved: Sequence[Move], arches: Sequence[ArchChange], params: Sequence[ParamChange], questions: Sequence[Question]
+) -> tuple[str, int]:
+    """One line, and the exit code: 1 when there are questions for the author, else 0."""
+    changed = bool(moved or arches or params)
+    what = ""
+    if changed:
+        archs = list(dict.fromkeys([*(m.arch for m in moved), *(c.arch for c in arches), *(p.arch for p in params)]))
+        parts = [f"{len(moved)} byte range(s) move" if moved else ""]
+        parts += [f"{len(params)} parameter(s) change" if params else ""]
+        parts += [f"arch {c.arch} {'arrives' if c.change == 'new' else 'leaves'}" for c in arches]
+        what = ", ".join(p for p in parts if p)
+        what += "" if len(archs) == 1 and arches else f" (arch {', '.join(archs)})"
+    if questions:
+        errors = sum(q.severity == "error" for q in questions)
+        count = f"{len(questions)} question(s) for the author" + (f", {errors} of them error(s)" if errors else "")
+        return f"{count}; {what or 'nothing moves'}.", QUESTIONS
+    if not changed:
+        return "no change: both sides run the same algorithm for every arch, world size, mode and size.", CLEAN
+    return f"nothing to question: {what}.", CLEAN
+
+
+def build_review(before: Opened, after: Opened, logs: Sequence[str] = ()) -> Review:
+    """The review of the change from ``before`` to ``after`` (``logs``: artune measurement logs to weigh it)."""
+    logging.getLogger("artune.table.family").setLevel(logging.ERROR)  # borrowing is named in the review
+    found = pairs(before.source, after.source)
+    diffs = [(arch, d) for arch, ta, tb in found for d in diff_tables(ta, tb)]
+    moved = moves(diffs)
+    arches = arch_changes(before, after)
+    params = param_changes(found)
+    questions, inherited, resolved, notes = split_findings(before, after)
+    regret, unmodelled = regrets(found, moved, logs)
+    line, code = verdict(moved, arches, params, questions)
+    return Review(
+        before=side(before),
+        after=side(after),
+        moves=moved,
+        arches=arches,
+        params=params,
+        coverage=coverage(found),
+        questions=questions,
+        inherited=inherited,
+        resolved=resolved,
+        notes=notes,
+        regret=regret,
+        unmodelled=unmodelled,
+        verdict=line,
+        exit_code=code,
+    )

@@ -1,0 +1,247 @@
+"""A ``Review`` as one Markdown comment for a pull request, and as JSON for bots (the same content).
+
+The page reads top to bottom as a reviewer works: what moves, the
+questions for the author, the evidence, the verdict. Tables hold only short
+cells (arches, world sizes, sizes, algorithm names); anything longer is a
+bullet wrapped at ``WIDTH`` columns, so that the source reads in a terminal
+and the page needs no sideways scrolling. Identifiers are code spans, so
+that ``__name__`` or ``SGLANG_..._KB`` never turn into emphasis.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from collections.abc import Iterable, Sequence
+
+from artune.review.model import Question, Regret, Review
+from artune.sizes import format_span
+
+WIDTH = 100
+_CODE = re.compile(r"(`[^`]*`)")
+_TOKEN = re.compile(r"(\s+)")
+_EDGES = re.compile(r"^([(\[\"']*)(.*?)([)\]\"',;:.]*)$")
+_CODE_LIKE = re.compile(r"_|/|\w==?\w|\.py\b|\w\(\)$")  # identifiers, paths, key=value, calls
+
+
+def world_sizes(values: Sequence[int]) -> str:
+    """``[2, 4, 9, 10, 11]`` -> ``"2, 4, 9-11"``."""
+    parts: list[str] = []
+    run: list[int] = []
+    for v in [*values, None]:
+        if v is not None and run and v == run[-1] + 1:
+            run.append(v)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
+        run = [v] if v is not None else []
+    return ", ".join(parts) or "none"
+
+
+def inline(text: str) -> str:
+    """Prose as Markdown: identifiers as code spans, ``*`` and ``|`` escaped; existing code spans kept."""
+    out = []
+    for part in _CODE.split(text):
+        if part.startswith("`") and part.endswith("`") and len(part) > 1:
+            out.append(part)
+            continue
+        out += [_word(token) for token in _TOKEN.split(part)]
+    return "".join(out)
+
+
+def _word(token: str) -> str:
+    match = _EDGES.match(token)
+    assert match is not None  # every string matches
+    before, core, after = match.groups()
+    if core and _CODE_LIKE.search(core):
+        return f"{before}`{core}`{after}"
+    return token.replace("\\", "\\\\").replace("*", "\\*").replace("|", "\\|")
+
+
+def code(text: str) -> str:
+    """``text`` as one code span (its own backticks dropped)."""
+    return f"`{text.replace('`', '')}`"
+
+
+def _bullet(text: str, indent: int = 0) -> list[str]:
+    pad = " " * indent
+    return textwrap.wrap(
+        text,
+        WIDTH,
+        initial_indent=f"{pad}- ",
+        subsequent_indent=f"{pad}  ",
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+def _paragraph(text: str) -> list[str]:
+    return textwrap.wrap(text, WIDTH, break_long_words=False, break_on_hyphens=False)
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence[int] = ()) -> list[str]:
+    rule = ["---:" if i in right else "---" for i in range(len(header))]
+    return [f"| {' | '.join(r)} |" for r in (header, rule, *rows)]
+
+
+def _route(names: Sequence[str]) -> str:
+    return ", else ".join(code(n) for n in names)
+
+
+def _modes(modes: Sequence[str]) -> str:
+    return ", ".join(modes)
+
+
+def _moves(review: Review) -> list[str]:
+    out = ["## What moves", ""]
+    if not review.changed:
+        out += ["No change: both sides run the same algorithm for every arch, world size, mode and size.", ""]
+    if review.moves:
+        out += _paragraph(
+            "Byte ranges whose algorithm changes, by what each side runs there: the first of a route that is "
+            "available at run time, else the next."
+        )
+        rows = [
+            (
+                m.arch,
+                world_sizes(m.world_sizes),
+                _modes(m.modes),
+                format_span(m.lo, m.hi),
+                _route(m.before),
+                _route(m.after),
+            )
+            for m in review.moves
+        ]
+        out += ["", *_table(("Arch", "World sizes", "Mode", "Sizes", "Before", "After"), rows), ""]
+    for change in review.arches:
+        verb = "New arch" if change.change == "new" else "Removed arch"
+        other = "before" if change.change == "new" else "after"
+        out += _bullet(f"{verb} {code(change.arch)}; {other} this change: {inline(change.other)}")
+    if review.arches:
+        out.append("")
+    if review.params:
+        out += ["Parameters that change (none: the side has no value, so the algorithm cannot run):", ""]
+        rows = [
+            (
+                p.arch,
+                world_sizes(p.world_sizes),
+                _modes(p.modes),
+                code(p.algorithm),
+                code(p.param),
+                p.before if p.before is not None else "none",
+                p.after if p.after is not None else "none",
+            )
+            for p in review.params
+        ]
+        out += [*_table(("Arch", "World sizes", "Mode", "Algorithm", "Parameter", "Before", "After"), rows), ""]
+    if review.coverage:
+        out += _paragraph("World sizes (2-16, and any planned) at which every size runs NCCL:")
+        rows = [(c.arch, world_sizes(c.before), world_sizes(c.after)) for c in review.coverage]
+        out += ["", *_table(("Arch", "Before", "After"), _merge_rows(rows)), ""]
+    return out
+
+
+def _merge_rows(rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+    """Arches with the same cells share one row."""
+    merged: dict[tuple[str, str], list[str]] = {}
+    for arch, *cells in rows:
+        merged.setdefault((cells[0], cells[1]), []).append(arch)
+    return [(", ".join(archs), a, b) for (a, b), archs in merged.items()]
+
+
+def _question(q: Question) -> list[str]:
+    where = f" {code(q.where)}" if q.where else ""
+    scope = f"arch {q.arch}" + (f" {q.scope}" if q.scope else "")
+    return _bullet(f"**{q.severity}**{where} ({scope}): {inline(q.message)}")
+
+
+def _questions(review: Review) -> list[str]:
+    out = ["## Questions for the author", ""]
+    if review.questions:
+        out += [f"{len(review.questions)} finding(s) of `artune check` that are new in AFTER:", ""]
+        for q in review.questions:
+            out += _question(q)
+    else:
+        out.append("None: `artune check` finds nothing in AFTER that BEFORE does not have.")
+    out.append("")
+    if review.inherited:
+        out += ["### Not introduced here", "", f"{len(review.inherited)} finding(s) already in BEFORE:", ""]
+        for q in review.inherited:
+            out += _question(q)
+        out.append("")
+    if review.resolved:
+        out += ["### Resolved here", "", f"{len(review.resolved)} finding(s) of BEFORE gone from AFTER:", ""]
+        for q in review.resolved:
+            out += _question(q)
+        out.append("")
+    return out
+
+
+def _provenance(title: str, side_spec: str, label: str, rows: Sequence[tuple[str, str]]) -> list[str]:
+    out = _bullet(f"**{title}** {code(side_spec)}" + (f" ({inline(label)})" if label != side_spec else "") + ":")
+    grouped: dict[str, list[str]] = {}
+    for arch, text in rows:
+        grouped.setdefault(text.replace(arch, "ARCH") if arch != "default" else text, []).append(arch)
+    for text, archs in grouped.items():
+        shown = text if len(archs) > 1 else text.replace("ARCH", archs[0])
+        out += _bullet(f"{', '.join(code(a) for a in archs)}: {inline(shown)}", indent=2)
+    return out
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.2f}"
+
+
+def _regret_rows(rows: Sequence[Regret]) -> list[tuple[str, ...]]:
+    return [
+        (
+            r.arch,
+            str(r.world_size),
+            r.mode,
+            f"{format_span(r.lo, r.hi)} ({r.sizes})",
+            f"{r.basis}, {inline(r.source)}",
+            _ratio(r.before),
+            f"{_ratio(r.after)} ({_ratio(r.after_high)})",
+            code(r.best),
+        )
+        for r in rows
+    ]
+
+
+def _evidence(review: Review) -> list[str]:
+    out = ["## Evidence", ""]
+    out += _provenance("Before", review.before.spec, review.before.label, review.before.provenance)
+    out += _provenance("After", review.after.spec, review.after.label, review.after.provenance)
+    out.append("")
+    if review.regret:
+        out += _paragraph(
+            "Regret over the moved sizes: time of each side's choice / time of the fastest, geometric mean over "
+            "the sizes (how many in brackets); 1.00 is the best. After's high end in brackets: the 90th "
+            "percentile over the model's replicates (modelled), or the worst size (measured). Modelled figures "
+            "are artune's cost model, not a measurement."
+        )
+        header = ("Arch", "WS", "Mode", "Sizes", "Basis", "Before", "After", "Fastest")
+        out += ["", *_table(header, _regret_rows(review.regret), right=(1, 5, 6)), ""]
+    for arch in review.unmodelled:
+        out += _bullet(f"Arch {code(arch)} moves, and no measurement or preset of the cost model describes it.")
+    if review.notes:
+        out += ["", f"{len(review.notes)} note(s) new in AFTER:", ""]
+        for q in review.notes:
+            out += _question(q)
+    if review.unmodelled or review.notes:
+        out.append("")
+    return out
+
+
+def render_markdown(review: Review) -> str:
+    """The review as one Markdown page (ends with a newline)."""
+    title = f"# artune review: {code(review.before.spec)} to {code(review.after.spec)}"
+    lines = [title, "", *_moves(review), *_questions(review), *_evidence(review)]
+    lines += ["## Verdict", "", f"**{inline(review.verdict)}**", ""]
+    return "\n".join(lines)
+
+
+def render_json(review: Review) -> str:
+    """The review as JSON: every field of the content ``render_markdown`` prints."""
+    return json.dumps(review.to_dict(), indent=1, sort_keys=False) + "\n"
