@@ -190,6 +190,15 @@ def coverage_notes(table: Table) -> list[Finding]:
     ]
 
 
+def source_findings(source: Source, max_world_size: int | None = None) -> list[Finding]:
+    """What ``artune check`` prints for one source: an engine file's own findings (arch copies, holes,
+    clips, shadowed rows), then each table's lints and coverage notes."""
+    found = list(source.findings)
+    for table in source.tables:
+        found += [*check_table(table, max_world_size), *coverage_notes(table)]
+    return found
+
+
 def run_check(args: argparse.Namespace) -> int:
     """Print one line per finding; 0 clean, 1 findings, 2 unreadable."""
     found = 0
@@ -201,13 +210,9 @@ def run_check(args: argparse.Namespace) -> int:
             print(f"{err}", file=sys.stderr)
             unreadable += 1
             continue
-        for finding in source.findings:  # an engine file's own: arch copies, holes, clips, shadowed rows
+        for finding in source_findings(source, args.max_world_size):
             print(finding)
             found += not finding.note
-        for table in source.tables:
-            for finding in [*check_table(table, args.max_world_size), *coverage_notes(table)]:
-                print(finding)
-                found += not finding.note
     if unreadable:
         return 2
     if found:
