@@ -24,11 +24,11 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+from artune.cli.tables import open_source, source_findings
+from artune.errors import ArtuneError
+from artune.formats.releases import ReleaseUnavailable, fetch_release
 
-from artune.cli.tables import open_source, source_findings  # noqa: E402
-from artune.errors import ArtuneError  # noqa: E402
-from artune.formats.releases import ReleaseUnavailable, fetch_release  # noqa: E402
+sys.path.insert(0, str(Path(__file__).parent))  # the oracles live beside this script
 
 ENGINES = ("sglang", "vllm")
 
