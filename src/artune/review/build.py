@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from artune.catalog import SPECS
-from artune.cli.tables import Source, open_source
+from artune.cli.tables import Source, open_source, source_findings
 from artune.errors import ArtuneError, TableError
 from artune.review.evidence import measured_regret, modelled_regret
 from artune.review.model import (
@@ -34,7 +34,7 @@ from artune.review.model import (
     Review,
     Side,
 )
-from artune.table.check import Finding, check_table
+from artune.table.check import Finding
 from artune.table.diff import Difference, diff_plans, diff_tables
 from artune.table.family import conservative_default
 from artune.table.model import MODES, Table
@@ -114,6 +114,20 @@ def pairs(before: Source, after: Source) -> list[tuple[str, Table, Table]]:
 
 
 # ------------------------------------------------------------------ what moves
+
+
+def world_sizes(values: Iterable[int]) -> str:
+    """``[2, 4, 9, 10, 11]`` -> ``"2, 4, 9-11"``."""
+    parts: list[str] = []
+    run: list[int] = []
+    for v in [*sorted(values), None]:
+        if v is not None and run and v == run[-1] + 1:
+            run.append(v)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
+        run = [v] if v is not None else []
+    return ", ".join(parts) or "none"
 
 
 def _group(items: Iterable[tuple[tuple, int, str]]) -> list[tuple[tuple, tuple[int, ...], tuple[str, ...]]]:
@@ -203,8 +217,8 @@ _FILE = re.compile(r"\S+\.py(:\d+)?")
 
 
 def findings(source: Source) -> list[Finding]:
-    """What ``artune check`` prints for the source: the engine file's findings, then each table's."""
-    return [*source.findings, *(f for t in source.tables for f in check_table(t))]
+    """What ``artune check`` prints for the source (``artune.cli.tables.source_findings``)."""
+    return source_findings(source)
 
 
 def _key(finding: Finding, rename: Callable[[str], str]) -> tuple:
@@ -213,19 +227,23 @@ def _key(finding: Finding, rename: Callable[[str], str]) -> tuple:
     return finding.severity, finding.arch, finding.world_size, finding.hosts, finding.mode, message
 
 
-def _question(finding: Finding, rename: Callable[[str], str]) -> Question:
-    scope = " ".join(
-        part
-        for part in (
-            f"ws={finding.world_size}" if finding.world_size is not None else "",
-            f"hosts={finding.hosts}" if finding.hosts > 1 else "",
-            f"mode={finding.mode}" if finding.mode else "",
-        )
-        if part
+def _questions(items: Sequence[Finding], rename: Callable[[str], str]) -> tuple[Question, ...]:
+    """One question per message and place, its world sizes and modes merged; arches with the same merged."""
+    rows = _group(
+        ((f.severity, rename(f.source or f.table), f.arch, f.hosts, rename(f.message)), f.world_size or 0, f.mode or "")
+        for f in items
     )
-    return Question(
-        finding.severity, rename(finding.source or finding.table), finding.arch, scope, rename(finding.message)
-    )
+    by_arch: dict[tuple, list[str]] = {}
+    for (severity, where, arch, hosts, message), sizes, modes in rows:
+        scope = f"ws {world_sizes(s for s in sizes if s)}" if any(sizes) else ""
+        scope += f" across {hosts} hosts" if hosts > 1 else ""
+        scope += f" ({', '.join(m for m in modes if m)})" if any(modes) else ""
+        by_arch.setdefault((severity, where, scope.strip(), message), []).append(arch)
+    out = [
+        Question(sev, where, ", ".join(archs), scope, message)
+        for (sev, where, scope, message), archs in by_arch.items()
+    ]
+    return tuple(sorted(out, key=lambda q: (_SEVERITY.get(q.severity, 3), q.where, q.arch)))
 
 
 _SEVERITY = {"error": 0, "warning": 1, "note": 2}
@@ -242,10 +260,7 @@ def split_findings(
     old = [f for f in now if _key(f, after.rename) in had and not f.note]
     gone = [f for f in findings(before.source) if _key(f, before.rename) not in has and not f.note]
 
-    def listed(items: list[Finding], rename: Callable[[str], str]) -> tuple[Question, ...]:
-        unique = dict.fromkeys(_question(f, rename) for f in items)
-        return tuple(sorted(unique, key=lambda q: (_SEVERITY.get(q.severity, 3), q.arch, q.where)))
-
+    listed = _questions
     return (
         listed([f for f in new if not f.note], after.rename),
         listed(old, after.rename),
@@ -293,26 +308,47 @@ def regrets(
 # ------------------------------------------------------------------ verdict
 
 
+def _span(values: Sequence[float]) -> str:
+    lo, hi = f"{min(values):.2f}", f"{max(values):.2f}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def _weighed(regret: Sequence[Regret]) -> list[str]:
+    """``modelled regret 1.10-1.15 -> 1.00`` per basis: before's and after's range over the rows weighed."""
+    out = []
+    for basis in ("measured", "modelled"):
+        rows = [r for r in regret if r.basis == basis]
+        if rows:
+            out.append(f"{basis} regret {_span([r.before for r in rows])} -> {_span([r.after for r in rows])}")
+    return out
+
+
 def verdict(
-    moved: Sequence[Move], arches: Sequence[ArchChange], params: Sequence[ParamChange], questions: Sequence[Question]
+    moved: Sequence[Move],
+    arches: Sequence[ArchChange],
+    params: Sequence[ParamChange],
+    questions: Sequence[Question],
+    regret: Sequence[Regret] = (),
 ) -> tuple[str, int]:
     """One line, and the exit code: 1 when there are questions for the author, else 0."""
-    changed = bool(moved or arches or params)
-    what = ""
-    if changed:
-        archs = list(dict.fromkeys([*(m.arch for m in moved), *(c.arch for c in arches), *(p.arch for p in params)]))
-        parts = [f"{len(moved)} byte range(s) move" if moved else ""]
-        parts += [f"{len(params)} parameter(s) change" if params else ""]
-        parts += [f"arch {c.arch} {'arrives' if c.change == 'new' else 'leaves'}" for c in arches]
-        what = ", ".join(p for p in parts if p)
-        what += "" if len(archs) == 1 and arches else f" (arch {', '.join(archs)})"
+    if not (moved or arches or params):
+        if questions:
+            return f"{len(questions)} question(s) for the author; nothing moves.", QUESTIONS
+        return "no change: both sides run the same algorithm for every arch, world size, mode and size.", CLEAN
+    parts = []
+    if moved:
+        on = ", ".join(dict.fromkeys(m.arch for m in moved))
+        many = len(moved) > 1
+        parts.append(f"{len(moved)} range{'s' if many else ''} move{'' if many else 's'} on arch {on}")
+    parts += [f"arch {c.arch} {'arrives' if c.change == 'new' else 'leaves'}" for c in arches]
+    parts += [f"{len(params)} parameter(s) change" if params else ""]
+    what = ", ".join(p for p in parts if p)
+    what = "; ".join([what, *_weighed(regret)])
     if questions:
         errors = sum(q.severity == "error" for q in questions)
-        count = f"{len(questions)} question(s) for the author" + (f", {errors} of them error(s)" if errors else "")
-        return f"{count}; {what or 'nothing moves'}.", QUESTIONS
-    if not changed:
-        return "no change: both sides run the same algorithm for every arch, world size, mode and size.", CLEAN
-    return f"nothing to question: {what}.", CLEAN
+        count = f"{len(questions)} question(s) for the author" + (f" ({errors} error(s))" if errors else "")
+        return f"{count}; {what}.", QUESTIONS
+    return f"nothing to question; {what}.", CLEAN
 
 
 def build_review(before: Opened, after: Opened, logs: Sequence[str] = ()) -> Review:
@@ -325,7 +361,7 @@ def build_review(before: Opened, after: Opened, logs: Sequence[str] = ()) -> Rev
     params = param_changes(found)
     questions, inherited, resolved, notes = split_findings(before, after)
     regret, unmodelled = regrets(found, moved, logs)
-    line, code = verdict(moved, arches, params, questions)
+    line, code = verdict(moved, arches, params, questions, regret)
     return Review(
         before=side(before),
         after=side(after),

@@ -15,6 +15,7 @@ import re
 import textwrap
 from collections.abc import Iterable, Sequence
 
+from artune.review.build import world_sizes
 from artune.review.model import Question, Regret, Review
 from artune.sizes import format_span
 
@@ -23,20 +24,6 @@ _CODE = re.compile(r"(`[^`]*`)")
 _TOKEN = re.compile(r"(\s+)")
 _EDGES = re.compile(r"^([(\[\"']*)(.*?)([)\]\"',;:.]*)$")
 _CODE_LIKE = re.compile(r"_|/|\w==?\w|\.py\b|\w\(\)$")  # identifiers, paths, key=value, calls
-
-
-def world_sizes(values: Sequence[int]) -> str:
-    """``[2, 4, 9, 10, 11]`` -> ``"2, 4, 9-11"``."""
-    parts: list[str] = []
-    run: list[int] = []
-    for v in [*values, None]:
-        if v is not None and run and v == run[-1] + 1:
-            run.append(v)
-            continue
-        if run:
-            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
-        run = [v] if v is not None else []
-    return ", ".join(parts) or "none"
 
 
 def inline(text: str) -> str:
@@ -64,8 +51,8 @@ def code(text: str) -> str:
     return f"`{text.replace('`', '')}`"
 
 
-def _bullet(text: str, indent: int = 0) -> list[str]:
-    pad = " " * indent
+def _bullet(text: str, level: int = 0) -> list[str]:
+    pad = " " * 4 * level  # four spaces per level: what every Markdown reader takes as a nested list
     return textwrap.wrap(
         text,
         WIDTH,
@@ -151,9 +138,9 @@ def _merge_rows(rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, st
 
 
 def _question(q: Question) -> list[str]:
-    where = f" {code(q.where)}" if q.where else ""
-    scope = f"arch {q.arch}" + (f" {q.scope}" if q.scope else "")
-    return _bullet(f"**{q.severity}**{where} ({scope}): {inline(q.message)}")
+    scope = ("every arch" if q.arch == "*" else f"arch {q.arch}") + (f" {q.scope}" if q.scope else "")
+    where = f" ({code(q.where)})" if q.where else ""
+    return _bullet(f"**{q.severity}** {scope}: {inline(q.message)}{where}")
 
 
 def _questions(review: Review) -> list[str]:
@@ -180,12 +167,14 @@ def _questions(review: Review) -> list[str]:
 
 def _provenance(title: str, side_spec: str, label: str, rows: Sequence[tuple[str, str]]) -> list[str]:
     out = _bullet(f"**{title}** {code(side_spec)}" + (f" ({inline(label)})" if label != side_spec else "") + ":")
+    # arches whose provenance differs only by naming the arch share one line, the arch written {arch}
     grouped: dict[str, list[str]] = {}
     for arch, text in rows:
-        grouped.setdefault(text.replace(arch, "ARCH") if arch != "default" else text, []).append(arch)
-    for text, archs in grouped.items():
-        shown = text if len(archs) > 1 else text.replace("ARCH", archs[0])
-        out += _bullet(f"{', '.join(code(a) for a in archs)}: {inline(shown)}", indent=2)
+        template = re.sub(rf"(?<![\w.]){re.escape(arch)}(?![\w])", "`{arch}`", text) if arch != "default" else text
+        grouped.setdefault(template, []).append(arch)
+    for template, archs in grouped.items():
+        shown = inline(template) if len(archs) > 1 else inline(template.replace("`{arch}`", archs[0]))
+        out += _bullet(f"{', '.join(code(a) for a in archs)}: {shown}", level=1)
     return out
 
 
@@ -217,9 +206,9 @@ def _evidence(review: Review) -> list[str]:
     if review.regret:
         out += _paragraph(
             "Regret over the moved sizes: time of each side's choice / time of the fastest, geometric mean over "
-            "the sizes (how many in brackets); 1.00 is the best. After's high end in brackets: the 90th "
-            "percentile over the model's replicates (modelled), or the worst size (measured). Modelled figures "
-            "are artune's cost model, not a measurement."
+            "the sizes weighed; 1.00 is the best. After's high end in brackets: the 90th percentile over the "
+            "model's replicates (modelled), or the worst size (measured). Modelled figures are artune's cost "
+            "model, not a measurement."
         )
         header = ("Arch", "WS", "Mode", "Sizes", "Basis", "Before", "After", "Fastest")
         out += ["", *_table(header, _regret_rows(review.regret), right=(1, 5, 6)), ""]

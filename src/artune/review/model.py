@@ -72,7 +72,8 @@ class Coverage:
 
 @dataclass(frozen=True)
 class Question:
-    """One check finding: ``where`` is "file:line" (or the table), ``scope`` "ws=8 mode=graph" or ""."""
+    """A check finding: ``where`` is "file:line" (or the table); ``arch`` one or several ("9.0, 10.0");
+    ``scope`` the world sizes and modes it holds at ("ws 2-8 (graph, eager)"), or ""."""
 
     severity: str
     where: str
