@@ -18,6 +18,7 @@ import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from artune import catalog
 from artune.catalog import SPECS
 from artune.cli.tables import Source, open_source, source_findings
 from artune.errors import ArtuneError, TableError
@@ -35,7 +36,8 @@ from artune.review.model import (
     Side,
 )
 from artune.table.check import Finding
-from artune.table.diff import Difference, diff_plans, diff_tables
+from artune.table.decide import decide
+from artune.table.diff import Difference, diff_tables
 from artune.table.family import conservative_default
 from artune.table.model import MODES, Table
 
@@ -109,7 +111,7 @@ def pairs(before: Source, after: Source) -> list[tuple[str, Table, Table]]:
     if len(a) == 1 and len(b) == 1 and before.table_set is None and after.table_set is None:
         (ka, ta), (kb, tb) = next(iter(a.items())), next(iter(b.items()))
         return [(ka if ka == kb else f"{ka} -> {kb}", ta, tb)]
-    keys = list(dict.fromkeys([*a, *b]))
+    keys = sorted(dict.fromkeys([*a, *b]), key=lambda arch: arch == "default")  # the engine's default last
     return [(arch, a.get(arch) or _resolve(before, arch), b.get(arch) or _resolve(after, arch)) for arch in keys]
 
 
@@ -167,7 +169,7 @@ def arch_changes(before: Opened, after: Opened) -> tuple[ArchChange, ...]:
         out.append(ArchChange(arch, "removed", after.rename(_runs(_resolve(after.source, arch)))))
     if len(a) == 1 and len(b) == 1 and before.source.table_set is None and after.source.table_set is None:
         return ()  # two single tables: compared with each other whatever their arches
-    order = list(dict.fromkeys([*a, *b]))
+    order = sorted(dict.fromkeys([*a, *b]), key=lambda arch: arch == "default")
     return tuple(sorted(out, key=lambda c: order.index(c.arch)))
 
 
@@ -199,10 +201,27 @@ def param_changes(found: Sequence[tuple[str, Table, Table]]) -> tuple[ParamChang
 
 
 def _nccl_everywhere(table: Table) -> tuple[int, ...]:
-    """The world sizes at which ``table`` routes every size of every mode to its process group."""
+    """The world sizes at which ``table`` runs its process group for every size, mode, dtype and multicast.
+
+    Decided as a call would be (``decide`` under the table's rules, with what
+    the catalog lets run for that call), at every bound of every plan, 16
+    bytes either side, and a log grid from 16 B to 1 GiB.
+    """
+    group = conservative_default(table.platform).plans[0].fallback
+    bounds = {b.upto for p in table.plans for b in p.bands if b.upto is not None}
+    probes = sorted({n for b in bounds for n in (b - 16, b, b + 16) if n >= 0} | {16 << k for k in range(27)})
+    calls = [(dtype, mc) for dtype in ("bfloat16", "float16", "float32") for mc in (True, False)]
     sizes = sorted({*COVERED, *(p.world_size for p in table.plans if p.world_size > 1)})
-    group = conservative_default(table.platform)
-    return tuple(ws for ws in sizes if not any(diff_plans(table, group, ws, mode) for mode in MODES))
+
+    def only_group(ws: int) -> bool:
+        return all(
+            decide(table, n, ws, mode, catalog.available(ws, dtype, n, mc)).algorithm == group
+            for mode in MODES
+            for dtype, mc in calls
+            for n in probes
+        )
+
+    return tuple(ws for ws in sizes if only_group(ws))
 
 
 def coverage(found: Sequence[tuple[str, Table, Table]]) -> tuple[Coverage, ...]:
