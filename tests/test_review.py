@@ -315,3 +315,19 @@ def test_the_kept_reviews_are_current(before: str, after: str, page: str) -> Non
         f"docs/reviews/{page} is not what artune review prints now; regenerate it: "
         f"artune review {before} {after} --out docs/reviews/{page}"
     )
+
+
+def test_base_of_an_sglang_checkout_under_python(tmp_path: Path) -> None:
+    import shutil
+
+    repo = tmp_path / "sglang"
+    shutil.copytree(ROOT / "tests" / "fixtures" / "engines" / "sglang-20", repo)  # artune's own fixture
+    _git(repo, "init", "-q", "-b", "main")
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "configs")
+    (configs,) = repo.glob("python/**/custom_all_reduce_v2.py")
+    configs.write_text(configs.read_text().replace("{2: ModeConfig(4 * MB, INF)", "{2: ModeConfig(8 * MB, INF)"))
+    done = cli(["review", "sglang:.", "--base", "HEAD"], repo)
+    assert done.returncode in (0, 1), done.stderr
+    assert re.search(r"\| 10\.\d \| 2 \| [a-z, ]+ \| \(4MiB, 8MiB\] \|", done.stdout), done.stdout
+    assert "HEAD:python/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py" in done.stdout
