@@ -154,9 +154,14 @@ def _group(items: Iterable[tuple[tuple, int, str]]) -> list[tuple[tuple, tuple[i
 def moves(found: Sequence[tuple[str, Difference]]) -> tuple[Move, ...]:
     """The differences grouped over world sizes and modes, by arch, then by size."""
     rows = _group(((arch, d.lo, d.hi, d.a, d.b), d.world_size, d.mode) for arch, d in found)
-    out = [Move(k[0], ws, modes, k[1], k[2], k[3], k[4]) for k, ws, modes in rows]
+    # arches that move the same sizes the same way at the same world sizes share a row
+    archs: dict[tuple, list[str]] = {}
+    for (arch, lo, hi, a, b), ws, modes in rows:
+        archs.setdefault((ws, modes, lo, hi, a, b), []).append(arch)
+    out = [Move(", ".join(names), *key) for key, names in archs.items()]
     order = {arch: i for i, arch in enumerate(dict.fromkeys(arch for arch, _ in found))}
-    return tuple(sorted(out, key=lambda m: (order[m.arch], m.world_sizes, m.lo, MODES.index(m.modes[0]))))
+    first = lambda m: order[m.arch.split(", ")[0]]  # noqa: E731
+    return tuple(sorted(out, key=lambda m: (first(m), m.world_sizes, m.lo, MODES.index(m.modes[0]))))
 
 
 def arch_changes(before: Opened, after: Opened) -> tuple[ArchChange, ...]:
@@ -305,23 +310,30 @@ def regrets(
 ) -> tuple[tuple[Regret, ...], tuple[str, ...]]:
     """The regret of both sides' rows over the moved sizes, measured (``logs``) and modelled (the presets).
 
-    Returns the rows and the arches that moved with nothing to weigh them.
+    Returns the rows, and per arch that moved with nothing to weigh it, why.
     """
     tables = {arch: (ta, tb) for arch, ta, tb in found}
     spans: dict[tuple[str, int, str], list[tuple[int, int | None]]] = {}
     for move in moved:
-        for ws in move.world_sizes:
-            for mode in move.modes:
-                spans.setdefault((move.arch, ws, mode), []).append((move.lo, move.hi))
+        for arch in move.arch.split(", "):
+            for ws in move.world_sizes:
+                for mode in move.modes:
+                    spans.setdefault((arch, ws, mode), []).append((move.lo, move.hi))
     out: list[Regret] = []
+    why: dict[str, list[str]] = {}
     for (arch, ws, mode), ranges in spans.items():
         ta, tb = tables[arch]
         out += measured_regret(logs, arch, ta, tb, ws, mode, ranges)
         modelled = modelled_regret(arch, ta, tb, ws, mode, ranges)
-        if modelled is not None:
+        if isinstance(modelled, Regret):
             out.append(modelled)
+        else:
+            why.setdefault(arch, []).append(modelled)
     weighed = {r.arch for r in out}
-    return tuple(out), tuple(dict.fromkeys(m.arch for m in moved if m.arch not in weighed))
+    missing = [
+        f"arch {arch}: {'; '.join(dict.fromkeys(reasons))}" for arch, reasons in why.items() if arch not in weighed
+    ]
+    return tuple(out), tuple(missing)
 
 
 # ------------------------------------------------------------------ verdict

@@ -84,47 +84,54 @@ def _common(names: Sequence[str]) -> str:
 
 def modelled_regret(
     arch: str, before: Table, after: Table, ws: int, mode: str, ranges: Sequence[tuple[int, int | None]]
-) -> Regret | None:
-    """Both sides' modelled regret over ``ranges`` at ``(ws, mode)``; ``None`` without a preset for ``arch``."""
+) -> Regret | str:
+    """Both sides' modelled regret over ``ranges`` at ``(ws, mode)``, or why the model cannot weigh them.
+
+    Sizes where either side's choice has no form in the model (FlashInfer's
+    fused all-reduce, say) are left out; ``Regret.sizes`` counts the rest.
+    """
     found = _preset(arch)
-    sizes = grid(ranges)
-    if found is None or not sizes:
-        return None
+    if found is None:
+        return f"the cost model has no preset for arch {arch}"
     import numpy as np
 
     from artune.model.forms import FORM_OF
 
     model, preset = found
+    grid_sizes = grid(ranges)
+    sides = [_choices(t, grid_sizes, ws, mode, model.hw.multicast) for t in (before, after)]
+    form = lambda name: _MODEL_NAME.get(FORM_OF.get(name, ""), "")  # noqa: E731
     names = model.candidates(ws, mode)
+    keep = [i for i in range(len(grid_sizes)) if all(form(side[i]) in names for side in sides)]
+    if not keep:
+        missing = sorted({n for side in sides for n in side if form(n) not in names})
+        return f"the cost model has no form for {', '.join(missing)}"
+    sizes = [grid_sizes[i] for i in keep]
     samples = {name: np.maximum(model.samples(name, ws, sizes, mode), 1e-9) for name in names}
     best = np.minimum.reduce(list(samples.values()))  # (replicates, sizes)
 
-    def regret(table: Table) -> tuple[np.ndarray, list[str]] | None:
-        chosen = _choices(table, sizes, ws, mode, model.hw.multicast)
-        forms = [_MODEL_NAME.get(FORM_OF.get(name, ""), "") for name in chosen]
-        if not all(f in samples for f in forms):
-            return None  # an algorithm the model has no form for
-        times = np.stack([samples[f][:, i] for i, f in enumerate(forms)], axis=1)
-        return np.exp(np.log(times / best).mean(axis=1)), chosen
+    def regret(chosen: list[str]) -> np.ndarray:
+        times = np.stack([samples[form(chosen[i])][:, k] for k, i in enumerate(keep)], axis=1)
+        return np.exp(np.log(times / best).mean(axis=1))
 
-    was, now = regret(before), regret(after)
-    if was is None or now is None:
-        return None
-    fastest = [names[k] for k in np.argmin(np.median(np.stack(list(samples.values())), axis=1), axis=0)]
-    by_form = {_MODEL_NAME.get(FORM_OF.get(n, ""), ""): n for n in (*now[1], *was[1])}  # in the engine's words
+    was, now = regret(sides[0]), regret(sides[1])
+    fastest = _common([names[k] for k in np.argmin(np.median(np.stack(list(samples.values())), axis=1), axis=0)])
+    # name the fastest form in the engine's words: the first of the sides' algorithms that it describes
+    engine = [n for t in (after, before) for p in t.plans for n in p.algorithms]
+    words = next((n for n in (*sides[1], *sides[0], *engine) if form(n) == fastest), fastest)
     return Regret(
         arch,
         ws,
         mode,
         "modelled",
         f"preset {preset}",
-        min(lo for lo, _hi in ranges),
-        max(TOP if hi is None else min(hi, TOP) for _lo, hi in ranges),
+        min(sizes),
+        max(sizes),
         len(sizes),
-        float(np.median(was[0])),
-        float(np.median(now[0])),
-        float(np.percentile(now[0], 90)),
-        by_form.get(_common(fastest), _common(fastest)),
+        float(np.median(was)),
+        float(np.median(now)),
+        float(np.percentile(now, 90)),
+        words,
     )
 
 

@@ -73,7 +73,7 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence
 
 
 def _route(names: Sequence[str]) -> str:
-    return ", else ".join(code(n) for n in names)
+    return " > ".join(code(n) for n in names)
 
 
 def _modes(modes: Sequence[str]) -> str:
@@ -86,8 +86,8 @@ def _moves(review: Review) -> list[str]:
         out += ["No change: both sides run the same algorithm for every arch, world size, mode and size.", ""]
     if review.moves:
         out += _paragraph(
-            "Byte ranges whose algorithm changes, by what each side runs there: the first of a route that is "
-            "available at run time, else the next."
+            "Byte ranges whose algorithm changes, by what each side runs there. A route `a > b` runs `a` "
+            "where it can (dtype, alignment, multicast), else `b`."
         )
         rows = [
             (
@@ -188,7 +188,7 @@ def _regret_rows(rows: Sequence[Regret]) -> list[tuple[str, ...]]:
             r.arch,
             str(r.world_size),
             r.mode,
-            f"{format_span(r.lo, r.hi)} ({r.sizes})",
+            f"{format_span(r.lo, r.hi)}, {r.sizes} sizes",
             f"{r.basis}, {inline(r.source)}",
             _ratio(r.before),
             f"{_ratio(r.after)} ({_ratio(r.after_high)})",
@@ -212,8 +212,8 @@ def _evidence(review: Review) -> list[str]:
         )
         header = ("Arch", "WS", "Mode", "Sizes", "Basis", "Before", "After", "Fastest")
         out += ["", *_table(header, _regret_rows(review.regret), right=(1, 5, 6)), ""]
-    for arch in review.unmodelled:
-        out += _bullet(f"Arch {code(arch)} moves, and no measurement or preset of the cost model describes it.")
+    for why in review.unmodelled:
+        out += _bullet(f"Not weighed: {inline(why)}.")
     if review.notes:
         out += ["", f"{len(review.notes)} note(s) new in AFTER:", ""]
         for q in review.notes:

@@ -24,7 +24,8 @@ CLEAN, QUESTIONS, UNREADABLE = 0, 1, 2
 
 @dataclass(frozen=True)
 class Move:
-    """Sizes ``lo..hi`` (inclusive; ``hi`` None: no end) at which ``before``'s route becomes ``after``'s.
+    """Sizes ``lo..hi`` (inclusive; ``hi`` None: no end) at which ``before``'s route becomes ``after``'s,
+    on ``arch`` (one, or several that move alike: "10.0, 10.3") at ``world_sizes`` in ``modes``.
 
     A route is what runs, in order: the first candidate available at run
     time, then the next, ending in the fallback (``artune.table.diff``).
@@ -133,7 +134,7 @@ class Review:
     resolved: tuple[Question, ...]  # in BEFORE, gone from AFTER
     notes: tuple[Question, ...]  # AFTER's notes (information, not questions)
     regret: tuple[Regret, ...]
-    unmodelled: tuple[str, ...]  # arches that moved with no preset or measurement to weigh them
+    unmodelled: tuple[str, ...]  # "arch A: why" for each arch that moved with nothing to weigh it
     verdict: str
     exit_code: int
 
