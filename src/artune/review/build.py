@@ -364,22 +364,24 @@ def verdict(
     """One line, and the exit code: 1 when there are questions for the author, else 0."""
     if not (moved or arches or params):
         if questions:
-            return f"{len(questions)} question(s) for the author; nothing moves.", QUESTIONS
+            return f"{_count(len(questions), 'question')} for the author; nothing moves.", QUESTIONS
         return "no change: both sides run the same algorithm for every arch, world size, mode and size.", CLEAN
     parts = []
     if moved:
-        on = ", ".join(dict.fromkeys(m.arch for m in moved))
-        many = len(moved) > 1
-        parts.append(f"{len(moved)} range{'s' if many else ''} move{'' if many else 's'} on arch {on}")
-    parts += [f"arch {c.arch} {'arrives' if c.change == 'new' else 'leaves'}" for c in arches]
-    parts += [f"{len(params)} parameter(s) change" if params else ""]
-    what = ", ".join(p for p in parts if p)
-    what = "; ".join([what, *_weighed(regret)])
+        on = ", ".join(dict.fromkeys(a for m in moved for a in m.arch.split(", ")))
+        parts.append(f"{_count(len(moved), 'range')} move{'s' if len(moved) == 1 else ''} on {on}")
+    parts += [f"{c.arch} {'arrives' if c.change == 'new' else 'leaves'}" for c in arches]
+    parts += [f"{_count(len(params), 'parameter')} change" if params else ""]
+    what = "; ".join([", ".join(p for p in parts if p), *_weighed(regret)])
     if questions:
         errors = sum(q.severity == "error" for q in questions)
-        count = f"{len(questions)} question(s) for the author" + (f" ({errors} error(s))" if errors else "")
+        count = _count(len(questions), "question") + " for the author" + (f" ({errors} errors)" if errors else "")
         return f"{count}; {what}.", QUESTIONS
     return f"nothing to question; {what}.", CLEAN
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def build_review(before: Opened, after: Opened, logs: Sequence[str] = ()) -> Review:

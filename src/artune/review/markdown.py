@@ -72,8 +72,16 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence
     return [f"| {' | '.join(r)} |" for r in (header, rule, *rows)]
 
 
-def _route(names: Sequence[str]) -> str:
-    return " > ".join(code(n) for n in names)
+def _route(names: Sequence[str], fallback: str = "") -> str:
+    """``a > b``, less the ``fallback`` every route ends in (named once above the table)."""
+    shown = names[:-1] if fallback and len(names) > 1 and names[-1] == fallback else names
+    return " > ".join(code(n) for n in shown)
+
+
+def _common_fallback(review: Review) -> str:
+    """The last name of every route, when they all end in the same one (the engine's process group)."""
+    ends = {route[-1] for m in review.moves for route in (m.before, m.after)}
+    return ends.pop() if len(ends) == 1 else ""
 
 
 def _modes(modes: Sequence[str]) -> str:
@@ -85,9 +93,11 @@ def _moves(review: Review) -> list[str]:
     if not review.changed:
         out += ["No change: both sides run the same algorithm for every arch, world size, mode and size.", ""]
     if review.moves:
+        fallback = _common_fallback(review)
+        tail = f" Every route ends in {code(fallback)}, which runs wherever nothing before it can." if fallback else ""
         out += _paragraph(
             "Byte ranges whose algorithm changes, by what each side runs there. A route `a > b` runs `a` "
-            "where it can (dtype, alignment, multicast), else `b`."
+            "where it can (dtype, alignment, multicast), else `b`." + tail
         )
         rows = [
             (
@@ -95,8 +105,8 @@ def _moves(review: Review) -> list[str]:
                 world_sizes(m.world_sizes),
                 _modes(m.modes),
                 format_span(m.lo, m.hi),
-                _route(m.before),
-                _route(m.after),
+                _route(m.before, fallback),
+                _route(m.after, fallback),
             )
             for m in review.moves
         ]
