@@ -367,10 +367,15 @@ def verdict(
             return f"{_count(len(questions), 'question')} for the author; nothing moves.", QUESTIONS
         return "no change: both sides run the same algorithm for every arch, world size, mode and size.", CLEAN
     parts = []
+    arrived = ", ".join(c.arch for c in arches if c.change == "new")
+    left = ", ".join(c.arch for c in arches if c.change != "new")
     if moved:
         on = ", ".join(dict.fromkeys(a for m in moved for a in m.arch.split(", ")))
-        parts.append(f"{_count(len(moved), 'range')} move{'s' if len(moved) == 1 else ''} on {on}")
-    parts += [f"{c.arch} {'arrives' if c.change == 'new' else 'leaves'}" for c in arches]
+        news = "; ".join([f"{arrived} new" if arrived else "", f"{left} removed" if left else ""]).strip("; ")
+        text = f"{_count(len(moved), 'range')} move{'s' if len(moved) == 1 else ''} on arch {on}"
+        parts.append(text + (f" ({news})" if news else ""))
+    else:
+        parts += [f"arch {arrived} arrives" if arrived else "", f"arch {left} leaves" if left else ""]
     parts += [f"{_count(len(params), 'parameter')} change" if params else ""]
     what = "; ".join([", ".join(p for p in parts if p), *_weighed(regret)])
     if questions:

@@ -74,6 +74,13 @@ def _preset(arch: str) -> Any:
     return HardwareModel(load_preset(name)), name
 
 
+def _span(ranges: Sequence[tuple[int, int | None]], sizes: Sequence[int]) -> tuple[int, int]:
+    """From the first to the last of the moved ranges that hold a size weighed (open ends cut at ``TOP``)."""
+    held = [(lo, TOP if hi is None else min(hi, TOP)) for lo, hi in ranges]
+    held = [(lo, hi) for lo, hi in held if any(lo <= n <= hi for n in sizes)]
+    return min(lo for lo, _ in held), max(hi for _, hi in held)
+
+
 def _choices(table: Table, sizes: Sequence[int], ws: int, mode: str, multicast: bool) -> list[str]:
     return [decide(table, n, ws, mode, catalog.available(ws, "bfloat16", n, multicast)).algorithm for n in sizes]
 
@@ -125,8 +132,7 @@ def modelled_regret(
         mode,
         "modelled",
         f"preset {preset}",
-        min(lo for lo, _hi in ranges),
-        max(TOP if hi is None else min(hi, TOP) for _lo, hi in ranges),
+        *_span(ranges, sizes),
         len(sizes),
         float(np.median(was)),
         float(np.median(now)),
