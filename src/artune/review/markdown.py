@@ -18,6 +18,7 @@ from collections.abc import Iterable, Sequence
 from artune.review.build import world_sizes
 from artune.review.model import Question, Regret, Review
 from artune.sizes import format_span
+from artune.table.model import MODES
 
 WIDTH = 100
 _CODE = re.compile(r"(`[^`]*`)")
@@ -99,18 +100,22 @@ def _moves(review: Review) -> list[str]:
             "Byte ranges whose algorithm changes, by what each side runs there. A route `a > b` runs `a` "
             "where it can (dtype, alignment, multicast), else `b`." + tail
         )
+        both = all(m.modes == MODES for m in review.moves)  # no graph/eager split (vLLM): no Mode column
+        if both:
+            out += ["", f"Every range moves in both modes ({', '.join(MODES)})."]
         rows = [
             (
                 m.arch,
                 world_sizes(m.world_sizes),
-                _modes(m.modes),
+                *([] if both else [_modes(m.modes)]),
                 format_span(m.lo, m.hi),
                 _route(m.before, fallback),
                 _route(m.after, fallback),
             )
             for m in review.moves
         ]
-        out += ["", *_table(("Arch", "World sizes", "Mode", "Sizes", "Before", "After"), rows), ""]
+        header = ("Arch", "World sizes", *([] if both else ["Mode"]), "Sizes", "Before", "After")
+        out += ["", *_table(header, rows), ""]
     for change in review.arches:
         verb = "New arch" if change.change == "new" else "Removed arch"
         other = "before" if change.change == "new" else "after"
