@@ -231,6 +231,7 @@ def test_questions_new_and_not_introduced(tmp_path: Path) -> None:
     assert any("3, 5, 7" in m for _, m in old)  # world sizes in no table: there before the change
     assert not set(new) & set(old)
     assert review.exit_code == 1
+    assert any(c.startswith("10.7 = 10.3 in") for c in review.copies)  # the copied arch, from the plans
 
 
 def test_page_renders_as_short_lines_and_whole_tables(tmp_path: Path) -> None:

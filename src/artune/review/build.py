@@ -305,6 +305,23 @@ def side(opened: Opened) -> Side:
     return Side(opened.spec, opened.label, tuple(rows))
 
 
+def copies(source: Source) -> tuple[str, ...]:
+    """Per arch, the earlier arch whose plans (bands, parameters, fallback) it repeats most, where any."""
+    tables = {arch: t for arch, t in _set_tables(source).items() if arch != "default"}
+    plans = {
+        arch: {(p.world_size, p.mode, p.hosts): (p.bands, p.params, p.fallback) for p in t.plans}
+        for arch, t in tables.items()
+    }
+    out: list[str] = []
+    for i, arch in enumerate(plans):
+        mine = plans[arch]
+        equal = {other: sum(plans[other].get(k) == v for k, v in mine.items()) for other in list(plans)[:i]}
+        best = max(equal, key=equal.__getitem__, default=None)
+        if best is not None and equal[best]:
+            out.append(f"{arch} = {best} in {equal[best]} of {len(mine)} plans")
+    return tuple(out)
+
+
 def regrets(
     found: Sequence[tuple[str, Table, Table]], moved: Sequence[Move], logs: Sequence[str]
 ) -> tuple[tuple[Regret, ...], tuple[str, ...]]:
@@ -411,6 +428,7 @@ def build_review(before: Opened, after: Opened, logs: Sequence[str] = ()) -> Rev
         inherited=inherited,
         resolved=resolved,
         notes=notes,
+        copies=copies(after.source),
         regret=regret,
         unmodelled=unmodelled,
         verdict=line,

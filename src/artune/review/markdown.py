@@ -218,6 +218,16 @@ def _evidence(review: Review) -> list[str]:
     out += _provenance("Before", review.before.spec, review.before.label, review.before.provenance)
     out += _provenance("After", review.after.spec, review.after.label, review.after.provenance)
     out.append("")
+    if len(review.after.provenance) > 1:  # copies between arches: were the rows measured, or copied?
+        if review.copies:
+            out += _paragraph(
+                "Arches whose plans (bands, block counts) repeat another arch's in AFTER: "
+                + "; ".join(code(c) for c in review.copies)
+                + "."
+            )
+        else:
+            out += _paragraph("No arch's plans in AFTER repeat another arch's.")
+        out.append("")
     if review.regret:
         out += _paragraph(
             "Regret over the moved sizes: time of each side's choice / time of the fastest, geometric mean over "

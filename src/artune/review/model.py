@@ -133,6 +133,7 @@ class Review:
     inherited: tuple[Question, ...]  # already in BEFORE: not introduced here
     resolved: tuple[Question, ...]  # in BEFORE, gone from AFTER
     notes: tuple[Question, ...]  # AFTER's notes (information, not questions)
+    copies: tuple[str, ...]  # AFTER's arches whose plans equal another arch's: "10.7 = 10.3 in 8 of 8 plans"
     regret: tuple[Regret, ...]
     unmodelled: tuple[str, ...]  # "arch A: why" for each arch that moved with nothing to weigh it
     verdict: str
