@@ -271,7 +271,7 @@ def test_artune_tables_params_and_modelled_regret(tmp_path: Path) -> None:
     assert {(r.world_size, r.mode) for r in modelled} == {(8, "graph"), (8, "eager")}
     assert all(r.source == "preset rubin" and r.sizes > 10 for r in modelled)
     page = render_markdown(review)
-    assert "modelled, preset rubin" in page and "| none |" in page
+    assert "modelled: rubin" in page and "| none |" in page
 
 
 def test_measured_regret_from_a_log(tmp_path: Path) -> None:

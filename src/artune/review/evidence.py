@@ -37,6 +37,7 @@ from artune.table.model import Table
 GRID_PER_OCTAVE = 8
 TOP = 256 << 20  # an open-ended moved range is weighed up to 256 MiB (the largest sizes the presets describe)
 ALIGN = 16  # every engine algorithm's alignment divides 16: grid sizes are multiples of it
+_FAMILY = {"1shot_push": "one-shot", "2shot_pull": "two-shot", "2shot_pull_mc": "multicast", "nccl": "nccl"}
 _MODEL_NAME = {"one_shot": "1shot_push", "two_shot": "2shot_pull", "multicast": "2shot_pull_mc", "ring": "nccl"}
 
 
@@ -126,6 +127,7 @@ def modelled_regret(
     # name the fastest form in the engine's words: the first of the sides' algorithms that it describes
     engine = [n for t in (after, before) for p in t.plans for n in p.algorithms]
     words = next((n for n in (*sides[1], *sides[0], *engine) if form(n) == fastest), fastest)
+    best = f"{_FAMILY[fastest]} ({words})" if words != fastest or fastest != "nccl" else "nccl"
     return Regret(
         arch,
         ws,
@@ -137,7 +139,7 @@ def modelled_regret(
         float(np.median(was)),
         float(np.median(now)),
         float(np.percentile(now, 90)),
-        words,
+        best,
     )
 
 

@@ -197,17 +197,23 @@ def _ratio(value: float) -> str:
     return f"{value:.2f}"
 
 
+def _basis(r: Regret) -> str:
+    """``modelled: rubin`` (the preset), ``measured: measurements-ws8.jsonl`` (the log's name)."""
+    source = r.source.removeprefix("preset ") if r.basis == "modelled" else r.source.rsplit("/", 1)[-1]
+    return f"{r.basis}: {inline(source)}"
+
+
 def _regret_rows(rows: Sequence[Regret]) -> list[tuple[str, ...]]:
     return [
         (
             r.arch,
             str(r.world_size),
             r.mode,
-            f"{format_span(r.lo, r.hi)}, {r.sizes} sizes",
-            f"{r.basis}, {inline(r.source)}",
+            f"{format_span(r.lo, r.hi)}, {r.sizes}",
+            _basis(r),
             _ratio(r.before),
             f"{_ratio(r.after)} ({_ratio(r.after_high)})",
-            code(r.best),
+            inline(r.best),
         )
         for r in rows
     ]
@@ -231,11 +237,13 @@ def _evidence(review: Review) -> list[str]:
     if review.regret:
         out += _paragraph(
             "Regret over the moved sizes: time of each side's choice / time of the fastest, geometric mean over "
-            "the sizes weighed; 1.00 is the best. After's high end in brackets: the 90th percentile over the "
-            "model's replicates (modelled), or the worst size (measured). Modelled figures are artune's cost "
-            "model, not a measurement."
+            "the sizes weighed (their number follows the range); 1.00 is the best. After's high end in "
+            "brackets: the 90th percentile over the model's replicates (modelled), or the worst size (measured). "
+            "Modelled figures are artune's cost model, not a measurement: it predicts each algorithm by its "
+            "family (one-shot, two-shot, "
+            "multicast, NCCL), so push and pull variants of a family weigh the same."
         )
-        header = ("Arch", "WS", "Mode", "Sizes", "Basis", "Before", "After", "Fastest")
+        header = ("Arch", "WS", "Mode", "Sizes, how many", "Basis", "Before", "After", "Fastest")
         out += ["", *_table(header, _regret_rows(review.regret), right=(1, 5, 6)), ""]
     for why in review.unmodelled:
         out += _bullet(f"Not weighed: {inline(why)}.")

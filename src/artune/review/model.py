@@ -116,7 +116,7 @@ class Regret:
     before: float
     after: float
     after_high: float
-    best: str  # the algorithm the basis finds fastest most often over those sizes
+    best: str  # what the basis finds fastest most often there: an algorithm, or "family (algorithm)" when modelled
 
 
 @dataclass(frozen=True)
