@@ -93,24 +93,34 @@ def _set_tables(source: Source) -> dict[str, Table]:
 
 
 def _resolve(source: Source, arch: str) -> Table:
+    """What ``source`` runs on ``arch``: its row, the set's own rule for an arch without one, or its table."""
     if source.table_set is not None:
         if arch == "default" and source.table_set.default is not None:
             return source.table_set.default
         return source.table_set.resolve(arch)
-    (table,) = source.tables if len(source.tables) == 1 else [t for t in source.tables if t.platform.arch == arch]
-    return table
+    found = [t for t in source.tables if t.platform.arch == arch]
+    return found[0] if found else source.tables[0]
+
+
+def _single(source: Source) -> bool:
+    return source.table_set is None
 
 
 def pairs(before: Source, after: Source) -> list[tuple[str, Table, Table]]:
     """``(arch, before's table, after's table)`` for every arch either side has a row for.
 
-    A side without a row for an arch gives what it runs there: an engine's
-    own fallback, artune's family chain, or its only table.
+    A side without a row for an arch gives what it runs there (an engine's
+    own fallback, artune's family chain). A side that is one table (a TOML)
+    is compared at its own arch only, with what the other side runs there.
     """
+    if _single(before) and _single(after):
+        ta, tb = before.tables[0], after.tables[0]
+        arch = ta.platform.arch
+        return [(arch if arch == tb.platform.arch else f"{arch} -> {tb.platform.arch}", ta, tb)]
+    if _single(before) or _single(after):
+        arch = (before if _single(before) else after).tables[0].platform.arch
+        return [(arch, _resolve(before, arch), _resolve(after, arch))]
     a, b = _set_tables(before), _set_tables(after)
-    if len(a) == 1 and len(b) == 1 and before.table_set is None and after.table_set is None:
-        (ka, ta), (kb, tb) = next(iter(a.items())), next(iter(b.items()))
-        return [(ka if ka == kb else f"{ka} -> {kb}", ta, tb)]
     keys = sorted(dict.fromkeys([*a, *b]), key=lambda arch: arch == "default")  # the engine's default last
     return [(arch, a.get(arch) or _resolve(before, arch), b.get(arch) or _resolve(after, arch)) for arch in keys]
 
@@ -166,14 +176,14 @@ def moves(found: Sequence[tuple[str, Difference]]) -> tuple[Move, ...]:
 
 def arch_changes(before: Opened, after: Opened) -> tuple[ArchChange, ...]:
     """Arches with rows on one side only, and what the other side runs there."""
+    if _single(before.source) or _single(after.source):
+        return ()  # a single table is compared at its own arch, whatever the other side holds
     a, b = _set_tables(before.source), _set_tables(after.source)
     out: list[ArchChange] = []
     for arch in b.keys() - a.keys():
         out.append(ArchChange(arch, "new", before.rename(_runs(_resolve(before.source, arch)))))
     for arch in a.keys() - b.keys():
         out.append(ArchChange(arch, "removed", after.rename(_runs(_resolve(after.source, arch)))))
-    if len(a) == 1 and len(b) == 1 and before.source.table_set is None and after.source.table_set is None:
-        return ()  # two single tables: compared with each other whatever their arches
     order = sorted(dict.fromkeys([*a, *b]), key=lambda arch: arch == "default")
     return tuple(sorted(out, key=lambda c: order.index(c.arch)))
 
