@@ -63,7 +63,9 @@ def run_review(args: argparse.Namespace) -> int:
         if len(args.sides) != 2:
             raise ArtuneError("review takes BEFORE and AFTER (or one ENGINE:PATH with --base REV)")
         before, after = open_side("BEFORE", args.sides[0]), open_side("AFTER", args.sides[1])
-    review = build_review(before, after, args.measured)
+    command = " ".join(["artune review", *args.sides, *(["--base", args.base] if args.base else [])])
+    command += "".join(f" --measured {log}" for log in args.measured)
+    review = build_review(before, after, args.measured, command)
     text = render_json(review) if args.format == "json" else render_markdown(review)
     if args.out:
         try:

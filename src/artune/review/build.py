@@ -416,8 +416,11 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-def build_review(before: Opened, after: Opened, logs: Sequence[str] = ()) -> Review:
-    """The review of the change from ``before`` to ``after`` (``logs``: artune measurement logs to weigh it)."""
+def build_review(before: Opened, after: Opened, logs: Sequence[str] = (), command: str = "") -> Review:
+    """The review of the change from ``before`` to ``after`` (``logs``: artune measurement logs to weigh it).
+
+    ``command`` names how it was made (default: ``artune review BEFORE AFTER``).
+    """
     logging.getLogger("artune.table.family").setLevel(logging.ERROR)  # borrowing is named in the review
     found = pairs(before.source, after.source)
     diffs = [(arch, d) for arch, ta, tb in found for d in diff_tables(ta, tb)]
@@ -427,7 +430,9 @@ def build_review(before: Opened, after: Opened, logs: Sequence[str] = ()) -> Rev
     questions, inherited, resolved, notes = split_findings(before, after)
     regret, unmodelled = regrets(found, moved, logs)
     line, code = verdict(moved, arches, params, questions, regret)
+    measured = "".join(f" --measured {log}" for log in logs)
     return Review(
+        command=command or f"artune review {before.spec} {after.spec}{measured}",
         before=side(before),
         after=side(after),
         moves=moved,

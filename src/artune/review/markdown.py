@@ -259,7 +259,8 @@ def _evidence(review: Review) -> list[str]:
 def render_markdown(review: Review) -> str:
     """The review as one Markdown page (ends with a newline)."""
     title = f"# artune review: {code(review.before.spec)} to {code(review.after.spec)}"
-    lines = [title, "", *_moves(review), *_questions(review), *_evidence(review)]
+    lines = [title, "", f"Made by {code(review.command)}.", "", *_moves(review), *_questions(review)]
+    lines += _evidence(review)
     lines += ["## Verdict", "", f"**{inline(review.verdict)}**", ""]
     return "\n".join(lines)
 

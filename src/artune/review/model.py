@@ -123,6 +123,7 @@ class Regret:
 class Review:
     """A whole review: its sections in order, the verdict and the exit code."""
 
+    command: str  # the command that makes this review (without --out and --format, which change no content)
     before: Side
     after: Side
     moves: tuple[Move, ...]
