@@ -1,12 +1,20 @@
-"""Read SGLang's custom all-reduce v2 configs from a checkout (``artune import sglang PATH``, ``sglang:PATH``).
+"""Read SGLang's custom all-reduce v2 from a checkout or a release (``artune import sglang PATH``, ``sglang:PATH``,
+``sglang==0.5.23``).
 
-``artune.formats.sglang_shapes`` reads the configs file, whatever its
-shape, into rules and block counts per arch and world size, interpreting it
-and never running it; this module turns those into tables and the
-reviewers' findings. The figures are kept as written; where SGLang's 16 MiB
-default workspace (``SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB``) clips a
-bound, a finding says so. Multinode push bands become extra tables keyed
-``ARCH/multinode`` (their eager heuristic replaced, as SGLang does).
+Where the communicator (``custom_all_reduce_v2.py``) is there, as in every
+checkout and released wheel, SGLang's own code says how it decides: which
+world sizes it takes, how ``CustomAllReduceV2.__init__`` sizes each config,
+and the order its dispatch function tries the algorithms in
+(``artune.formats.sglang_release``, ``sglang_dispatch``). Both layouts are
+accepted: a checkout's ``python/sglang/...`` and a wheel's ``sglang/...``.
+
+A configs file on its own (a pull request's, or the shapes in
+``artune.formats.sglang_shapes`` that never shipped) has no dispatch beside
+it: its rows are read in the order SGLang's ``Heuristic`` documents, every
+bound clipped to the 16 MiB default workspace as ``__init__`` does, and a
+field that order does not cover is refused. Multinode push bands become
+extra tables keyed ``ARCH/multinode`` (their eager heuristic replaced, as
+SGLang does).
 """
 
 from __future__ import annotations
@@ -16,6 +24,8 @@ from typing import Any
 
 from artune.formats.engine import EngineImport, FindingSink
 from artune.formats.pyeval import Record
+from artune.formats.sglang_dispatch import CLASS, Files
+from artune.formats.sglang_release import build_release
 from artune.formats.sglang_shapes import ArchConfig, Configs, Shape, rows
 from artune.formats.source import SourceFile, describe, find_files, read_source
 from artune.sizes import format_size
@@ -24,11 +34,14 @@ from artune.table.family import TableSet
 from artune.table.model import ParamValue, Plan, Platform, Provenance, Table, freeze_params
 from artune.table.references.rules import Rule, bands_from_rules
 
-FILES = (
-    "python/sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py",
-    "python/sglang/srt/distributed/device_communicators/config/custom_all_reduce_v2_tuning.py",
-    "python/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py",
-)
+_DIR = "sglang/srt/distributed/device_communicators"
+CONFIGS = f"{_DIR}/configs/custom_all_reduce_v2.py"
+TUNING = f"{_DIR}/config/custom_all_reduce_v2_tuning.py"
+COMMUNICATOR = f"{_DIR}/custom_all_reduce_v2.py"
+DISPATCHER = f"{_DIR}/custom_all_reduce.py"
+ENVIRON = "sglang/srt/environ.py"
+LAYOUTS = ("python/", "")  # a checkout's, a wheel's
+FILES = tuple(f"{prefix}{rel}" for prefix in LAYOUTS for rel in (CONFIGS, TUNING, COMMUNICATOR))
 WORKSPACE = 16 * 1024 * 1024  # SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB default: 16 MiB
 FALLBACK = "nccl"
 
@@ -130,6 +143,20 @@ def _findings(source: SourceFile, found: dict[str, Configs], default: Configs, s
 
 
 def read_sglang(path: str) -> EngineImport:
-    """SGLang's v2 configs from a checkout or the configs file itself."""
-    _base, found = find_files(path, FILES, "SGLang")
+    """SGLang's custom all-reduve v2 from a checkout, a release's unpacked wheel, or one of its files."""
+    base, found = find_files(path, FILES, "SGLang")
+    if base.is_file():
+        source = read_source(base)
+        if f"class {CLASS}" in source.text:
+            return build_release(Files(source))
+        return build(source)
+    for prefix in LAYOUTS:
+        communicator = base / prefix / COMMUNICATOR
+        if communicator.is_file():
+            optional = [base / prefix / rel for rel in (CONFIGS, ENVIRON, DISPATCHER)]
+            configs, environ, dispatcher = (read_source(p) if p.is_file() else None for p in optional)
+            source = read_source(communicator)
+            if f"class {CLASS}" in source.text:
+                return build_release(Files(source, configs, environ, dispatcher))
+            return build(configs or source)
     return build(read_source(found[0]))

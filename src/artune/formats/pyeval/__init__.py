@@ -24,13 +24,29 @@ configs, and ``constants``).
 
 from artune.formats.pyeval.expressions import parse
 from artune.formats.pyeval.statements import Interpreter, assignments, constants
-from artune.formats.pyeval.values import Function, Raised, Record, Symbol, Unsupported
+from artune.formats.pyeval.values import (
+    BoundMethod,
+    Function,
+    Namespace,
+    Native,
+    OutsideCall,
+    Raised,
+    Record,
+    RecordType,
+    Symbol,
+    Unsupported,
+)
 
 __all__ = [
+    "BoundMethod",
     "Function",
     "Interpreter",
+    "Namespace",
+    "Native",
+    "OutsideCall",
     "Raised",
     "Record",
+    "RecordType",
     "Symbol",
     "Unsupported",
     "assignments",
