@@ -155,12 +155,23 @@ def test_cli_import_of_unreadable_input_exits_2(tmp_path: Path, capsys) -> None:
 # ------------------------------------------------------------------ SGLang
 
 
-def test_sglang_shape_b_decides_as_the_reference_with_the_same_parameters() -> None:
+def test_sglang_configs_alone_decide_by_sglang_rules_clipped_to_the_workspace() -> None:
+    """A configs file with no communicator beside it: SGLang's rules (no family chain, nccl where no config), the
+    documented order, every bound clipped to the 16 MiB default workspace with the rows as written kept."""
     imported = read_engine("sglang", str(FIXTURES / "sglang-b"))
-    ref = reference_set("sglang")
     assert {"9.0", "10.0", "10.7"} <= set(imported.tables.tables)
-    for arch in ("9.0", "10.0", "10.3", "10.7", "12.0"):
-        assert decision_mismatches(imported.tables.resolve(arch), ref.resolve(arch)) == [], arch
+    tables = imported.tables
+    assert all(t.rules == "sglang" for t in tables.tables.values())
+    b300 = tables.resolve("10.3")  # the file's dispatch gives 10.x minor < 7 the SM100 configs
+    assert b300.plans == tables.tables["10.0"].plans and "arch 10.0's" in b300.borrowed[0]
+    assert decide(tables.resolve("12.0"), 1 * MiB, 9, "eager").algorithm == "1shot_push"  # its default, 2..16
+    assert decide(tables.resolve("10.0"), 1 * MiB, 12, "eager").algorithm == "nccl"  # no config at 12 ranks
+    above = decide(tables.resolve("9.0"), 20 * MiB, 2, "eager")
+    assert above.algorithm == "nccl" and "as written: 1shot_push/1shot_pull/2shot_pull (16MiB, 32MiB]" in above.reason
+    assert decide(tables.resolve("9.0"), 16 * MiB, 2, "eager").algorithm == "1shot_push"
+    assert tables.resolve("10.0").plan(4, "graph").params_for("2shot_push") == {"blocks": 148}
+    notes = [f for f in imported.findings if f.severity == "note"]
+    assert notes and "no CustomAllReduceV2 beside this configs file" in notes[0].message
 
 
 def test_sglang_multinode_bands_replace_only_the_eager_heuristic() -> None:
@@ -218,7 +229,8 @@ KB = 1024
         # E: band policy; the multicast band's neighbours
         ("sglang-e", "9.0", 8, "graph", 8 * MiB - 1, None, "2shot_pull"),
         ("sglang-e", "9.0", 8, "graph", 8 * MiB, None, "2shot_pull_mc"),
-        ("sglang-e", "9.0", 8, "eager", 64 * MiB, frozenset({"2shot_pull", "nccl"}), "2shot_pull"),
+        ("sglang-e", "9.0", 8, "eager", 12 * MiB, frozenset({"2shot_pull", "nccl"}), "2shot_pull"),
+        ("sglang-e", "9.0", 8, "eager", 64 * MiB, None, "nccl"),  # above the 16 MiB default workspace
         ("sglang-e", "12.0", 4, "eager", 1 * MiB, None, "2shot_pull"),
         # 2.0: THRESHOLD_2_SHOT_MAP, the H200 map for every arch but SM100, two-shot up to 16 MiB
         ("sglang-20", "10.0", 8, "eager", 720 * KB, None, "1shot_push"),

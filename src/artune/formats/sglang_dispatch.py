@@ -299,15 +299,24 @@ class ArchReading:
                     f"{', '.join(_TENSOR_PARAMS)} and can_use_graph)"
                 )
         self.state.graph = graph
-        return self._algorithm(self.comm.call(func, args, {}), func)
+        return self._algorithm(self._call(self.dispatch, args), func)
 
     def _admits(self, me: Namespace, nbytes: int, graph: bool) -> bool:
         self.state.graph = graph
         me.values["_graph_mode_allowed"] = graph  # what capture() sets while a graph is captured
-        result = self.comm.call(self.methods[ADMIT], [me, _tensor(nbytes)], {})
+        result = self._call(ADMIT, [me, _tensor(nbytes)])
         if not isinstance(result, bool):
             raise TableError(f"{self.files.communicator.path}: {CLASS}.{ADMIT}() returned {result!r}, not a bool")
         return result
+
+    def _call(self, name: str, args: list[Any]) -> Any:
+        """``CustomAllReduceV2.name(*args)`` interpreted; what it cannot follow names the method too."""
+        try:
+            return self.comm.call(self.methods[name], args, {})
+        except Raised:
+            raise
+        except Unsupported as err:
+            raise Unsupported(f"{err} (in {CLASS}.{name}(), which decides what runs at each size)") from None
 
     def _algorithm(self, result: Any, func: Function) -> str:
         """artune's name for what the dispatch returned: an ``AllReduceConfig``, ``(algo, mode)`` or an algo."""
@@ -347,7 +356,7 @@ class ArchReading:
         written = self._bands(
             cuts, lambda n: self._pick(as_written, n, graph), lambda n: self._pick(as_written_off, n, graph)
         )
-        return Outcome(bands, written, _params(bands, on.values["config"]))
+        return Outcome(bands, written, _params((*bands, *written), on.values["config"]))  # both need blocks
 
     def _run(self, me: Namespace, nbytes: int, graph: bool) -> str:
         name = self._pick(me, nbytes, graph)

@@ -19,6 +19,7 @@ SGLang does).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
@@ -58,13 +59,37 @@ def _params(rules: tuple[Rule, ...], cfg: ArchConfig) -> dict[str, dict[str, Par
     return {name: {"blocks": grid[name]} for name in used if grid.get(name) is not None}
 
 
+_CLIP_NOTE = (
+    f"SGLang's {format_size(WORKSPACE)} default workspace (SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB) clips every "
+    "bound to it, as CustomAllReduceV2.__init__ does, and nccl runs above (no communicator beside this file: the "
+    "clip is assumed, not read)"
+)
+
+
+def _clip(rule: Rule) -> Rule:
+    """A bound as the default workspace leaves it: ``min(bound, 16 MiB)`` at both ends (``Range.clip``)."""
+    return Rule(rule.algorithm, min(rule.lo, WORKSPACE), min(rule.hi, WORKSPACE))
+
+
 def _plans(configs: Configs) -> tuple[Plan, ...]:
     plans = []
     for ws, cfg in sorted(configs.items()):
         for mode, rules in (("graph", cfg.graph), ("eager", cfg.eager)):
-            bands = bands_from_rules(rules, FALLBACK)
-            live = tuple(r for r in rules if any(r.algorithm in b.candidates for b in bands))
-            plans.append(Plan(ws, mode, bands, FALLBACK, freeze_params(_params(live, cfg))))
+            written = bands_from_rules(rules, FALLBACK)
+            bands = bands_from_rules(tuple(_clip(r) for r in rules), FALLBACK)
+            live = tuple(r for r in rules if any(r.algorithm in b.candidates for b in (*bands, *written)))
+            clipped = bands != written
+            plans.append(
+                Plan(
+                    ws,
+                    mode,
+                    bands,
+                    FALLBACK,
+                    freeze_params(_params(live, cfg)),
+                    written=written if clipped else (),
+                    notes=(_CLIP_NOTE,) if clipped else (),
+                )
+            )
     return tuple(plans)
 
 
@@ -98,7 +123,7 @@ def build(source: SourceFile) -> EngineImport:
 
     def table(platform: Platform, configs: Configs, about: str) -> Table:
         provenance = Provenance("published", tool="sglang", notes=f"{notes}; {about}")
-        return Table(platform, provenance, _plans(configs), origin=origin)
+        return Table(platform, provenance, _plans(configs), rules="sglang", origin=origin)
 
     tables = {arch: table(Platform("cuda", arch), c, f"arch {arch}") for arch, c in found.items()}
     for arch, configs in _multinode(shape, found).items():
@@ -106,10 +131,40 @@ def build(source: SourceFile) -> EngineImport:
         tables[f"{arch}/multinode"] = table(Platform("cuda", arch, "multinode"), configs, about)
     default_table = table(Platform("cuda", "default"), default, "SGLang's default for other archs") if default else None
     sink = FindingSink(origin)
-    _findings(source, found, default, sink)
-    return EngineImport(
-        "sglang", TableSet(origin, "cuda", MappingProxyType(tables), default_table), sink.done(), (source,)
+    sink.add(
+        f"{source.path}:1",
+        "all",
+        f"no {CLASS} beside this configs file: its rows are read in the order SGLang's Heuristic documents, "
+        "clipped to the default workspace (give the checkout or the release to read SGLang's own dispatch)",
+        severity="note",
     )
+    _findings(source, found, default, sink)
+    sglang_arch = _engine_arch(shape, found, tables, default_table, origin)
+    table_set = TableSet(
+        origin, "cuda", MappingProxyType(tables), default_table, rules="sglang", engine_arch=sglang_arch
+    )
+    return EngineImport("sglang", table_set, sink.done(), (source,))
+
+
+def _engine_arch(
+    shape: Shape, found: dict[str, Configs], tables: dict[str, Table], default: Table | None, origin: str
+) -> Callable[[str], Table | None]:
+    """What SGLang's dispatch in ``shape``'s file gives an arch with no table of its own: the table of the arch
+    whose rows it gets (block counts, which follow the SM count, aside), or None for the default."""
+    thresholds = {arch: {ws: (c.graph, c.eager) for ws, c in configs.items()} for arch, configs in found.items()}
+
+    def engine_arch(arch: str) -> Table | None:
+        major, dot, minor = arch.partition(".")
+        if not (dot and major.isdigit() and minor.isdigit()) or shape.is_tunings:
+            return None
+        mine = {ws: (c.graph, c.eager) for ws, c in shape.configs_for((int(major), int(minor)), None).items()}
+        twin = next((a for a, rows in thresholds.items() if rows == mine), None)
+        if twin is None:
+            return None
+        note = f"arch {arch} has no configs of its own in {origin}; SGLang's dispatch gives it arch {twin}'s"
+        return tables[twin].with_changes(borrowed=(note,))
+
+    return engine_arch
 
 
 def _findings(source: SourceFile, found: dict[str, Configs], default: Configs, sink: FindingSink) -> None:

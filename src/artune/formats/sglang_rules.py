@@ -25,11 +25,15 @@ lives here is what that reading stands in for, each with its source:
 from __future__ import annotations
 
 import ast
+import math
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
+from artune.catalog import SPECS
 from artune.formats.pyeval import Namespace, Native, Symbol
+from artune.table.model import Band
+from artune.table.references.rules import Rule, upto
 from artune.table.rules import Rules
 
 RULES = Rules(
@@ -130,3 +134,100 @@ def after_init(init: ast.FunctionDef, stop: int | None, me: Namespace) -> None:
 def workspace_bytes(env: Mapping[str, Any]) -> int:
     """The default workspace cap: ``SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB`` KiB (16 MiB)."""
     return int(env.get(WORKSPACE_ENV, ENV_DEFAULTS[WORKSPACE_ENV])) * KB
+
+
+# ---------------------------------------------------------------- SGLang 0.5.23, written out for reference:sglang
+#
+# reference:sglang has no file to read, so what 0.5.23's code does is stated here once: its Heuristic, the
+# workspace CustomAllReduceV2.__init__ sizes by default, the config's clip, the order of _pick_config and the
+# arch dispatch of _get_all_reduce_configs (configs/custom_all_reduce_v2.py and custom_all_reduce_v2.py of the
+# released wheel). tests/test_oracle_sglang.py holds reference:sglang equal to the release's own code.
+
+ALIGN_BYTES = 1024  # _ALIGN_BYTES: each workspace is a whole number of KiB, at least one
+
+
+class Heuristic(NamedTuple):
+    """One mode's row of 0.5.23, in SGLang's units: thresholds int()-ed, ``mc`` a (min, max) range kept as written."""
+
+    one_shot_push: int
+    one_shot_pull: int
+    two_shot_pull: int
+    mc: tuple[float, float] = (0, 0)
+    two_shot_push: int = 0
+
+
+def _ceil_align(nbytes: int) -> int:
+    return -(-nbytes // ALIGN_BYTES) * ALIGN_BYTES
+
+
+def push_slot_bytes(nbytes: int, world_size: int) -> int:
+    """``two_shot_push_slot_bytes``: a slot holds two halves of a ``ceil(nbytes / world_size)`` chunk, in 16 B."""
+    return 32 * -(-nbytes // (16 * world_size))
+
+
+def push_slot_capacity(slot_bytes: int, world_size: int) -> int:
+    """``two_shot_push_max_bytes``: the largest tensor a push slot of ``slot_bytes`` fits."""
+    return world_size * 16 * (slot_bytes // 32)
+
+
+def workspace(rows: tuple[Heuristic, ...], world_size: int, cap: int) -> tuple[int, int]:
+    """``(max_pull_size, max_push_size)`` as ``__init__`` sizes them by default: what the rows need, at most
+    ``cap`` (the 16 MiB ``SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB``), rounded up to whole KiB."""
+    pull = min(max(max(h.one_shot_pull, h.two_shot_pull, h.mc[1]) for h in rows), cap)
+    push = min(max(max(h.one_shot_push, push_slot_bytes(h.two_shot_push, world_size)) for h in rows), cap)
+    return _ceil_align(max(int(pull), ALIGN_BYTES)), _ceil_align(max(int(push), ALIGN_BYTES))
+
+
+def clip(h: Heuristic, pull: int, push: int, world_size: int) -> Heuristic:
+    """``Heuristic.clip``: every pull bound (the mc range's both ends, as ``Range.clip``) at most ``pull``, the
+    push threshold at most ``push``, the two-shot push threshold at most what a push slot fits."""
+    return Heuristic(
+        min(h.one_shot_push, push),
+        min(h.one_shot_pull, pull),
+        min(h.two_shot_pull, pull),
+        (min(h.mc[0], pull), min(h.mc[1], pull)),
+        min(h.two_shot_push, push_slot_capacity(push, world_size)),
+    )
+
+
+def first_match(h: Heuristic, multicast: bool) -> list[Rule]:
+    """``_pick_config``'s order as first-match rules: 1shot_push, 2shot_push, 1shot_pull, the multicast two-shot
+    (where ``num_mc_blocks`` is set; ``Range.contains`` is ``min_bytes <= n <= max_bytes`` with the float bounds
+    as written), 2shot_pull; nccl above."""
+    lo, hi = h.mc
+    rules = [
+        upto("1shot_push", h.one_shot_push),
+        upto("2shot_push", h.two_shot_push),
+        upto("1shot_pull", h.one_shot_pull),
+    ]
+    if multicast:
+        rules.append(Rule("2shot_pull_mc", max(0, math.ceil(lo)), math.floor(hi)))
+    rules.append(upto("2shot_pull", h.two_shot_pull))
+    return rules
+
+
+def arch_configs(major: int, minor: int) -> str:
+    """``_get_all_reduce_configs``: which configs a GPU of capability ``major.minor`` gets ("default": the rest)."""
+    if major == 9:
+        return "9.0"
+    if major == 10:
+        return "10.7" if minor >= 7 else "10.0"
+    return "default"
+
+
+def as_run(bands: tuple[Band, ...]) -> tuple[Band, ...]:
+    """First-match bands as SGLang can run them: per band the first candidate, then (where that one needs
+    multicast) the first that does not. Its algorithms share every other condition (16-byte sizes, any dtype),
+    so multicast is the only choice left at run time; nccl stands for "none"."""
+    out: list[Band] = []
+    for band in bands:
+        first = band.candidates[0]
+        plain = next((c for c in band.candidates if not SPECS[c].conditions.multicast), "nccl")
+        candidates = tuple(dict.fromkeys((first, plain)))
+        if out and out[-1].candidates == candidates:
+            out[-1] = Band(band.upto, candidates)
+        else:
+            out.append(Band(band.upto, candidates))
+    while out and out[-1].candidates == ("nccl",):
+        out.pop()
+    return tuple(out)
