@@ -20,8 +20,8 @@ from artune.table.decide import decide
 from artune.table.references import reference_set
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
-from oracles import Probe  # noqa: E402
-from oracles import sglang as oracle  # noqa: E402
+from oracles import Probe
+from oracles import sglang as oracle
 
 MiB = 1 << 20
 

@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+if __name__ == "__main__":  # run as a script: the bench folder holds the oracles package
+    sys.path.insert(0, str(Path(__file__).parents[1]))
 from oracles import Probe
 
 RELEASES: tuple[str, ...] = (
@@ -515,5 +517,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path(__file__).parents[1]))
     sys.exit(main(sys.argv[1:]))

@@ -63,6 +63,11 @@ def _ranges(values: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)  # type: ignore[misc]
 
 
+def _world_sizes(values: list[int]) -> str:
+    """``"world size 4"``, ``"world sizes 9-15"``."""
+    return f"world size{'s' if len(set(values)) > 1 else ''} {_ranges(values)}"
+
+
 def _arch_order(arch: str) -> tuple[int, ...]:
     """``"9.0" < "10.0" < "10.3" < "default"``."""
     return tuple(int(p) for p in arch.split(".")) if arch[:1].isdigit() else (1 << 30,)
@@ -95,6 +100,7 @@ class Release:
         self.keys: dict[str, tuple[Any, ...]] = {}
         self.archs: dict[str, _Arch] = {}
         self.served: dict[str, str] = {}  # probed arch -> the arch whose table SGLang runs there ("default")
+        self.copies: set[str] = set()  # probed archs whose configs repeat another arch's, written again
         for cap, num_sm in rules.PROBES:
             arch = f"{cap[0]}.{cap[1]}"
             reading = ArchReading(files, cap, num_sm, self.env)
@@ -220,6 +226,7 @@ class Release:
         mine = reading.supported()
         lines = lambda rows: [_row_line(s.written, s.world_size, self.text, 0) for s in rows]  # noqa: E731
         if lines(mine) != lines(theirs):  # the same figures, written twice
+            self.copies.add(arch)
             total = sum(1 for s in mine if s.status == "on")
             self._add(
                 "warning",
@@ -262,7 +269,7 @@ class Release:
                 "error",
                 source,
                 archs,
-                f"{CLASS}.__init__ raises ({what}) at world sizes {_ranges(sizes)}, which the communicator admits: "
+                f"{CLASS}.__init__ raises ({what}) at {_world_sizes(sizes)}, which the communicator admits: "
                 "SGLang logs 'Setup Custom allreduce failed' and runs nccl there",
             )
 
@@ -281,8 +288,8 @@ class Release:
                 "warning",
                 self._where(lines[archs.split(", ")[0]]),
                 archs,
-                f"world sizes {_ranges(sizes)} have no config: custom all-reduce v2 is disabled there and every size "
-                "goes to nccl",
+                f"{_world_sizes(sizes)} {'has' if len(sizes) == 1 else 'have'} no config: custom all-reduce v2 is "
+                "disabled there and every size goes to nccl",
             )
 
     def _clipped(self, everything: list[_Arch]) -> None:
@@ -341,7 +348,7 @@ class Release:
                 "warning",
                 self._where(first),
                 archs,
-                f"rows ask for multicast two-shot (a non-empty mc range) at world sizes {_ranges(sizes)}, where "
+                f"rows ask for multicast two-shot (a non-empty mc range) at {_world_sizes(sizes)}, where "
                 "num_mc_blocks is None: multicast never runs there",
             )
 
@@ -365,13 +372,14 @@ class Release:
                 "warning",
                 self.files.communicator.path,
                 arch,
-                f"{text}: it never runs; at world sizes {_ranges(sorted(set(sizes)))}",
+                f"{text}: it never runs; at {_world_sizes(sorted(set(sizes)))}",
             )
 
     def _served(self) -> None:
         by: dict[str, list[str]] = {}
         for arch, twin in self.served.items():
-            by.setdefault(twin, []).append(arch)
+            if arch not in self.copies:  # a copy has configs of its own: the copied-rows warning says so
+                by.setdefault(twin, []).append(arch)
         if not by:
             return
         parts = [
@@ -381,7 +389,7 @@ class Release:
         self._add(
             "note",
             self._where(self._dispatch_line()),
-            ", ".join(sorted(self.served, key=_arch_order)),
+            ", ".join(sorted((a for archs in by.values() for a in archs), key=_arch_order)),
             f"no configs of their own: SGLang's dispatch on the GPU's capability gives {'; '.join(parts)}",
         )
 

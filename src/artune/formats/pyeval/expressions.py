@@ -281,7 +281,7 @@ class Evaluator:
 
     def _eval_Lambda(self, node: ast.Lambda, scope: Scope) -> Function:
         self._no_restricted(node)
-        return Function(node, scope, "<lambda>")
+        return Function(node, scope, "<lambda>", self.filename)
 
     def _eval_Subscript(self, node: ast.Subscript, scope: Scope) -> Any:
         container = self.eval(node.value, scope)
@@ -357,7 +357,13 @@ class Evaluator:
                 frame = func.bind(args, kwargs, self.eval)
             except ValueError as err:
                 raise self.fail(node, str(err)) from None
-            return self.run_body(func, frame)
+            if not func.filename or func.filename == self.filename:
+                return self.run_body(func, frame)
+            caller, self.filename = self.filename, func.filename  # errors inside name the function's own file
+            try:
+                return self.run_body(func, frame)
+            finally:
+                self.filename = caller
         if isinstance(func, Native):
             try:
                 return func.func(*args, **kwargs)

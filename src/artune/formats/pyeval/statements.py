@@ -98,7 +98,7 @@ class Interpreter(Evaluator):
                 name = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
                 if name not in _PURE_DECORATORS:
                     raise self.fail(stmt, f"decorator '@{name}' on {stmt.name}() is not understood")
-            scope.values[stmt.name] = Function(stmt, scope, stmt.name)
+            scope.values[stmt.name] = Function(stmt, scope, stmt.name, self.filename)
         elif isinstance(stmt, ast.ClassDef):
             scope.values[stmt.name] = self.class_def(stmt, scope)
         elif isinstance(stmt, ast.Return):
@@ -157,7 +157,7 @@ class Interpreter(Evaluator):
                 # only plain methods and properties: any other decorator leaves the method out
                 names = [ast.unparse(d) for d in item.decorator_list]
                 if names in ([], ["property"]):
-                    methods[item.name] = Function(item, scope, f"{stmt.name}.{item.name}")
+                    methods[item.name] = Function(item, scope, f"{stmt.name}.{item.name}", self.filename)
                     if names:
                         properties.add(item.name)
         return RecordType(stmt.name, tuple(fields), defaults, methods, frozenset(properties))
@@ -168,7 +168,7 @@ class Interpreter(Evaluator):
         for stmt in self.tree.body:
             if isinstance(stmt, ast.ClassDef) and stmt.name == name:
                 return {
-                    item.name: Function(item, self.globals, f"{name}.{item.name}")
+                    item.name: Function(item, self.globals, f"{name}.{item.name}", self.filename)
                     for item in stmt.body
                     if isinstance(item, ast.FunctionDef)
                 }

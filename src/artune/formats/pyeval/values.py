@@ -131,6 +131,7 @@ class Function:
     node: ast.FunctionDef | ast.Lambda
     scope: Scope
     name: str
+    filename: str = ""  # the file it is written in, for errors when another file's interpreter calls it
 
     def bind(self, args: list[Any], kwargs: dict[str, Any], evaluate: Callable[[ast.expr, Scope], Any]) -> Scope:
         """A frame with the parameters bound as Python binds them; ``evaluate`` computes defaults at the call.
