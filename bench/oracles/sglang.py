@@ -502,18 +502,29 @@ def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """``python bench/oracles/sglang.py [VERSION...]``: probes, equal, first differences per release."""
+    """``python bench/oracles/sglang.py [VERSION...]``: per release, the probes, how many agree, what the engine
+    ran, the findings ``artune check`` prints, and the first differences (exit 1 if any)."""
+    from collections import Counter
+
+    from artune.formats import read_engine
     from artune.formats.releases import fetch_release
 
+    differ = 0
     for version in argv or RELEASES:
         root = fetch_release("sglang", version)
         ps = probes(root)
         engine, ours = engine_decisions(root, ps), artune_decisions(root, ps)
         bad = [(p, e, a) for p, e, a in zip(ps, engine, ours, strict=True) if e != a]
-        print(f"sglang=={version}: {len(ps)} probes, {len(ps) - len(bad)} equal")
+        findings = Counter(f.severity for f in read_engine("sglang", str(root)).findings)
+        ran = ", ".join(f"{name} {count}" for name, count in sorted(Counter(engine).items()))
+        print(
+            f"sglang=={version}: {len(ps)} probes, {len(ps) - len(bad)} equal; findings "
+            f"{sum(findings.values())} ({', '.join(f'{k} {v}' for k, v in sorted(findings.items()))}); ran: {ran}"
+        )
         for p, e, a in bad[:10]:
             print(f"  {p}: engine {e}, artune {a}")
-    return 0
+        differ += bool(bad)
+    return 1 if differ else 0
 
 
 if __name__ == "__main__":
