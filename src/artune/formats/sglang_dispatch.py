@@ -154,12 +154,12 @@ def _tensor(nbytes: int) -> Namespace:
 @dataclass
 class Sized:
     """One world size as ``__init__`` left it: ``status`` "on" (sized), "off" (returned: v2 disabled there)
-    or "raises" (``error``); ``self`` the communicator, ``written`` its config as the file writes it."""
+    or "raises" (``error``); ``comm`` the communicator, ``written`` its config as the file writes it."""
 
     world_size: int
     status: str
     line: int | None
-    self: Namespace | None = None
+    comm: Namespace | None = None
     written: Any = None
     error: str = ""
 
@@ -344,8 +344,8 @@ class ArchReading:
 
     def outcome(self, sized: Sized, graph: bool) -> Outcome:
         """The bands ``sized`` runs in one mode (multicast on first, then off), and as its rows are written."""
-        assert sized.self is not None
-        on = sized.self
+        assert sized.comm is not None
+        on = sized.comm
         off = _with_config(on, _no_multicast(on.values["config"]))
         if on.values.get("pull_enabled") is False:
             on = off  # _init_workspace: no pull plane, no multicast

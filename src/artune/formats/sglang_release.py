@@ -129,7 +129,7 @@ class Release:
         return found
 
     def _note(self, sized: Sized) -> str:
-        me = sized.self.values if sized.self is not None else {}
+        me = sized.comm.values if sized.comm is not None else {}
         pull, push = me.get("max_pull_size"), me.get("max_push_size")
         if self.files.configs is None:
             return (
