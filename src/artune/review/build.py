@@ -421,7 +421,16 @@ def build_review(before: Opened, after: Opened, logs: Sequence[str] = (), comman
 
     ``command`` names how it was made (default: ``artune review BEFORE AFTER``).
     """
-    logging.getLogger("artune.table.family").setLevel(logging.ERROR)  # borrowing is named in the review
+    family = logging.getLogger("artune.table.family")
+    level = family.level
+    family.setLevel(logging.ERROR)  # borrowing is named in the review; restored after, for the process's others
+    try:
+        return _build_review(before, after, logs, command)
+    finally:
+        family.setLevel(level)
+
+
+def _build_review(before: Opened, after: Opened, logs: Sequence[str], command: str) -> Review:
     found = pairs(before.source, after.source)
     diffs = [(arch, d) for arch, ta, tb in found for d in diff_tables(ta, tb)]
     moved = moves(diffs)
