@@ -154,6 +154,9 @@ class Collectives:
         self.calls: Counter[tuple[str, str, int]] = Counter()  # (kind, entry point, bytes per rank)
         self.seconds: defaultdict[str, float] = defaultdict(float)  # by kind
         self.nested: Counter[str] = Counter()
+        #: the no-communication floor: the decode's collectives return a stand-in of the right shape at once
+        #: (so the tokens mean nothing); any other collective still runs and is counted
+        self.skip = False
         self._depth = 0
 
     def install(self, module: Any, name: str, kind: str, label: str) -> None:
@@ -162,10 +165,14 @@ class Collectives:
             return
         from torch.distributed._functional_collectives import AsyncCollectiveTensor
 
+        stand_in = _STAND_INS.get(label)
+
         def timed(*args: Any, **kwargs: Any) -> Any:
             if self._depth:
                 self.nested[label] += 1
                 return real(*args, **kwargs)
+            if self.skip and stand_in is not None:
+                return stand_in(*args, **kwargs)
             self._depth += 1
             start = time.perf_counter()
             try:
@@ -201,6 +208,23 @@ class Collectives:
 
     def snapshot(self) -> tuple[Counter, dict[str, float]]:
         return Counter(self.calls), dict(self.seconds)
+
+
+def _gathered(tensor: Any, gather_dim: int, *_args: Any, **_kwargs: Any) -> Any:
+    import torch
+    import torch.distributed as dist
+
+    return torch.cat([tensor] * dist.get_world_size(), dim=gather_dim)
+
+
+#: what the decode's collectives return in the no-communication run: their input (an all-reduce, in place or not),
+#: world size copies of it (an all-gather)
+_STAND_INS = {
+    "dist.all_reduce": lambda *args, **kwargs: None,
+    "funcol.all_reduce": lambda tensor, *args, **kwargs: tensor,
+    "funcol.all_gather_single": _gathered,
+    "funcol.all_gather_tensor": _gathered,
+}
 
 
 def _kind(name: str) -> str:
@@ -294,7 +318,7 @@ def _rank(ctx: RankContext, backend: str, run: Run, turns: Any, done: Any) -> di
         os.sched_setaffinity(0, {cpus[ctx.rank % len(cpus)]})
     notes: list[str] = []
     census: Counter[str] = Counter()
-    inside = [0.0, 0]  # seconds and calls inside Communicator.all_reduce (artune)
+    inside: defaultdict[str, list] = defaultdict(lambda: [0.0, 0])  # inside Communicator.all_reduce: seconds, calls
     if backend == "artune":
         _count_group_calls(census)
         _time_communicator(inside)
@@ -308,9 +332,10 @@ def _rank(ctx: RankContext, backend: str, run: Run, turns: Any, done: Any) -> di
     prompt = prompt % model.config.vocab_size
     _generate(model, prompt, run.new_tokens, collectives)  # warm-up, untimed
     census.clear()
-    inside[:] = [0.0, 0]
+    inside.clear()
+    collectives.nested.clear()  # the Communicator's set-up calls (artune) are not the decode's
     done.put((backend, ctx.rank, "ready"))
-    records = []
+    records: dict[str, list[dict]] = defaultdict(list)  # by mode: the backend, or "none" (the floor, gloo's job)
     while True:
         try:
             message = turns.get(timeout=TURN_TIMEOUT + READY_TIMEOUT)
@@ -320,13 +345,15 @@ def _rank(ctx: RankContext, backend: str, run: Run, turns: Any, done: Any) -> di
             ) from None
         if message == "stop":
             break
-        records.append(_generate(model, prompt, run.new_tokens, collectives))
+        collectives.skip = message == "none"
+        records[message].append(_generate(model, prompt, run.new_tokens, collectives))
+        collectives.skip = False
         done.put((backend, ctx.rank, "done"))
     if backend == "artune":
-        notes.extend(_artune_notes(census, records, inside))
+        notes.extend(_artune_notes(census, records[backend], inside))
     if collectives.nested:
-        notes.append(f"calls made inside other collectives: {dict(collectives.nested)}")
-    return {"records": records, "notes": notes}
+        notes.append(f"calls made inside other collectives in the timed generations: {dict(collectives.nested)}")
+    return {"records": dict(records), "notes": notes}
 
 
 def _count_group_calls(census: Counter[str]) -> None:
@@ -349,23 +376,25 @@ def _count_group_calls(census: Counter[str]) -> None:
         setattr(ArtuneProcessGroup, name, counted)
 
 
-def _time_communicator(inside: list) -> None:
+def _time_communicator(inside: defaultdict[str, list]) -> None:
+    """Time ``Communicator.all_reduce``: the decode's all-reduces (float) apart from its all-gathers (integer)."""
     from artune.communicator import Communicator
 
     real = Communicator.all_reduce
 
-    def timed(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def timed(self: Any, tensor: Any, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
-            return real(self, *args, **kwargs)
+            return real(self, tensor, *args, **kwargs)
         finally:
-            inside[0] += time.perf_counter() - start
-            inside[1] += 1
+            spent = inside["all_reduce" if tensor.is_floating_point() else "all_gather"]
+            spent[0] += time.perf_counter() - start
+            spent[1] += 1
 
     Communicator.all_reduce = timed
 
 
-def _artune_notes(census: Counter[str], records: list[dict], inside: list) -> list[str]:
+def _artune_notes(census: Counter[str], records: list[dict], inside: dict[str, list]) -> list[str]:
     import torch
     import torch.distributed as dist
 
@@ -385,15 +414,14 @@ def _artune_notes(census: Counter[str], records: list[dict], inside: list) -> li
     for nbytes in sizes:
         decision = comm.decide(torch.empty(nbytes // 2, dtype=torch.bfloat16))
         notes.append(f"all_reduce {nbytes} B bf16 -> {decision.algorithm}: {decision.reason}")
-    ar_calls = sum(
-        n for r in records for key in ("calls", "prefill_calls") for (k, _, _), n in r[key].items() if k == "all_reduce"
-    )
-    ar_seconds = sum(r["all_seconds"].get("all_reduce", 0.0) for r in records)
-    if inside[1]:
+    for kind, (seconds, n) in sorted(inside.items()):
+        entry_calls = sum(
+            c for r in records for key in ("calls", "prefill_calls") for (k, _, _), c in r[key].items() if k == kind
+        )
+        entry_seconds = sum(r["all_seconds"].get(kind, 0.0) for r in records)
         notes.append(
-            f"all-reduce time per call, timed generations: {ar_seconds / max(ar_calls, 1) * 1e6:.1f} us at the entry "
-            f"point (torch, the backend and the Communicator), {inside[0] / inside[1] * 1e6:.1f} us of it inside "
-            f"Communicator.all_reduce ({ar_calls} and {inside[1]} calls)"
+            f"{kind}, timed generations, per call: {entry_seconds / max(entry_calls, 1) * 1e6:.1f} us at the entry "
+            f"point, {seconds / max(n, 1) * 1e6:.1f} us of it inside Communicator.all_reduce ({entry_calls} calls)"
         )
     return notes
 
@@ -506,10 +534,11 @@ def run_world(world: int, backends: list[str], run: Run, rounds: int) -> tuple[d
             if backend != "deepspeed":
                 raise
             notes.append(f"deepspeed left out at world size {world}: {_first_line(err)}")
+    # (job, mode): the no-communication floor runs on gloo's ranks
+    turns = [(b, b) for b in live] + ([("gloo", "none")] if "gloo" in live else [])
     for r in range(rounds):
-        order = live[r % len(live) :] + live[: r % len(live)]
-        for backend in order:
-            jobs[backend].send("go")
+        for backend, mode in turns[r % len(turns) :] + turns[: r % len(turns)]:
+            jobs[backend].send(mode)
             mail.wait(backend, "done", TURN_TIMEOUT)
     results = {}
     for backend in live:
@@ -545,20 +574,21 @@ class Figures:
     tokens: list[list[int]]  # per generation (rank 0); ranks checked equal
 
 
-def figures(ranks: list[dict], new_tokens: int) -> Figures:
+def figures(ranks: list[list[dict]], new_tokens: int, check_ranks: bool = True) -> Figures:
+    """The figures of one mode from each rank's generation records (``check_ranks``: their tokens must agree)."""
     steps = new_tokens - 1  # decode forwards after the first token
-    gens = len(ranks[0]["records"])
+    gens = len(ranks[0])
     ms, prefill, comm, floor = [], [], [], []
     for g in range(gens):
-        recs = [r["records"][g] for r in ranks]
-        if any(rec["tokens"] != recs[0]["tokens"] for rec in recs):
+        recs = [r[g] for r in ranks]
+        if check_ranks and any(rec["tokens"] != recs[0]["tokens"] for rec in recs):
             raise RuntimeError(f"ranks produced different tokens in generation {g}")
         ms.append(max(rec["decode_s"] for rec in recs) / steps * 1e3)
         prefill.append(max(rec["prefill_s"] for rec in recs) * 1e3)
         comm.append(max(sum(rec["seconds"].values()) for rec in recs) / steps * 1e3)
         floor.append(max(rec["decode_s"] - sum(rec["seconds"].values()) for rec in recs) / steps * 1e3)
     kinds: dict[str, tuple[float, float, str]] = {}
-    calls: Counter = sum((r["records"][g]["calls"] for r in ranks[:1] for g in range(gens)), Counter())
+    calls: Counter = sum((rec["calls"] for rec in ranks[0]), Counter())  # every rank makes the same calls
     for kind in sorted({k for k, _, _ in calls}):
         n = sum(v for (k, _, _), v in calls.items() if k == kind) / gens / steps
         sizes = ", ".join(
@@ -566,7 +596,7 @@ def figures(ranks: list[dict], new_tokens: int) -> Figures:
             for (k, label, b), v in sorted(calls.items())
             if k == kind
         )
-        seconds = [max(r["records"][g]["seconds"].get(kind, 0.0) for r in ranks) for g in range(gens)]
+        seconds = [max(r[g]["seconds"].get(kind, 0.0) for r in ranks) for g in range(gens)]
         kinds[kind] = (n, float(np.median(seconds)) / steps * 1e3, sizes)
     return Figures(
         ms_token=np.array(ms),
@@ -575,7 +605,7 @@ def figures(ranks: list[dict], new_tokens: int) -> Figures:
         floor_ms_token=np.array(floor),
         calls_token=sum(calls.values()) / gens / steps,
         kinds=kinds,
-        tokens=[rec["tokens"] for rec in ranks[0]["records"]],
+        tokens=[rec["tokens"] for rec in ranks[0]],
     )
 
 
@@ -598,28 +628,31 @@ def _same_tokens(a: list[list[int]], b: list[list[int]]) -> str:
 
 def report(all_figures: dict[int, dict[str, Figures]]) -> None:
     print(
-        "| ranks | backend | ms/token med (p20-p80) | prefill ms | collectives/token | comm ms/token "
-        "| floor ms/token | comm share | t(gloo)/t(this) | tokens = gloo's |"
+        "| ranks | backend | ms/token med (p20-p80) | prefill ms | collectives/token | comm ms/token | comm share "
+        "| subtracted floor ms/token | above no-comm ms/token | t(gloo)/t(this) | tokens = gloo's |"
     )
-    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|:---:|")
-    for world, by_backend in all_figures.items():
-        gloo = by_backend.get("gloo")
-        for name, f in by_backend.items():
+    print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|:---:|")
+    for world, by_mode in all_figures.items():
+        gloo, none = by_mode.get("gloo"), by_mode.get("none")
+        for name, f in by_mode.items():
             med = float(np.median(f.ms_token))
             share = float(np.median(f.comm_ms_token / f.ms_token)) * 100
             ratio = f"{float(np.median(gloo.ms_token)) / med:.2f}x" if gloo else "-"
-            same = _same_tokens(f.tokens, gloo.tokens) if gloo else "-"
-            if len({tuple(t) for t in f.tokens}) > 1:
+            above = f"{med - float(np.median(none.ms_token)):.1f}" if none and name != "none" else "-"
+            same = "-" if name == "none" or not gloo else _same_tokens(f.tokens, gloo.tokens)
+            if name != "none" and len({tuple(t) for t in f.tokens}) > 1:
                 same += " (generations differ)"
+            label = "none (no communication)" if name == "none" else name
             print(
-                f"| {world} | {name} | {_med(f.ms_token)} | {float(np.median(f.prefill_ms)):.0f} | {f.calls_token:g} "
-                f"| {_med(f.comm_ms_token, 2)} | {_med(f.floor_ms_token)} | {share:.1f}% | {ratio} | {same} |"
+                f"| {world} | {label} | {_med(f.ms_token)} | {float(np.median(f.prefill_ms)):.0f} | {f.calls_token:g} "
+                f"| {_med(f.comm_ms_token, 2)} | {share:.1f}% | {_med(f.floor_ms_token)} | {above} | {ratio} "
+                f"| {same} |"
             )
     print("\nCollectives per decoded token, by kind (the slowest rank's time; bytes per rank):\n")
     print("| ranks | backend | kind | calls/token | ms/token | us/call | calls |")
     print("|---:|---|---|---:|---:|---:|---|")
-    for world, by_backend in all_figures.items():
-        for name, f in by_backend.items():
+    for world, by_mode in all_figures.items():
+        for name, f in by_mode.items():
             for kind, (n, ms, sizes) in f.kinds.items():
                 print(f"| {world} | {name} | {kind} | {n:g} | {ms:.2f} | {ms / n * 1e3:.0f} | {sizes} |")
 
@@ -687,7 +720,13 @@ def main(argv: list[str] | None = None) -> int:
             for world in worlds:
                 results, world_notes = run_world(world, backends, run, args.rounds)
                 notes.extend(world_notes)
-                all_figures[world] = {b: figures(ranks, args.new_tokens) for b, ranks in results.items()}
+                modes = [m for m in (*BACKENDS, "none") if any(m in ranks[0]["records"] for ranks in results.values())]
+                all_figures[world] = {
+                    mode: figures([r["records"][mode] for r in ranks], args.new_tokens, check_ranks=mode != "none")
+                    for mode in modes
+                    for ranks in results.values()
+                    if mode in ranks[0]["records"]
+                }
                 for b, ranks in results.items():
                     rank_notes[(world, b)] = ranks[0]["notes"]
     finally:
