@@ -246,7 +246,9 @@ def _other_torch_paths(world_size: int) -> dict[str, Any]:
     with torch.no_grad():
         tp_ok = torch.allclose(tp(x), mlp()(x), atol=1e-5)
     tp_calls = pg.allreduce_calls["artune"] - before
-    # FSDP2: all-gather and reduce-scatter (to gloo); gradients equal the unsharded mean
+    # FSDP2: all-gathers (through artune, as an all-reduce) and reduce-scatters (to gloo); gradients equal the
+    # unsharded mean
+    gathers = pg.allgather_calls["artune"]
     sharded, reference = mlp(), mlp()
     for layer in (sharded[0], sharded[2], sharded):
         fully_shard(layer)
@@ -257,7 +259,7 @@ def _other_torch_paths(world_size: int) -> dict[str, Any]:
         torch.allclose(p.grad.full_tensor(), q.grad / world_size, atol=1e-5)
         for p, q in zip(sharded.parameters(), reference.parameters(), strict=True)
     )
-    return {"tp": (tp_ok, tp_calls), "fsdp2": fsdp_ok}
+    return {"tp": (tp_ok, tp_calls), "fsdp2": (fsdp_ok, pg.allgather_calls["artune"] > gathers)}
 
 
 def _ddp_run(ctx: RankContext, steps: int) -> dict[str, Any]:
@@ -294,7 +296,7 @@ def test_ddp_equals_gloo_step_for_step_and_tp_fsdp2_run() -> None:
     for rank in range(2):
         assert ours[rank]["calls"]["artune"] >= 5  # every step's buckets went through the Communicator
         assert ours[rank]["tp"] == (True, 1)  # the row-parallel layer's all-reduce went through artune
-        assert ours[rank]["fsdp2"]
+        assert ours[rank]["fsdp2"] == (True, True)  # gradients right, its all-gathers ran through artune
         for step in range(5):
             # with 2 ranks both sum a + b exactly once: bit-identical, not just close
             assert torch.equal(ours[rank]["losses"][step], gloo[rank]["losses"][step]), (rank, step)
