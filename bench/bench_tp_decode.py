@@ -14,6 +14,9 @@ hub. Per world size, three jobs of W ranks each start at once:
 - ``deepspeed``: ``init_process_group("gloo")``, the unsharded model, then
   ``deepspeed.init_inference(model, tensor_parallel={"tp_size": W})`` (AutoTP;
   its all-reduces take DeepSpeed's shared-memory kernel, which is checked).
+- ``none``: gloo's ranks again, the decode's collectives returning a stand-in
+  of the right shape at once: the same compute with no communication (the
+  tokens mean nothing), the measured floor.
 
 Each job loads the model and runs one untimed generation; then the jobs take
 turns, one greedy generation each per round (the order rotates every round),
@@ -27,7 +30,7 @@ friends, the functional collectives DTensor uses (waited for, as DTensor does
 at once), and DeepSpeed's ``inference_all_reduce``. On the artune job, the
 calls that reached the process group are counted too and must match.
 
-Per backend and world size it prints: ms per decoded token (the slowest rank's
+Per backend (and ``none``) and world size it prints: ms per decoded token (the slowest rank's
 decode time per generation; median and p20-p80 over generations), prefill (the
 prompt's forward and the first token), collectives per token and their time
 (the slowest rank's), the floor (ms per token with that rank's collective time
