@@ -698,7 +698,7 @@ def _grid() -> list[int]:
     """16 B to 256 MiB: each power of two and the point halfway between it and the next, on a log scale."""
     out: list[int] = []
     for exp in range(4, 29):
-        out += [1 << exp, int(round(math.sqrt(2) * (1 << exp))) & ~1]
+        out += [1 << exp, round(math.sqrt(2) * (1 << exp)) & ~1]
     return [n for n in out if n <= 256 * MiB]
 
 

@@ -36,6 +36,12 @@ from artune.table.model import Provenance
 
 CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)  # vLLM's _SUPPORTED_WORLD_SIZES where its file is not read
 FI_ONESHOT_CAP_MB = 64  # "OneShot max size is at most 64MB / world size (FlashInfer restriction)"
+#: the switches of the newest releases read (0.29-0.33), assumed where a checkout's envs.py is not given
+NEWEST_DEFAULTS = {
+    "VLLM_ALLREDUCE_USE_SYMM_MEM": True,
+    "VLLM_ALLREDUCE_USE_FLASHINFER": True,
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "auto",
+}
 #: paths that are off by default on CUDA; a release that turns one on by default is refused
 UNPLANNED = {
     "VLLM_USE_NCCL_SYMM_MEM": "NCCL symmetric memory",
@@ -55,8 +61,8 @@ def dispatch(figures: Figures, release: str) -> tuple[Dispatch, list[str]]:
     code, assumed = figures.code, []
     env = code.env
     if env is None:
-        env = {"VLLM_ALLREDUCE_USE_SYMM_MEM": True}
-        assumed.append("envs.py not read: torch symmetric memory on and FlashInfer off, as vLLM 0.11-0.28 default")
+        env = NEWEST_DEFAULTS
+        assumed.append("envs.py not read: vLLM 0.29-0.33's defaults (symmetric memory and FlashInfer's all-reduce on)")
     for name, what in UNPLANNED.items():
         if env.get(name):
             raise TableError(f"{release}: {name} defaults to on, so {what} runs by default; artune does not plan it")
@@ -190,10 +196,14 @@ def _mb(value: float | None) -> str:
 
 def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
     for arch in planned_archs(d):
+        seen: set[str] = set()
         for ws in world_sizes(d, arch):
             for error in paths(d, arch, ws).errors:
-                table = MULTIMEM if "MULTIMEM" in error else CUSTOM_AR
-                sink.add(figures.line(table, arch), arch, error, ws, severity="error")
+                if error not in seen:  # the multimem KeyError is the arch's, not one world size's
+                    seen.add(error)
+                    table = MULTIMEM if MULTIMEM in error else CUSTOM_AR
+                    where = ws if f"world size {ws}" in error else None
+                    sink.add(figures.line(table, arch), arch, error, where, severity="error")
     if figures.multimem is not None:
         for arch, sizes in figures.multimem.items():
             if arch not in figures.symm_mem:

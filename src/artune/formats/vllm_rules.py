@@ -255,17 +255,21 @@ def default_path(d: Dispatch) -> str:
 
 def table_set(
     d: Dispatch,
-    name: str,
+    origin: str,
     provenance: Callable[[str], Provenance],
     default_provenance: Provenance,
+    name: str = "",
 ) -> TableSet:
-    """``d``'s tables, one per arch its tables name, and its default path for every other arch."""
+    """``d``'s tables, one per arch its tables name, and its default path for every other arch.
+
+    ``origin`` names the tables (``vllm:PATH``, ``reference:vllm``), ``name`` the set (default: ``origin``).
+    """
     tables = {
-        arch: Table(Platform("cuda", arch), provenance(arch), arch_plans(d, arch), rules="vllm", origin=name)
+        arch: Table(Platform("cuda", arch), provenance(arch), arch_plans(d, arch), rules="vllm", origin=origin)
         for arch in planned_archs(d)
     }
     default = Table(
-        Platform("cuda", "default"), default_provenance, arch_plans(d, "default"), rules="vllm", origin=name
+        Platform("cuda", "default"), default_provenance, arch_plans(d, "default"), rules="vllm", origin=origin
     )
 
     def engine_arch(arch: str) -> Table:
@@ -275,4 +279,4 @@ def table_set(
         )
         return default.with_changes(borrowed=(note,))
 
-    return TableSet(name, "cuda", MappingProxyType(tables), default, rules="vllm", engine_arch=engine_arch)
+    return TableSet(name or origin, "cuda", MappingProxyType(tables), default, rules="vllm", engine_arch=engine_arch)
