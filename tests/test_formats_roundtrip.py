@@ -184,11 +184,12 @@ def test_cli_diff_old_and_new_vllm_checkouts(capsys) -> None:
     assert main(["diff", old, new, "--world-size", "8", "--mode", "eager"]) == 1
     out = capsys.readouterr().out
     # 10.3 is new: the old checkout has no row there, so vLLM runs its default path (no family chain)
-    assert "arch=10.3" in out and "ws=8 mode=eager [8MiB, 64MiB]: A nccl | B symm_mem_multimem > nccl" in out
-    assert "ws=8 mode=eager [0, 4MiB]: A custom_ar > nccl | B flashinfer_ar > nccl" in out
+    rubin = out[out.index("arch=10.7") :]
+    assert "ws=8 mode=eager [8MiB, 64MiB]: A nccl | B symm_mem_multimem > nccl" in rubin
+    assert "ws=8 mode=eager [0, 8MiB): A custom_ar > nccl | B flashinfer_ar > nccl" in out  # 10.3: FlashInfer
     assert "mode=graph" not in out and "ws=2" not in out
     # the inclusive symmetric-memory bound of the newest vLLM: one byte
-    assert "ws=8 mode=eager [128MiB, 128MiB]: A nccl | B symm_mem_multimem > nccl" in out
+    assert "ws=8 mode=eager [64MiB, 64MiB]: A nccl | B symm_mem_multimem > nccl" in out
 
 
 def test_cli_diff_published_against_measured(tmp_path: Path, capsys) -> None:
