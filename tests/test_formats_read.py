@@ -137,6 +137,27 @@ def test_vllm_tables_out_of_step_raise_or_fall_through(tmp_path: Path) -> None:
     assert imported.tables.tables["10.0"].plan(6, "eager") is None  # vLLM does not start there: nothing to decide
 
 
+def test_vllm_flashinfer_tuned_bound_follows_the_code(tmp_path: Path) -> None:
+    """vLLM 0.29-0.32 store a tuned bound as int(mb * MiB) - 1 (exclusive); 0.33 as int(mb * MiB)."""
+    root = _copy(tmp_path, "vllm-new")
+    fi = root / "vllm/distributed/device_communicators/flashinfer_all_reduce.py"
+    body = (
+        "MiB = 1024 * 1024\n\n\ndef _get_tuned_standalone_max_size(world_size, backend, group):\n"
+        "    max_size_mb = FI_MNNVL_ALLREDUCE_MAX_SIZE_MB.get((103, world_size, 1))\n"
+        "    return None if max_size_mb is None else int(max_size_mb * MiB){}\n\n\n"
+        "class FlashInferAllReduce:\n    def should_use_fi_ar(self, input_tensor):\n"
+        "        if input_tensor.nbytes > self.max_workspace_size:\n            return False\n"
+        "        return True\n"
+    )
+    for tail, at_80_mib in (("", "flashinfer_ar"), (" - 1", "nccl")):
+        fi.write_text(body.format(tail))
+        table = read_engine("vllm", str(root)).tables.tables["10.3"]
+        # 10.3 ws=4: FI_MNNVL's 80 MB replaces the fusion table's 64 MB on one host
+        assert decide(table, 80 * MiB, 4, "eager", _available(4, 80 * MiB)).algorithm == at_80_mib
+        assert decide(table, 80 * MiB - 16, 4, "eager", _available(4, 80 * MiB - 16)).algorithm == "flashinfer_ar"
+        assert any("FI_MNNVL_ALLREDUCE_MAX_SIZE_MB[(103, 4, 1)] = 80 MB" in n for n in table.plan(4, "eager").notes)
+
+
 def test_vllm_code_that_turns_an_unplanned_path_on_is_refused(tmp_path: Path) -> None:
     root = _copy(tmp_path, "vllm-new")
     envs = root / "vllm/envs.py"

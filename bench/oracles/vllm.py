@@ -12,9 +12,10 @@ hold only what those files read: the platform (CUDA, the probe's compute
 capability, fully NVLink-connected GPUs on one node, peer access works),
 ``torch.distributed`` for a group of the probe's world size, torch symmetric
 memory (its rendezvous reports multicast as the probe says), FlashInfer
-(installed, as every release from 0.17 requires; its MNNVL workspace needs
-multicast, its workspace takes every problem that fits the one it was made
-for) and vLLM's C++ ops (pointers that do nothing). ``envs.py`` runs as
+(installed, as vLLM's CUDA wheels require: 0.33.0 pins
+flashinfer-python==0.7.2.post1; its MNNVL workspace needs multicast, and a
+workspace takes every problem that fits the one it was made for, as
+FlashInfer's ``is_buffer_size_sufficient`` says) and vLLM's C++ ops (pointers that do nothing). ``envs.py`` runs as
 released with no ``VLLM_*`` variable set, so every switch has the default
 the release gives it, and ``parallel_state._ENABLE_CUSTOM_ALL_REDUCE`` has
 its assigned value. ``PassConfig.default_fi_allreduce_fusion_max_size_mb``
@@ -215,6 +216,7 @@ class World:
         self.capturing = False
         self.ran: list[str] = []
         self.modules: dict[str, types.ModuleType] = {}
+        self._comm: Any = None
         self.group = _Group(world_size)
         self.torch = self._torch()
         self.stand_ins = self._stand_ins()
@@ -304,12 +306,12 @@ class World:
             ),
             vllm=StandIn("torch.ops.vllm", all_reduce_symmetric_with_copy=self.record("nccl_symm_mem")),
         )
-        proxy = StandIn("torch", distributed=dist, cuda=cuda, ops=ops, empty=empty, empty_like=empty_like)
-        proxy.zeros = zeros
-        proxy.accelerator = StandIn("torch.accelerator", set_device_index=lambda index: None)
-        proxy.__getattr__ = None  # type: ignore[assignment]  # replaced below: everything else is real torch
-        del proxy.__getattr__
-        return _Overlay(proxy, torch)
+        accelerator = StandIn("torch.accelerator", set_device_index=lambda index: None)
+        first = StandIn(
+            "torch", distributed=dist, cuda=cuda, ops=ops, accelerator=accelerator, empty=empty, empty_like=empty_like
+        )
+        first.zeros = zeros
+        return _Overlay(first, torch)  # everything else is real torch
 
     def _all_gather(self, out: list[torch.Tensor], tensor: torch.Tensor, group: Any = None) -> None:
         for i, item in enumerate(out):  # rank i reports physical device i
@@ -581,14 +583,17 @@ class World:
 
     # -- vLLM's tensor-parallel communicator, and one call
 
-    @cache  # noqa: B019  # one communicator per world, as one per process in vLLM
     def communicator(self) -> Any:
+        """vLLM's CudaCommunicator for the group, built once (one per process, as in vLLM)."""
+        if self._comm is not None:
+            return self._comm
         cuda = self.module("vllm.distributed.device_communicators.cuda_communicator")
         custom = self.module("vllm.distributed.device_communicators.custom_all_reduce")
         # the kernel's launch, not its choice: should_custom_ar has decided by the time this runs
         custom.CustomAllreduce.custom_all_reduce = lambda comm, inp: self.record("custom_ar")(inp)
         device = torch.device("cuda:0")
-        return cuda.CudaCommunicator(self.group, device=device, device_group=self.group, unique_name="tp:0")
+        self._comm = cuda.CudaCommunicator(self.group, device=device, device_group=self.group, unique_name="tp:0")
+        return self._comm
 
     def all_reduce(self, nbytes: int, mode: str, dtype: torch.dtype = torch.bfloat16) -> str:
         comm = self.communicator()

@@ -28,8 +28,8 @@ paths artune plans are (``Dispatch.order``):
 
 There is no fallback between arches: an arch missing from every table runs
 the default path (``custom_ar`` below 8 MiB, nothing else). NCCL symmetric
-memory, QuickReduce (ROCm), AITER (ROCm) and FlashInfer's PCIe path are off
-by default on CUDA; they are read and checked, not planned. A release that
+memory and FlashInfer's PCIe path are off by default (QuickReduce and AITER
+are ROCm's); they are read and checked, not planned, and a release that
 turns one of them on by default is refused by the reader, never guessed.
 
 Two things the plans cannot hold, because a plan does not know whether the
