@@ -297,15 +297,15 @@ def _never_run(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     continue  # custom_ar's second rule (without multicast) is vLLM's, not a row
                 seen.add(name)
                 group = "symm_mem" if name in SYMM_NAMES else name
-                dead.setdefault((group, " and ".join(by)), []).append(f"{arch} ws={ws}")
+                dead.setdefault((group, " and ".join(by)), {}).setdefault(arch, []).append(ws)
     for (name, by), places in dead.items():
         table = {"custom_ar": CUSTOM_AR, "symm_mem": SYMM_MEM}.get(name, name)
-        arch = places[0].split()[0]
+        where = "; ".join(f"{arch} ws {', '.join(map(str, sizes))}" for arch, sizes in places.items())
         sink.add(
-            figures.line(table, arch),
+            figures.line(table, next(iter(places))),
             "*",
-            f"{table} rows that never run: {by} takes every size they hold first, with vLLM's defaults "
-            f"({', '.join(places)})",
+            f"{table} rows that never run with vLLM's defaults: {by} takes every size they hold first, for the 2-D "
+            f"fp16/bf16/fp32 inputs it takes ({where})",
         )
 
 

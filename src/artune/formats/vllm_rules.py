@@ -197,9 +197,14 @@ def paths(d: Dispatch, arch: str, world_size: int) -> Paths:
                 end = min(d.custom_ar_max, limit + 1 if d.symm_inclusive else limit)
                 if end > ca[0].hi + 1:
                     rules.append(below("custom_ar", end))
+                    upper = (
+                        f"{'up to' if d.symm_inclusive else 'below'} {format_size(limit)}"
+                        if end < d.custom_ar_max
+                        else f"below {format_size(end)}"
+                    )
                     notes.append(
                         f"without NVLink multicast torch symmetric memory does not start and custom_ar keeps its "
-                        f"{format_size(d.custom_ar_max)} default: custom_ar follows {name} below {format_size(end)}"
+                        f"{format_size(d.custom_ar_max)} default: custom_ar follows {name} {upper}"
                     )
             run["symm_mem"] = rules
     order = [p for p in d.order if p in run] + [p for p in run if p not in d.order]
