@@ -87,7 +87,7 @@ def test_explain_without_a_table_uses_the_communicators_choice(capsys, monkeypat
 
 def test_explain_borrowing_and_bad_input(capsys) -> None:
     decision = explain(capsys, "--reference", "sglang", "--arch", "10.3", "--world-size", "8", "--size", "1KiB")
-    assert "borrowed arch 10.0" in decision["reason"]
+    assert "SGLang's dispatch on the capability gives it arch 10.0's" in decision["reason"]
     assert main(["explain", "--reference", "nope", "--arch", "9.0", "--world-size", "2", "--size", "1KiB"]) == 2
     assert "vllm" in capsys.readouterr().err
     assert main(["explain", "--table", "bundled:cpu", "--world-size", "2", "--size", "-5"]) == 2
@@ -106,13 +106,12 @@ def test_show_formats(capsys) -> None:
 
 
 def test_check_references_exit_1_with_their_holes(capsys) -> None:
-    # vLLM's tables decide by vLLM's rules: a world size without a path is nccl there, not a hole in the table
+    # an engine's tables run its process group where they have no plan: that is the engine's rule, not a hole
+    # (the engine's reader names those world sizes once, with the file and line: artune check sglang==0.5.23)
     assert main(["check", "reference:vllm"]) == 0
     assert "no plan for world sizes" not in capsys.readouterr().out
-    assert main(["check", "reference:sglang", "--max-world-size", "16"]) == 1
-    out = capsys.readouterr().out
-    assert "arch=10.7: mode=graph: no plan for world sizes 9-15 (up to 16)" in out
-    assert "arch=9.0: mode=eager: no plan for world sizes 9-16 (up to 16)" in out
+    assert main(["check", "reference:sglang", "--max-world-size", "16"]) == 0
+    assert "no plan for world sizes" not in capsys.readouterr().out
 
 
 def test_python_dash_m_entry_point() -> None:

@@ -14,7 +14,7 @@ from artune.table.check import copied_archs, shadowed_rules, unaligned_rules
 from artune.table.decide import decide
 from artune.table.references import reference_set
 from artune.table.references.rules import Rule, below, upto
-from formats_helpers import decision_mismatches
+from formats_helpers import available, decision_mismatches
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 VLLM_UTILS = "vllm/distributed/device_communicators/all_reduce_utils.py"
@@ -220,12 +220,23 @@ def test_cli_import_of_unreadable_input_exits_2(tmp_path: Path, capsys) -> None:
 # ------------------------------------------------------------------ SGLang
 
 
-def test_sglang_shape_b_decides_as_the_reference_with_the_same_parameters() -> None:
+def test_sglang_configs_alone_decide_by_sglang_rules_clipped_to_the_workspace() -> None:
+    """A configs file with no communicator beside it: SGLang's rules (no family chain, nccl where no config), the
+    documented order, every bound clipped to the 16 MiB default workspace with the rows as written kept."""
     imported = read_engine("sglang", str(FIXTURES / "sglang-b"))
-    ref = reference_set("sglang")
     assert {"9.0", "10.0", "10.7"} <= set(imported.tables.tables)
-    for arch in ("9.0", "10.0", "10.3", "10.7", "12.0"):
-        assert decision_mismatches(imported.tables.resolve(arch), ref.resolve(arch)) == [], arch
+    tables = imported.tables
+    assert all(t.rules == "sglang" for t in tables.tables.values())
+    b300 = tables.resolve("10.3")  # the file's dispatch gives 10.x minor < 7 the SM100 configs
+    assert b300.plans == tables.tables["10.0"].plans and "arch 10.0's" in b300.borrowed[0]
+    assert decide(tables.resolve("12.0"), 1 * MiB, 9, "eager").algorithm == "1shot_push"  # its default, 2..16
+    assert decide(tables.resolve("10.0"), 1 * MiB, 12, "eager").algorithm == "nccl"  # no config at 12 ranks
+    above = decide(tables.resolve("9.0"), 20 * MiB, 2, "eager")
+    assert above.algorithm == "nccl" and "as written: 1shot_push/1shot_pull/2shot_pull (16MiB, 32MiB]" in above.reason
+    assert decide(tables.resolve("9.0"), 16 * MiB, 2, "eager").algorithm == "1shot_push"
+    assert tables.resolve("10.0").plan(4, "graph").params_for("2shot_push") == {"blocks": 148}
+    notes = [f for f in imported.findings if f.severity == "note"]
+    assert notes and "no CustomAllReduceV2 beside this configs file" in notes[0].message
 
 
 def test_sglang_multinode_bands_replace_only_the_eager_heuristic() -> None:
@@ -283,7 +294,8 @@ KB = 1024
         # E: band policy; the multicast band's neighbours
         ("sglang-e", "9.0", 8, "graph", 8 * MiB - 1, None, "2shot_pull"),
         ("sglang-e", "9.0", 8, "graph", 8 * MiB, None, "2shot_pull_mc"),
-        ("sglang-e", "9.0", 8, "eager", 64 * MiB, frozenset({"2shot_pull", "nccl"}), "2shot_pull"),
+        ("sglang-e", "9.0", 8, "eager", 12 * MiB, frozenset({"2shot_pull", "nccl"}), "2shot_pull"),
+        ("sglang-e", "9.0", 8, "eager", 64 * MiB, None, "nccl"),  # above the 16 MiB default workspace
         ("sglang-e", "12.0", 4, "eager", 1 * MiB, None, "2shot_pull"),
         # 2.0: THRESHOLD_2_SHOT_MAP, the H200 map for every arch but SM100, two-shot up to 16 MiB
         ("sglang-20", "10.0", 8, "eager", 720 * KB, None, "1shot_push"),
@@ -422,3 +434,93 @@ def test_sglang_band_the_alignment_rule_makes_unreachable(tmp_path: Path) -> Non
     hit = [m for m in found if "arch=9.0 ws=3" in m and "1shot_pull is left only" in m]
     assert hit and "holds no size its alignment rule lets through" in hit[0]
     assert hit[0].startswith(f"{root / SGLANG_CONFIGS}:54:")
+
+
+# ------------------------------------------------------------------ SGLang: the dispatch read from the communicator
+
+PICK = "python/sglang/srt/distributed/device_communicators"
+
+
+def test_sglang_order_comes_from_the_communicators_dispatch() -> None:
+    """``push_limit`` is a field no release has: ``_pick_config`` tries it first, as 2shot_push, so artune does."""
+    tables = read_engine("sglang", str(FIXTURES / "sglang-pick")).tables
+    table = tables.resolve("10.0")
+    assert table.rules == "sglang"
+    got = lambda n, mc=True: decide(table, n, 8, "graph", available(8, n, "bfloat16", mc)).algorithm  # noqa: E731
+    assert got(64 * KB) == "2shot_push"
+    assert got(64 * KB + 16) == "1shot_push"
+    assert got(1 * MiB) == "2shot_pull"
+    # Range(20 MB, 64 MB).clip(16 MiB) is Range(16 MiB, 16 MiB): multicast takes exactly the workspace's size
+    assert got(16 * MiB - 16) == "2shot_pull"
+    assert got(16 * MiB) == "2shot_pull_mc"
+    assert got(16 * MiB, mc=False) == "2shot_pull"
+    assert got(16 * MiB + 16) == "nccl"
+    assert got(64 * KB + 8) == "nccl"  # should_custom_ar takes multiples of 16 bytes only
+    plan = table.plan(8, "graph")
+    assert plan is not None and plan.spans(as_written=True)[-2] == (20 * MiB, 64 * MiB, ("2shot_pull_mc", "2shot_pull"))
+    assert plan.params_for("2shot_pull_mc") == {"blocks": 32}
+    assert decide(table, 1 * MiB, 3, "eager").algorithm == "nccl"  # __init__ raises there
+
+
+def test_sglang_findings_from_the_communicator_name_severity_file_and_line() -> None:
+    imported = read_engine("sglang", str(FIXTURES / "sglang-pick"))
+    configs = f"{FIXTURES / 'sglang-pick' / PICK}/configs/custom_all_reduce_v2.py"
+    by = {f.severity: [] for f in imported.findings}
+    for f in imported.findings:
+        by[f.severity].append(str(f))
+    assert len(by["error"]) == 1 and by["error"][0].startswith(f"{configs}:103: error: arch=10.0:")
+    assert "raises (KeyError in configs[world_size]) at world sizes 3, 5-7" in by["error"][0]
+    assert any("arch=10.7: 10.7 = 10.0 in 3 of 3 world sizes: measured, or inherited?" in m for m in by["warning"])
+    assert any("at world size 4, where num_mc_blocks is None" in m for m in by["warning"])
+    assert any("16MiB default workspace" in m and "at 10.0 ws 2, 4, 8" in m for m in by["warning"])
+    assert [m for m in by["note"] if "arch=9.0, 10.3, 12.0: no configs of their own" in m]
+    assert len(imported.findings) == 5  # one line per problem
+
+
+def test_sglang_reads_a_wheels_layout_as_a_checkouts(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURES / "sglang-pick" / "python", tmp_path, dirs_exist_ok=True)
+    wheel = read_engine("sglang", str(tmp_path)).tables
+    checkout = read_engine("sglang", str(FIXTURES / "sglang-pick")).tables
+    assert wheel.tables["10.0"].plans == checkout.tables["10.0"].plans
+
+
+def test_sglang_a_dispatch_artune_cannot_follow_is_refused_naming_it(tmp_path: Path) -> None:
+    root = _copy(tmp_path, "sglang-pick")
+    communicator = root / PICK / "custom_all_reduce_v2.py"
+    _edit(
+        communicator,
+        "        if nbytes <= h.push_limit:\n",
+        "        while h.push_limit:\n            pass\n        if 0:\n",
+    )
+    with pytest.raises(
+        TableError,
+        match=r"custom_all_reduce_v2.py:\d+: unsupported construct While.*"
+        r"in CustomAllReduceV2._pick_config\(\)",
+    ):
+        read_engine("sglang", str(root))
+    root = _copy(tmp_path / "b", "sglang-pick")
+    _edit(root / PICK / "custom_all_reduce_v2.py", "AllReduceAlgo.TWO_SHOT_PUSH)", "AllReduceAlgo.THREE_SHOT)")
+    with pytest.raises(TableError, match=r"_pick_config\(\) returned .*THREE_SHOT.*not one of SGLang's algorithms"):
+        read_engine("sglang", str(root))
+
+
+def test_pyeval_records_have_methods_and_properties_and_namespaces_take_attributes() -> None:
+    from artune.formats.pyeval import Namespace, OutsideCall
+
+    source = (
+        "from typing import NamedTuple\nfrom outside import far\n"
+        "class R(NamedTuple):\n    lo: int\n    hi: int\n"
+        "    def contains(self, n):\n        return self.lo <= n <= self.hi\n"
+        "    @property\n    def width(self):\n        return self.hi - self.lo\n"
+        "def setup(me, n):\n    me.size = n * 2\n    me.r = R(1, n)\n    far()\n    me.never = 1\n"
+        "def ask(me, n):\n    return me.r.contains(n) and me.r.width\n"
+    )
+    interp = Interpreter(source, "t.py")
+    interp.run_module()
+    me = Namespace("me")
+    assert interp.run_until_outside(interp.globals.values["setup"], [me, 8]) == ("stopped", 14, "outside.far")
+    assert me.values["size"] == 16 and "never" not in me.values
+    assert interp.call(interp.globals.values["ask"], [me, 3], {}) == 7
+    assert interp.call(interp.globals.values["ask"], [me, 9], {}) is False
+    with pytest.raises(OutsideCall, match=r"t.py:14: calls 'outside.far'"):
+        interp.call(interp.globals.values["setup"], [Namespace("other"), 1], {})

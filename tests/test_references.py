@@ -88,7 +88,7 @@ def catalog_available(ws: int, dtype: str, nbytes: int, multicast: bool = True) 
     return frozenset(name for name in VLLM_NAMES if SPECS[name].conditions.unmet(ws, dtype, nbytes, multicast) is None)
 
 
-# ---------------------------------------------------------------- SGLang, as the engine writes it
+# ---------------------------------------------------------------- SGLang 0.5.23, as the engine writes it
 
 
 class Range(NamedTuple):
@@ -96,7 +96,10 @@ class Range(NamedTuple):
     max_bytes: float
 
     def contains(self, n: int) -> bool:
-        return self.max_bytes > 0 and self.min_bytes <= n <= self.max_bytes
+        return self.min_bytes <= n <= self.max_bytes
+
+    def clip(self, cap: int) -> Range:
+        return Range(min(self.min_bytes, cap), min(self.max_bytes, cap))
 
 
 class Heur(NamedTuple):
@@ -104,12 +107,12 @@ class Heur(NamedTuple):
     pull: int
     two_shot: int
     mc: Range = Range(0, 0)
-    two_shot_push: Range = Range(0, 0)
+    two_shot_push: int = 0
 
 
-def pack(*args: object) -> Heur:
+def pack(*args: object, two_shot_push: float = 0) -> Heur:
     # floats at the top level are int()-ed; Range bounds stay as written
-    return Heur(*[int(a) if isinstance(a, float) else a for a in args])
+    return Heur(*[int(a) if isinstance(a, float) else a for a in args])._replace(two_shot_push=int(two_shot_push))
 
 
 SGL_SM90_GRAPH = {
@@ -133,23 +136,24 @@ SGL_SM90_EAGER = {
 SGL_SM100_GRAPH = {
     2: (8.000 * MB, 32.00 * MB, 128.0 * MB),
     3: (4.000 * MB, 4.000 * MB, 128.0 * MB),
-    4: (0.625 * MB, 0.625 * MB, 128.0 * MB, Range(0, 0), Range(int(0.625 * MB), 16 * MB)),
+    4: (0.625 * MB, 0.625 * MB, 128.0 * MB),
     5: (1.500 * MB, 1.500 * MB, 128.0 * MB),
     6: (1.000 * MB, 1.000 * MB, 128.0 * MB),
     7: (0.625 * MB, 0.625 * MB, 128.0 * MB),
-    8: (0.500 * MB, 0.500 * MB, 128.0 * MB, Range(8 * MB, 128 * MB)),
+    8: (256 * KB, 256 * KB, 128.0 * MB, Range(8 * MB, 128 * MB)),
     16: (0.250 * MB, 0.250 * MB, 128.0 * MB, Range(256 * KB, 128 * MB)),
 }
 SGL_SM100_EAGER = {
     2: (16.00 * MB, 128.0 * MB, 128.0 * MB),
     3: (8.000 * MB, 8.000 * MB, 32.00 * MB),
-    4: (0.625 * MB, 0.625 * MB, 32.00 * MB, Range(0, 0), Range(int(0.625 * MB), 16 * MB)),
+    4: (0.625 * MB, 0.625 * MB, 32.00 * MB),
     5: (2.000 * MB, 2.000 * MB, 32.00 * MB, Range(0, 32 * MB)),
     6: (1.250 * MB, 1.250 * MB, 64.00 * MB, Range(0, 64 * MB)),
     7: (1.000 * MB, 1.000 * MB, 64.00 * MB, Range(0, 64 * MB)),
-    8: (0.750 * MB, 0.750 * MB, 128.0 * MB, Range(0, 128 * MB)),
+    8: (256 * KB, 256 * KB, 128.0 * MB, Range(0, 128 * MB)),
     16: (0.250 * MB, 0.250 * MB, 128.0 * MB, Range(256 * KB, 128 * MB)),
 }
+SGL_SM100_TWO_SHOT_PUSH = {4: 8 * MB, 8: 8 * MB}  # set by keyword on both modes
 SGL_SM107_GRAPH = {
     2: (128.0 * MB, 128.0 * MB, 128.0 * MB),
     3: (19.625 * MB, 19.625 * MB, 128.0 * MB),
@@ -166,6 +170,7 @@ SGL_SM107_EAGER = {
     4: (9.812 * MB, 9.812 * MB, 128.0 * MB, Range(9.812 * MB, 128 * MB)),
 }
 SGL_DEFAULT = {ws: (1 * MB, 1 * MB, 16 * MB) for ws in range(2, 17)}
+SGL_WORKSPACE = 16 * MiB  # SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB's default
 
 
 def _mc_sm90(ws: int) -> int | None:
@@ -173,14 +178,15 @@ def _mc_sm90(ws: int) -> int | None:
 
 
 SGLANG = {
-    # table key: (graph map, eager map, num_mc_blocks(ws), push blocks, pull blocks(ws))
-    "9.0": (SGL_SM90_GRAPH, SGL_SM90_EAGER, _mc_sm90, 132, lambda ws: 64),
+    # table key: (graph map, eager map, num_mc_blocks(ws), push blocks, pull blocks(ws), two-shot push threshold)
+    "9.0": (SGL_SM90_GRAPH, SGL_SM90_EAGER, _mc_sm90, 132, lambda ws: 64, {}),
     "10.0": (
         SGL_SM100_GRAPH,
         SGL_SM100_EAGER,
         {5: 64, 6: 48, 7: 48, 8: 32, 16: 32}.get,
         148,
         lambda ws: 148 if ws == 2 else 96,
+        SGL_SM100_TWO_SHOT_PUSH,
     ),
     "10.7": (
         SGL_SM107_GRAPH,
@@ -188,21 +194,41 @@ SGLANG = {
         {4: 128, 5: 128, 6: 128, 7: 128, 8: 96, 16: 32}.get,
         "sms",
         lambda ws: "min(192,sms)",
+        {},
     ),
-    "default": (SGL_DEFAULT, SGL_DEFAULT, lambda ws: None, "sms", lambda ws: "sms"),
+    "default": (SGL_DEFAULT, SGL_DEFAULT, lambda ws: None, "sms", lambda ws: "sms", {}),
 }
 SGL_NAMES = ("2shot_push", "1shot_push", "1shot_pull", "2shot_pull_mc", "2shot_pull", "nccl")
 
 
+def sglang_rows(key: str, ws: int) -> tuple[Heur, Heur]:
+    """The (graph, eager) rows as written; ``sglang_sized``: as CustomAllReduceV2.__init__ clips them."""
+    graph, eager, *_, push2 = SGLANG[key]
+    return pack(*graph[ws], two_shot_push=push2.get(ws, 0)), pack(*eager[ws], two_shot_push=push2.get(ws, 0))
+
+
+def sglang_sized(key: str, ws: int) -> tuple[Heur, Heur]:
+    rows = sglang_rows(key, ws)
+    align = lambda n: -(-max(int(n), 1024) // 1024) * 1024  # noqa: E731
+    pull = align(min(max(max(h.pull, h.two_shot, h.mc.max_bytes) for h in rows), SGL_WORKSPACE))
+    slot = lambda n: 32 * -(-n // (16 * ws))  # noqa: E731
+    push = align(min(max(max(h.push, slot(h.two_shot_push)) for h in rows), SGL_WORKSPACE))
+    fits = ws * 16 * (push // 32)
+    clip = lambda h: Heur(  # noqa: E731
+        min(h.push, push), min(h.pull, pull), min(h.two_shot, pull), h.mc.clip(pull), min(h.two_shot_push, fits)
+    )
+    return clip(rows[0]), clip(rows[1])
+
+
 def sglang_rule(key: str, ws: int, mode: str, n: int, multicast: bool, available: Iterable[str]) -> str:
-    """SGLang's choice; an algorithm missing from ``available`` is skipped like a failed check."""
-    graph, eager, mc_blocks, _, _ = SGLANG[key]
-    h = pack(*(graph if mode == "graph" else eager)[ws])
+    """SGLang 0.5.23's choice; an algorithm missing from ``available`` is skipped like a failed check."""
+    mc_blocks = SGLANG[key][2]
+    h = sglang_sized(key, ws)[0 if mode == "graph" else 1]
     ok = set(available)
-    if "2shot_push" in ok and h.two_shot_push.contains(n):
-        return "2shot_push"
     if "1shot_push" in ok and n <= h.push:
         return "1shot_push"
+    if "2shot_push" in ok and n <= h.two_shot_push:
+        return "2shot_push"
     if "1shot_pull" in ok and n <= h.pull:
         return "1shot_pull"
     if "2shot_pull_mc" in ok and multicast and mc_blocks(ws) is not None and h.mc.contains(n):
@@ -213,13 +239,10 @@ def sglang_rule(key: str, ws: int, mode: str, n: int, multicast: bool, available
 
 
 def sglang_bounds(key: str) -> set[int]:
-    graph, eager, *_ = SGLANG[key]
-    out: set[int] = set()
-    for figures in (*graph.values(), *eager.values()):
-        h = pack(*figures)
-        out |= {h.push, h.pull, h.two_shot}
-        for r in (h.mc, h.two_shot_push):
-            out |= {int(r.min_bytes), int(r.max_bytes)}
+    out: set[int] = {SGL_WORKSPACE}
+    for ws in SGLANG[key][0]:
+        for h in (*sglang_rows(key, ws), *sglang_sized(key, ws)):
+            out |= {h.push, h.pull, h.two_shot, h.two_shot_push, int(h.mc.min_bytes), int(h.mc.max_bytes)}
     return out
 
 
@@ -291,22 +314,18 @@ def test_sglang_conformance(key: str, multicast: bool) -> None:
 
 
 @pytest.mark.parametrize("key", list(SGLANG))
-def test_sglang_any_availability(key: str) -> None:
-    """With any subset of algorithms unavailable, the bands still follow SGLang's order exactly."""
+def test_sglang_bands_hold_what_runs_with_and_without_multicast(key: str) -> None:
+    """SGLang's algorithms share every run-time condition but multicast: a band names the algorithm with
+    multicast and, where that one needs it, the one without; nothing else."""
     refs = reference_set("sglang")
     table = refs.default if key == "default" else refs.tables[key]
     assert table is not None
-    rng = random.Random(5)
-    sizes = dense_sizes(sglang_bounds(key), seed=13)
-    graph, *_ = SGLANG[key]
-    for _ in range(12):
-        available = frozenset(name for name in SGL_NAMES if rng.random() < 0.6) | {"nccl"}
-        for ws in graph:
-            for mode in MODES:
-                for n in sizes[::3]:
-                    got = decide(table, n, ws, mode, available).algorithm
-                    want = sglang_rule(key, ws, mode, n, True, available)
-                    assert got == want, f"{key} ws={ws} {mode} {sorted(available)} {n}: {got} != {want}"
+    for plan in table.plans:
+        for band in (*plan.bands, *plan.written):
+            assert 1 <= len(band.candidates) <= 2
+            if len(band.candidates) == 2:
+                assert SPECS[band.candidates[0]].conditions.multicast
+                assert not SPECS[band.candidates[1]].conditions.multicast
 
 
 def test_sglang_float_range_starts_at_its_ceiling() -> None:
@@ -314,10 +333,10 @@ def test_sglang_float_range_starts_at_its_ceiling() -> None:
     table = reference_set("sglang").tables["10.7"]
     edge = int(2.438 * MB)
     assert edge == 2556428
-    pulls_only = frozenset({"2shot_pull_mc", "2shot_pull", "nccl"})
-    assert decide(table, edge, 8, "eager", pulls_only).algorithm == "2shot_pull"
-    assert decide(table, edge + 1, 8, "eager", pulls_only).algorithm == "2shot_pull_mc"
+    no_multicast = frozenset(SGL_NAMES) - {"2shot_pull_mc"}
     assert decide(table, edge, 8, "eager").algorithm == "1shot_push"
+    assert decide(table, edge + 1, 8, "eager").algorithm == "2shot_pull_mc"
+    assert decide(table, edge + 1, 8, "eager", no_multicast).algorithm == "2shot_pull"
 
 
 # ---------------------------------------------------------------- shape and provenance
@@ -369,7 +388,7 @@ def test_sglang_tables_shape_and_blocks() -> None:
     refs = reference_set("sglang")
     assert set(refs.tables) == {"9.0", "10.0", "10.7"}
     assert refs.default is not None
-    for key, (graph, _, mc_blocks, push, pull) in SGLANG.items():
+    for key, (graph, _, mc_blocks, push, pull, _push2) in SGLANG.items():
         table = refs.default if key == "default" else refs.tables[key]
         assert table.origin == "reference:sglang"
         assert table.provenance.source == "published"
@@ -399,11 +418,21 @@ def test_sglang_arch_mapping() -> None:
     assert b300 == refs.tables["10.0"] and b300.borrowed
     other = refs.resolve("8.0")
     assert other == refs.default and other.borrowed
-    # the borrowing is visible in every decision it makes
+    assert refs.resolve("12.0") == refs.default  # no family chain: SGLang's own dispatch
+    # the engine's choice is visible in every decision it makes
     decision = decide(b300, 1 * MiB, 4, "eager")
     assert decision.algorithm == "2shot_push"
-    assert "borrowed arch 10.0" in decision.reason
-    assert "default table" in decide(other, 1 * MiB, 2, "eager").reason
+    assert "SGLang's dispatch on the capability gives it arch 10.0's" in decision.reason
+    assert "the engine runs its own default there" in decide(other, 1 * MiB, 2, "eager").reason
+
+
+def test_sglang_runs_nccl_where_it_has_no_config_and_above_its_workspace() -> None:
+    refs = reference_set("sglang")
+    decision = decide(refs.tables["10.0"], 1 * MiB, 12, "eager")
+    assert decision.algorithm == "nccl" and "no custom all-reduce v2 config for world size 12" in decision.reason
+    above = decide(refs.tables["9.0"], 20 * MiB, 2, "eager")
+    assert above.algorithm == "nccl"
+    assert "as written: 1shot_push (16MiB, 32MiB]" in above.reason and "16MiB default workspace" in above.reason
 
 
 def test_vllm_unknown_arch_uses_default() -> None:

@@ -1,9 +1,9 @@
 """The engines' own files in and out.
 
-Readers turn an engine's table file (from a checkout, or a pull request)
-into artune tables: ``vllm_read`` (constant expressions, restricted
-evaluation) and ``sglang_read`` (the configs' code, interpreted by
-``pyeval``, never run). Writers print paste-ready text in the engine's
+Readers turn an engine's table file (from a checkout, a released wheel, or a
+pull request) into artune tables: ``vllm_read`` (constant expressions,
+restricted evaluation) and ``sglang_read`` (the configs' and the
+communicator's code, interpreted by ``pyeval``, never run). Writers print paste-ready text in the engine's
 current shape: ``vllm_write``, ``sglang_write``, ``nccl_write``. A table
 source ``vllm:PATH`` or ``sglang:PATH`` is accepted wherever a table is.
 """

@@ -75,7 +75,8 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
     """Every finding for ``table``; an empty list means clean.
 
     World sizes from 2 up to the largest planned one (or ``max_world_size``
-    when given) must each have a plan in every mode the table uses.
+    when given) must each have a plan in every mode the table uses, in a
+    table with artune's rules (an engine's runs NCCL where it has none).
     """
     findings: list[Finding] = []
 
@@ -107,6 +108,8 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
             add(f"plan {modelled_summary(plan.provenance)}", plan, note=True)
         for message in _plan_findings(table, plan):
             add(message, plan)
+    # an engine's table has no plan where the engine runs its process group (its rules say so, and its
+    # reader reports those world sizes once, with the file and line): not a hole in the table
     for message in _coverage_findings(table, max_world_size) if own else ():
         add(message)
     return findings

@@ -139,6 +139,8 @@ class _CompiledPlan:
         table = self.table
         header = f"{table.name} [{table.platform}]"
         plan_text = f"plan {plan.topology} mode={plan.mode}" if plan else "no plan"
+        if plan is not None and plan.origin:
+            plan_text += f" ({plan.origin})"
         parts = [header, *table.borrowed, *([self.rule_note] if self.rule_note else [])]
         parts += [f"{plan_text}: {where} -> {chosen}", *notes]
         if plan is not None and plan.written:

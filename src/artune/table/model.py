@@ -96,6 +96,8 @@ class Plan:
     written: tuple[Band, ...] = ()
     #: why ``bands`` differ from ``written`` (the engine's caps and clips), one sentence each
     notes: tuple[str, ...] = ()
+    #: for a plan a composed table took from a later table: which one, and why (messages only)
+    origin: str = field(default="", compare=False)
 
     @property
     def topology(self) -> str:
