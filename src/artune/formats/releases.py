@@ -30,6 +30,7 @@ MEMBERS: dict[str, tuple[str, ...]] = {
         "vllm/envs.py",
         "vllm/platforms/cuda.py",
         "vllm/config/parallel.py",
+        "vllm/config/compilation.py",  # PassConfig.default_fi_allreduce_fusion_max_size_mb: FlashInfer's bound
         "vllm/compilation/collective_fusion.py",
         "vllm/compilation/passes/fusion/allreduce_rms_fusion.py",
     ),
@@ -72,7 +73,8 @@ def fetch_release(engine: str, version: str) -> Path:
     if engine not in MEMBERS:
         raise TableError(f"{engine}: no released wheels known; known: {', '.join(MEMBERS)}")
     target = releases_dir() / f"{engine}-{version}"
-    if target.is_dir():
+    stamp = "\n".join(MEMBERS[engine]) + "\n"  # a copy made for fewer members is made again
+    if target.is_dir() and _read(target / "MEMBERS") == stamp:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{engine}-{version}-", dir=target.parent) as work:
@@ -80,12 +82,22 @@ def fetch_release(engine: str, version: str) -> Path:
         unpacked = Path(work) / "files"
         _unpack(wheel, MEMBERS[engine], unpacked)
         (unpacked / "WHEEL").write_text(wheel.name + "\n")
+        (unpacked / "MEMBERS").write_text(stamp)
+        if target.is_dir():
+            target.rename(Path(work) / "stale")  # removed with the temporary folder
         try:
             unpacked.rename(target)
         except OSError:
             if not target.is_dir():  # another process finished first: its copy is as good as ours
                 raise
     return target
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text()
+    except OSError:
+        return ""
 
 
 def _download(engine: str, version: str, into: Path) -> Path:

@@ -38,20 +38,12 @@ from typing import Any
 from artune.errors import TableError
 from artune.formats.engine import short
 from artune.formats.pyeval import Function, Interpreter, Raised, Record, Symbol, parse
+from artune.formats.sglang_rules import DEFAULT_PROBE, PROBES
 from artune.formats.source import SourceFile
 from artune.table.model import ParamValue
 from artune.table.references.rules import Rule, upto
 
 MB = 1024 * 1024
-# probed (major, minor) and the SM count given (None: the symbol ``sms``)
-PROBES: tuple[tuple[tuple[int, int], int | None], ...] = (
-    ((9, 0), 132),
-    ((10, 0), 148),
-    ((10, 3), 148),
-    ((10, 7), None),
-    ((12, 0), None),
-)
-DEFAULT_PROBE = ((8, 0), None)
 _TUNINGS = re.compile(r"^_sm(\d{2,3})_tunings$")
 _ALGOS = {
     "ONE_SHOT_PUSH": "1shot_push",

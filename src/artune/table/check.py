@@ -94,8 +94,11 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
             )
         )
 
+    # an engine's table: its reader reports copied rows and world sizes without a path, with file and line,
+    # and artune's gap rules (nearest world size, other mode) are not the engine's
+    own = table.rules == "artune"
     source = table.provenance
-    if source.source == "inherited":
+    if own and source.source == "inherited":
         origin = f" from arch {source.inherited_from}" if source.inherited_from else ""
         add(f"figures inherited{origin}, not measured on this arch; run 'artune tune' on this hardware")
     elif source.source == "modelled":
@@ -105,11 +108,10 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
             add(f"plan {modelled_summary(plan.provenance)}", plan, note=True)
         for message in _plan_findings(table, plan):
             add(message, plan)
-    if table.rules == "artune":
-        # an engine's table has no plan where the engine runs its process group (its rules say so, and its
-        # reader reports those world sizes once, with the file and line): not a hole in the table
-        for message in _coverage_findings(table, max_world_size):
-            add(message)
+    # an engine's table has no plan where the engine runs its process group (its rules say so, and its
+    # reader reports those world sizes once, with the file and line): not a hole in the table
+    for message in _coverage_findings(table, max_world_size) if own else ():
+        add(message)
     return findings
 
 
