@@ -247,8 +247,8 @@ def test_page_renders_as_short_lines_and_whole_tables(tmp_path: Path) -> None:
     for table in tables:
         cells = {len(re.split(r"(?<!\\)\|", row)) for row in table}
         assert len(cells) == 1, table  # every row as wide as the header: the table renders
-    verdict = page.split("## Verdict", 1)[1].strip().splitlines()
-    assert len(verdict) == 1
+    verdict = page.split("## Verdict", 1)[1].strip()
+    assert "\n\n" not in verdict and verdict.count(". ") == 0  # one sentence in one paragraph
 
 
 def _cuda_table(path: Path, bands: tuple[Band, ...], blocks: int | None, arch: str = "10.7") -> str:

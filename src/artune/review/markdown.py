@@ -103,16 +103,18 @@ def _moves(review: Review) -> list[str]:
         both = all(m.modes == MODES for m in review.moves)  # no graph/eager split (vLLM): no Mode column
         if both:
             out += ["", f"Every range moves in both modes ({', '.join(MODES)})."]
+        new = {c.arch for c in review.arches if c.change == "new"}
+        first = sorted(review.moves, key=lambda m: not set(m.arch.split(", ")) & new)  # the new arches lead
         rows = [
             (
-                m.arch,
+                ", ".join(a + (" (new)" if a in new else "") for a in m.arch.split(", ")),
                 world_sizes(m.world_sizes),
                 *([] if both else [_modes(m.modes)]),
                 format_span(m.lo, m.hi),
                 _route(m.before, fallback),
                 _route(m.after, fallback),
             )
-            for m in review.moves
+            for m in first
         ]
         header = ("Arch", "World sizes", *([] if both else ["Mode"]), "Sizes", "Before", "After")
         out += ["", *_table(header, rows), ""]
@@ -261,7 +263,7 @@ def render_markdown(review: Review) -> str:
     title = f"# artune review: {code(review.before.spec)} to {code(review.after.spec)}"
     lines = [title, "", f"Made by {code(review.command)}.", "", *_moves(review), *_questions(review)]
     lines += _evidence(review)
-    lines += ["## Verdict", "", f"**{inline(review.verdict)}**", ""]
+    lines += ["## Verdict", "", *_paragraph(f"**{inline(review.verdict)}**"), ""]  # one sentence, one paragraph
     return "\n".join(lines)
 
 
