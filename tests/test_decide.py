@@ -196,3 +196,89 @@ def test_a_decision_without_a_plan_says_so_in_json(table) -> None:
     found = decide(table, 4096, 2, "graph")  # below every plan: the nearest larger plan's fallback
     assert found.algorithm == "nccl" and found.as_dict()["plan"] is None
     assert decide(table, 4096, 8, "graph").as_dict()["plan"] == {"world_size": 8, "mode": "graph"}
+
+
+MULTICAST_TABLE = """
+schema = 1
+[platform]
+kind = "cuda"
+arch = "10.3"
+[provenance]
+source = "published"
+[[plan]]
+world_size = 2
+mode = "eager"
+fallback = "nccl"
+bands = [{ below = "4MiB", algorithm = "custom_ar" }, { upto = "4MiB", algorithm = "symm_mem_two_shot" }]
+[[plan]]
+world_size = 2
+multicast = false
+mode = "eager"
+fallback = "nccl"
+bands = [{ below = "8MiB", algorithm = "custom_ar" }]
+[[plan]]
+world_size = 4
+multicast = true
+mode = "eager"
+fallback = "nccl"
+bands = [{ below = "1MiB", algorithm = "custom_ar" }]
+"""
+
+
+def test_the_plan_for_the_calls_machine_decides() -> None:
+    """A plan for machines without multicast decides their calls; the plan for any machine decides the rest."""
+    table = loads_table(MULTICAST_TABLE, "mc.toml")
+    n = 6 * MiB
+    bare = decide(table, n, 2, "eager", multicast=False)
+    assert bare.algorithm == "custom_ar" and bare.multicast is False and "ws=2 multicast=off" in bare.reason
+    assert bare.as_dict()["plan"] == {"world_size": 2, "mode": "eager", "multicast": False}
+    for multicast in (True, None):  # no plan for machines with multicast: the plan for any machine
+        found = decide(table, n, 2, "eager", multicast=multicast)
+        assert (found.algorithm, found.multicast) == ("nccl", None)
+        assert found.as_dict()["plan"] == {"world_size": 2, "mode": "eager"}
+    assert decide(table, 3 * MiB, 2, "eager", multicast=True).algorithm == "custom_ar"
+    # a call that does not say is for any machine: a plan for one kind of machine never decides it
+    assert decide(table, 4096, 4, "eager", multicast=True).algorithm == "custom_ar"
+    unsaid = decide(table, 4096, 4, "eager")
+    assert unsaid.world_size == 2 and "nearest smaller world size" in unsaid.reason
+    assert decide(table, 4096, 4, "eager", multicast=False).world_size == 2
+    with pytest.raises(ValueError, match="multicast must be"):
+        decide(table, 4096, 2, "eager", multicast="yes")  # type: ignore[arg-type]
+
+
+def test_multicast_plans_round_trip_and_leave_other_files_unchanged() -> None:
+    from artune.table.io import digest, dumps_table
+
+    table = loads_table(MULTICAST_TABLE, "mc.toml")
+    assert [p.multicast for p in table.plans] == [None, False, True]
+    again = loads_table(dumps_table(table), "again.toml")
+    assert again.plans == table.plans and digest(again) == digest(table)
+    text = dumps_table(loads_table(TABLE, "test.toml"))
+    assert "multicast" not in text  # plans for any machine write no key: old files and digests are unchanged
+    assert digest(loads_table(text, "x.toml")) == digest(loads_table(TABLE, "test.toml"))
+    # two plans for one key differ by machine; the same machine twice is refused
+    from artune.errors import TableError
+
+    with pytest.raises(TableError, match="two plans for world_size=2 mode=eager multicast=False"):
+        loads_table(
+            MULTICAST_TABLE.replace("multicast = true", "multicast = false").replace(
+                "world_size = 4", "world_size = 2"
+            ),
+            "dup.toml",
+        )
+    with pytest.raises(TableError, match="multicast must be true or false"):
+        loads_table(MULTICAST_TABLE.replace("multicast = true", 'multicast = "on"'), "bad.toml")
+
+
+def test_diff_compares_the_plans_for_one_kind_of_machine_too() -> None:
+    from artune.table.diff import diff_tables
+
+    table = loads_table(MULTICAST_TABLE, "mc.toml")
+    anywhere = table.with_changes(plans=tuple(p for p in table.plans if p.multicast is None))
+    found = diff_tables(anywhere, table, world_size=2, mode="eager")
+    # sizes both machines share are not repeated; without multicast, custom_ar takes what symmetric memory had
+    assert [(d.where, d.lo, d.hi, d.a, d.b) for d in found] == [
+        ("ws=2 mode=eager multicast=off", 4 * MiB, 4 * MiB, ("symm_mem_two_shot", "nccl"), ("custom_ar", "nccl")),
+        ("ws=2 mode=eager multicast=off", 4 * MiB + 1, 8 * MiB - 1, ("nccl",), ("custom_ar", "nccl")),
+    ]
+    assert diff_tables(table, table) == []

@@ -53,7 +53,8 @@ def test_vllm_old_shape_reads_and_decides_as_vllm_did() -> None:
         assert decide(table, n, 2, "eager", _available(2, n)).algorithm == want
     assert decide(table, 64 * MiB, 2, "eager", _available(2, 64 * MiB)).algorithm == "nccl"  # "<": exclusive
     # without multicast symmetric memory does not start, and custom_ar keeps its 8 MiB default, not its row
-    assert decide(table, 1 * MiB, 8, "eager", _available(8, MiB, multicast=False)).algorithm == "custom_ar"
+    bare = decide(table, 1 * MiB, 8, "eager", _available(8, MiB, multicast=False), multicast=False)
+    assert bare.algorithm == "custom_ar" and "multicast=off" in bare.reason
     assert decide(table, 1 * MiB, 8, "eager", _available(8, MiB)).algorithm == "symm_mem_multimem"
     figures = _figures("vllm-old")
     assert not figures.symm_inclusive and figures.nccl_symm["thresholds"] == {4: 2 * MiB, 8: 1 * MiB}

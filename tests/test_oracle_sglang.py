@@ -83,6 +83,7 @@ def test_reference_sglang_decides_as_release_0_5_23() -> None:
             p.world_size,
             p.mode,
             catalog.available(p.world_size, p.dtype, p.nbytes, p.multicast),
+            multicast=p.multicast,
         ).algorithm
         for p in probes
     ]

@@ -1,7 +1,9 @@
 """vLLM's released code decides; artune's reader of the same release must decide the same on every probe.
 
-Two releases, the one before the Rubin rows (0.25.0) and the newest (0.33.0),
-are downloaded once (about 330 MB each, cached under ``~/.cache/artune/releases``;
+Three releases, the first where a machine without multicast runs something
+else than symmetric memory's absence explains (0.19.0: custom all-reduce keeps
+its 8 MiB default above 10.3 ws=2's 4 MiB rows), the one before the Rubin rows (0.25.0) and the newest
+(0.33.0), are downloaded once (about 330 MB each, cached under ``~/.cache/artune/releases``;
 ``bench/engine_releases.py`` covers every release). Without the cached wheel
 and without the package registry, these tests skip and say so.
 """
@@ -31,19 +33,7 @@ def release(version: str) -> Path:
         pytest.skip(f"vllm=={version} is not cached and cannot be downloaded: {err}")
 
 
-def without_multicast_above_symmetric_memory(probe: oracle.Probe, engine: str, mine: str) -> bool:
-    """The one thing a plan cannot hold (artune.formats.vllm_rules): without multicast, 10.3/10.7 ws=2 sizes
-    above symmetric memory's 4 MiB and below custom all-reduce's 8 MiB default run custom_ar in vLLM."""
-    return (
-        not probe.multicast
-        and probe.arch in ("10.3", "10.7")
-        and probe.world_size == 2
-        and 4 * MiB < probe.nbytes < 8 * MiB
-        and (engine, mine) == ("custom_ar", "nccl")
-    )
-
-
-@pytest.mark.parametrize("version", ["0.25.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.19.0", "0.25.0", "0.33.0"])
 def test_artune_decides_as_the_release_on_every_probe(version: str) -> None:
     root = release(version)
     probes = oracle.probes(root)
@@ -57,9 +47,7 @@ def test_artune_decides_as_the_release_on_every_probe(version: str) -> None:
     paths |= {"flashinfer_ar"} if version == "0.33.0" else {"symm_mem_two_shot"}
     assert set(engine) == paths
     differ = [(p, e, m) for p, e, m in zip(probes, engine, mine, strict=True) if e != m]
-    unexplained = [d for d in differ if not without_multicast_above_symmetric_memory(*d)]
-    assert unexplained == [], unexplained[:5]
-    assert len(differ) < 10
+    assert differ == [], differ[:5]
 
 
 def test_reference_is_the_newest_release() -> None:

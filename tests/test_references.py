@@ -19,6 +19,7 @@ from artune.catalog import SPECS
 from artune.errors import ArtuneError
 from artune.table.decide import decide
 from artune.table.io import digest, dumps_table, loads_table
+from artune.table.model import Band
 from artune.table.references import REFERENCES, reference_set
 
 KiB = KB = 1024
@@ -71,16 +72,6 @@ def vllm_rule(arch: str | None, ws: int, dtype: str, nbytes: int, multicast: boo
     if symm_up and dtype == "bfloat16" and nbytes % 4 == 0 and nbytes <= VLLM_SYMM_MEM[arch][ws]:
         return "symm_mem_multimem" if ws in VLLM_MULTIMEM[arch] else "symm_mem_two_shot"
     return "nccl"
-
-
-def vllm_known_divergence(arch: str | None, ws: int, dtype: str, nbytes: int, multicast: bool) -> bool:
-    """Where a plan cannot say what vLLM does (``artune.formats.vllm_rules``): with multicast, a fp16/fp32
-    call between custom_ar's row and 8 MiB (and below symmetric memory's bound) goes to nccl in vLLM, while
-    the plan's ``custom_ar`` after symmetric memory (there for machines without multicast) takes it."""
-    if arch is None or not multicast or dtype == "bfloat16" or ws not in VLLM_SYMM_MEM[arch]:
-        return False
-    row = min(VLLM_CUSTOM_AR[arch][ws], 8 * MiB)
-    return row <= nbytes < min(8 * MiB, VLLM_SYMM_MEM[arch][ws] + 1) and nbytes % 16 == 0
 
 
 def catalog_available(ws: int, dtype: str, nbytes: int, multicast: bool = True) -> frozenset[str]:
@@ -278,21 +269,17 @@ def test_vllm_conformance(arch: str | None, multicast: bool) -> None:
     else:
         bounds = {8 * MiB}
     sizes = dense_sizes(bounds, seed=7)
-    checked = diverged = 0
+    checked = 0
     for ws in (2, 3, 4, 6, 8, 16):
         for mode in MODES:
             for dtype in VLLM_DTYPES:
                 for n in sizes:
-                    got = decide(table, n, ws, mode, catalog_available(ws, dtype, n, multicast)).algorithm
+                    available = catalog_available(ws, dtype, n, multicast)
+                    got = decide(table, n, ws, mode, available, multicast=multicast).algorithm
                     want = vllm_rule(arch, ws, dtype, n, multicast)
-                    if want == "nccl" and vllm_known_divergence(arch, ws, dtype, n, multicast):
-                        assert (got, want) == ("custom_ar", "nccl"), (arch, ws, dtype, n)
-                        diverged += 1
-                        continue
                     assert got == want, f"vllm {arch} ws={ws} {mode} {dtype} mc={multicast} {n} B: {got} != {want}"
                     checked += 1
     assert checked > 10_000
-    assert diverged < checked // 20
 
 
 @pytest.mark.parametrize("key", list(SGLANG))
@@ -375,10 +362,20 @@ def test_vllm_tables_shape() -> None:
 
 
 def test_vllm_rows_as_written_and_why_they_differ() -> None:
-    """9.0 ws=6 (no FlashInfer row): the plan runs custom_ar below its row, and keeps the row's text."""
-    plan = reference_set("vllm").tables["9.0"].plan(6, "eager")
+    """9.0 ws=6 (no FlashInfer row): the plan runs custom_ar below its row, as written; on a machine without
+    multicast custom_ar keeps its 8 MiB default, and that plan keeps the row's text and says why."""
+    table = reference_set("vllm").tables["9.0"]
+    plan = table.plan(6, "eager")
+    assert plan.multicast is None and table.plan(6, "eager", multicast=True) is plan
     assert plan.bands[0].candidates == ("custom_ar", "symm_mem_multimem") and plan.bands[0].upto == MiB // 2 - 1
-    assert plan.written and any("without NVLink multicast" in note for note in plan.notes)
+    assert not plan.written  # what runs is what the rows say
+    bare = table.plan(6, "eager", multicast=False)
+    assert bare.multicast is False and bare.bands == (Band(8 * MiB - 1, ("custom_ar",)),)
+    assert bare.written == plan.bands and any("without NVLink multicast" in note for note in bare.notes)
+    fp16 = decide(table, MiB, 6, "eager", catalog_available(6, "float16", MiB), multicast=True)
+    assert fp16.algorithm == "nccl"  # symmetric memory is bf16-only, and custom_ar stops at its row
+    bf16 = decide(table, MiB, 6, "eager", catalog_available(6, "bfloat16", MiB, False), multicast=False)
+    assert bf16.algorithm == "custom_ar" and "multicast=off" in bf16.reason and "as written" in bf16.reason
     ws2 = reference_set("vllm").tables["9.0"].plan(2, "eager")  # 64 MiB row, capped at 8 MiB; FlashInfer first
     assert ws2.bands[0].candidates[0] == "flashinfer_ar"
     assert any("caps custom_ar" in note for note in ws2.notes)

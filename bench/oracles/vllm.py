@@ -758,6 +758,7 @@ def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
             p.world_size,
             p.mode,
             catalog.available(p.world_size, p.dtype, p.nbytes, p.multicast),
+            multicast=p.multicast,
         ).algorithm
         for p in probes
     ]

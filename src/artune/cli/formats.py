@@ -164,7 +164,7 @@ def _print_diff(a: Source, b: Source, args: argparse.Namespace) -> int:
         differ += len(found)
         print(f"{header}: {len(found)} range(s) differ")
         for d in found:
-            print(f"  ws={d.world_size} mode={d.mode} {format_span(d.lo, d.hi)}: A {_route(d.a)} | B {_route(d.b)}")
+            print(f"  {d.where} {format_span(d.lo, d.hi)}: A {_route(d.a)} | B {_route(d.b)}")
         print(f"  A provenance: {ta.provenance}" + "".join(f"; {n}" for n in ta.borrowed))
         print(f"  B provenance: {tb.provenance}" + "".join(f"; {n}" for n in tb.borrowed))
     return 1 if differ else 0

@@ -273,7 +273,7 @@ def run_explain(args: argparse.Namespace) -> int:
     if not 1 <= args.hosts <= args.world_size:
         print(f"artune explain: --hosts must be from 1 to --world-size ({args.world_size})", file=sys.stderr)
         return 2
-    decision = decide(table, nbytes, args.world_size, args.mode, available, args.hosts)
+    decision = decide(table, nbytes, args.world_size, args.mode, available, args.hosts, multicast)
     note = ""
     if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
         note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
@@ -284,7 +284,7 @@ def run_explain(args: argparse.Namespace) -> int:
         else step
         for step in decision.steps
     ]
-    figures = _figures(table, decision.world_size, decision.mode)
+    figures = _figures(table, decision.world_size, decision.mode, decision.multicast)
     if decision.algorithm.startswith("shm_"):
         from artune.algorithms.shm.native import describe  # imports torch: only when shm is the answer
 
@@ -322,9 +322,9 @@ def run_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _figures(table: Table, world_size: int, mode: str) -> str:
+def _figures(table: Table, world_size: int, mode: str, multicast: bool | None = None) -> str:
     """Where the deciding plan's figures come from: ``modelled by ...`` (with its regret band) or the source."""
-    plan = table.plan(world_size, mode)
+    plan = table.plan(world_size, mode, multicast=multicast)
     provenance = plan.provenance if plan is not None and plan.provenance is not None else table.provenance
     return modelled_summary(provenance) if provenance.source == "modelled" else provenance.source
 
@@ -395,8 +395,9 @@ def _print_chart(table: Table, console: Console) -> None:
     composed = any(plan.origin for plan in table.plans)
     if composed:
         grid.add_column("answered by")
-    for plan in sorted(table.plans, key=lambda p: (p.hosts, p.world_size, p.mode)):
+    for plan in sorted(table.plans, key=lambda p: (p.hosts, p.world_size, p.multicast is not None, p.mode)):
         ws = str(plan.world_size) + (f" ({plan.hosts} hosts)" if plan.hosts > 1 else "")
+        ws += "" if plan.multicast is None else f" (multicast {'on' if plan.multicast else 'off'})"
         row = [ws, plan.mode, _chart(plan, colors), _bands_text(plan, colors)]
         grid.add_row(*row, *([plan.origin or "this table"] if composed else []))
     console.print(grid)

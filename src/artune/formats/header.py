@@ -25,7 +25,7 @@ def differences(original: Table, written: Table) -> list[str]:
     they are where an open-ended band is written as ``1 << 50``.
     """
     return [
-        f"ws={d.world_size} {d.mode} {format_span(d.lo, d.hi)}: {' > '.join(d.a)} becomes {' > '.join(d.b)}"
+        f"{d.where.replace('mode=', '')} {format_span(d.lo, d.hi)}: {' > '.join(d.a)} becomes {' > '.join(d.b)}"
         for d in diff_tables(original, written)
         if d.lo < MAX_SIZE
     ]

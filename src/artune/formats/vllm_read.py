@@ -293,8 +293,8 @@ def _never_run(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             seen: set[str] = set()
             for index, by in shadowed_rules(rules):
                 name = rules[index].algorithm
-                if name in seen or any(r.algorithm == name for r in rules[:index]):
-                    continue  # custom_ar's second rule (without multicast) is vLLM's, not a row
+                if name in seen:
+                    continue
                 seen.add(name)
                 group = "symm_mem" if name in SYMM_NAMES else name
                 dead.setdefault((group, " and ".join(by)), {}).setdefault(arch, []).append(ws)

@@ -32,14 +32,13 @@ memory and FlashInfer's PCIe path are off by default (QuickReduce and AITER
 are ROCm's); they are read and checked, not planned, and a release that
 turns one of them on by default is refused by the reader, never guessed.
 
-Two things the plans cannot hold, because a plan does not know whether the
-machine has multicast and the catalog's availability is per call: where
-symmetric memory would start but multicast is missing, vLLM's custom_ar keeps
-its 8 MiB buffer. The plans list ``custom_ar`` after symmetric memory up to
-symmetric memory's bound, so that bf16 calls decide as vLLM does with and
-without multicast; above that bound (only where the symmetric-memory row is
-below 8 MiB) and for fp16/fp32 calls with multicast they answer as vLLM does
-with multicast. The notes of each plan say so.
+Without NVLink multicast torch symmetric memory does not start, and then
+custom all-reduce keeps its 8 MiB default instead of its row. So where that
+changes what runs (an arch and world size with a symmetric-memory row, and a
+custom_ar row below 8 MiB), a second plan with ``multicast=False`` holds what
+vLLM runs on such a machine, beside the plan for any machine, which holds what
+it runs with multicast (``artune.table.decide`` picks by the call's
+``multicast``). The notes of each plan say why its bands differ from the rows.
 """
 
 from __future__ import annotations
@@ -50,7 +49,7 @@ from types import MappingProxyType
 
 from artune.sizes import format_size
 from artune.table.family import TableSet
-from artune.table.model import MODES, Plan, Platform, Provenance, Table
+from artune.table.model import MODES, Band, Plan, Platform, Provenance, Table
 from artune.table.references.rules import Rule, bands_from_rules, below, upto
 from artune.table.rules import Rules
 
@@ -138,8 +137,9 @@ class Paths:
     errors: tuple[str, ...] = ()  # where vLLM raises instead of deciding
 
 
-def paths(d: Dispatch, arch: str, world_size: int) -> Paths:
-    """The rules ``d`` runs at ``arch`` and ``world_size`` on one host, in ``CudaCommunicator``'s order."""
+def paths(d: Dispatch, arch: str, world_size: int, multicast: bool = True) -> Paths:
+    """The rules ``d`` runs at ``arch`` and ``world_size`` on one host with or without NVLink ``multicast``,
+    in ``CudaCommunicator``'s order."""
     run: dict[str, list[Rule]] = {}
     written: dict[str, list[Rule]] = {}
     notes: list[str] = []
@@ -149,7 +149,7 @@ def paths(d: Dispatch, arch: str, world_size: int) -> Paths:
         run["flashinfer_ar"] = [_bound("flashinfer_ar", fi[1], d.fi_inclusive)]
         written["flashinfer_ar"] = [_bound("flashinfer_ar", fi[0], d.fi_inclusive)]
         notes += [fi[2]] if fi[2] else []
-    symm_up = d.symm_up(arch, world_size)
+    symm_up = d.symm_up(arch, world_size) and multicast
     if world_size in d.custom_ar_sizes():
         row = d.custom_ar.get(arch, {}).get(world_size)
         uses_row = symm_up or not d.custom_ar_needs_symm
@@ -167,6 +167,11 @@ def paths(d: Dispatch, arch: str, world_size: int) -> Paths:
                         f"CustomAllreduce's default max_size of {format_size(d.custom_ar_max)} caps custom_ar: sizes "
                         f"from {format_size(d.custom_ar_max)} go to the next path"
                     )
+        elif row is not None and d.symm_up(arch, world_size):  # the machine has no multicast
+            notes.append(
+                f"without NVLink multicast torch symmetric memory does not start, so custom_ar's row of "
+                f"{format_size(row)} does not apply: custom_ar keeps its {format_size(d.custom_ar_max)} default"
+            )
         elif row is not None:
             why = (
                 f"{d.release} leaves it off by default (VLLM_ALLREDUCE_USE_SYMM_MEM=0)"
@@ -189,24 +194,7 @@ def paths(d: Dispatch, arch: str, world_size: int) -> Paths:
         else:
             multimem = d.multimem is not None and world_size in d.multimem[arch]  # unknown: two-shot
             name = SYMM_NAMES[0] if multimem else SYMM_NAMES[1]
-            rules = [_bound(name, limit, d.symm_inclusive)]
-            written["symm_mem"] = list(rules)
-            ca = run.get("custom_ar")
-            if ca and ca[0].hi + 1 < d.custom_ar_max:
-                # without multicast symmetric memory does not start and custom_ar keeps its default buffer
-                end = min(d.custom_ar_max, limit + 1 if d.symm_inclusive else limit)
-                if end > ca[0].hi + 1:
-                    rules.append(below("custom_ar", end))
-                    upper = (
-                        f"{'up to' if d.symm_inclusive else 'below'} {format_size(limit)}"
-                        if end < d.custom_ar_max
-                        else f"below {format_size(end)}"
-                    )
-                    notes.append(
-                        f"without NVLink multicast torch symmetric memory does not start and custom_ar keeps its "
-                        f"{format_size(d.custom_ar_max)} default: custom_ar follows {name} {upper}"
-                    )
-            run["symm_mem"] = rules
+            run["symm_mem"] = written["symm_mem"] = [_bound(name, limit, d.symm_inclusive)]
     order = [p for p in d.order if p in run] + [p for p in run if p not in d.order]
     return Paths(
         tuple(r for p in order for r in run[p]),
@@ -227,17 +215,31 @@ def world_sizes(d: Dispatch, arch: str) -> list[int]:
 
 
 def arch_plans(d: Dispatch, arch: str) -> tuple[Plan, ...]:
-    """One plan per world size and mode (vLLM has no graph/eager split) for ``arch``."""
+    """One plan per world size and mode (vLLM has no graph/eager split) for ``arch``, and one more for machines
+    without NVLink multicast where vLLM runs something else on them than symmetric memory's absence explains."""
     plans: list[Plan] = []
     for ws in world_sizes(d, arch):
         found = paths(d, arch, ws)
         if found.errors:
             continue  # vLLM raises there: the reader reports it, and there is nothing to decide
-        bands = bands_from_rules(found.run, FALLBACK)
         written = bands_from_rules(found.written, FALLBACK)
-        extra = {"written": written, "notes": found.notes} if written != bands else {}
-        plans += [Plan(ws, mode, bands, FALLBACK, **extra) for mode in MODES]  # type: ignore[arg-type]
+        plans += _plans(ws, found.run, written, found.notes, None)
+        bare = paths(d, arch, ws, multicast=False)
+        # symmetric memory needs multicast, so the plan for any machine already skips it without; the
+        # other plan is needed only where its absence changes another path (custom_ar's buffer)
+        if bands_from_rules(bare.run, FALLBACK) != bands_from_rules(
+            tuple(r for r in found.run if r.algorithm not in SYMM_NAMES), FALLBACK
+        ):
+            plans += _plans(ws, bare.run, written, bare.notes, False)
     return tuple(plans)
+
+
+def _plans(
+    ws: int, run: tuple[Rule, ...], written: tuple[Band, ...], notes: tuple[str, ...], multicast: bool | None
+) -> list[Plan]:
+    bands = bands_from_rules(run, FALLBACK)
+    extra = {"written": written, "notes": notes} if written != bands else {}
+    return [Plan(ws, mode, bands, FALLBACK, multicast=multicast, **extra) for mode in MODES]  # type: ignore[arg-type]
 
 
 def planned_archs(d: Dispatch) -> list[str]:

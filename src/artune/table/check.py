@@ -46,6 +46,7 @@ class Finding:
     #: "note" (information, such as modelled figures: not a problem)
     severity: str = "warning"
     hosts: int = 1
+    multicast: bool | None = None  # the plan's machine (Plan.multicast); None: any
 
     @property
     def note(self) -> bool:
@@ -58,6 +59,8 @@ class Finding:
             where += f" ws={self.world_size}"
         if self.hosts > 1:
             where += f" hosts={self.hosts}"
+        if self.multicast is not None:
+            where += f" multicast={'on' if self.multicast else 'off'}"
         if self.mode is not None:
             where += f" mode={self.mode}"
         # a finding in an engine's file names the file and line instead of the table
@@ -91,6 +94,7 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
                 mode,
                 severity="note" if note else "warning",
                 hosts=plan.hosts if plan else 1,
+                multicast=plan.multicast if plan else None,
             )
         )
 

@@ -8,7 +8,13 @@ band bounds, so the hot path is a dict lookup, a bisect and a cached
 Rules, in order (the ``reason`` of every decision names the ones applied):
 
 1. A user override that forces an algorithm wins (``Table.forced``).
-2. The plan for ``(world_size, hosts, mode)``. A table with an engine's
+2. The plans for the call's machine (``multicast``): for each
+   ``(world_size, hosts, mode)`` the plan for exactly that ``multicast``, else
+   the plan for any machine (``Plan.multicast`` None). A call that does not
+   say (``multicast=None``) is for any machine, so only plans for any machine
+   apply to it: a plan written for one kind of machine never decides a call
+   that may run on the other. Then the plan for ``(world_size, hosts, mode)``
+   among them. A table with an engine's
    rules (``Table.rules``, ``artune.table.rules``) stops here: without that
    exact plan the engine's fallback runs every size, and the reason says why
    in the engine's terms. artune's own rules go on: only plans for the same
@@ -54,11 +60,14 @@ class Decision:
     world_size: int = 0  # the plan's world size (may differ from the call's: see reason); 0: no plan
     mode: str = "eager"
     hosts: int = 1  # the plan's number of hosts
+    multicast: bool | None = None  # the plan's machine: with/without NVLink multicast, None: any
 
     def _plan_dict(self) -> dict[str, object]:
         plan: dict[str, object] = {"world_size": self.world_size, "mode": self.mode}
         if self.hosts > 1:  # single-host decisions read as they did before topologies
             plan["hosts"] = self.hosts
+        if self.multicast is not None:  # likewise plans for any machine
+            plan["multicast"] = self.multicast
         return plan
 
     def as_dict(self) -> dict[str, object]:
@@ -160,6 +169,7 @@ class _CompiledPlan:
             world_size=plan.world_size if plan else 0,
             mode=plan.mode if plan else "",
             hosts=plan.hosts if plan else 1,
+            multicast=plan.multicast if plan else None,
         )
 
 
@@ -184,18 +194,22 @@ def decide(
     mode: str = "eager",
     available: frozenset[str] | set[str] | None = None,
     hosts: int = 1,
+    multicast: bool | None = None,
 ) -> Decision:
     """Choose the algorithm for one all-reduce of ``nbytes`` bytes by ``table``.
 
     ``available`` is the set of algorithm names that can run now (``None``:
-    all); ``hosts`` is how many hosts the ranks span. Never returns ``None``
+    all); ``hosts`` is how many hosts the ranks span; ``multicast`` whether
+    the machine has NVLink multicast (``None``: not said, so only the plans
+    for any machine apply; pass the same value ``available`` was computed
+    with). Never returns ``None``
     and never raises for a valid size: a topology or mode without a plan
     follows the table's rules (above), and the decision's ``reason`` says which.
     """
     decider = table.memo.get(Decider)
     if decider is None:
         decider = table.memo[Decider] = Decider(table)
-    return decider.decide(nbytes, world_size, mode, available, hosts)
+    return decider.decide(nbytes, world_size, mode, available, hosts, multicast)
 
 
 class Decider:
@@ -203,15 +217,22 @@ class Decider:
 
     def __init__(self, table: Table) -> None:
         self.table = table
-        self.compiled: dict[tuple[int, str, int], _CompiledPlan] = {}
+        self.compiled: dict[tuple[int, str, int, bool | None], _CompiledPlan] = {}
 
     def decide(
-        self, nbytes: int, world_size: int, mode: str, available: frozenset[str] | set[str] | None, hosts: int = 1
+        self,
+        nbytes: int,
+        world_size: int,
+        mode: str,
+        available: frozenset[str] | set[str] | None,
+        hosts: int = 1,
+        multicast: bool | None = None,
     ) -> Decision:
         # the hot path: keep it to a dict lookup, a bisect and a cached Decision
-        compiled = self.compiled.get((world_size, mode, hosts))
+        compiled = self.compiled.get((world_size, mode, hosts, multicast))
         if compiled is None:
-            compiled = self.compiled[(world_size, mode, hosts)] = self._compile(world_size, mode, hosts)
+            compiled = self._compile(world_size, mode, hosts, multicast)
+            self.compiled[(world_size, mode, hosts, multicast)] = compiled
         if nbytes < 0:
             raise ValueError(f"decide(): nbytes must be a non-negative integer, got {nbytes!r}")
         if available is not None and type(available) is not frozenset:
@@ -220,28 +241,31 @@ class Decider:
         found = compiled.cache.get(key)
         return found if found is not None else compiled.decision(*key)
 
-    def _compile(self, world_size: int, mode: str, hosts: int = 1) -> _CompiledPlan:
+    def _compile(self, world_size: int, mode: str, hosts: int = 1, multicast: bool | None = None) -> _CompiledPlan:
         if mode not in MODES:
             raise ValueError(f"decide(): mode must be one of {MODES}, got {mode!r}")
         if world_size < 1 or isinstance(world_size, bool):
             raise ValueError(f"decide(): world_size must be a positive integer, got {world_size!r}")
         if isinstance(hosts, bool) or not isinstance(hosts, int) or not 1 <= hosts <= world_size:
             raise ValueError(f"decide(): hosts must be an integer from 1 to world_size, got {hosts!r}")
+        if multicast not in (None, True, False):
+            raise ValueError(f"decide(): multicast must be True, False or None, got {multicast!r}")
         table = self.table
+        mine = table.for_machine(multicast)
         if table.forced:
             note = f"user override: {table.forced} forced for every size"
-            return _ForcedPlan(table, table.plan(world_size, mode, hosts), table.forced, note)
+            return _ForcedPlan(table, table.plan(world_size, mode, hosts, multicast), table.forced, note)
         rules = rules_for(table.rules)
         if not rules.nearest:
-            plan = table.plan(world_size, mode, hosts)
+            plan = table.plan(world_size, mode, hosts, multicast)
             if plan is not None:
                 return _CompiledPlan(table, plan, plan.fallback, "")
             fallback = rules.fallback or _KIND_DEFAULT.get(table.platform.kind, "nccl")
             return _CompiledPlan(table, None, fallback, rules.missing(world_size, mode, hosts))
-        topology = [p for p in table.plans if p.hosts == hosts]
+        topology = [p for p in mine if p.hosts == hosts]
         note = ""
         if not topology and hosts > 1:
-            fewer = [p for p in table.plans if 1 < p.hosts < hosts]
+            fewer = [p for p in mine if 1 < p.hosts < hosts]
             if not fewer:
                 fallback = _KIND_DEFAULT.get(table.platform.kind, "nccl")
                 return _CompiledPlan(
@@ -279,7 +303,7 @@ class Decider:
             )
             return _CompiledPlan(table, None, plan.fallback, "; ".join(filter(None, (note, rule))))
         fallback = _KIND_DEFAULT.get(table.platform.kind, "nccl")
-        what = "no plans" if not table.plans else "no single-host plans"
+        what = "no plans" if not mine else "no single-host plans"
         return _CompiledPlan(table, None, fallback, f"table has {what}; {fallback} for every size")
 
 
@@ -295,4 +319,5 @@ class _ForcedPlan(_CompiledPlan):
             world_size=plan.world_size if plan else 0,
             mode=plan.mode if plan else "",
             hosts=plan.hosts if plan else 1,
+            multicast=plan.multicast if plan else None,
         )

@@ -11,6 +11,14 @@ where the routes differ are reported, adjacent ones merged. Comparing routes
 rather than one decision keeps run-time availability (dtype, multicast) out
 of the comparison: two tables are the same when they would choose the same
 for every size under every availability.
+
+Multicast is the exception: a plan may be for machines with or without
+NVLink multicast only (``Plan.multicast``), and then the tables are compared
+for each such machine too. The plans for any machine are compared as ever;
+for a machine with (or without) multicast, only the ``(world_size, mode)``
+where either table decides by a plan for that machine, and only the ranges
+that differ otherwise than for any machine, so a difference both share is
+reported once.
 """
 
 from __future__ import annotations
@@ -36,12 +44,19 @@ class Difference:
     b: tuple[str, ...]
     a_provenance: Provenance
     b_provenance: Provenance
+    multicast: bool | None = None  # the machine compared: with/without NVLink multicast, None: any
+
+    @property
+    def where(self) -> str:
+        """``ws=8 mode=eager``, with `` multicast=off`` for a difference on one kind of machine only."""
+        machine = "" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}"
+        return f"ws={self.world_size} mode={self.mode}{machine}"
 
 
-def _plan(table: Table, world_size: int, mode: str) -> tuple[Plan | None, str]:
+def _plan(table: Table, world_size: int, mode: str, multicast: bool | None = None) -> tuple[Plan | None, str]:
     """The plan ``decide`` uses and the fallback it applies when there is none."""
-    decision = decide(table, 0, world_size, mode, frozenset())
-    plan = table.plan(decision.world_size, decision.mode) if decision.mode else None
+    decision = decide(table, 0, world_size, mode, frozenset(), multicast=multicast)
+    plan = table.plan(decision.world_size, decision.mode, multicast=decision.multicast) if decision.mode else None
     return plan, decision.algorithm if plan is None else plan.fallback
 
 
@@ -85,10 +100,11 @@ def _provenance(table: Table, plan: Plan | None) -> Provenance:
     return plan.provenance if plan is not None and plan.provenance is not None else table.provenance
 
 
-def diff_plans(a: Table, b: Table, world_size: int, mode: str) -> list[Difference]:
-    """The size ranges where ``a`` and ``b`` route differently at ``(world_size, mode)``."""
-    plan_a, fall_a = _plan(a, world_size, mode)
-    plan_b, fall_b = _plan(b, world_size, mode)
+def diff_plans(a: Table, b: Table, world_size: int, mode: str, multicast: bool | None = None) -> list[Difference]:
+    """The size ranges where ``a`` and ``b`` route differently at ``(world_size, mode)`` on a machine with
+    ``multicast`` (``None``: any machine; see ``artune.table.decide``)."""
+    plan_a, fall_a = _plan(a, world_size, mode, multicast)
+    plan_b, fall_b = _plan(b, world_size, mode, multicast)
     pieces_a, pieces_b = _pieces(plan_a, fall_a), _pieces(plan_b, fall_b)
     cuts = sorted({start for start, _ in pieces_a} | {start for start, _ in pieces_b})
     out: list[Difference] = []
@@ -100,9 +116,9 @@ def diff_plans(a: Table, b: Table, world_size: int, mode: str) -> list[Differenc
         hi = None if stop is None else stop - 1
         last = out[-1] if out else None
         if last is not None and last.hi is not None and last.hi + 1 == start and (last.a, last.b) == (ra, rb):
-            out[-1] = Difference(world_size, mode, last.lo, hi, ra, rb, prov_a, prov_b)
+            out[-1] = Difference(world_size, mode, last.lo, hi, ra, rb, prov_a, prov_b, multicast)
         else:
-            out.append(Difference(world_size, mode, start, hi, ra, rb, prov_a, prov_b))
+            out.append(Difference(world_size, mode, start, hi, ra, rb, prov_a, prov_b, multicast))
     return out
 
 
@@ -110,4 +126,14 @@ def diff_tables(a: Table, b: Table, world_size: int | None = None, mode: str | N
     """Every difference between ``a`` and ``b``, over the world sizes either plans (or the one given)."""
     sizes = [world_size] if world_size is not None else sorted({p.world_size for t in (a, b) for p in t.plans})
     modes = [mode] if mode is not None else list(MODES)
-    return [d for ws in sizes for m in modes for d in diff_plans(a, b, ws, m)]
+    machines = sorted({p.multicast for t in (a, b) for p in t.plans} - {None})
+    out: list[Difference] = []
+    for ws in sizes:
+        for m in modes:
+            anywhere = diff_plans(a, b, ws, m)
+            out += anywhere
+            shared = {(d.lo, d.hi, d.a, d.b) for d in anywhere}
+            for machine in machines:
+                if any(_plan(t, ws, m, machine)[0] != _plan(t, ws, m)[0] for t in (a, b)):
+                    out += [d for d in diff_plans(a, b, ws, m, machine) if (d.lo, d.hi, d.a, d.b) not in shared]
+    return out

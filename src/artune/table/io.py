@@ -203,7 +203,18 @@ class _Reader:
 
     def plan(self, value: Any, where: str) -> Plan:
         data = self.mapping(value, where)
-        keys = ("world_size", "hosts", "mode", "fallback", "bands", "params", "provenance", "written", "notes")
+        keys = (
+            "world_size",
+            "hosts",
+            "multicast",
+            "mode",
+            "fallback",
+            "bands",
+            "params",
+            "provenance",
+            "written",
+            "notes",
+        )
         self.keys(data, where, keys)
         world_size = self.required(data, "world_size", where)
         if isinstance(world_size, bool) or not isinstance(world_size, int):
@@ -213,6 +224,9 @@ class _Reader:
         hosts = data.get("hosts", 1)  # absent: one host (every file written before topologies)
         if isinstance(hosts, bool) or not isinstance(hosts, int) or not 1 <= hosts <= world_size:
             raise self.fail(where, f"hosts must be an integer from 1 to world_size ({world_size}), got {hosts!r}")
+        multicast = data.get("multicast")  # absent: any machine (every file written before it)
+        if multicast is not None and not isinstance(multicast, bool):
+            raise self.fail(where, f"multicast must be true or false (absent: any machine), got {multicast!r}")
         where = f"{where} (world_size={world_size}" + (f", hosts={hosts})" if hosts > 1 else ")")
         mode = self.text(data, "mode", where, MODES) if "mode" in data else "eager"
         fallback = self.name(self.required(data, "fallback", where), f"{where}: fallback")
@@ -223,7 +237,18 @@ class _Reader:
             raise self.fail(f"{where}: notes", f"notes must be a list of strings, got {notes!r}")
         params = self.params(data.get("params", {}), f"{where}: params")
         provenance = self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
-        return Plan(world_size, mode, bands, fallback, freeze_params(params), provenance, hosts, written, tuple(notes))
+        return Plan(
+            world_size,
+            mode,
+            bands,
+            fallback,
+            freeze_params(params),
+            provenance,
+            hosts,
+            written,
+            tuple(notes),
+            multicast,
+        )
 
     def bands(self, data: Mapping[str, Any], key: str, where: str) -> tuple[Band, ...]:
         value = data.get(key, [])
@@ -300,6 +325,8 @@ def table_to_dict(table: Table, exact: bool = False) -> dict[str, Any]:
         entry: dict[str, Any] = {"world_size": plan.world_size}
         if plan.hosts != 1:  # written only when it matters, so single-host tables keep their text and digest
             entry["hosts"] = plan.hosts
+        if plan.multicast is not None:  # likewise: plans for any machine keep their text and digest
+            entry["multicast"] = plan.multicast
         entry.update(mode=plan.mode, fallback=plan.fallback)
         entry["bands"] = [_band_dict(b, exact) for b in plan.bands]
         if plan.written:

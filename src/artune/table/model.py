@@ -1,8 +1,10 @@
 """The table model: platforms, provenance, bands, plans and tables as frozen data.
 
 A ``Table`` is for one platform and holds ``Plan`` s, one per
-``(world_size, hosts, mode)`` (``hosts``: how many hosts the ranks span; 1
-unless a plan says otherwise). A plan is an ordered list of ``Band`` s: band ``i``
+``(world_size, hosts, mode, multicast)`` (``hosts``: how many hosts the ranks
+span, 1 unless a plan says otherwise; ``multicast``: whether the machine has
+NVLink multicast, ``None`` for any machine, where the engine's choice does not
+depend on it). A plan is an ordered list of ``Band`` s: band ``i``
 covers sizes ``(bands[i-1].upto, bands[i].upto]`` (the first starts at 0) and
 names one algorithm or an ordered list of candidates (the first available at
 run time wins). Above the last band, or when no candidate is available, the
@@ -83,7 +85,7 @@ class Band:
 
 @dataclass(frozen=True)
 class Plan:
-    """The bands for one ``(world_size, hosts, mode)``."""
+    """The bands for one ``(world_size, hosts, mode, multicast)``."""
 
     world_size: int
     mode: str
@@ -96,13 +98,16 @@ class Plan:
     written: tuple[Band, ...] = ()
     #: why ``bands`` differ from ``written`` (the engine's caps and clips), one sentence each
     notes: tuple[str, ...] = ()
+    #: the machines the plan is for: with NVLink multicast (True), without (False), any (None)
+    multicast: bool | None = None
     #: for a plan a composed table took from a later table: which one, and why (messages only)
     origin: str = field(default="", compare=False)
 
     @property
     def topology(self) -> str:
-        """``"ws=8"`` on one host, ``"ws=8 hosts=2"`` across hosts."""
-        return f"ws={self.world_size}" + (f" hosts={self.hosts}" if self.hosts > 1 else "")
+        """``"ws=8"`` on one host, ``"ws=8 hosts=2"`` across hosts, ``"ws=8 multicast=off"`` for one kind of machine."""
+        text = f"ws={self.world_size}" + (f" hosts={self.hosts}" if self.hosts > 1 else "")
+        return text + ("" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}")
 
     def __post_init__(self) -> None:
         for name in ("bands", "written"):
@@ -181,13 +186,15 @@ class Table:
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
-        seen: set[tuple[int, str, int]] = set()
+        seen: set[tuple[int, str, int, bool | None]] = set()
         for plan in self.plans:
-            key = (plan.world_size, plan.mode, plan.hosts)
+            key = (plan.world_size, plan.mode, plan.hosts, plan.multicast)
             if key in seen:
                 hosts = f" hosts={plan.hosts}" if plan.hosts > 1 else ""
+                multicast = "" if plan.multicast is None else f" multicast={plan.multicast}"
                 raise TableError(
                     f"{self.origin or 'table'}: two plans for world_size={plan.world_size}{hosts} mode={plan.mode}"
+                    f"{multicast}"
                 )
             seen.add(key)
 
@@ -196,13 +203,29 @@ class Table:
         """How messages refer to this table."""
         return self.origin or f"{self.platform} table"
 
-    def plan(self, world_size: int, mode: str, hosts: int = 1) -> Plan | None:
-        """The plan for exactly ``(world_size, mode)`` on ``hosts`` hosts, or ``None``."""
-        return self._plans_by_key.get((world_size, mode, hosts))
+    def plan(self, world_size: int, mode: str, hosts: int = 1, multicast: bool | None = None) -> Plan | None:
+        """The plan for ``(world_size, mode)`` on ``hosts`` hosts on a machine with ``multicast`` or ``None``:
+        the one for exactly that ``multicast``, else the one for any machine (``multicast=None``)."""
+        found = self._plans_by_key.get((world_size, mode, hosts, multicast))
+        if found is None and multicast is not None:
+            found = self._plans_by_key.get((world_size, mode, hosts, None))
+        return found
+
+    def for_machine(self, multicast: bool | None) -> tuple[Plan, ...]:
+        """The plans that apply on a machine with ``multicast`` (``None``: any machine, so only the plans for
+        any machine): per ``(world_size, mode, hosts)`` the plan for that ``multicast``, else the one for any."""
+        if multicast is None or all(p.multicast is None for p in self.plans):
+            return tuple(p for p in self.plans if p.multicast is None)
+        return tuple(
+            p
+            for p in self.plans
+            if p.multicast == multicast
+            or (p.multicast is None and (p.world_size, p.mode, p.hosts, multicast) not in self._plans_by_key)
+        )
 
     @cached_property
-    def _plans_by_key(self) -> dict[tuple[int, str, int], Plan]:
-        return {(p.world_size, p.mode, p.hosts): p for p in self.plans}
+    def _plans_by_key(self) -> dict[tuple[int, str, int, bool | None], Plan]:
+        return {(p.world_size, p.mode, p.hosts, p.multicast): p for p in self.plans}
 
     def with_changes(self, **changes: object) -> Table:
         """A copy with some fields replaced (dataclasses.replace); it derives its ``memo`` afresh."""

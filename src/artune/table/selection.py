@@ -72,13 +72,15 @@ def compose(layers: Sequence[tuple[str, Table]]) -> Table:
     for lower_role, lower in rest:
         if lower.rules != "artune" or not _fits(lower, first):
             continue
+        added: set[tuple[int, int, str]] = set()
         for plan in lower.plans:
             if _key(plan) in keys:
                 continue
-            keys.add(_key(plan))
+            added.add(_key(plan))  # a layer's plans for one key come together: every machine's (Plan.multicast)
             provenance = plan.provenance or lower.provenance
             origin = f"answered by {lower_role}, since {role} has no {plan.topology} mode={plan.mode} plan"
             plans.append(replace(plan, provenance=provenance, origin=origin))
+        keys |= added
     if len(plans) == len(first.plans):
         return first
     return first.with_changes(plans=tuple(plans))
