@@ -14,13 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from artune import catalog
 from artune.formats.releases import ReleaseUnavailable, fetch_release
 from artune.table.decide import decide
 from artune.table.references import reference_set
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
-from oracles import Probe
+from oracles import Probe, decide_all
 from oracles import sglang as oracle
 
 MiB = 1 << 20
@@ -75,18 +74,7 @@ def test_reference_sglang_decides_as_release_0_5_23() -> None:
     refs = reference_set("sglang")
     probes = oracle.probes(root)
     engine = oracle.engine_decisions(root, probes)
-    tables = {arch: refs.resolve(arch) for arch in oracle.ARCHS}
-    ours = [
-        decide(
-            tables[p.arch],
-            p.nbytes,
-            p.world_size,
-            p.mode,
-            catalog.available(p.world_size, p.dtype, p.nbytes, p.multicast),
-            multicast=p.multicast,
-        ).algorithm
-        for p in probes
-    ]
+    ours = decide_all(refs, probes)
     wrong = [(p, e, a) for p, e, a in zip(probes, engine, ours, strict=True) if e != a]
     assert not wrong, f"{len(wrong)} of {len(probes)} differ, first: {wrong[:5]}"
 

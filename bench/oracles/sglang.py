@@ -46,7 +46,7 @@ from unittest import mock
 
 if __name__ == "__main__":  # run as a script: the bench folder holds the oracles package
     sys.path.insert(0, str(Path(__file__).parents[1]))
-from oracles import Probe
+from oracles import Probe, read_decisions
 
 RELEASES: tuple[str, ...] = (
     "0.5.10",
@@ -482,24 +482,8 @@ def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
 
 
 def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
-    """artune's answer per probe: the release read by the product's reader, decided by ``decide``."""
-    from artune import catalog
-    from artune.formats import read_engine
-    from artune.table.decide import decide
-
-    tables = read_engine("sglang", str(root)).tables
-    resolved = {arch: tables.resolve(arch) for arch in {p.arch for p in probes}}
-    return [
-        decide(
-            resolved[p.arch],
-            p.nbytes,
-            p.world_size,
-            p.mode,
-            catalog.available(p.world_size, p.dtype, p.nbytes, p.multicast),
-            multicast=p.multicast,
-        ).algorithm
-        for p in probes
-    ]
+    """artune's answer per probe: the product's reader on the release, and ``decide``."""
+    return read_decisions("sglang", root, probes)
 
 
 def main(argv: list[str]) -> int:

@@ -53,7 +53,7 @@ from typing import Any
 
 import torch
 
-from oracles import Probe
+from oracles import Probe, read_decisions
 
 # pip index versions vllm: every release from the first one with all_reduce_utils.py's size tables (0.10.2),
 # and the three 0.10 releases before it, which have none (they run custom all-reduce below 8 MiB or nccl)
@@ -745,23 +745,7 @@ def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
 
 def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
     """artune's answer per probe: the product's reader on the release, and ``decide``."""
-    from artune import catalog
-    from artune.formats import read_engine
-    from artune.table.decide import decide
-
-    table_set = read_engine("vllm", str(root)).tables
-    tables = {arch: table_set.resolve(arch) for arch in {p.arch for p in probes}}
-    return [
-        decide(
-            tables[p.arch],
-            p.nbytes,
-            p.world_size,
-            p.mode,
-            catalog.available(p.world_size, p.dtype, p.nbytes, p.multicast),
-            multicast=p.multicast,
-        ).algorithm
-        for p in probes
-    ]
+    return read_decisions("vllm", root, probes)
 
 
 def compare(root: Path, probes_: list[Probe] | None = None) -> tuple[int, list[tuple[Probe, str, str]]]:
