@@ -12,11 +12,13 @@ reference table, and the ratio to the dict lookup. Goal: decide <= 1 us.
 from __future__ import annotations
 
 import argparse
+import functools
 import random
 import statistics
 import time
 
 from artune.table.bundled import cpu_default
+from artune.table.decide import decide
 
 
 def per_call_ns(fn, args: list[tuple], repeats: int) -> float:
@@ -55,7 +57,7 @@ def main() -> None:
         plain = [(s, ws, mode) for s in sizes]
         with_avail = [(s, ws, mode, available) for s in sizes]
         for name, calls in (("decide()", plain), ("decide(available=...)", with_avail)):
-            ns = per_call_ns(table.decide, calls, args.repeats)
+            ns = per_call_ns(functools.partial(decide, table), calls, args.repeats)
             verdict = "ok" if ns <= 1000 else "OVER 1 us"
             print(f"{label + ' ' + name:<48} {ns:>9.0f} {ns / dict_ns:>8.2f}  {verdict}")
 
