@@ -163,11 +163,11 @@ def _group(items: Iterable[tuple[tuple, int, str]]) -> list[tuple[tuple, tuple[i
 
 def moves(found: Sequence[tuple[str, Difference]]) -> tuple[Move, ...]:
     """The differences grouped over world sizes and modes, by arch, then by size."""
-    rows = _group(((arch, d.lo, d.hi, d.a, d.b), d.world_size, d.mode) for arch, d in found)
+    rows = _group(((arch, d.lo, d.hi, d.a, d.b, d.multicast), d.world_size, d.mode) for arch, d in found)
     # arches that move the same sizes the same way at the same world sizes share a row
     archs: dict[tuple, list[str]] = {}
-    for (arch, lo, hi, a, b), ws, modes in rows:
-        archs.setdefault((ws, modes, lo, hi, a, b), []).append(arch)
+    for (arch, lo, hi, a, b, multicast), ws, modes in rows:
+        archs.setdefault((ws, modes, lo, hi, a, b, multicast), []).append(arch)
     out = [Move(", ".join(names), *key) for key, names in archs.items()]
     order = {arch: i for i, arch in enumerate(dict.fromkeys(arch for arch, _ in found))}
     first = lambda m: order[m.arch.split(", ")[0]]  # noqa: E731
@@ -319,7 +319,7 @@ def copies(source: Source) -> tuple[str, ...]:
     """Per arch, the earlier arch whose plans (bands, parameters, fallback) it repeats most, where any."""
     tables = {arch: t for arch, t in _set_tables(source).items() if arch != "default"}
     plans = {
-        arch: {(p.world_size, p.mode, p.hosts): (p.bands, p.params, p.fallback) for p in t.plans}
+        arch: {(p.world_size, p.mode, p.hosts, p.multicast): (p.bands, p.params, p.fallback) for p in t.plans}
         for arch, t in tables.items()
     }
     out: list[str] = []

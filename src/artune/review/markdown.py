@@ -89,6 +89,11 @@ def _modes(modes: Sequence[str]) -> str:
     return ", ".join(modes)
 
 
+def _machine(multicast: bool | None) -> str:
+    """How a row names the machine it compares, where a side plans machines with and without multicast apart."""
+    return "" if multicast is None else " (multicast)" if multicast else " (no multicast)"
+
+
 def _moves(review: Review) -> list[str]:
     out = ["## What moves", ""]
     if not review.changed:
@@ -108,7 +113,7 @@ def _moves(review: Review) -> list[str]:
         rows = [
             (
                 ", ".join(a + (" (new)" if a in new else "") for a in m.arch.split(", ")),
-                world_sizes(m.world_sizes),
+                world_sizes(m.world_sizes) + _machine(m.multicast),
                 *([] if both else [_modes(m.modes)]),
                 format_span(m.lo, m.hi),
                 _route(m.before, fallback),

@@ -38,6 +38,7 @@ class Move:
     hi: int | None
     before: tuple[str, ...]
     after: tuple[str, ...]
+    multicast: bool | None = None  # the machine compared, where a side plans it apart: None for any machine
 
 
 @dataclass(frozen=True)
