@@ -12,7 +12,8 @@ Prints Markdown for the README, every figure of its cost-model section:
    (``artune.model.validate.score_sweep``), per sweep and in total; where the model loses, the cheapest
    sweep that would settle it (from a bootstrap of that fold);
 5. crossovers held out from every fit: SGLang SM107 (Rubin) and TensorRT-LLM, predicted / published,
-   under each unseen-arch rule, and the coverage of the 90% intervals;
+   under each unseen-arch rule, and the coverage of the 90% intervals; then each SGLang 9.0/10.0 group
+   predicted by a fit and bootstrap without it;
 6. the presets and their sources; what `artune plan --preset rubin --explain-uncertainty` says.
 
 ``--write`` stores the fit (parameters and bootstrap replicates) in ``src/artune/model/gpu-fit.json``.
@@ -27,6 +28,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: BLAS threa
 
 import argparse
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -69,7 +71,7 @@ def print_fit(central: cal.Result, replicates: np.ndarray, data: cal.Data) -> No
     meaning = {**gpu.PARAMS, **{gpu.family_name(k, f): v for f in gpu.FAMILIES for k, v in gpu.FAMILY_PARAMS.items()}}
     for i, name in enumerate(central.names):
         text = meaning[name][2] if name in meaning else gpu.TERMS[name.partition("@")[0]]
-        if abs(central.values[i] / cal.prior(name)[0] - 1) < 1e-3 and hi[i] - lo[i] < 1e-3 * central.values[i]:
+        if abs(central.values[i] / cal.prior(name)[0] - 1) < 1e-3 and hi[i] - lo[i] < 0.01 * central.values[i]:
             text += " (at its prior: no data reaches it)"
         print(f"| {name} | {central.values[i]:.4g} | {lo[i]:.3g}..{hi[i]:.3g} | {text} |")
     resid = cal.residuals_of(central, data)
@@ -148,13 +150,18 @@ def print_loo(scores, notes) -> None:
 
 
 def print_crossovers(fit: gpu.GpuFit, central: cal.Result, data: cal.Data) -> None:
-    print("## Crossovers (one-shot -> what the publisher switches to): predicted / published\n")
+    print("## Crossovers (where one-shot ends, and what the publisher switches to): predicted / published\n")
     sets = {
-        "fitted: SGLang 9.0/10.0": (data.crossovers, "between"),
+        "fitted: SGLang 9.0/10.0, every boundary": (data.crossovers, "between"),
+        "fitted: SGLang 9.0/10.0, one-shot ends": ([c for c in data.crossovers if c.one_shot], "between"),
         "held out: SGLang 10.7 Rubin (rule between)": (cal.sglang_crossovers(("10.7",)), "between"),
         "held out: SGLang 10.7 Rubin (rule nearest)": (cal.sglang_crossovers(("10.7",)), "nearest"),
         "held out: SGLang 10.7 Rubin (rule bandwidth)": (cal.sglang_crossovers(("10.7",)), "bandwidth"),
         "held out: TRT-LLM 9.0/10.0": (cal.TRTLLM, "between"),
+        "held out: SGLang 10.7 Rubin, every boundary (rule between)": (
+            cal.sglang_crossovers(("10.7",), every=True),
+            "between",
+        ),
     }
     print(
         "| set | points | geomean ratio | geomean factor off | worst factor | within 2x | 90% coverage | "
@@ -187,7 +194,7 @@ def print_crossovers(fit: gpu.GpuFit, central: cal.Result, data: cal.Data) -> No
         "|---|---|---|---:|---|---|---:|---:|---:|---|---|"
     )
     for name, rows in rows_by_set.items():
-        if "nearest" in name or "bandwidth" in name:
+        if "nearest" in name or "bandwidth" in name or "every" in name or "one-shot ends" in name:
             continue
         for r in rows:
             c = r.crossover
@@ -198,6 +205,29 @@ def print_crossovers(fit: gpu.GpuFit, central: cal.Result, data: cal.Data) -> No
                 f"{'yes' if r.covers() else 'no'} |"
             )
     print("\n</details>\n")
+
+
+def print_group_coverage(data: cal.Data, terms: tuple[str, ...], central: cal.Result, replicates: int) -> None:
+    """Each SGLang 9.0/10.0 crossover group predicted by a fit and bootstrap that never saw that group."""
+    rows = []
+    for group in sorted({c.group for c in data.crossovers}):
+        kept = cal.Data(data.sweeps, tuple(c for c in data.crossovers if c.group != group))
+        fold = cal.fit(kept, terms, central)
+        fit = cal.stored_fit(kept, terms, fold, cal.bootstrap(kept, terms, fold, replicates))
+        rows += validate.intervals(fit, [c for c in data.crossovers if c.group == group])
+    m = validate.summary(rows)
+    worst = sorted(rows, key=lambda r: -abs(r.log_ratio))[:3]
+    print(
+        f"Held out one arch-and-mode group at a time (SGLang 9.0/10.0, {replicates} refits per fold): {m['points']} "
+        f"crossovers, geomean factor off {m['factor']:.2f}, {m['within2']}/{m['points']} within 2x, 90% coverage "
+        f"{m['coverage']:.0%} (parameters only {m['coverage_params']:.0%}); the worst: "
+        + "; ".join(
+            f"{r.crossover.arch} ws {r.crossover.world_size} {r.crossover.mode} {r.crossover.lead} -> "
+            f"{r.crossover.rival} published {_size(r.crossover.nbytes)}, predicted {_size(r.predicted)}"
+            for r in worst
+        )
+        + ".\n"
+    )
 
 
 def print_presets() -> None:
@@ -245,7 +275,9 @@ def main() -> None:
     print_data(data)
 
     log: list[str] = []
+    mark = time.monotonic()
     terms = cal.select_terms(data, log=log)
+    mark = _stage("term selection", mark)
     print("## Per-world-size terms chosen by the data\n")
     print(f"Candidates: {', '.join(gpu.TERMS)} at world sizes {sorted({c.world_size for c in data.crossovers})}.\n")
     for line in log:
@@ -257,14 +289,25 @@ def main() -> None:
     fit = cal.stored_fit(data, terms, central, reps)
     if args.write:
         FIT_FILE.write_text(fit.to_json(), encoding="utf-8")
+    mark = _stage("fit and bootstrap", mark)
     print_fit(central, reps, data)
 
     scores, notes = loo(data, terms, central, reselect=not args.quick, fold_replicates=args.fold_replicates)
+    mark = _stage("leave one sweep out", mark)
     print_loo(scores, notes)
     print_crossovers(fit, central, data)
+    print_group_coverage(data, terms, central, 30 if args.quick else 60)
+    mark = _stage("crossovers and group coverage", mark)
     print_presets()
     print_explain(fit)
     print(f"({time.monotonic() - started:.0f} s{', fit written to ' + str(FIT_FILE) if args.write else ''})")
+
+
+def _stage(name: str, since: float) -> float:
+    """Say on stderr how long a stage took (the README's figures stay on stdout)."""
+    now = time.monotonic()
+    print(f"calibrate_gpu: {name} {now - since:.0f} s", file=sys.stderr)
+    return now
 
 
 if __name__ == "__main__":

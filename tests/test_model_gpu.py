@@ -86,6 +86,8 @@ def test_first_crossing() -> None:
     assert gpu.first_crossing(lead, [(np.array([3.0]), np.array([1.0]))], 0.1, 100.0)[0] == pytest.approx(2.0)
     assert gpu.first_crossing(lead, [(np.array([0.5]), np.array([1.0]))], 0.1, 100.0)[0] == 0.1  # never leads
     assert gpu.first_crossing(lead, [(np.array([3.0]), np.array([5.0]))], 0.1, 100.0)[0] == 100.0  # never loses
+    # from a band's start: a rival already faster there takes over at the start
+    assert gpu.first_crossing(lead, [(np.array([3.0]), np.array([1.0]))], 0.1, 100.0, start=5.0)[0] == 5.0
 
 
 def test_unseen_archs_extrapolate_the_round_latency_by_the_stated_rule() -> None:
@@ -134,6 +136,20 @@ def test_the_training_data_never_holds_rubin_or_trt() -> None:
     rubin8 = next(c for c in held if c.arch == "10.7" and c.world_size == 8 and c.mode == "graph")
     assert rubin8.nbytes == 2556428 and rubin8.rival == "2shot_pull_mc"  # int(2.438 * MB), as SGLang computes it
     assert not set(cal.default_data().crossovers) & set(held)
+
+
+def test_every_boundary_of_sglangs_tables_is_data_as_written() -> None:
+    every = cal.training_crossovers()
+    # SM90 world size 8 graph: one-shot to 128 KB, two-shot, multicast from 512 KB, NCCL above 128 MB (untuned)
+    h8 = [c for c in every if c.arch == "9.0" and c.world_size == 8 and c.mode == "graph"]
+    assert [(c.lead, c.rival) for c in h8] == [
+        ("1shot_push", "2shot_pull"),
+        ("2shot_pull", "2shot_pull_mc"),
+        ("2shot_pull_mc", "nccl"),
+    ]
+    assert h8[1].start == h8[0].nbytes + 1 and h8[2].lower_bound and not h8[1].lower_bound
+    assert all(c.lead != "nccl" for c in every)
+    assert [c for c in every if c.one_shot] == cal.sglang_crossovers(("9.0", "10.0"))  # the headline view
 
 
 def test_resampling_keeps_families_and_names_repeats_apart() -> None:

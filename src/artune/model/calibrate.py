@@ -42,7 +42,7 @@ CROSS_WEIGHT = 1.0  # per crossover group, as one sweep
 
 @dataclass(frozen=True)
 class Crossover:
-    """A published one-shot crossover: where one-shot stops being chosen, and what replaces it."""
+    """A published crossover: where ``lead`` (one-shot unless said) stops being chosen, and what replaces it."""
 
     source: str
     arch: str
@@ -50,12 +50,19 @@ class Crossover:
     world_size: int
     mode: str
     nbytes: int
-    lower_bound: bool = False  # the one-shot band reaches the table's maximum
-    rival: str = "2shot_pull"  # what the publisher switches to after one-shot
+    lower_bound: bool = False  # the band reaches the table's maximum
+    rival: str = "2shot_pull"  # what the publisher switches to
+    lead: str = "1shot_push"
+    start: int = 0  # where the lead's band starts
 
     @property
     def group(self) -> str:
         return f"{self.source} {self.arch} {self.mode}"
+
+    @property
+    def one_shot(self) -> bool:
+        """Whether this is where one-shot ends (the view the crossover tables report)."""
+        return self.lead in ONE_SHOT
 
 
 #: TensorRT-LLM ``AllReduceBestStrategyTableSM90/SM100``, fusion NONE, hidden 8192, bf16
@@ -71,29 +78,47 @@ TRTLLM = (
 )
 
 
-def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7")) -> list[Crossover]:
-    """SGLang's one-shot crossovers per (arch, world size, mode) from the bundled reference tables."""
+def _kernel(name: str) -> str:
+    return gpu.KERNEL_OF[_RIVAL.get(name, name)]
+
+
+def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: bool = False) -> list[Crossover]:
+    """SGLang's crossovers per (arch, world size, mode) from the bundled reference tables.
+
+    By default where one-shot ends; ``every``: each boundary where the first
+    choice changes kernel (one-shot to two-shot, two-shot to multicast, to
+    NCCL above the last band, ...), a boundary at SGLang's untuned maximum
+    being a lower bound. NCCL is never a lead (its lines are a minimum).
+    """
     from artune.table.references import reference_set
 
     out: list[Crossover] = []
     tables = reference_set("sglang").tables
     for arch in archs:
         for plan in tables[arch].plans:
-            end, rival = 0, "nccl"
-            for band in plan.bands:
-                if band.candidates[0] not in ONE_SHOT:
-                    rival = _RIVAL.get(band.candidates[0], band.candidates[0])
-                    break
-                end = band.upto if band.upto is not None else int(HI)
-            if end:
-                crossover = Crossover("SGLang", arch, SGLANG_PRESET[arch], plan.world_size, plan.mode, end)
-                out.append(replace(crossover, lower_bound=end >= UNTUNED, rival=rival))
+            # the rows as SGLang wrote them (from its sweeps), not as a run-time workspace clips them: where a
+            # reference keeps both (Plan.written), the written ones are the measurement
+            bands = getattr(plan, "written", ()) or plan.bands
+            names = [b.candidates[0] for b in bands] + [plan.fallback]
+            ends = [b.upto if b.upto is not None else int(HI) for b in bands]
+            start = 0
+            for i, end in enumerate(ends):
+                lead, rival = names[i], names[i + 1]
+                if _kernel(lead) != _kernel(rival) and lead != "nccl":
+                    c = Crossover("SGLang", arch, SGLANG_PRESET[arch], plan.world_size, plan.mode, end)
+                    out.append(
+                        replace(c, lower_bound=end >= UNTUNED, rival=_RIVAL.get(rival, rival), lead=lead, start=start)
+                    )
+                    if not every:
+                        break
+                if _kernel(lead) != _kernel(rival):
+                    start = end + 1
     return out
 
 
 def training_crossovers() -> list[Crossover]:
-    """The crossovers every fit may use: SGLang SM90 and SM100, all world sizes, both modes."""
-    return sglang_crossovers(("9.0", "10.0"))
+    """The crossovers every fit may use: every boundary of SGLang SM90 and SM100, all world sizes, both modes."""
+    return sglang_crossovers(("9.0", "10.0"), every=True)
 
 
 def held_out_crossovers() -> list[Crossover]:
@@ -193,6 +218,9 @@ class Problem:
         self.huber = np.array([HUBER_TIME, HUBER_CROSS, np.inf])[np.array(kinds)]
         self.lower = np.concatenate([self.prior_centre - 7.0, np.full(len(self.offsets), math.log(0.01))])
         self.upper = np.concatenate([self.prior_centre + 7.0, np.full(len(self.offsets), math.log(1000.0))])
+        for i, name in enumerate(self.names):
+            if name.startswith("link@"):
+                self.upper[i] = 0.0  # a kernel does not move more than its link: a fraction of at most 1
 
     def theta(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """``x`` (b, k) in log space -> name -> (b,)."""
@@ -220,9 +248,9 @@ class Problem:
             pred = pred + th[self.offsets[i]][:, None]
             out.append(np.log(np.maximum(pred, 1e-6) / t[None, :]))
         for c in self.data.crossovers:
-            (lead,) = lines("one_shot/custom", c.preset, c.world_size, c.mode)
+            (lead,) = lines(gpu.KERNEL_OF[c.lead], c.preset, c.world_size, c.mode)
             rival = lines(gpu.KERNEL_OF[c.rival], c.preset, c.world_size, c.mode)
-            r = np.log(gpu.first_crossing(lead, rival, LO, HI) / c.nbytes)
+            r = np.log(gpu.first_crossing(lead, rival, LO, HI, c.start) / c.nbytes)
             out.append((np.minimum(0.0, r) if c.lower_bound else r)[:, None])
         out.append((x[:, : len(self.names)] - self.prior_centre) / self.prior_sd)
         return np.concatenate(out, axis=1)
@@ -238,10 +266,10 @@ class Problem:
 def predicted_crossover(
     theta: gpu.Theta, c: Crossover, machine: gpu.Machine, bandwidth: Mapping[str, float]
 ) -> np.ndarray:
-    """Where the model's custom one-shot becomes slower than what the publisher switches to (b,)."""
-    (lead,) = gpu.kernel_lines(theta, "one_shot/custom", machine, c.world_size, c.mode, bandwidth)
+    """Where the model's ``c.lead`` becomes slower than what the publisher switches to (b,)."""
+    (lead,) = gpu.kernel_lines(theta, gpu.KERNEL_OF[c.lead], machine, c.world_size, c.mode, bandwidth)
     rival = gpu.kernel_lines(theta, gpu.KERNEL_OF[c.rival], machine, c.world_size, c.mode, bandwidth)
-    return gpu.first_crossing(lead, rival, LO, HI)
+    return gpu.first_crossing(lead, rival, LO, HI, c.start)
 
 
 def crossover_log_ratio(
@@ -282,18 +310,24 @@ def _start(problem: Problem, start: Result | None) -> np.ndarray:
     return np.clip(x, problem.lower, problem.upper)
 
 
-def fit(data: Data, terms: Sequence[str] = (), start: Result | None = None, iterations: int = 200) -> Result:
-    """Levenberg-Marquardt with Huber weights (IRLS) in log parameters, within bounds."""
-    problem = Problem(data, terms)
-    x = _start(problem, start)
-    known = set(start.names) if start is not None else set()
-    for i, name in enumerate(problem.names):
-        if name in problem.terms and name not in known:
-            # a new term starts where it fits best with the rest held (one batched scan): a warm start at 1
-            # can sit in a kink of the crossovers' piecewise forms that the local steps do not leave
-            batch = np.repeat(x[None, :], 41, axis=0)
-            batch[:, i] += np.linspace(-2.0, 2.0, 41)
-            x = batch[int(np.argmin(problem.loss(problem.residuals(batch))))]
+_SCAN = np.log([0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 1.02, 1.05, 1.1, 1.25, 1.4, 2.0])
+
+
+def _polish(problem: Problem, x: np.ndarray, loss: float) -> tuple[np.ndarray, float, bool]:
+    """One pass of batched scans along each parameter: the piecewise forms have kinks where the local steps stop."""
+    moved = False
+    for i in range(len(x)):
+        batch = np.repeat(x[None, :], len(_SCAN), axis=0)
+        batch[:, i] = np.clip(batch[:, i] + _SCAN, problem.lower[i], problem.upper[i])
+        losses = problem.loss(problem.residuals(batch))
+        j = int(np.argmin(losses))
+        if losses[j] < loss - 1e-9:
+            x, loss, moved = batch[j], float(losses[j]), True
+    return x, loss, moved
+
+
+def _levenberg_marquardt(problem: Problem, x: np.ndarray, iterations: int) -> tuple[np.ndarray, float, int]:
+    """LM steps with Huber weights (IRLS) from ``x``: the point, its loss, the iterations taken."""
     k = len(x)
     step = 1e-4
     lam = 1e-2
@@ -329,6 +363,31 @@ def fit(data: Data, terms: Sequence[str] = (), start: Result | None = None, iter
             lam *= 4
         if not improved or gain < 1e-6 * max(1.0, loss):
             break
+    return x, loss, done
+
+
+def fit(
+    data: Data, terms: Sequence[str] = (), start: Result | None = None, iterations: int = 200, polish: int = 8
+) -> Result:
+    """Levenberg-Marquardt with Huber weights (IRLS) in log parameters, within bounds, then coordinate scans
+    (``polish`` passes at most) and LM again, until neither moves."""
+    problem = Problem(data, terms)
+    x = _start(problem, start)
+    known = set(start.names) if start is not None else set()
+    for i, name in enumerate(problem.names):
+        if name in problem.terms and name not in known:
+            # a new term starts where it fits best with the rest held (one batched scan): a warm start at 1
+            # can sit in a kink of the crossovers' piecewise forms that the local steps do not leave
+            batch = np.repeat(x[None, :], 41, axis=0)
+            batch[:, i] += np.linspace(-2.0, 2.0, 41)
+            x = batch[int(np.argmin(problem.loss(problem.residuals(batch))))]
+    x, loss, done = _levenberg_marquardt(problem, x, iterations)
+    for _ in range(polish):
+        x, loss, moved = _polish(problem, x, loss)
+        if not moved:
+            break
+        x, loss, more = _levenberg_marquardt(problem, x, iterations)
+        done += more
     values = np.exp(x)
     names = problem.names
     offsets = {s.id: float(v) for s, v in zip(problem.sweeps, values[len(names) :], strict=True)}
@@ -367,7 +426,7 @@ def group_cv_loss(data: Data, terms: Sequence[str], start: Result | None = None)
     total = 0.0
     for g in groups:
         kept = tuple(c for c in data.crossovers if c.group != g)
-        fold = fit(replace(data, crossovers=kept), terms, start)
+        fold = fit(replace(data, crossovers=kept), terms, start, polish=2)
         total += crossover_loss(fold, [c for c in data.crossovers if c.group == g])
     return total
 
@@ -396,7 +455,7 @@ def select_terms(data: Data, max_terms: int = 4, log: list[str] | None = None) -
     current = group_cv_loss(data, chosen, base)
     for _ in range(max_terms):
         tried = [t for t in candidate_terms(data) if t not in chosen]
-        gains = sorted(((base.loss - fit(data, [*chosen, t], base).loss, t) for t in tried), reverse=True)
+        gains = sorted(((base.loss - fit(data, [*chosen, t], base, polish=0).loss, t) for t in tried), reverse=True)
         screened = [t for gain, t in gains[:SCREEN] if gain > 0]
         if not screened:
             break
@@ -445,7 +504,7 @@ def bootstrap(
     rng = np.random.default_rng(seed)
     out = np.empty((replicates, len(central.names)))
     for i in range(replicates):
-        out[i] = fit(resample(data, rng), terms, central, iterations=30).values
+        out[i] = fit(resample(data, rng), terms, central, iterations=30, polish=1).values
     return out
 
 

@@ -80,7 +80,7 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "nccl:ring_bytes": (1.0, 0.5, "NCCL ring Simple per-byte cost, relative to custom one-shot's"),
     "nccl:nvls_small": (10.0, 0.7, "NCCL NVLS base latency with few channels, us"),
     "nccl:nvls_small_bytes": (2.0, 0.7, "NCCL NVLS per-byte cost with few channels, relative to custom one-shot's"),
-    "nccl:nvls": (25.0, 0.7, "NCCL NVLS base latency, us (tuning.cc: 25)"),
+    "nccl:nvls": (25.0, 0.7, "NCCL NVLS at all channels: its line's intercept, us (tuning.cc latency 25)"),
     "nccl:nvls_bytes": (1.0, 0.5, "NCCL NVLS per-byte cost, relative to custom one-shot's"),
     "nccl:eager": (3.0, 1.0, "NCCL's extra per-call cost in a call timed on its own, us"),
 }
@@ -264,16 +264,20 @@ def kernel_times(
 
 
 def first_crossing(
-    lead: tuple[np.ndarray, np.ndarray], rival: list[tuple[np.ndarray, np.ndarray]], lo: float, hi: float
+    lead: tuple[np.ndarray, np.ndarray],
+    rival: list[tuple[np.ndarray, np.ndarray]],
+    lo: float,
+    hi: float,
+    start: float = 0.0,
 ) -> np.ndarray:
-    """Where the ``lead`` line first becomes slower than the minimum of ``rival``'s lines, clipped to ``[lo, hi]``."""
+    """Where the ``lead`` line first becomes slower than the minimum of ``rival``'s lines at or above ``start``,
+    clipped to ``[lo, hi]`` (``start`` itself when the rival is already faster there, ``hi`` when never)."""
     a1, s1 = lead
     out = np.full_like(a1, hi)
     for a, s in rival:
-        below = a <= a1  # the rival is already faster at zero bytes
-        steeper = s < s1
+        slower = (a1 - a) + (s1 - s) * start > 0
         with np.errstate(divide="ignore", invalid="ignore"):
-            cross = np.where(below, lo, np.where(steeper, (a - a1) / (s1 - s), hi))
+            cross = np.where(slower, start, np.where(s1 > s, (a - a1) / (s1 - s), hi))
         out = np.minimum(out, cross)
     return np.clip(out, lo, hi)
 
@@ -312,9 +316,10 @@ class GpuFit:
             "names": list(self.names),
             "central": [float(f"{v:.6g}") for v in self.central],
             "crossover_residuals": [round(v, 4) for v in self.crossover_residuals],
-            "replicates": [[float(f"{v:.5g}") for v in row] for row in self.replicates],
         }
-        return json.dumps(data, indent=1) + "\n"
+        rows = ",\n".join("  " + json.dumps([float(f"{v:.5g}") for v in row]) for row in self.replicates)
+        head = json.dumps(data, indent=1)
+        return f'{head[:-2]},\n "replicates": [\n{rows}\n ]\n}}\n'  # one replicate per line
 
     @classmethod
     def from_json(cls, text: str, origin: str = "gpu-fit.json") -> GpuFit:
