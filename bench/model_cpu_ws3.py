@@ -35,6 +35,7 @@ from artune.model.cost import fit_logs, fit_points, points_from_logs
 from artune.model.fit import Points
 from artune.model.plan import build_plan
 from artune.sizes import format_bound, human_size
+from artune.table.decide import decide
 from artune.table.io import load_table
 
 
@@ -93,7 +94,7 @@ def main() -> None:
     tuned = load_table(out / "table.toml")
 
     def chooser(table, ws):
-        return lambda n: table.decide(n, ws, "eager").algorithm
+        return lambda n: decide(table, n, ws, "eager").algorithm
 
     from artune.table.model import Table
 

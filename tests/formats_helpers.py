@@ -6,6 +6,7 @@ import random
 from collections.abc import Callable, Iterable
 
 from artune.catalog import SPECS
+from artune.table.decide import decide
 from artune.table.model import MODES, Table
 
 CALLS = (("bfloat16", True), ("bfloat16", False), ("float32", True), ("float32", False))
@@ -54,8 +55,8 @@ def decision_mismatches(
             for dtype, multicast in CALLS:
                 for n in sizes:
                     here = available(ws, n, dtype, multicast) if static else None
-                    da = a.decide(n, ws, mode, here)
-                    db = b.decide(n, ws, mode, here)
+                    da = decide(a, n, ws, mode, here)
+                    db = decide(b, n, ws, mode, here)
                     left = (rename(da.algorithm), dict(da.params) if params else None)
                     right = (db.algorithm, dict(db.params) if params else None)
                     if left != right:

@@ -142,6 +142,7 @@ def _collectives(ctx: RankContext) -> dict[str, Any]:
     comm = communicator()
     out["algorithms"] = (comm.algorithms, comm.hosts)
     out["calls"] = dict(pg.allreduce_calls)
+    out["gathers"] = dict(pg.allgather_calls)
     return out
 
 
@@ -159,8 +160,68 @@ def test_collectives_work_and_errors() -> None:
         # sum/max/min/avg, bf16, the async call, the coalesced pair, funcol and the checks ran through artune;
         # product and bor went to gloo
         assert out["calls"]["artune"] >= 10 and out["calls"]["gloo"] == 2, out["calls"]
+        # across hosts every all-gather goes to gloo (the all-reduce route is for one host)
+        assert out["gathers"]["gloo"] >= 4 and "artune" not in out["gathers"], out["gathers"]
         if rank < 2:
             assert out["sub"] == ("ArtuneProcessGroup", True, 1)
+
+
+def _gathers(ctx: RankContext) -> dict[str, Any]:
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as fc
+
+    from artune.backend import process_group
+    from artune.errors import CallMismatch
+
+    rank, ws = ctx.rank, ctx.world_size
+    pg = dist.group.WORLD
+
+    def part(r: int, n: int, dtype: torch.dtype) -> torch.Tensor:  # any rank can build any rank's input
+        x = (torch.arange(n, dtype=torch.float64) * 0.37 - 5 * r).to(dtype)
+        if dtype.is_floating_point:
+            x[:4] = torch.tensor([-0.0, float("inf"), float("nan"), 1e-40])  # 1e-40: subnormal in float32/bf16
+        return x
+
+    def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+        return a.shape == b.shape and torch.equal(a.contiguous().view(torch.uint8), b.contiguous().view(torch.uint8))
+
+    checks = {}
+    out = torch.empty(ws * 100, dtype=torch.bfloat16)  # 400 bytes at 2 ranks: summed as int32
+    dist.all_gather_into_tensor(out, part(rank, 100, torch.bfloat16))
+    checks["into_tensor_bf16"] = same_bits(out, torch.cat([part(r, 100, torch.bfloat16) for r in range(ws)]))
+    out = torch.empty(ws, 3, dtype=torch.int8)  # 6 bytes: summed as uint8
+    dist.all_gather_into_tensor(out, part(rank, 3, torch.int8))
+    checks["into_tensor_int8"] = same_bits(out, torch.stack([part(r, 3, torch.int8) for r in range(ws)]))
+    grid = torch.zeros(5, ws)  # the list form into strided views
+    dist.all_gather([grid[:, r] for r in range(ws)], part(rank, 5, torch.float32))
+    checks["list_strided"] = same_bits(grid.t(), torch.stack([part(r, 5, torch.float32) for r in range(ws)]))
+    got = fc.all_gather_tensor(part(rank, 6, torch.float64).view(2, 3), 0, pg)  # functional: the coalesced form
+    checks["functional"] = same_bits(got, torch.cat([part(r, 6, torch.float64).view(2, 3) for r in range(ws)]))
+    calls_here = dict(pg.allgather_calls)
+    process_group.GATHER_MAX_BYTES = 1024  # a larger size not seen before goes to gloo, with the same result
+    out = torch.empty(ws * 300, dtype=torch.float32)
+    dist.all_gather_into_tensor(out, part(rank, 300, torch.float32))
+    checks["over_cap"] = same_bits(out, torch.cat([part(r, 300, torch.float32) for r in range(ws)]))
+    calls_capped = dict(pg.allgather_calls)
+    # a wrong program (ranks gathering different sizes) raises on every rank instead of hanging
+    try:
+        dist.all_gather_into_tensor(torch.empty(ws * (8 + rank)), torch.ones(8 + rank))
+        mismatch = "no error"
+    except CallMismatch as err:
+        mismatch = str(err)
+    out = torch.empty(ws * 4)  # and the group keeps working
+    dist.all_gather_into_tensor(out, torch.full((4,), float(rank)))
+    checks["after_mismatch"] = out.tolist() == [float(r) for r in range(ws) for _ in range(4)]
+    return {"checks": checks, "here": calls_here, "capped": calls_capped, "mismatch": mismatch}
+
+
+@pytest.mark.timeout(120)
+def test_small_all_gathers_run_through_artune_bit_exact() -> None:
+    for out in run_ranks(_gathers, 2, timeout=100, backend="artune"):
+        assert all(out["checks"].values()), out["checks"]
+        assert out["here"] == {"artune": 4}, out["here"]  # into_tensor x2, the list form, the functional one
+        assert out["capped"] == {"artune": 4, "gloo": 1}, out["capped"]
+        assert "ranks called all-reduce differently" in out["mismatch"], out["mismatch"]
 
 
 # ---------------------------------------------------------------- DDP
@@ -185,7 +246,9 @@ def _other_torch_paths(world_size: int) -> dict[str, Any]:
     with torch.no_grad():
         tp_ok = torch.allclose(tp(x), mlp()(x), atol=1e-5)
     tp_calls = pg.allreduce_calls["artune"] - before
-    # FSDP2: all-gather and reduce-scatter (to gloo); gradients equal the unsharded mean
+    # FSDP2: all-gathers (through artune, as an all-reduce) and reduce-scatters (to gloo); gradients equal the
+    # unsharded mean
+    gathers = pg.allgather_calls["artune"]
     sharded, reference = mlp(), mlp()
     for layer in (sharded[0], sharded[2], sharded):
         fully_shard(layer)
@@ -196,7 +259,7 @@ def _other_torch_paths(world_size: int) -> dict[str, Any]:
         torch.allclose(p.grad.full_tensor(), q.grad / world_size, atol=1e-5)
         for p, q in zip(sharded.parameters(), reference.parameters(), strict=True)
     )
-    return {"tp": (tp_ok, tp_calls), "fsdp2": fsdp_ok}
+    return {"tp": (tp_ok, tp_calls), "fsdp2": (fsdp_ok, pg.allgather_calls["artune"] > gathers)}
 
 
 def _ddp_run(ctx: RankContext, steps: int) -> dict[str, Any]:
@@ -233,7 +296,7 @@ def test_ddp_equals_gloo_step_for_step_and_tp_fsdp2_run() -> None:
     for rank in range(2):
         assert ours[rank]["calls"]["artune"] >= 5  # every step's buckets went through the Communicator
         assert ours[rank]["tp"] == (True, 1)  # the row-parallel layer's all-reduce went through artune
-        assert ours[rank]["fsdp2"]
+        assert ours[rank]["fsdp2"] == (True, True)  # gradients right, its all-gathers ran through artune
         for step in range(5):
             # with 2 ranks both sum a + b exactly once: bit-identical, not just close
             assert torch.equal(ours[rank]["losses"][step], gloo[rank]["losses"][step]), (rank, step)

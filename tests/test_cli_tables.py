@@ -10,6 +10,7 @@ import pytest
 
 from artune.cli import main
 from artune.table import loads_table
+from artune.table.decide import decide
 
 
 def explain(capsys: pytest.CaptureFixture[str], *args: str) -> dict:
@@ -45,8 +46,9 @@ def test_explain_unplanned_world_size_says_which_rule(capsys) -> None:
     args = ["--reference", "vllm", "--arch", "10.7", "--world-size", "12", "--size", "3MiB", "--dtype", "bfloat16"]
     decision = explain(capsys, *args)
     assert decision["algorithm"] == "nccl"
-    assert "no plan for world_size=12" in decision["reason"]
-    assert "custom_ar skipped: world_size=12 not in [2, 4, 6, 8]" in decision["steps"]
+    # vLLM's rules, not artune's nearest smaller world size: no path at 12 ranks, so nccl for every size
+    assert "custom all-reduce or symmetric memory at world size 12" in decision["reason"]
+    assert "every size goes to nccl" in decision["reason"]
     assert set(decision) >= {"algorithm", "params", "reason"}
 
 
@@ -85,7 +87,7 @@ def test_explain_without_a_table_uses_the_communicators_choice(capsys, monkeypat
 
 def test_explain_borrowing_and_bad_input(capsys) -> None:
     decision = explain(capsys, "--reference", "sglang", "--arch", "10.3", "--world-size", "8", "--size", "1KiB")
-    assert "borrowed arch 10.0" in decision["reason"]
+    assert "SGLang's dispatch on the capability gives it arch 10.0's" in decision["reason"]
     assert main(["explain", "--reference", "nope", "--arch", "9.0", "--world-size", "2", "--size", "1KiB"]) == 2
     assert "vllm" in capsys.readouterr().err
     assert main(["explain", "--table", "bundled:cpu", "--world-size", "2", "--size", "-5"]) == 2
@@ -98,20 +100,18 @@ def test_show_formats(capsys) -> None:
     assert "2shot_pull_mc" in chart and "arch=10.7" in chart
     assert main(["show", "bundled:cpu", "--format", "toml"]) == 0
     table = loads_table(capsys.readouterr().out)
-    assert table.decide(4096, 2).algorithm == "shm_one_shot"
+    assert decide(table, 4096, 2).algorithm == "shm_one_shot"
     assert main(["show", "reference:vllm", "--format", "json"]) == 0
     assert len(json.loads(capsys.readouterr().out)) == 5
 
 
 def test_check_references_exit_1_with_their_holes(capsys) -> None:
-    assert main(["check", "reference:vllm"]) == 1
-    out = capsys.readouterr().out
-    assert "reference:vllm: arch=9.0: mode=graph: no plan for world sizes 3, 5, 7 (up to 8)" in out
-    assert "arch=10.7: figures inherited from arch 10.3" in out
-    assert main(["check", "reference:sglang", "--max-world-size", "16"]) == 1
-    out = capsys.readouterr().out
-    assert "arch=10.7: mode=graph: no plan for world sizes 9-15 (up to 16)" in out
-    assert "arch=9.0: mode=eager: no plan for world sizes 9-16 (up to 16)" in out
+    # an engine's tables run its process group where they have no plan: that is the engine's rule, not a hole
+    # (the engine's reader names those world sizes once, with the file and line: artune check sglang==0.5.23)
+    assert main(["check", "reference:vllm"]) == 0
+    assert "no plan for world sizes" not in capsys.readouterr().out
+    assert main(["check", "reference:sglang", "--max-world-size", "16"]) == 0
+    assert "no plan for world sizes" not in capsys.readouterr().out
 
 
 def test_python_dash_m_entry_point() -> None:

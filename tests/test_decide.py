@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from artune.errors import OverrideError
 from artune.table import apply_overrides, loads_table, parse_overrides
 from artune.table.bundled import cpu_default
+from artune.table.decide import decide
 from artune.table.family import TableSet, family_chain
 
 MiB = 1 << 20
@@ -47,82 +48,82 @@ def table():
 
 def test_bands_inclusive_bounds(table) -> None:
     edge = int(2.438 * MiB)
-    assert table.decide(edge, 8, "graph").algorithm == "1shot_push"
-    assert table.decide(edge + 1, 8, "graph").algorithm == "2shot_pull_mc"
-    assert table.decide(128 * MiB, 8, "graph").algorithm == "2shot_pull_mc"
-    assert table.decide(128 * MiB + 1, 8, "graph").algorithm == "nccl"
-    assert table.decide(0, 8, "graph").algorithm == "1shot_push"
+    assert decide(table, edge, 8, "graph").algorithm == "1shot_push"
+    assert decide(table, edge + 1, 8, "graph").algorithm == "2shot_pull_mc"
+    assert decide(table, 128 * MiB, 8, "graph").algorithm == "2shot_pull_mc"
+    assert decide(table, 128 * MiB + 1, 8, "graph").algorithm == "nccl"
+    assert decide(table, 0, 8, "graph").algorithm == "1shot_push"
 
 
 def test_below_is_exclusive(table) -> None:
-    assert table.decide(MiB - 1, 4, "graph").algorithm == "1shot_push"
-    assert table.decide(MiB, 4, "graph").algorithm == "nccl"
+    assert decide(table, MiB - 1, 4, "graph").algorithm == "1shot_push"
+    assert decide(table, MiB, 4, "graph").algorithm == "nccl"
 
 
 def test_first_available_candidate_wins(table) -> None:
-    decision = table.decide(3 * MiB, 8, "graph", available={"2shot_pull", "nccl"})
+    decision = decide(table, 3 * MiB, 8, "graph", available={"2shot_pull", "nccl"})
     assert decision.algorithm == "2shot_pull"
     assert dict(decision.params) == {"blocks": 96}
     assert "2shot_pull_mc skipped" in decision.reason
 
 
 def test_no_candidate_available_gives_fallback(table) -> None:
-    decision = table.decide(3 * MiB, 8, "graph", available=frozenset({"nccl"}))
+    decision = decide(table, 3 * MiB, 8, "graph", available=frozenset({"nccl"}))
     assert decision.algorithm == "nccl"
     assert "no candidate available" in decision.reason
 
 
 def test_missing_required_param_skips_candidate() -> None:
     text = TABLE.replace('"2shot_pull_mc" = { blocks = 96 }, ', "")
-    decision = loads_table(text).decide(3 * MiB, 8, "graph")
+    decision = decide(loads_table(text), 3 * MiB, 8, "graph")
     assert decision.algorithm == "2shot_pull"
     assert "no 'blocks' parameter" in decision.reason
 
 
 def test_world_size_rule_nearest_smaller(table) -> None:
-    decision = table.decide(3 * MiB, 12, "graph")
+    decision = decide(table, 3 * MiB, 12, "graph")
     assert decision.algorithm == "2shot_pull_mc"
     assert decision.world_size == 8
     assert "nearest smaller" in decision.reason
 
 
 def test_world_size_rule_no_smaller_plan(table) -> None:
-    decision = table.decide(1024, 2, "graph")
+    decision = decide(table, 1024, 2, "graph")
     assert decision.algorithm == "nccl"
     assert "no smaller plan" in decision.reason
 
 
 def test_mode_rule(table) -> None:
-    decision = table.decide(1024, 8, "eager")
+    decision = decide(table, 1024, 8, "eager")
     assert decision.algorithm == "1shot_push"
     assert "no eager-mode plans" in decision.reason
 
 
 def test_reason_carries_provenance(table) -> None:
-    assert "provenance: published" in table.decide(1024, 8, "graph").reason
+    assert "provenance: published" in decide(table, 1024, 8, "graph").reason
 
 
 @given(st.integers(min_value=0, max_value=1 << 40), st.integers(min_value=1, max_value=64))
 def test_decide_never_fails_for_valid_input(nbytes: int, world_size: int) -> None:
     table = loads_table(TABLE)
     for mode in ("graph", "eager"):
-        decision = table.decide(nbytes, world_size, mode)
+        decision = decide(table, nbytes, world_size, mode)
         assert decision.algorithm
         assert decision.reason
 
 
 def test_decide_rejects_bad_input(table) -> None:
     with pytest.raises(ValueError, match="nbytes"):
-        table.decide(-1, 8, "graph")
+        decide(table, -1, 8, "graph")
     with pytest.raises(ValueError, match="mode"):
-        table.decide(1, 8, "fast")
+        decide(table, 1, 8, "fast")
     with pytest.raises(ValueError, match="world_size"):
-        table.decide(1, 0, "graph")
+        decide(table, 1, 0, "graph")
 
 
 def test_override_forces_algorithm(table) -> None:
     forced = apply_overrides(table, parse_overrides("nccl", None, "ARTUNE_ALGORITHM"))
-    decision = forced.decide(1024, 8, "graph")
+    decision = decide(forced, 1024, 8, "graph")
     assert decision.algorithm == "nccl"
     assert "ARTUNE_ALGORITHM" not in decision.reason or "override" in decision.reason
     assert "user override" in decision.reason
@@ -130,12 +131,12 @@ def test_override_forces_algorithm(table) -> None:
 
 def test_override_moves_a_bound(table) -> None:
     moved = apply_overrides(table, parse_overrides(None, "1shot_push=4MiB", "--bound"))
-    assert moved.decide(4 * MiB, 8, "graph").algorithm == "1shot_push"
-    assert moved.decide(4 * MiB + 1, 8, "graph").algorithm == "2shot_pull_mc"
-    assert "1shot_push bands end at 4MiB" in moved.decide(1, 8, "graph").reason
+    assert decide(moved, 4 * MiB, 8, "graph").algorithm == "1shot_push"
+    assert decide(moved, 4 * MiB + 1, 8, "graph").algorithm == "2shot_pull_mc"
+    assert "1shot_push bands end at 4MiB" in decide(moved, 1, 8, "graph").reason
     swallowed = apply_overrides(table, parse_overrides(None, "1shot_push=200MiB", "--bound"))
-    assert swallowed.decide(150 * MiB, 8, "graph").algorithm == "1shot_push"
-    assert swallowed.decide(200 * MiB + 1, 8, "graph").algorithm == "nccl"
+    assert decide(swallowed, 150 * MiB, 8, "graph").algorithm == "1shot_push"
+    assert decide(swallowed, 200 * MiB + 1, 8, "graph").algorithm == "nccl"
 
 
 @pytest.mark.parametrize(
@@ -162,36 +163,36 @@ def test_family_chain() -> None:
 def test_family_borrowing_is_loud(table, caplog) -> None:
     tables = TableSet("test", "cuda", {"10.0": table})
     borrowed = tables.resolve("10.7")
-    assert "borrowed arch 10.0" in borrowed.decide(1024, 8, "graph").reason
+    assert "borrowed arch 10.0" in decide(borrowed, 1024, 8, "graph").reason
     assert any("artune tune" in r.message for r in caplog.records)
     unknown = tables.resolve("8.0")
-    decision = unknown.decide(1024, 8, "graph")
+    decision = decide(unknown, 1024, 8, "graph")
     assert decision.algorithm == "nccl"
     assert "conservative default" in decision.reason
 
 
 def test_cpu_default_is_deepspeeds_rule() -> None:
     table = cpu_default()
-    assert table.decide(MiB - 1, 2).algorithm == "shm_one_shot"
-    assert table.decide(MiB, 2).algorithm == "shm_two_shot"
-    assert table.decide(MiB, 2, available={"gloo"}).algorithm == "gloo"
+    assert decide(table, MiB - 1, 2).algorithm == "shm_one_shot"
+    assert decide(table, MiB, 2).algorithm == "shm_two_shot"
+    assert decide(table, MiB, 2, available={"gloo"}).algorithm == "gloo"
 
 
 def test_an_open_ended_band_covers_every_larger_size() -> None:
     table = cpu_default()  # [0, 1MiB) one-shot, [1MiB, inf) two-shot
     for nbytes in (MiB, 1 << 40, 1 << 60):  # beyond any size a file can name
-        found = table.decide(nbytes, 2)
+        found = decide(table, nbytes, 2)
         assert (found.algorithm, found.lower, found.upper) == ("shm_two_shot", MiB, None)
         assert "band 2 [1MiB, inf) -> shm_two_shot" in found.reason and "TiB" not in found.reason
     # the fallback still runs where the band's algorithm cannot
-    assert table.decide(1 << 40, 2, available={"gloo"}).algorithm == "gloo"
+    assert decide(table, 1 << 40, 2, available={"gloo"}).algorithm == "gloo"
     # moving its bound makes it bounded again: the fallback takes the sizes above
     moved = apply_overrides(table, parse_overrides(None, "shm_two_shot=64MiB"))
-    assert moved.decide(64 * MiB + 1, 2).algorithm == "gloo"
-    assert "above the last band (64MiB, inf)" in moved.decide(64 * MiB + 1, 2).reason
+    assert decide(moved, 64 * MiB + 1, 2).algorithm == "gloo"
+    assert "above the last band (64MiB, inf)" in decide(moved, 64 * MiB + 1, 2).reason
 
 
 def test_a_decision_without_a_plan_says_so_in_json(table) -> None:
-    found = table.decide(4096, 2, "graph")  # below every plan: the nearest larger plan's fallback
+    found = decide(table, 4096, 2, "graph")  # below every plan: the nearest larger plan's fallback
     assert found.algorithm == "nccl" and found.as_dict()["plan"] is None
-    assert table.decide(4096, 8, "graph").as_dict()["plan"] == {"world_size": 8, "mode": "graph"}
+    assert decide(table, 4096, 8, "graph").as_dict()["plan"] == {"world_size": 8, "mode": "graph"}

@@ -11,9 +11,10 @@ from artune.errors import TableError
 from artune.formats import read_engine
 from artune.formats.pyeval import Interpreter, Unsupported, constants
 from artune.table.check import copied_archs, shadowed_rules, unaligned_rules
+from artune.table.decide import decide
 from artune.table.references import reference_set
 from artune.table.references.rules import Rule, below, upto
-from formats_helpers import decision_mismatches
+from formats_helpers import available, decision_mismatches
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
 VLLM_UTILS = "vllm/distributed/device_communicators/all_reduce_utils.py"
@@ -28,61 +29,83 @@ def messages(imported) -> list[str]:
 # ------------------------------------------------------------------ vLLM
 
 
-def test_vllm_old_shape_decides_as_the_reference() -> None:
-    imported = read_engine("vllm", str(FIXTURES / "vllm-old"))
-    ref = reference_set("vllm")
-    assert set(imported.tables.tables) == {"9.0", "10.0"}
-    for arch in ("9.0", "10.0"):
-        table = imported.tables.tables[arch]
-        assert table.provenance.source == "published"
-        assert decision_mismatches(table, ref.tables[arch]) == []
-    assert decision_mismatches(imported.tables.default, ref.default) == []
+def _figures(name: str):
     from artune.formats.source import read_source
     from artune.formats.vllm_figures import FILES, read_figures
 
-    root = FIXTURES / "vllm-old"
-    figures = read_figures([read_source(root / f) for f in FILES if (root / f).is_file()])
+    root = FIXTURES / name
+    return read_figures([read_source(root / f) for f in FILES if (root / f).is_file()])
+
+
+def _available(ws: int, nbytes: int, multicast: bool = True) -> frozenset[str]:
+    from artune import catalog
+
+    return catalog.available(ws, "bfloat16", nbytes, multicast)
+
+
+def test_vllm_old_shape_reads_and_decides_as_vllm_did() -> None:
+    """No FlashInfer table, symmetric memory compared <: custom_ar capped at 8 MiB, then symmetric memory."""
+    imported = read_engine("vllm", str(FIXTURES / "vllm-old"))
+    assert set(imported.tables.tables) == {"9.0", "10.0"}
+    table = imported.tables.tables["9.0"]
+    assert table.provenance.source == "published" and table.rules == "vllm"
+    for n, want in ((8 * MiB - 16, "custom_ar"), (8 * MiB, "symm_mem_two_shot"), (63 * MiB, "symm_mem_two_shot")):
+        assert decide(table, n, 2, "eager", _available(2, n)).algorithm == want
+    assert decide(table, 64 * MiB, 2, "eager", _available(2, 64 * MiB)).algorithm == "nccl"  # "<": exclusive
+    # without multicast symmetric memory does not start, and custom_ar keeps its 8 MiB default, not its row
+    assert decide(table, 1 * MiB, 8, "eager", _available(8, MiB, multicast=False)).algorithm == "custom_ar"
+    assert decide(table, 1 * MiB, 8, "eager", _available(8, MiB)).algorithm == "symm_mem_multimem"
+    figures = _figures("vllm-old")
     assert not figures.symm_inclusive and figures.nccl_symm["thresholds"] == {4: 2 * MiB, 8: 1 * MiB}
     assert figures.fi_old == {2: 64 * MiB, 4: MiB, 6: MiB // 2, 8: MiB // 2}
 
 
-def test_vllm_new_shape_differs_from_the_reference_only_at_the_inclusive_symm_bound() -> None:
-    """The newest symm_mem.py compares <=; artune's reference copy keeps the older <: one byte per bound."""
+def test_vllm_new_shape_decides_as_the_reference() -> None:
+    """The newest shape, read without envs.py, decides as reference:vllm (vLLM 0.33.0) everywhere."""
     imported = read_engine("vllm", str(FIXTURES / "vllm-new"))
     ref = reference_set("vllm")
     for arch in ("9.0", "10.0", "10.3", "10.7"):
-        diffs = decision_mismatches(imported.tables.tables[arch], ref.tables[arch], world_sizes=[2, 4, 6, 8])
-        from artune.table.references.vllm import CUSTOM_AR_LIMITS, SYMM_MEM_LIMITS
-
-        for ws, _mode, size, mine, theirs in diffs:
-            assert size == SYMM_MEM_LIMITS[arch][ws], (arch, ws, size)
-            assert mine[0].startswith("symm_mem") and theirs[0] == "nccl"
-            assert size >= CUSTOM_AR_LIMITS[arch][ws]
-        assert diffs, arch
+        assert decision_mismatches(imported.tables.tables[arch], ref.tables[arch]) == [], arch
+    assert decision_mismatches(imported.tables.default, ref.default) == []
+    assert "envs.py not read" in imported.tables.tables["9.0"].provenance.notes
 
 
 def test_vllm_new_shape_reads_every_table() -> None:
-    from artune.formats.source import read_source
-    from artune.formats.vllm_figures import FILES, read_figures
-
-    root = FIXTURES / "vllm-new"
-    figures = read_figures([read_source(root / f) for f in FILES if (root / f).is_file()])
+    figures = _figures("vllm-new")
     assert figures.symm_inclusive
     assert figures.multimem == {"9.0": [4, 6, 8], "10.0": [6, 8], "10.3": [6, 8], "10.7": [6, 8]}
     assert figures.custom_ar["9.0"][6] == MiB // 2
     assert figures.nccl_symm["custom_ar_preferred_ranges"][4] == (16 * 1024, 512 * 1024)
     assert figures.fi_fusion["10.0"][16] == 64 and figures.fi_oneshot["9.0"][8] == 0.5
+    assert figures.fi_mnnvl[("10.3", 16, 4)] == 8 and figures.fi_mnnvl[("10.0", 8, 1)] == 128
     assert figures.line("CUSTOM_ALL_REDUCE_MAX_SIZES", "10.7").endswith(f"{VLLM_UTILS}:27")
+    assert figures.line("FI_MNNVL_ALLREDUCE_MAX_SIZE_MB", "10.3", 4, 1).endswith(f"{VLLM_UTILS}:46")
 
 
 def test_vllm_check_reports_a_copied_arch_with_file_and_line() -> None:
     found = messages(read_engine("vllm", str(FIXTURES / "vllm-new")))
     copied = [m for m in found if "10.7 = 10.3 in 3 of 3 tables: measured, or inherited?" in m]
-    assert copied and copied[0].startswith(f"{FIXTURES / 'vllm-new' / VLLM_UTILS}:27: arch=10.7")
-    assert any("custom_ar bound 64MiB is clipped to 8MiB" in m and "ws=2" in m for m in found)
-    assert any("world sizes 3, 5, 7 are in no table" in m for m in found)
+    assert copied and copied[0].startswith(f"{FIXTURES / 'vllm-new' / VLLM_UTILS}:27: warning: arch=10.7")
+    assert "its FI_ALLREDUCE_FUSION_MAX_SIZE_MB row differs: ws 8: 2 MB (10.3: 4 MB)" in copied[0]
+    assert any("custom_ar rows above 8MiB are capped" in m and "9.0 ws=2: 64MiB" in m for m in found)
+    assert any("world sizes 3, 5, 7, 9-15 have no path on any arch" in m for m in found)
+    assert any("rows that never run with vLLM's defaults: flashinfer_ar takes every size they hold" in m for m in found)
+    assert len(found) <= 8
     table = read_engine("vllm", str(FIXTURES / "vllm-new")).tables.tables["10.7"]
     assert table.provenance.source == "inherited" and table.provenance.inherited_from == "10.3"
+
+
+def test_vllm_release_without_tables_says_what_it_runs() -> None:
+    """vLLM 0.10 has no per-arch tables: one note, and the default path on every arch."""
+    imported = read_engine("vllm", str(FIXTURES / "vllm-0.10"))
+    assert dict(imported.tables.tables) == {}
+    (note,) = imported.findings
+    assert note.severity == "note" and "has no per-arch tables" in note.message
+    assert "custom_ar below 8MiB at world sizes 2, 4, 6, 8, nccl otherwise" in note.message
+    table = imported.tables.resolve("10.7")
+    assert decide(table, 4 * MiB, 4, "eager", _available(4, 4 * MiB)).algorithm == "custom_ar"
+    assert decide(table, 8 * MiB, 4, "eager", _available(4, 8 * MiB)).algorithm == "nccl"
+    assert "has no row for arch 10.7" in decide(table, 1, 4).reason
 
 
 def _copy(tmp_path: Path, name: str) -> Path:
@@ -103,11 +126,54 @@ def test_vllm_tables_out_of_step_raise_or_fall_through(tmp_path: Path) -> None:
     _edit(utils, '    "10.7": {2: 4 * MiB, 4: 32 * MiB, 6: 32 * MiB, 8: 64 * MiB},\n', "")
     _edit(utils, "        6: 1 * MiB,  # 1 MB\n", "")
     _edit(root / "vllm/distributed/device_communicators/symm_mem.py", '        "10.3": [6, 8],\n', "")
-    found = messages(read_engine("vllm", str(root)))
+    imported = read_engine("vllm", str(root))
+    found = messages(imported)
     assert any("10.7 is in _WORLD_SIZES_MULTIMEM but not in SYMM_MEM_ALL_REDUCE_MAX_SIZES" in m for m in found)
-    assert any("10.3 is in SYMM_MEM_ALL_REDUCE_MAX_SIZES but not in _WORLD_SIZES_MULTIMEM" in m for m in found)
-    assert any("has no world size 6: CustomAllreduce raises KeyError" in m and "arch=10.0" in m for m in found)
+    raises = [m for m in found if ": error: " in m]
+    assert any("10.3 is in SYMM_MEM_ALL_REDUCE_MAX_SIZES but not in _WORLD_SIZES_MULTIMEM" in m for m in raises)
+    assert any("without world size 6: CustomAllreduce raises KeyError" in m and "arch=10.0" in m for m in raises)
+    assert any("rows never used" in m and "10.7 ws=2" in m for m in found)  # custom_ar rows need symmetric memory
     assert not any("10.7 = 10.3" in m for m in found)  # no longer a copy in every table
+    assert imported.tables.tables["10.0"].plan(6, "eager") is None  # vLLM does not start there: nothing to decide
+
+
+def test_vllm_flashinfer_tuned_bound_follows_the_code(tmp_path: Path) -> None:
+    """vLLM 0.29-0.32 store a tuned bound as int(mb * MiB) - 1 (exclusive); 0.33 as int(mb * MiB)."""
+    root = _copy(tmp_path, "vllm-new")
+    fi = root / "vllm/distributed/device_communicators/flashinfer_all_reduce.py"
+    body = (
+        "MiB = 1024 * 1024\n\n\ndef _get_tuned_standalone_max_size(world_size, backend, group):\n"
+        "    max_size_mb = FI_MNNVL_ALLREDUCE_MAX_SIZE_MB.get((103, world_size, 1))\n"
+        "    return None if max_size_mb is None else int(max_size_mb * MiB){}\n\n\n"
+        "class FlashInferAllReduce:\n    def should_use_fi_ar(self, input_tensor):\n"
+        "        if input_tensor.nbytes > self.max_workspace_size:\n            return False\n"
+        "        return True\n"
+    )
+    for tail, at_80_mib in (("", "flashinfer_ar"), (" - 1", "nccl")):
+        fi.write_text(body.format(tail))
+        table = read_engine("vllm", str(root)).tables.tables["10.3"]
+        # 10.3 ws=4: FI_MNNVL's 80 MB replaces the fusion table's 64 MB on one host
+        assert decide(table, 80 * MiB, 4, "eager", _available(4, 80 * MiB)).algorithm == at_80_mib
+        assert decide(table, 80 * MiB - 16, 4, "eager", _available(4, 80 * MiB - 16)).algorithm == "flashinfer_ar"
+        assert any("FI_MNNVL_ALLREDUCE_MAX_SIZE_MB[(103, 4, 1)] = 80 MB" in n for n in table.plan(4, "eager").notes)
+
+
+def test_vllm_code_that_turns_an_unplanned_path_on_is_refused(tmp_path: Path) -> None:
+    root = _copy(tmp_path, "vllm-new")
+    envs = root / "vllm/envs.py"
+    envs.write_text(
+        "import os\nenvironment_variables = {\n"
+        '    "VLLM_ALLREDUCE_USE_SYMM_MEM": lambda: bool(int(os.getenv("VLLM_ALLREDUCE_USE_SYMM_MEM", "1"))),\n'
+        '    "VLLM_USE_NCCL_SYMM_MEM": lambda: bool(int(os.getenv("VLLM_USE_NCCL_SYMM_MEM", "1"))),\n}\n'
+    )
+    with pytest.raises(TableError, match="VLLM_USE_NCCL_SYMM_MEM defaults to on"):
+        read_engine("vllm", str(root))
+    envs.write_text(envs.read_text().replace('"VLLM_USE_NCCL_SYMM_MEM", "1"', '"VLLM_USE_NCCL_SYMM_MEM", "0"'))
+    imported = read_engine("vllm", str(root))  # FlashInfer is not in this envs.py: off
+    assert "flashinfer_ar" not in imported.tables.tables["9.0"].plan(2, "eager").algorithms
+    envs.write_text("environment_variables = {'VLLM_ALLREDUCE_USE_SYMM_MEM': lambda: read_it()}\n")
+    with pytest.raises(TableError, match=r"envs\.py:1: the default of VLLM_ALLREDUCE_USE_SYMM_MEM is not understood"):
+        read_engine("vllm", str(root))
 
 
 def test_vllm_flashinfer_one_shot_above_its_workspace_is_reported(tmp_path: Path) -> None:
@@ -154,24 +220,35 @@ def test_cli_import_of_unreadable_input_exits_2(tmp_path: Path, capsys) -> None:
 # ------------------------------------------------------------------ SGLang
 
 
-def test_sglang_shape_b_decides_as_the_reference_with_the_same_parameters() -> None:
+def test_sglang_configs_alone_decide_by_sglang_rules_clipped_to_the_workspace() -> None:
+    """A configs file with no communicator beside it: SGLang's rules (no family chain, nccl where no config), the
+    documented order, every bound clipped to the 16 MiB default workspace with the rows as written kept."""
     imported = read_engine("sglang", str(FIXTURES / "sglang-b"))
-    ref = reference_set("sglang")
     assert {"9.0", "10.0", "10.7"} <= set(imported.tables.tables)
-    for arch in ("9.0", "10.0", "10.3", "10.7", "12.0"):
-        assert decision_mismatches(imported.tables.resolve(arch), ref.resolve(arch)) == [], arch
+    tables = imported.tables
+    assert all(t.rules == "sglang" for t in tables.tables.values())
+    b300 = tables.resolve("10.3")  # the file's dispatch gives 10.x minor < 7 the SM100 configs
+    assert b300.plans == tables.tables["10.0"].plans and "arch 10.0's" in b300.borrowed[0]
+    assert decide(tables.resolve("12.0"), 1 * MiB, 9, "eager").algorithm == "1shot_push"  # its default, 2..16
+    assert decide(tables.resolve("10.0"), 1 * MiB, 12, "eager").algorithm == "nccl"  # no config at 12 ranks
+    above = decide(tables.resolve("9.0"), 20 * MiB, 2, "eager")
+    assert above.algorithm == "nccl" and "as written: 1shot_push/1shot_pull/2shot_pull (16MiB, 32MiB]" in above.reason
+    assert decide(tables.resolve("9.0"), 16 * MiB, 2, "eager").algorithm == "1shot_push"
+    assert tables.resolve("10.0").plan(4, "graph").params_for("2shot_push") == {"blocks": 148}
+    notes = [f for f in imported.findings if f.severity == "note"]
+    assert notes and "no CustomAllReduceV2 beside this configs file" in notes[0].message
 
 
 def test_sglang_multinode_bands_replace_only_the_eager_heuristic() -> None:
     imported = read_engine("sglang", str(FIXTURES / "sglang-b"))
     multi = imported.tables.tables["10.0/multinode"]
     single = imported.tables.tables["10.0"]
-    assert multi.decide(1 * MiB, 8, "eager").algorithm == "2shot_push"
-    assert multi.decide(288 * 1024 - 16, 8, "eager").algorithm == "1shot_push"
-    assert single.decide(1 * MiB, 8, "eager").algorithm == "2shot_pull_mc"
+    assert decide(multi, 1 * MiB, 8, "eager").algorithm == "2shot_push"
+    assert decide(multi, 288 * 1024 - 16, 8, "eager").algorithm == "1shot_push"
+    assert decide(single, 1 * MiB, 8, "eager").algorithm == "2shot_pull_mc"
     assert decision_mismatches(multi, single, world_sizes=[2, 4, 16]) == []
     for size in (0, 300 * 1024, 1 * MiB, 20 * MiB):
-        a, b = multi.decide(size, 8, "graph"), single.decide(size, 8, "graph")
+        a, b = decide(multi, size, 8, "graph"), decide(single, size, 8, "graph")
         assert (a.algorithm, dict(a.params)) == (b.algorithm, dict(b.params))
 
 
@@ -217,7 +294,8 @@ KB = 1024
         # E: band policy; the multicast band's neighbours
         ("sglang-e", "9.0", 8, "graph", 8 * MiB - 1, None, "2shot_pull"),
         ("sglang-e", "9.0", 8, "graph", 8 * MiB, None, "2shot_pull_mc"),
-        ("sglang-e", "9.0", 8, "eager", 64 * MiB, frozenset({"2shot_pull", "nccl"}), "2shot_pull"),
+        ("sglang-e", "9.0", 8, "eager", 12 * MiB, frozenset({"2shot_pull", "nccl"}), "2shot_pull"),
+        ("sglang-e", "9.0", 8, "eager", 64 * MiB, None, "nccl"),  # above the 16 MiB default workspace
         ("sglang-e", "12.0", 4, "eager", 1 * MiB, None, "2shot_pull"),
         # 2.0: THRESHOLD_2_SHOT_MAP, the H200 map for every arch but SM100, two-shot up to 16 MiB
         ("sglang-20", "10.0", 8, "eager", 720 * KB, None, "1shot_push"),
@@ -228,7 +306,7 @@ KB = 1024
     ],
 )
 def test_sglang_every_shape(fixture, arch, ws, mode, size, available, algorithm) -> None:
-    assert _one(fixture, arch).decide(size, ws, mode, available).algorithm == algorithm
+    assert decide(_one(fixture, arch), size, ws, mode, available).algorithm == algorithm
 
 
 def test_sglang_unknown_shape_and_unsupported_constructs_are_errors(tmp_path: Path) -> None:
@@ -356,3 +434,93 @@ def test_sglang_band_the_alignment_rule_makes_unreachable(tmp_path: Path) -> Non
     hit = [m for m in found if "arch=9.0 ws=3" in m and "1shot_pull is left only" in m]
     assert hit and "holds no size its alignment rule lets through" in hit[0]
     assert hit[0].startswith(f"{root / SGLANG_CONFIGS}:54:")
+
+
+# ------------------------------------------------------------------ SGLang: the dispatch read from the communicator
+
+PICK = "python/sglang/srt/distributed/device_communicators"
+
+
+def test_sglang_order_comes_from_the_communicators_dispatch() -> None:
+    """``push_limit`` is a field no release has: ``_pick_config`` tries it first, as 2shot_push, so artune does."""
+    tables = read_engine("sglang", str(FIXTURES / "sglang-pick")).tables
+    table = tables.resolve("10.0")
+    assert table.rules == "sglang"
+    got = lambda n, mc=True: decide(table, n, 8, "graph", available(8, n, "bfloat16", mc)).algorithm  # noqa: E731
+    assert got(64 * KB) == "2shot_push"
+    assert got(64 * KB + 16) == "1shot_push"
+    assert got(1 * MiB) == "2shot_pull"
+    # Range(20 MB, 64 MB).clip(16 MiB) is Range(16 MiB, 16 MiB): multicast takes exactly the workspace's size
+    assert got(16 * MiB - 16) == "2shot_pull"
+    assert got(16 * MiB) == "2shot_pull_mc"
+    assert got(16 * MiB, mc=False) == "2shot_pull"
+    assert got(16 * MiB + 16) == "nccl"
+    assert got(64 * KB + 8) == "nccl"  # should_custom_ar takes multiples of 16 bytes only
+    plan = table.plan(8, "graph")
+    assert plan is not None and plan.spans(as_written=True)[-2] == (20 * MiB, 64 * MiB, ("2shot_pull_mc", "2shot_pull"))
+    assert plan.params_for("2shot_pull_mc") == {"blocks": 32}
+    assert decide(table, 1 * MiB, 3, "eager").algorithm == "nccl"  # __init__ raises there
+
+
+def test_sglang_findings_from_the_communicator_name_severity_file_and_line() -> None:
+    imported = read_engine("sglang", str(FIXTURES / "sglang-pick"))
+    configs = f"{FIXTURES / 'sglang-pick' / PICK}/configs/custom_all_reduce_v2.py"
+    by = {f.severity: [] for f in imported.findings}
+    for f in imported.findings:
+        by[f.severity].append(str(f))
+    assert len(by["error"]) == 1 and by["error"][0].startswith(f"{configs}:103: error: arch=10.0:")
+    assert "raises (KeyError in configs[world_size]) at world sizes 3, 5-7" in by["error"][0]
+    assert any("arch=10.7: 10.7 = 10.0 in 3 of 3 world sizes: measured, or inherited?" in m for m in by["warning"])
+    assert any("at world size 4, where num_mc_blocks is None" in m for m in by["warning"])
+    assert any("16MiB default workspace" in m and "at 10.0 ws 2, 4, 8" in m for m in by["warning"])
+    assert [m for m in by["note"] if "arch=9.0, 10.3, 12.0: no configs of their own" in m]
+    assert len(imported.findings) == 5  # one line per problem
+
+
+def test_sglang_reads_a_wheels_layout_as_a_checkouts(tmp_path: Path) -> None:
+    shutil.copytree(FIXTURES / "sglang-pick" / "python", tmp_path, dirs_exist_ok=True)
+    wheel = read_engine("sglang", str(tmp_path)).tables
+    checkout = read_engine("sglang", str(FIXTURES / "sglang-pick")).tables
+    assert wheel.tables["10.0"].plans == checkout.tables["10.0"].plans
+
+
+def test_sglang_a_dispatch_artune_cannot_follow_is_refused_naming_it(tmp_path: Path) -> None:
+    root = _copy(tmp_path, "sglang-pick")
+    communicator = root / PICK / "custom_all_reduce_v2.py"
+    _edit(
+        communicator,
+        "        if nbytes <= h.push_limit:\n",
+        "        while h.push_limit:\n            pass\n        if 0:\n",
+    )
+    with pytest.raises(
+        TableError,
+        match=r"custom_all_reduce_v2.py:\d+: unsupported construct While.*"
+        r"in CustomAllReduceV2._pick_config\(\)",
+    ):
+        read_engine("sglang", str(root))
+    root = _copy(tmp_path / "b", "sglang-pick")
+    _edit(root / PICK / "custom_all_reduce_v2.py", "AllReduceAlgo.TWO_SHOT_PUSH)", "AllReduceAlgo.THREE_SHOT)")
+    with pytest.raises(TableError, match=r"_pick_config\(\) returned .*THREE_SHOT.*not one of SGLang's algorithms"):
+        read_engine("sglang", str(root))
+
+
+def test_pyeval_records_have_methods_and_properties_and_namespaces_take_attributes() -> None:
+    from artune.formats.pyeval import Namespace, OutsideCall
+
+    source = (
+        "from typing import NamedTuple\nfrom outside import far\n"
+        "class R(NamedTuple):\n    lo: int\n    hi: int\n"
+        "    def contains(self, n):\n        return self.lo <= n <= self.hi\n"
+        "    @property\n    def width(self):\n        return self.hi - self.lo\n"
+        "def setup(me, n):\n    me.size = n * 2\n    me.r = R(1, n)\n    far()\n    me.never = 1\n"
+        "def ask(me, n):\n    return me.r.contains(n) and me.r.width\n"
+    )
+    interp = Interpreter(source, "t.py")
+    interp.run_module()
+    me = Namespace("me")
+    assert interp.run_until_outside(interp.globals.values["setup"], [me, 8]) == ("stopped", 14, "outside.far")
+    assert me.values["size"] == 16 and "never" not in me.values
+    assert interp.call(interp.globals.values["ask"], [me, 3], {}) == 7
+    assert interp.call(interp.globals.values["ask"], [me, 9], {}) is False
+    with pytest.raises(OutsideCall, match=r"t.py:14: calls 'outside.far'"):
+        interp.call(interp.globals.values["setup"], [Namespace("other"), 1], {})

@@ -154,13 +154,14 @@ def test_faults_across_simulated_hosts_name_the_rank_and_host(tmp_path: Path) ->
 
 
 def _gloo_mismatch(ctx: RankContext) -> list[str]:
-    """A table without plans across hosts sends every size to gloo: a mismatched call must still be caught."""
+    """A table whose plan across hosts is gloo for every size: a mismatched gloo call must still be caught."""
     from artune import CallMismatch, Communicator
     from artune.table.model import Band, Plan, Platform, Provenance, Table
 
     os.environ["ARTUNE_HOST"] = _hosts((2, 1))[ctx.rank]
     one_host = Plan(2, "eager", (Band(None, ("shm_one_shot",)),), "gloo")
-    table = Table(Platform("cpu", "x86_64"), Provenance("measured"), (one_host,))
+    across = Plan(2, "eager", (), "gloo", hosts=2)  # without it, the bundled default's hier_shm plan would answer
+    table = Table(Platform("cpu", "x86_64"), Provenance("measured"), (one_host, across))
     seen = []
     with Communicator(table=table, timeout=30, check=False) as comm:
         for numel in (100 + ctx.rank, 5 * (ctx.rank == 2) + 3):

@@ -170,13 +170,14 @@ def test_vllm_custom_ar_runs_one_stage_or_two_by_vllms_rule() -> None:
 
 
 def test_hand_tables_decide_through_the_reference_tables() -> None:
+    from artune.table.decide import decide
     from artune.table.references import reference_set
 
     measured = ["nccl/auto", "multimem/torch", "two_shot/torch"]
     # vLLM 10.3 world size 2: no custom_ar column, so torch two-shot below its limit, NCCL above
     assert validate.hand_choice("vllm", "10.3", 2, "graph", 1 * MiB, measured) == "two_shot/torch"
     assert validate.hand_choice("vllm", "10.3", 2, "graph", 64 * MiB, measured) == "nccl/auto"
-    decided = reference_set("vllm").resolve("10.3").decide(1 * MiB, 2, "graph", frozenset({"symm_mem_two_shot"}))
+    decided = decide(reference_set("vllm").resolve("10.3"), 1 * MiB, 2, "graph", frozenset({"symm_mem_two_shot"}))
     assert decided.algorithm == "symm_mem_two_shot"  # the same decision, through the public API
     # SGLang 9.0 world size 8 graph: its one-shot band, with torch's one-shot standing in for SGLang's
     assert validate.hand_choice("sglang", "9.0", 8, "graph", 64 * KiB, ["nccl/auto", "one_shot/torch"]) == (

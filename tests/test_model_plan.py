@@ -69,8 +69,14 @@ def test_plan_from_logs_fills_world_size_3_modelled_and_check_passes(logs, tmp_p
     # check shows the modelled plans as notes, not findings: exit 0
     assert main(["check", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 4 and all("note: " in line and "modelled by artune.model/" in line for line in lines)
-    assert all("predicted regret" in line for line in lines[1:])
+    assert all(": note: " in line for line in lines)
+    modelled = [line for line in lines if "modelled by artune.model/" in line]
+    assert len(modelled) == 4 and all("predicted regret" in line for line in modelled[1:])
+    # and what it leaves to the bundled default (ranks across hosts)
+    assert [line for line in lines if line not in modelled] == [
+        f"{out}: note: arch=x86_64 ws=2 hosts=2 mode=eager: answered by the bundled default (bundled:cpu), "
+        "since this table has no ws=2 hosts=2 mode=eager plan"
+    ]
     # explain says the figures are modelled, text and JSON
     assert main(["explain", "--table", str(out), "--world-size", "3", "--size", "64KiB"]) == 0
     assert "figures: modelled by artune.model/" in capsys.readouterr().out

@@ -26,6 +26,7 @@ from artune.table.io import (
     MAX_FILE_BYTES,
     MAX_PLANS,
     MAX_WORLD_SIZE,
+    digest,
     dumps_table,
     load_table,
     loads_table,
@@ -355,7 +356,7 @@ def test_an_open_ended_band_is_written_inf_and_old_sentinels_still_read() -> Non
     head += '[[plan]]\nworld_size = 2\nfallback = "nccl"\n'
     old = loads_table(head + '[[plan.bands]]\nupto = "1024TiB"\nalgorithm = "a"\n', origin=ORIGIN)
     new = loads_table(head + '[[plan.bands]]\nupto = "inf"\nalgorithm = "a"\n', origin=ORIGIN)
-    assert old == new and old.digest == new.digest
+    assert old == new and digest(old) == digest(new)
     assert new.plans[0].bands == (Band(None, ("a",)),) and new.plans[0].open_ended
     text = dumps_table(old)
     assert 'upto = "inf"' in text and "TiB" not in text

@@ -97,6 +97,14 @@ SPECS: dict[str, AlgorithmSpec] = {
             "torch symmetric memory multimem all-reduce (NVLS)",
             conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True),
         ),
+        # vLLM 0.29 on runs FlashInfer's standalone all-reduce first by default (VLLM_ALLREDUCE_USE_FLASHINFER=1):
+        # should_use_fi_ar takes 2-D fp16/bf16/fp32 inputs, any alignment; its world sizes are its table's rows
+        AlgorithmSpec(
+            "flashinfer_ar",
+            "vllm",
+            "FlashInfer's all-reduce in vLLM (MNNVL backend on one host, TRT-LLM where multicast is missing)",
+            conditions=Conditions(dtypes=_HALF_AND_FP32),
+        ),
         # artune runs the torch ops under the same names (artune.algorithms.cuda); one-shot is not in
         # vLLM's table but is a torch op, and SGLang's torch_symm_mem path uses it
         AlgorithmSpec(
@@ -127,6 +135,20 @@ SPECS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("2shot_pull", "sglang", "SGLang two-shot pull", ("blocks",), _ALIGN16),
     )
 }
+
+
+def unavailable(world_size: int, dtype: str | None, nbytes: int, multicast: bool, hosts: int = 1) -> dict[str, str]:
+    """Algorithm name -> why its static conditions (or topology) rule it out for this call."""
+    return {
+        name: why
+        for name, spec in SPECS.items()
+        if (why := spec.conditions.unmet(world_size, dtype, nbytes, multicast) or spec.topology_unmet(hosts))
+    }
+
+
+def available(world_size: int, dtype: str | None, nbytes: int, multicast: bool, hosts: int = 1) -> frozenset[str]:
+    """The algorithms whose static conditions hold for this call: what ``decide`` may choose from."""
+    return frozenset(SPECS) - unavailable(world_size, dtype, nbytes, multicast, hosts).keys()
 
 
 def spec(name: str) -> AlgorithmSpec:

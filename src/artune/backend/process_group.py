@@ -12,12 +12,22 @@ device of a ``"cpu:artune,cuda:nccl"`` spelling). What it does with each call:
   and ``min`` go through it; ``avg`` of floating tensors is its sum divided by
   the group size; ``product``, the bitwise ops, ``premul_sum``, and dtypes no
   artune algorithm reduces go to the inner gloo group.
-- **Every other collective** (barrier, broadcast, all-gather and the object
-  collectives, ``all_gather_into_tensor``, ``reduce_scatter_tensor`` and their
-  coalesced forms, reduce, gather, scatter, all-to-all, send/recv) goes to an
-  inner gloo group on the same ranks, called through its own bindings (they
-  release the GIL; falling back to the C++ base class from here deadlocks,
-  see the reference notes).
+- **All-gather** of CPU tensors (``all_gather_into_tensor``, ``dist.all_gather``,
+  the functional and DTensor all-gathers) with at most ``GATHER_MAX_BYTES`` of
+  output runs through the Communicator too, as an all-reduce: each rank puts
+  its input in its own slot of a zeroed buffer and the buffer is summed as
+  integers, so every slot comes back bit for bit (x + 0 = x). It moves world
+  size times the bytes of an all-gather, which pays only for small messages:
+  there gloo's round trip dominates (a tensor-parallel decode gathers its
+  logits every token). Larger ones, ranks on several hosts (not measured
+  over a network, where the leaders would exchange world size times the
+  bytes), and buffers the table gives the process group's own algorithm go
+  to gloo.
+- **Every other collective** (barrier, broadcast, the object collectives,
+  ``reduce_scatter_tensor`` and the coalesced forms, reduce, gather, scatter,
+  all-to-all, send/recv) goes to an inner gloo group on the same ranks,
+  called through its own bindings (they release the GIL; falling back to the
+  C++ base class from here deadlocks, see the reference notes).
 - **CUDA tensors** go to an inner NCCL group built at the first CUDA call,
   when this torch has NCCL and a GPU; otherwise the call raises
   ``ArtuneError``. They never go through gloo. (Not yet run on a GPU.)
@@ -52,6 +62,9 @@ from artune.errors import ArtuneError
 _R = dist.ReduceOp.RedOpType
 _OPS = {_R.SUM: "sum", _R.MAX: "max", _R.MIN: "min", _R.AVG: "sum"}
 _MAX_PENDING = 256  # inner works remembered for the drain at shutdown; completed ones are pruned beyond this
+#: all-gathers with at most this many bytes of output run as an artune all-reduce (see the module doc): the largest
+#: size bench/bench_allgather.py measured, still faster than gloo's all-gather there at 2 and 4 ranks
+GATHER_MAX_BYTES = 16 << 20
 
 
 class ArtuneProcessGroup(dist.ProcessGroup):
@@ -80,6 +93,9 @@ class ArtuneProcessGroup(dist.ProcessGroup):
         #: all-reduce calls so far, by who ran them: ``"artune"`` (the Communicator) or ``"gloo"``/``"nccl"``
         #: (delegated: an op or device the Communicator does not take); the Communicator's own calls not counted
         self.allreduce_calls: Counter[str] = Counter()
+        #: all-gather calls so far, by who ran them: ``"artune"`` (as a Communicator all-reduce) or ``"gloo"``
+        self.allgather_calls: Counter[str] = Counter()
+        self._gather_ok: dict[int, bool] = {}  # by output bytes: whether the table runs an artune algorithm for it
 
     # ------------------------------------------------------------ identity (torch needs the name stored)
 
@@ -163,6 +179,58 @@ class ArtuneProcessGroup(dist.ProcessGroup):
             return ArtuneWork(tensors, err)
         return ArtuneWork(tensors)
 
+    # ------------------------------------------------------------ all-gather as an all-reduce
+
+    def _gathers_here(self, inputs: Sequence[torch.Tensor], fits: bool) -> bool:
+        """Whether this all-gather runs through the Communicator; counts it under gloo when it does not.
+
+        ``fits``: the outputs match the inputs (``_fits_tensor``, ``_fits_list``).
+        Decided from what every rank of a correct program has alike (sizes,
+        dtypes, the table), never from memory layout, so all ranks take the
+        same path.
+        """
+        if self._direct():  # the Communicator's own calls: gloo, not counted
+            return False
+        here = fits and bool(inputs) and _all_cpu(inputs) and all(self._gather_buffer_ok(t) for t in inputs)
+        if not here:
+            self.allgather_calls["gloo"] += 1
+        return here
+
+    def _gather_buffer_ok(self, tensor: torch.Tensor) -> bool:
+        """Whether the table runs an artune algorithm on ``tensor``'s all-gather buffer (cached by its size)."""
+        nbytes = self.size() * tensor.numel() * tensor.element_size()
+        here = self._gather_ok.get(nbytes)
+        if here is None:
+            try:
+                comm = self.communicator()
+            except Exception:  # the all-gather goes to gloo, which reports its own errors
+                return False
+            dtype = _sum_dtype(nbytes)
+            here = 0 < nbytes <= GATHER_MAX_BYTES and comm.hosts == 1 and bool(comm.available(dtype, "sum"))
+            if here:
+                probe = torch.empty(nbytes // dtype.itemsize, dtype=dtype)
+                here = comm.decide(probe, "sum").algorithm != comm.baseline_for("cpu")
+            self._gather_ok[nbytes] = here
+        return here
+
+    def _gather(self, outputs: Any, inputs: list[torch.Tensor], unpack: Callable[..., None]) -> Any:
+        """Each input into this rank's slot of a zeroed buffer, the buffer summed as integers, ``unpack``ed."""
+        self.allgather_calls["artune"] += 1
+        try:
+            comm = self.communicator()
+            rank, size = self.rank(), self.size()
+            with self._inner_calls():
+                for k, tensor in enumerate(inputs):
+                    n = tensor.numel()
+                    buffer = torch.zeros(size * n, dtype=tensor.dtype)
+                    buffer[rank * n : (rank + 1) * n].copy_(tensor.reshape(-1))
+                    nbytes = buffer.numel() * buffer.element_size()
+                    comm.all_reduce(buffer.view(torch.uint8).view(_sum_dtype(nbytes)), "sum")
+                    unpack(outputs, k, buffer, size)
+        except Exception as err:  # reported by wait() and the future, as torch's works do
+            return ArtuneWork(_flat(outputs), err)
+        return ArtuneWork(_flat(outputs))
+
     # ------------------------------------------------------------ everything else: the inner groups
 
     def _inner_for(self, tensors: Sequence[torch.Tensor]) -> Any:
@@ -221,12 +289,16 @@ class ArtuneProcessGroup(dist.ProcessGroup):
         return self._track(inner.barrier(opts) if opts is not None else inner.barrier())
 
     def allgather(self, output_tensors: Any, input_tensors: Sequence[torch.Tensor], opts: Any) -> Any:
+        if self._gathers_here(input_tensors, _fits_list(output_tensors, input_tensors, self.size())):
+            return self._gather(output_tensors, input_tensors, _gather_into_list)
         return self._delegate(input_tensors, lambda inner: inner.allgather(output_tensors, input_tensors, opts))
 
     def allgather_coalesced(self, output_lists: Any, input_list: Sequence[torch.Tensor], opts: Any) -> Any:
         return self._delegate(input_list, lambda inner: inner.allgather_coalesced(output_lists, input_list, opts))
 
     def all_gather_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> Any:
+        if self._gathers_here((input,), _fits_tensor((output,), (input,), self.size())):
+            return self._gather([output], [input], _gather_into_tensor)
         return self._delegate((input,), lambda inner: inner._allgather_base(output, input, opts))
 
     def reduce_scatter_single(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> Any:
@@ -237,10 +309,11 @@ class ArtuneProcessGroup(dist.ProcessGroup):
     _reduce_scatter_base = reduce_scatter_single
 
     def all_gather_single_coalesced(self, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor], opts: Any):
+        if self._gathers_here(inputs, _fits_tensor(outputs, inputs, self.size())):
+            return self._gather(list(outputs), list(inputs), _gather_into_tensor)
         return self._pairwise(outputs, inputs, lambda inner, o, i: inner._allgather_base(o, i, opts))
 
-    def allgather_into_tensor_coalesced(self, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor], opts):
-        return self._pairwise(outputs, inputs, lambda inner, o, i: inner._allgather_base(o, i, opts))
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
 
     def reduce_scatter_single_coalesced(self, outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor], opts):
         return self._pairwise(outputs, inputs, lambda inner, o, i: inner._reduce_scatter_base(o, i, opts))
@@ -320,3 +393,38 @@ class ArtuneProcessGroup(dist.ProcessGroup):
 
 def _all_cpu(tensors: Sequence[torch.Tensor]) -> bool:
     return all(t.device.type == "cpu" for t in tensors)
+
+
+def _sum_dtype(nbytes: int) -> torch.dtype:
+    """The integer type an all-gather buffer of ``nbytes`` is summed as (whole words when they fit)."""
+    return torch.int32 if nbytes % 4 == 0 else torch.uint8
+
+
+def _fits_tensor(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor], size: int) -> bool:
+    """Each output is a CPU tensor of the input's dtype with world size times its elements."""
+    return len(outputs) == len(inputs) and all(
+        o.device.type == "cpu" and o.dtype == i.dtype and o.numel() == size * i.numel()
+        for o, i in zip(outputs, inputs, strict=True)
+    )
+
+
+def _fits_list(outputs: Sequence[Sequence[torch.Tensor]], inputs: Sequence[torch.Tensor], size: int) -> bool:
+    """Each input has a list of world-size CPU outputs shaped like it (``dist.all_gather``)."""
+    return len(outputs) == len(inputs) and all(
+        len(outs) == size
+        and all(o.device.type == "cpu" and o.dtype == i.dtype and o.numel() == i.numel() for o in outs)
+        for outs, i in zip(outputs, inputs, strict=True)
+    )
+
+
+def _gather_into_tensor(outputs: list[torch.Tensor], k: int, buffer: torch.Tensor, size: int) -> None:
+    outputs[k].copy_(buffer.view(outputs[k].shape))
+
+
+def _gather_into_list(outputs: list[list[torch.Tensor]], k: int, buffer: torch.Tensor, size: int) -> None:
+    for out, part in zip(outputs[k], buffer.chunk(size), strict=True):
+        out.copy_(part.view(out.shape))
+
+
+def _flat(outputs: Any) -> list[torch.Tensor]:
+    return [t for o in outputs for t in (o if isinstance(o, (list, tuple)) else [o])]

@@ -142,7 +142,16 @@ def run_diff(args: argparse.Namespace) -> int:
     import logging
 
     a, b = open_source(args.a), open_source(args.b)
-    logging.getLogger("artune.table.family").setLevel(logging.ERROR)  # borrowing is named in the output
+    family = logging.getLogger("artune.table.family")
+    level = family.level
+    family.setLevel(logging.ERROR)  # borrowing is named in the output; the level is restored for the caller
+    try:
+        return _print_diff(a, b, args)
+    finally:
+        family.setLevel(level)
+
+
+def _print_diff(a: Source, b: Source, args: argparse.Namespace) -> int:
     differ = 0
     for arch, ta, tb in _pairs(a, b, args.arch):
         found = diff_tables(ta, tb, args.world_size, args.mode)

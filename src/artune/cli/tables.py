@@ -14,11 +14,12 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from artune import settings
+from artune import catalog, settings
 from artune.catalog import DTYPES, SPECS
 from artune.errors import ArtuneError, TableError
 from artune.sizes import format_size, format_span, parse_size
 from artune.table.check import Finding, check_table, modelled_summary
+from artune.table.decide import decide
 from artune.table.family import TableSet
 from artune.table.io import dumps_table, load_table, table_to_dict
 from artune.table.model import MODES, Plan, Table
@@ -32,8 +33,10 @@ SOURCES = "FILE|reference:NAME|bundled:cpu|vllm:PATH|sglang:PATH[@ARCH]"
 
 def register(commands: Any) -> None:
     """Add the table sub-commands to the parser."""
-    check = commands.add_parser("check", help="lint tables; exit 1 when anything is found")
-    check.add_argument("tables", nargs="+", metavar=SOURCES)
+    check = commands.add_parser(
+        "check", help="lint tables (default: the one a Communicator here would use); exit 1 when anything is found"
+    )
+    check.add_argument("tables", nargs="*", metavar=SOURCES)
     check.add_argument(
         "--max-world-size",
         type=int,
@@ -72,11 +75,19 @@ def register(commands: Any) -> None:
         help="override: the band of NAME ends at SIZE (repeatable)",
     )
     explain.add_argument("--json", action="store_true", help="print the decision as one JSON object")
+    explain.add_argument(
+        "--as-written", action="store_true", help="an engine's rows as its file writes them, without its caps and clips"
+    )
     explain.set_defaults(run=run_explain)
 
-    show = commands.add_parser("show", help="print tables as band charts, TOML or JSON")
-    show.add_argument("tables", nargs="+", metavar=SOURCES)
+    show = commands.add_parser(
+        "show", help="print tables as band charts, TOML or JSON (default: the one a Communicator here would use)"
+    )
+    show.add_argument("tables", nargs="*", metavar=SOURCES)
     show.add_argument("--format", choices=("chart", "toml", "json"), default="chart")
+    show.add_argument(
+        "--as-written", action="store_true", help="an engine's rows as its file writes them, without its caps and clips"
+    )
     show.set_defaults(run=run_show)
 
 
@@ -146,24 +157,62 @@ def _label(table: Table) -> str:
 # ------------------------------------------------------------------ check
 
 
+def _selected() -> Source:
+    """The table a Communicator here would use, composed with the tables below it (``artune.table.selection``)."""
+    return Source([select_table(None, settings.from_env())])
+
+
+def coverage_notes(table: Table) -> list[Finding]:
+    """Notes on what an artune table does not cover, and which table answers there instead.
+
+    On a composed table, its plans taken from a later table; on a CPU table
+    by itself, what the bundled default would answer for it.
+    """
+    if table.rules != "artune":
+        return []
+    if not any(p.origin for p in table.plans) and table.platform.kind == "cpu":
+        from artune.table.bundled import cpu_default
+        from artune.table.selection import compose
+
+        table = compose([("this table", table), (f"the bundled default ({cpu_default().name})", cpu_default())])
+    return [
+        Finding(
+            table.name,
+            table.platform.arch,
+            plan.origin,
+            plan.world_size,
+            plan.mode,
+            severity="note",
+            hosts=plan.hosts,
+        )
+        for plan in table.plans
+        if plan.origin
+    ]
+
+
+def source_findings(source: Source, max_world_size: int | None = None) -> list[Finding]:
+    """What ``artune check`` prints for one source: an engine file's own findings (arch copies, holes,
+    clips, shadowed rows), then each table's lints and coverage notes."""
+    found = list(source.findings)
+    for table in source.tables:
+        found += [*check_table(table, max_world_size), *coverage_notes(table)]
+    return found
+
+
 def run_check(args: argparse.Namespace) -> int:
     """Print one line per finding; 0 clean, 1 findings, 2 unreadable."""
     found = 0
     unreadable = 0
-    for spec in args.tables:
+    for spec in args.tables or [None]:
         try:
-            source = open_source(spec)
+            source = open_source(spec) if spec is not None else _selected()
         except ArtuneError as err:
             print(f"{err}", file=sys.stderr)
             unreadable += 1
             continue
-        for finding in source.findings:  # an engine file's own: arch copies, holes, clips, shadowed rows
+        for finding in source_findings(source, args.max_world_size):
             print(finding)
-            found += 1
-        for table in source.tables:
-            for finding in check_table(table, args.max_world_size):
-                print(finding)
-                found += not finding.note
+            found += not finding.note
     if unreadable:
         return 2
     if found:
@@ -204,15 +253,13 @@ def run_explain(args: argparse.Namespace) -> int:
     else:
         table = select_table(None, env)  # the Communicator's choice, the environment's overrides applied
     table = apply_overrides(table, parse_overrides(args.algorithm, ",".join(args.bound) or None, "--algorithm/--bound"))
+    if args.as_written:
+        table = as_written(table)
     # the call a user of this table's platform makes: no multicast outside NVIDIA GPUs
     kind = table.platform.kind
     dtype = args.dtype or _DEFAULT_DTYPE[kind]
     multicast = kind == "cuda" and not args.no_multicast
-    unavailable = {
-        name: why
-        for name, spec in SPECS.items()
-        if (why := spec.conditions.unmet(args.world_size, dtype, nbytes, multicast) or spec.topology_unmet(args.hosts))
-    }
+    unavailable = catalog.unavailable(args.world_size, dtype, nbytes, multicast, args.hosts)
     if kind == "cpu" and args.world_size > 1:  # what a Communicator here would find in /dev/shm
         from artune.algorithms.shm import ShmOneShot, ShmTwoShot
         from artune.algorithms.shm.segment import shm_problem
@@ -226,7 +273,7 @@ def run_explain(args: argparse.Namespace) -> int:
     if not 1 <= args.hosts <= args.world_size:
         print(f"artune explain: --hosts must be from 1 to --world-size ({args.world_size})", file=sys.stderr)
         return 2
-    decision = table.decide(nbytes, args.world_size, args.mode, available, args.hosts)
+    decision = decide(table, nbytes, args.world_size, args.mode, available, args.hosts)
     note = ""
     if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
         note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
@@ -345,9 +392,13 @@ def _print_chart(table: Table, console: Console) -> None:
     grid.add_column("mode")
     grid.add_column(f"1KiB {'log2 size':^{_CHART_WIDTH - 10}} 1GiB", no_wrap=True)
     grid.add_column("bands (first available candidate wins)")
+    composed = any(plan.origin for plan in table.plans)
+    if composed:
+        grid.add_column("answered by")
     for plan in sorted(table.plans, key=lambda p: (p.hosts, p.world_size, p.mode)):
         ws = str(plan.world_size) + (f" ({plan.hosts} hosts)" if plan.hosts > 1 else "")
-        grid.add_row(ws, plan.mode, _chart(plan, colors), _bands_text(plan, colors))
+        row = [ws, plan.mode, _chart(plan, colors), _bands_text(plan, colors)]
+        grid.add_row(*row, *([plan.origin or "this table"] if composed else []))
     console.print(grid)
     params = {(p.topology.removeprefix("ws="), p.mode): p.params for p in table.plans if p.params}
     if params:
@@ -363,9 +414,18 @@ def _print_chart(table: Table, console: Console) -> None:
     console.print()
 
 
+def as_written(table: Table) -> Table:
+    """``table`` with each plan's bands as the engine's file writes them (itself for artune's tables)."""
+    if not any(plan.written for plan in table.plans):
+        return table
+    return table.with_changes(plans=tuple(plan.as_written() for plan in table.plans))
+
+
 def run_show(args: argparse.Namespace) -> int:
     """Print each table as a chart, TOML or JSON."""
-    tables = [t for spec in args.tables for t in open_tables(spec)]
+    tables = [t for spec in args.tables for t in open_tables(spec)] if args.tables else _selected().tables
+    if args.as_written:
+        tables = [as_written(t) for t in tables]
     if args.format == "json":
         print(json.dumps([table_to_dict(t) for t in tables], indent=1))
     elif args.format == "toml":

@@ -61,7 +61,8 @@ from artune.communicator.agreement import RankFacts, agree
 from artune.communicator.selfcheck import self_check
 from artune.errors import ArtuneError, CommunicatorClosed, PeerTimeout
 from artune.sizes import format_size
-from artune.table.decide import Decision
+from artune.table.decide import Decision, decide
+from artune.table.io import digest
 from artune.table.model import Table
 from artune.table.selection import select_table
 
@@ -177,7 +178,7 @@ class Communicator:
         buffer_bytes = int(buffer_bytes if buffer_bytes is not None else env.shm_bytes)
         facts = RankFacts(
             version=__version__,
-            table_digest="+".join(t.digest for t in self.tables.values()),
+            table_digest="+".join(digest(t) for t in self.tables.values()),
             table_name=" + ".join(t.name for t in self.tables.values()),
             forced=self.table.forced,
             mode=mode,
@@ -296,7 +297,7 @@ class Communicator:
         fits = set(usable)
         skipped: list[str] = []
         while True:
-            decision = table.decide(nbytes, self.world_size, mode, frozenset(fits), self.hosts)
+            decision = decide(table, nbytes, self.world_size, mode, frozenset(fits), self.hosts)
             if decision.algorithm not in fits:
                 break
             why = self._algorithms.by_name[decision.algorithm].unfit(nbytes, tensor.dtype)

@@ -1,9 +1,9 @@
 """The engines' own files in and out.
 
-Readers turn an engine's table file (from a checkout, or a pull request)
-into artune tables: ``vllm_read`` (constant expressions, restricted
-evaluation) and ``sglang_read`` (the configs' code, interpreted by
-``pyeval``, never run). Writers print paste-ready text in the engine's
+Readers turn an engine's table file (from a checkout, a released wheel, or a
+pull request) into artune tables: ``vllm_read`` (constant expressions,
+restricted evaluation) and ``sglang_read`` (the configs' and the
+communicator's code, interpreted by ``pyeval``, never run). Writers print paste-ready text in the engine's
 current shape: ``vllm_write``, ``sglang_write``, ``nccl_write``. A table
 source ``vllm:PATH`` or ``sglang:PATH`` is accepted wherever a table is.
 """
@@ -40,7 +40,13 @@ def read_engine(engine: str, path: str) -> EngineImport:
 
 
 def engine_source(spec: str) -> tuple[str, str] | None:
-    """``("vllm", PATH)`` for ``"vllm:PATH"`` (likewise sglang); ``None`` for any other table name."""
+    """``("vllm", PATH)`` for ``"vllm:PATH"`` (likewise sglang), and for a release ``"vllm==0.33.0"`` the
+    folder it is unpacked to (``artune.formats.releases``); ``None`` for any other table name."""
+    from artune.formats.releases import fetch_release, release_spec
+
+    release = release_spec(spec)
+    if release is not None:
+        return release[0], str(fetch_release(*release))
     engine, sep, path = spec.partition(":")
     if sep and engine in ENGINES:
         if not path:

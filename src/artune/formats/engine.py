@@ -36,8 +36,16 @@ class FindingSink:
     findings: list[Finding] = field(default_factory=list)
     groups: dict[tuple[str, str], list[tuple[str, int, str | None]]] = field(default_factory=dict)
 
-    def add(self, source: str, arch: str, message: str, world_size: int | None = None, mode: str | None = None) -> None:
-        self.findings.append(Finding(self.table, arch, message, world_size, mode, source))
+    def add(
+        self,
+        source: str,
+        arch: str,
+        message: str,
+        world_size: int | None = None,
+        mode: str | None = None,
+        severity: str = "warning",
+    ) -> None:
+        self.findings.append(Finding(self.table, arch, message, world_size, mode, source, severity))
 
     def copied(self, source: str, arch: str, parent: str, equal: int, total: int) -> None:
         """An arch whose rows equal ``parent``'s (``copied_archs``): the reviewer asks whether it was measured."""

@@ -1,21 +1,32 @@
-"""Read SGLang's custom all-reduce v2 configs from a checkout (``artune import sglang PATH``, ``sglang:PATH``).
+"""Read SGLang's custom all-reduce v2 from a checkout or a release (``artune import sglang PATH``, ``sglang:PATH``,
+``sglang==0.5.23``).
 
-``artune.formats.sglang_shapes`` reads the configs file, whatever its
-shape, into rules and block counts per arch and world size, interpreting it
-and never running it; this module turns those into tables and the
-reviewers' findings. The figures are kept as written; where SGLang's 16 MiB
-default workspace (``SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB``) clips a
-bound, a finding says so. Multinode push bands become extra tables keyed
-``ARCH/multinode`` (their eager heuristic replaced, as SGLang does).
+Where the communicator (``custom_all_reduce_v2.py``) is there, as in every
+checkout and released wheel, SGLang's own code says how it decides: which
+world sizes it takes, how ``CustomAllReduceV2.__init__`` sizes each config,
+and the order its dispatch function tries the algorithms in
+(``artune.formats.sglang_release``, ``sglang_dispatch``). Both layouts are
+accepted: a checkout's ``python/sglang/...`` and a wheel's ``sglang/...``.
+
+A configs file on its own (a pull request's, or the shapes in
+``artune.formats.sglang_shapes`` that never shipped) has no dispatch beside
+it: its rows are read in the order SGLang's ``Heuristic`` documents, every
+bound clipped to the 16 MiB default workspace as ``__init__`` does, and a
+field that order does not cover is refused. Multinode push bands become
+extra tables keyed ``ARCH/multinode`` (their eager heuristic replaced, as
+SGLang does).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
 
 from artune.formats.engine import EngineImport, FindingSink
 from artune.formats.pyeval import Record
+from artune.formats.sglang_dispatch import CLASS, Files
+from artune.formats.sglang_release import build_release
 from artune.formats.sglang_shapes import ArchConfig, Configs, Shape, rows
 from artune.formats.source import SourceFile, describe, find_files, read_source
 from artune.sizes import format_size
@@ -24,11 +35,14 @@ from artune.table.family import TableSet
 from artune.table.model import ParamValue, Plan, Platform, Provenance, Table, freeze_params
 from artune.table.references.rules import Rule, bands_from_rules
 
-FILES = (
-    "python/sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py",
-    "python/sglang/srt/distributed/device_communicators/config/custom_all_reduce_v2_tuning.py",
-    "python/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py",
-)
+_DIR = "sglang/srt/distributed/device_communicators"
+CONFIGS = f"{_DIR}/configs/custom_all_reduce_v2.py"
+TUNING = f"{_DIR}/config/custom_all_reduce_v2_tuning.py"
+COMMUNICATOR = f"{_DIR}/custom_all_reduce_v2.py"
+DISPATCHER = f"{_DIR}/custom_all_reduce.py"
+ENVIRON = "sglang/srt/environ.py"
+LAYOUTS = ("python/", "")  # a checkout's, a wheel's
+FILES = tuple(f"{prefix}{rel}" for prefix in LAYOUTS for rel in (CONFIGS, TUNING, COMMUNICATOR))
 WORKSPACE = 16 * 1024 * 1024  # SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB default: 16 MiB
 FALLBACK = "nccl"
 
@@ -45,13 +59,37 @@ def _params(rules: tuple[Rule, ...], cfg: ArchConfig) -> dict[str, dict[str, Par
     return {name: {"blocks": grid[name]} for name in used if grid.get(name) is not None}
 
 
+_CLIP_NOTE = (
+    f"SGLang's {format_size(WORKSPACE)} default workspace (SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB) clips every "
+    "bound to it, as CustomAllReduceV2.__init__ does, and nccl runs above (no communicator beside this file: the "
+    "clip is assumed, not read)"
+)
+
+
+def _clip(rule: Rule) -> Rule:
+    """A bound as the default workspace leaves it: ``min(bound, 16 MiB)`` at both ends (``Range.clip``)."""
+    return Rule(rule.algorithm, min(rule.lo, WORKSPACE), min(rule.hi, WORKSPACE))
+
+
 def _plans(configs: Configs) -> tuple[Plan, ...]:
     plans = []
     for ws, cfg in sorted(configs.items()):
         for mode, rules in (("graph", cfg.graph), ("eager", cfg.eager)):
-            bands = bands_from_rules(rules, FALLBACK)
-            live = tuple(r for r in rules if any(r.algorithm in b.candidates for b in bands))
-            plans.append(Plan(ws, mode, bands, FALLBACK, freeze_params(_params(live, cfg))))
+            written = bands_from_rules(rules, FALLBACK)
+            bands = bands_from_rules(tuple(_clip(r) for r in rules), FALLBACK)
+            live = tuple(r for r in rules if any(r.algorithm in b.candidates for b in (*bands, *written)))
+            clipped = bands != written
+            plans.append(
+                Plan(
+                    ws,
+                    mode,
+                    bands,
+                    FALLBACK,
+                    freeze_params(_params(live, cfg)),
+                    written=written if clipped else (),
+                    notes=(_CLIP_NOTE,) if clipped else (),
+                )
+            )
     return tuple(plans)
 
 
@@ -85,7 +123,7 @@ def build(source: SourceFile) -> EngineImport:
 
     def table(platform: Platform, configs: Configs, about: str) -> Table:
         provenance = Provenance("published", tool="sglang", notes=f"{notes}; {about}")
-        return Table(platform, provenance, _plans(configs), origin=origin)
+        return Table(platform, provenance, _plans(configs), rules="sglang", origin=origin)
 
     tables = {arch: table(Platform("cuda", arch), c, f"arch {arch}") for arch, c in found.items()}
     for arch, configs in _multinode(shape, found).items():
@@ -93,10 +131,40 @@ def build(source: SourceFile) -> EngineImport:
         tables[f"{arch}/multinode"] = table(Platform("cuda", arch, "multinode"), configs, about)
     default_table = table(Platform("cuda", "default"), default, "SGLang's default for other archs") if default else None
     sink = FindingSink(origin)
-    _findings(source, found, default, sink)
-    return EngineImport(
-        "sglang", TableSet(origin, "cuda", MappingProxyType(tables), default_table), sink.done(), (source,)
+    sink.add(
+        f"{source.path}:1",
+        "all",
+        f"no {CLASS} beside this configs file: its rows are read in the order SGLang's Heuristic documents, "
+        "clipped to the default workspace (give the checkout or the release to read SGLang's own dispatch)",
+        severity="note",
     )
+    _findings(source, found, default, sink)
+    sglang_arch = _engine_arch(shape, found, tables, default_table, origin)
+    table_set = TableSet(
+        origin, "cuda", MappingProxyType(tables), default_table, rules="sglang", engine_arch=sglang_arch
+    )
+    return EngineImport("sglang", table_set, sink.done(), (source,))
+
+
+def _engine_arch(
+    shape: Shape, found: dict[str, Configs], tables: dict[str, Table], default: Table | None, origin: str
+) -> Callable[[str], Table | None]:
+    """What SGLang's dispatch in ``shape``'s file gives an arch with no table of its own: the table of the arch
+    whose rows it gets (block counts, which follow the SM count, aside), or None for the default."""
+    thresholds = {arch: {ws: (c.graph, c.eager) for ws, c in configs.items()} for arch, configs in found.items()}
+
+    def engine_arch(arch: str) -> Table | None:
+        major, dot, minor = arch.partition(".")
+        if not (dot and major.isdigit() and minor.isdigit()) or shape.is_tunings:
+            return None
+        mine = {ws: (c.graph, c.eager) for ws, c in shape.configs_for((int(major), int(minor)), None).items()}
+        twin = next((a for a, rows in thresholds.items() if rows == mine), None)
+        if twin is None:
+            return None
+        note = f"arch {arch} has no configs of its own in {origin}; SGLang's dispatch gives it arch {twin}'s"
+        return tables[twin].with_changes(borrowed=(note,))
+
+    return engine_arch
 
 
 def _findings(source: SourceFile, found: dict[str, Configs], default: Configs, sink: FindingSink) -> None:
@@ -130,6 +198,20 @@ def _findings(source: SourceFile, found: dict[str, Configs], default: Configs, s
 
 
 def read_sglang(path: str) -> EngineImport:
-    """SGLang's v2 configs from a checkout or the configs file itself."""
-    _base, found = find_files(path, FILES, "SGLang")
+    """SGLang's custom all-reduve v2 from a checkout, a release's unpacked wheel, or one of its files."""
+    base, found = find_files(path, FILES, "SGLang")
+    if base.is_file():
+        source = read_source(base)
+        if f"class {CLASS}" in source.text:
+            return build_release(Files(source))
+        return build(source)
+    for prefix in LAYOUTS:
+        communicator = base / prefix / COMMUNICATOR
+        if communicator.is_file():
+            optional = [base / prefix / rel for rel in (CONFIGS, ENVIRON, DISPATCHER)]
+            configs, environ, dispatcher = (read_source(p) if p.is_file() else None for p in optional)
+            source = read_source(communicator)
+            if f"class {CLASS}" in source.text:
+                return build_release(Files(source, configs, environ, dispatcher))
+            return build(configs or source)
     return build(read_source(found[0]))

@@ -38,20 +38,12 @@ from typing import Any
 from artune.errors import TableError
 from artune.formats.engine import short
 from artune.formats.pyeval import Function, Interpreter, Raised, Record, Symbol, parse
+from artune.formats.sglang_rules import DEFAULT_PROBE, PROBES
 from artune.formats.source import SourceFile
 from artune.table.model import ParamValue
 from artune.table.references.rules import Rule, upto
 
 MB = 1024 * 1024
-# probed (major, minor) and the SM count given (None: the symbol ``sms``)
-PROBES: tuple[tuple[tuple[int, int], int | None], ...] = (
-    ((9, 0), 132),
-    ((10, 0), 148),
-    ((10, 3), 148),
-    ((10, 7), None),
-    ((12, 0), None),
-)
-DEFAULT_PROBE = ((8, 0), None)
 _TUNINGS = re.compile(r"^_sm(\d{2,3})_tunings$")
 _ALGOS = {
     "ONE_SHOT_PUSH": "1shot_push",
@@ -177,7 +169,12 @@ class Shape:
             raise self.fail(f"{h.type.name} has fields {list(fields)}, not SGLang's Heuristic ones", line)
         unknown = set(fields) - {*_HEURISTIC, "mc", "lamport", "two_shot_push", "two_shot_push_mc"}
         if unknown:
-            raise self.fail(f"{h.type.name} field(s) {sorted(unknown)} are not understood", line)
+            raise self.fail(
+                f"{h.type.name} field(s) {sorted(unknown)} are not understood without SGLang's dispatch, which "
+                "orders them: give the checkout or the release (artune then reads CustomAllReduceV2's dispatch in "
+                "custom_all_reduce_v2.py beside configs/), not the configs file alone",
+                line,
+            )
         ordered: list[Rule | None] = []
         if "lamport" in fields:
             ordered.append(self.range_rule("2shot_lamport", h.get("lamport"), line))
@@ -311,6 +308,11 @@ class Shape:
             out[ws] = ArchConfig(rules, rules, "sms", "sms", None, line)
         return out
 
+    @property
+    def is_tunings(self) -> bool:
+        """Shape E: ``_smXY_tunings`` per arch, dispatched elsewhere."""
+        return any(_TUNINGS.match(name) for name in self.names)
+
     def tunings(self) -> tuple[dict[str, Configs], Configs]:
         """Shape E: ``_smXY_tunings(num_sm)`` per arch (the dispatch is elsewhere), ``_default_tunings``."""
         sms = {f"{cap[0]}.{cap[1]}": num_sm for cap, num_sm in PROBES}
@@ -334,7 +336,7 @@ class Shape:
 
     def probe(self) -> tuple[dict[str, Configs], Configs]:
         """Arch -> configs (each arch whose answer differs) and the default, whichever shape the file is."""
-        if any(_TUNINGS.match(name) for name in self.names):
+        if self.is_tunings:
             return self.tunings()
         found: dict[str, Configs] = {}
         default = self.configs_for(*DEFAULT_PROBE)

@@ -8,9 +8,11 @@ where it is a candidate, ``1shot_pull`` likewise (at least the push bound),
 come from the plan's ``blocks`` parameters (``"sms"`` is written
 ``num_sm``). A CPU table maps by role, stated on stderr: ``shm_one_shot``
 is written as one-shot push, ``shm_two_shot`` as two-shot pull, the process
-group as SGLang's nccl fallback, with ``blocks = num_sm``. The text is read
-back with ``artune.formats.sglang_read`` and compared with the table: every
-difference is listed in ``Export.dropped``. ``standalone`` wraps the
+group as SGLang's nccl fallback, with ``blocks = num_sm``. An engine's table is
+written as its file writes it (``Plan.written``: SGLang clips the rows to its
+workspace again when it runs them). The text is read back with
+``artune.formats.sglang_read`` and compared, as written, with the table:
+every difference is listed in ``Export.dropped``. ``standalone`` wraps the
 function in the record classes and the capability dispatch, so that the
 output is a whole configs file ``artune import sglang`` reads.
 """
@@ -157,6 +159,14 @@ def _mapped(table: Table) -> tuple[Table, list[str]]:
     return table.with_changes(plans=tuple(plans)), [note]
 
 
+def as_written(table: Table) -> Table:
+    """``table`` with the rows its engine's file writes (an engine's caps and clips undone): what an export
+    writes back, since the engine applies them again when it reads the file."""
+    if not any(plan.written for plan in table.plans):
+        return table
+    return table.with_changes(plans=tuple(plan.as_written() for plan in table.plans))
+
+
 def function_name(arch: str) -> str:
     """``_sm107_configs`` for arch ``10.7``."""
     major, dot, minor = arch.partition(".")
@@ -169,7 +179,7 @@ def export_sglang(table: Table, command: str, arch: str | None = None, standalon
     """``_smXYZ_configs(num_sm)`` for ``table`` (keyed by ``arch``, default the table's)."""
     arch = arch or table.platform.arch
     name = function_name(arch)
-    work, notes = _mapped(table)
+    work, notes = _mapped(as_written(table))
     lines = provenance_lines(table, command)
     if arch != table.platform.arch:
         lines.append(f"# written as arch {arch} (the table is for {table.platform.arch})")
@@ -191,7 +201,7 @@ def export_sglang(table: Table, command: str, arch: str | None = None, standalon
     lines += ["    }", ""]
     body = "\n".join(lines)
     module = _module(body, name, arch)
-    written = build(SourceFile("<export>", module)).tables.tables[arch]
+    written = as_written(build(SourceFile("<export>", module)).tables.tables[arch])
     dropped = [*notes, *differences(work, written)]
     if any(p.open_ended for p in work.plans):
         dropped.append(

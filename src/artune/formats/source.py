@@ -53,7 +53,9 @@ def read_source(path: Path, commit: str | None = None) -> SourceFile:
         raise TableError(f"{path}: cannot read: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
         raise TableError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
-    return SourceFile(str(path), text, git_commit(path) if commit is None else commit)
+    from artune.formats.releases import display_path
+
+    return SourceFile(display_path(path), text, git_commit(path) if commit is None else commit)
 
 
 def find_files(root: str, candidates: tuple[str, ...], what: str) -> tuple[Path, list[Path]]:

@@ -1,167 +1,210 @@
-"""Read vLLM's all-reduce tables from a checkout (``artune import vllm PATH``, ``vllm:PATH``).
+"""Read vLLM's all-reduce dispatch from a checkout or a release (``artune import vllm PATH``, ``vllm==0.33.0``).
 
-``artune.formats.vllm_figures`` reads the files' tables as data; this
-module turns them into artune tables and the reviewers' findings. The tables
-decide as vLLM does with its default environment: ``custom_ar``
-below its limit, then torch symmetric memory (``symm_mem_multimem`` for the
-multimem world sizes, else ``symm_mem_two_shot``), then ``nccl``; the
-figures are kept as written, like ``reference:vllm``. NCCL symmetric memory
-and FlashInfer are opt-in (``VLLM_USE_NCCL_SYMM_MEM``,
-``VLLM_ALLREDUCE_USE_FLASHINFER``): they are read, validated and checked,
-not planned. Where the file makes vLLM raise or clip, a finding says so.
+``artune.formats.vllm_figures`` reads the files' tables and the facts of
+their code; ``artune.formats.vllm_rules`` says what vLLM runs with them by
+default, and this module turns that into artune tables and the reviewers'
+findings. A release whose code turns on a path artune does not plan is
+refused with a message naming it, never guessed. Where the files make vLLM
+raise, clip a row or never use one, a finding says so, one line per problem.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from types import MappingProxyType
 
+from artune.errors import TableError
 from artune.formats.engine import EngineImport, FindingSink
 from artune.formats.source import SourceFile, describe, find_files, read_source
 from artune.formats.vllm_figures import (
     CUSTOM_AR,
+    CUSTOM_AR_FILE,
     FI_FUSION,
+    FI_MNNVL,
     FI_ONESHOT,
     FILES,
     MULTIMEM,
     SYMM_MEM,
+    UTILS,
     Figures,
     read_figures,
 )
+from artune.formats.vllm_rules import SYMM_NAMES, Dispatch, default_path, paths, planned_archs, table_set, world_sizes
 from artune.sizes import format_size
-from artune.table.check import copied_archs
-from artune.table.family import TableSet
-from artune.table.model import MODES, Plan, Platform, Provenance, Table
-from artune.table.references.rules import Rule, bands_from_rules, below, upto
+from artune.table.check import _ranges, copied_archs, shadowed_rules
+from artune.table.model import Provenance
 
-CUSTOM_AR_DEFAULT = 8192 * 1024  # CustomAllreduce(max_size=8192 * 1024): it clips the table
-CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)
+CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)  # vLLM's _SUPPORTED_WORLD_SIZES where its file is not read
 FI_ONESHOT_CAP_MB = 64  # "OneShot max size is at most 64MB / world size (FlashInfer restriction)"
-FALLBACK = "nccl"
+#: the switches of the newest releases read (0.29-0.33), assumed where a checkout's envs.py is not given
+NEWEST_DEFAULTS = {
+    "VLLM_ALLREDUCE_USE_SYMM_MEM": True,
+    "VLLM_ALLREDUCE_USE_FLASHINFER": True,
+    "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "auto",
+}
+#: paths that are off by default on CUDA; a release that turns one on by default is refused
+UNPLANNED = {
+    "VLLM_USE_NCCL_SYMM_MEM": "NCCL symmetric memory",
+    "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC": "FlashInfer's PCIe IPC all-reduce",
+    "VLLM_BATCH_INVARIANT": "batch-invariant mode",
+}
 
 
-def _multimem(figures: Figures, arch: str) -> list[int] | None:
-    if figures.multimem is None:  # symm_mem.py not read: vLLM's multimem sizes are not known
-        return None
-    return figures.multimem.get(arch)
+def release_name(files: list[SourceFile]) -> str:
+    """``vLLM 0.33.0`` for a cached release's files, ``vllm:PATH`` otherwise."""
+    head = files[0].path.split("/", 1)[0]
+    return f"vLLM {head.partition('==')[2]}" if head.startswith("vllm==") else f"vllm:{files[0].label}"
 
 
-def arch_rules(figures: Figures, arch: str, world_size: int) -> list[Rule]:
-    """vLLM's first-match rules for one arch and world size, the figures as written."""
-    rules: list[Rule] = []
-    if arch in figures.custom_ar:
-        limit = figures.custom_ar[arch].get(world_size)
-        if limit is not None:
-            rules.append(below("custom_ar", limit))
-    elif world_size in CUSTOM_AR_WORLD_SIZES:
-        rules.append(below("custom_ar", CUSTOM_AR_DEFAULT))
-    symm = figures.symm_mem.get(arch, {}).get(world_size)
-    multimem = _multimem(figures, arch)
-    if symm is not None and (multimem is not None or figures.multimem is None):
-        name = "symm_mem_multimem" if multimem and world_size in multimem else "symm_mem_two_shot"
-        rules.append(upto(name, symm) if figures.symm_inclusive else below(name, symm))
-    return rules
-
-
-def _world_sizes(figures: Figures, arch: str) -> list[int]:
-    sizes = set(figures.custom_ar.get(arch, {})) | set(figures.symm_mem.get(arch, {}))
-    if arch not in figures.custom_ar:
-        sizes |= set(CUSTOM_AR_WORLD_SIZES)
-    return sorted(sizes)
-
-
-def _plans(rules_for: Mapping[int, list[Rule]]) -> tuple[Plan, ...]:
-    return tuple(
-        Plan(ws, mode, bands_from_rules(rules, FALLBACK), FALLBACK)
-        for ws, rules in sorted(rules_for.items())
-        for mode in MODES
+def dispatch(figures: Figures, release: str) -> tuple[Dispatch, list[str]]:
+    """What ``figures`` run by default, and what had to be assumed because a file was not read."""
+    code, assumed = figures.code, []
+    env = code.env
+    if env is None:
+        env = NEWEST_DEFAULTS
+        assumed.append("envs.py not read: vLLM 0.29-0.33's defaults (symmetric memory and FlashInfer's all-reduce on)")
+    for name, what in UNPLANNED.items():
+        if env.get(name):
+            raise TableError(f"{release}: {name} defaults to on, so {what} runs by default; artune does not plan it")
+    order = code.order or ("flashinfer_ar", "custom_ar", "symm_mem")
+    flashinfer = bool(env.get("VLLM_ALLREDUCE_USE_FLASHINFER")) and "flashinfer_ar" in order
+    if flashinfer and code.fi_inclusive is None:
+        raise TableError(
+            f"{release}: FlashInfer's all-reduce is on by default, and should_use_fi_ar's size test "
+            "is not 'nbytes > self.max_workspace_size': artune does not know what it takes"
+        )
+    if code.custom_ar_world_sizes is None:
+        assumed.append("custom_all_reduce.py not read: CustomAllreduce's 8 MiB default at world sizes 2, 4, 6, 8")
+    sizes = code.custom_ar_world_sizes or CUSTOM_AR_WORLD_SIZES
+    if code.custom_ar_ws_limit is not None:
+        sizes = tuple(ws for ws in sizes if ws <= code.custom_ar_ws_limit)
+    d = Dispatch(
+        release=release,
+        custom_ar=figures.custom_ar or {},
+        symm_mem=figures.symm_mem,
+        multimem=figures.multimem,
+        fi_sizes_mb=figures.fi_fusion or {},
+        fi_tuned_mb=figures.fi_mnnvl or {},
+        custom_ar_on=code.custom_ar_enabled is not False,
+        custom_ar_max=code.custom_ar_max or 8192 * 1024,
+        custom_ar_world_sizes=sizes,
+        custom_ar_inclusive=code.custom_ar_inclusive,
+        custom_ar_needs_symm=code.custom_ar_needs_symm,
+        custom_ar_checks_ws=code.custom_ar_checks_ws,
+        symm_mem_on=bool(env.get("VLLM_ALLREDUCE_USE_SYMM_MEM")),
+        symm_inclusive=figures.symm_inclusive,
+        flashinfer_on=flashinfer,
+        fi_tuned_on=env.get("VLLM_FLASHINFER_ALLREDUCE_BACKEND", "auto") in ("auto", "mnnvl"),
+        fi_inclusive=bool(code.fi_inclusive),
+        fi_tuned_offset=code.fi_tuned_offset,
+        order=order,
     )
+    return d, assumed
+
+
+def _describe(files: list[SourceFile]) -> str:
+    """The files read, as ``describe`` says it; a release's as ``vllm==0.33.0: a.py, b.py``."""
+    heads = {f.path.split("/", 1)[0] for f in files}
+    if len(heads) == 1 and next(iter(heads)).startswith("vllm=="):
+        return f"{next(iter(heads))}: {', '.join(f.path.rsplit('/', 1)[-1] for f in files)}"
+    return describe(files)
 
 
 def _row_tables(figures: Figures) -> dict[str, Mapping[str, object]]:
-    tables: dict[str, Mapping[str, object]] = {CUSTOM_AR: figures.custom_ar}
+    tables: dict[str, Mapping[str, object]] = {CUSTOM_AR: figures.custom_ar or {}}
     if figures.symm_mem:
         tables[SYMM_MEM] = figures.symm_mem
     if figures.multimem is not None:
         tables[MULTIMEM] = {k: sorted(v) for k, v in figures.multimem.items()}
-    return tables  # the dispatch path's tables; FlashInfer's are a separate, opt-in feature
+    return tables  # the tables a new arch's rows are copied into; FlashInfer's are keyed and tuned apart
 
 
 def build(figures: Figures, files: list[SourceFile]) -> EngineImport:
     """The tables and findings of vLLM ``figures`` read from ``files``."""
     origin = f"vllm:{files[0].label}"
+    release = release_name(files)
+    d, assumed = dispatch(figures, release)
     copies = {arch: (parent, equal, total) for arch, parent, equal, total in copied_archs(_row_tables(figures))}
-    read = describe(files)
-    compare = "<=" if figures.symm_inclusive else "<"
-    tables: dict[str, Table] = {}
-    for arch in dict.fromkeys([*figures.custom_ar, *figures.symm_mem]):
+    read = _describe(files)
+    runs = f"what {release} runs by default"
+    extra = f"; {'; '.join(assumed)}" if assumed else ""
+
+    def provenance(arch: str) -> Provenance:
         if arch in copies:
             parent, equal, total = copies[arch]
-            provenance = Provenance(
+            return Provenance(
                 source="inherited",
                 inherited_from=parent,
                 tool="vllm",
-                notes=f"vLLM's {arch} rows equal {parent}'s in {equal} of {total} tables ({read})",
+                notes=f"vLLM's {arch} rows equal {parent}'s in {equal} of {total} tables; {runs} ({read}){extra}",
             )
-        else:
-            provenance = Provenance(
-                source="published",
-                tool="vllm",
-                notes=(
-                    f"vLLM's custom all-reduce (<) and torch symmetric-memory ({compare}) limits for {arch}, "
-                    f"read from {read}"
-                ),
-            )
-        rules = {ws: arch_rules(figures, arch, ws) for ws in _world_sizes(figures, arch)}
-        tables[arch] = Table(Platform("cuda", arch), provenance, _plans(rules), origin=origin)
-    default_rules = {ws: [below("custom_ar", CUSTOM_AR_DEFAULT)] for ws in CUSTOM_AR_WORLD_SIZES}
-    default = Table(
-        Platform("cuda", "default"),
-        Provenance(
-            source="published",
-            tool="vllm",
-            notes=f"vLLM on an arch missing from its tables: custom all-reduce below 8 MiB ({read})",
-        ),
-        _plans(default_rules),
-        origin=origin,
+        return Provenance(source="published", tool="vllm", notes=f"{runs} on {arch} ({read}){extra}")
+
+    default = Provenance(
+        source="published",
+        tool="vllm",
+        notes=f"{runs} on an arch missing from its tables: {default_path(d)} ({read}){extra}",
     )
+    tables = table_set(d, origin, provenance, default)
     sink = FindingSink(origin)
-    _findings(figures, copies, sink)
-    return EngineImport("vllm", TableSet(origin, "cuda", MappingProxyType(tables), default), sink.done(), tuple(files))
+    _findings(figures, d, copies, files[0].path, sink)
+    return EngineImport("vllm", tables, sink.done(), tuple(files))
 
 
-def _findings(figures: Figures, copies: dict[str, tuple[str, int, int]], sink: FindingSink) -> None:
+def _findings(
+    figures: Figures, d: Dispatch, copies: dict[str, tuple[str, int, int]], first: str, sink: FindingSink
+) -> None:
+    where = figures.line(CUSTOM_AR) or first
+    if figures.custom_ar is None:
+        sink.add(
+            first,
+            "*",
+            f"{d.release} has no per-arch tables (no {CUSTOM_AR}): on every arch it runs {default_path(d)}",
+            severity="note",
+        )
+        return
     for arch, (parent, equal, total) in copies.items():
-        sink.copied(figures.line(CUSTOM_AR, arch), arch, parent, equal, total)
-    for arch, rows in figures.custom_ar.items():
-        for ws in CUSTOM_AR_WORLD_SIZES:
-            if ws not in rows:
-                sink.add(
-                    figures.line(CUSTOM_AR, arch),
-                    arch,
-                    f"{CUSTOM_AR}[{arch!r}] has no world size {ws}: CustomAllreduce raises KeyError at start-up "
-                    "(every listed arch must list 2, 4, 6 and 8)",
-                    ws,
-                )
-        for ws, limit in rows.items():
-            if limit > CUSTOM_AR_DEFAULT:
-                sink.add(
-                    figures.line(CUSTOM_AR, arch, ws),
-                    arch,
-                    f"custom_ar bound {format_size(limit)} is clipped to {format_size(CUSTOM_AR_DEFAULT)} by "
-                    "CustomAllreduce's default max_size (8192 * 1024): sizes from 8MiB go to the next rule",
-                    ws,
-                )
+        fi = "" if figures.fi_fusion is None else _fi_step(figures, arch, parent)
+        sink.add(
+            figures.line(CUSTOM_AR, arch),
+            arch,
+            f"{arch} = {parent} in {equal} of {total} tables: measured, or inherited?{fi}",
+        )
+    _raises(figures, d, sink)
+    _unused_rows(figures, d, sink)
+    _capped(figures, d, sink)
+    _no_path(figures, d, where, sink)
+    _never_run(figures, d, sink)
+    _fi_findings(figures, d, sink)
+
+
+def _fi_step(figures: Figures, arch: str, parent: str) -> str:
+    mine, theirs = (figures.fi_fusion or {}).get(arch), (figures.fi_fusion or {}).get(parent) or {}
+    if mine is None or mine == theirs:
+        return ""
+    moved = [
+        f"ws {ws}: {_mb(mine.get(ws))} ({parent}: {_mb(theirs.get(ws))})"
+        for ws in sorted({*mine, *theirs})
+        if mine.get(ws) != theirs.get(ws)
+    ]
+    return f"; its {FI_FUSION} row differs: {', '.join(moved)}"
+
+
+def _mb(value: float | None) -> str:
+    return "none" if value is None else f"{value:g} MB"
+
+
+def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
+    for arch in planned_archs(d):
+        seen: set[str] = set()
+        for ws in world_sizes(d, arch):
+            for error in paths(d, arch, ws).errors:
+                if error not in seen:  # the multimem KeyError is the arch's, not one world size's
+                    seen.add(error)
+                    table = MULTIMEM if MULTIMEM in error else CUSTOM_AR
+                    where = ws if f"world size {ws}" in error else None
+                    sink.add(figures.line(table, arch), arch, error, where, severity="error")
     if figures.multimem is not None:
-        for arch in figures.symm_mem:
-            if arch not in figures.multimem:
-                sink.add(
-                    figures.line(SYMM_MEM, arch),
-                    arch,
-                    f"{arch} is in {SYMM_MEM} but not in {MULTIMEM}: SymmMemCommunicator raises KeyError "
-                    "(the two tables must stay in step)",
-                )
         for arch, sizes in figures.multimem.items():
             if arch not in figures.symm_mem:
                 sink.add(
@@ -178,22 +221,95 @@ def _findings(figures: Figures, copies: dict[str, tuple[str, int, int]], sink: F
                     arch,
                     f"{MULTIMEM}[{arch!r}] lists world sizes {unused} that {SYMM_MEM} does not: never used",
                 )
-    planned = {ws for rows in (*figures.custom_ar.values(), *figures.symm_mem.values()) for ws in rows}
-    through = [ws for ws in range(2, max(planned | {8}) + 1) if ws not in planned]
-    if through:
+
+
+def _unused_rows(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
+    """Rows that vLLM's defaults never read: the symmetric-memory path off, or custom_ar's row without it."""
+    if not d.symm_mem_on and (figures.symm_mem or figures.custom_ar):
         sink.add(
-            figures.line(CUSTOM_AR),
+            figures.line(SYMM_MEM) or figures.line(CUSTOM_AR),
             "*",
-            f"world sizes {', '.join(map(str, through))} are in no table: vLLM sends every size to nccl there, "
-            "silently",
+            f"VLLM_ALLREDUCE_USE_SYMM_MEM is off by default in {d.release}: neither {SYMM_MEM} nor {CUSTOM_AR} "
+            f"is used with default settings (custom_ar keeps its {format_size(d.custom_ar_max)} default)",
         )
-    for arch in dict.fromkeys([*figures.custom_ar, *figures.symm_mem]):
-        for ws in _world_sizes(figures, arch):
-            sink.rules(figures.line(CUSTOM_AR, arch, ws), arch, ws, None, arch_rules(figures, arch, ws))
-    _fi_findings(figures, sink)
+        return
+    lonely = [
+        f"{arch} ws={ws}"
+        for arch, rows in (figures.custom_ar or {}).items()
+        for ws in rows
+        if ws in d.custom_ar_sizes() and not d.symm_up(arch, ws) and d.custom_ar_needs_symm
+    ]
+    if lonely:
+        sink.add(
+            figures.line(CUSTOM_AR, lonely[0].split()[0]),
+            "*",
+            f"{CUSTOM_AR} rows never used: a row applies only where torch symmetric memory starts, and "
+            f"{SYMM_MEM} has no row for {', '.join(lonely)} (custom_ar keeps {format_size(d.custom_ar_max)} there)",
+        )
 
 
-def _fi_findings(figures: Figures, sink: FindingSink) -> None:
+def _capped(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
+    capped = [
+        (arch, ws, row)
+        for arch, rows in (figures.custom_ar or {}).items()
+        for ws, row in rows.items()
+        if row > d.custom_ar_max and ws in d.custom_ar_sizes() and (d.symm_up(arch, ws) or not d.custom_ar_needs_symm)
+    ]
+    if capped:
+        arch, ws, _row = capped[0]
+        rows = ", ".join(f"{a} ws={w}: {format_size(r)}" for a, w, r in capped)
+        sink.add(
+            figures.line(CUSTOM_AR, arch, ws),
+            "*",
+            f"custom_ar rows above {format_size(d.custom_ar_max)} are capped by CustomAllreduce's default max_size "
+            f"({rows}): sizes from {format_size(d.custom_ar_max)} go to the next path",
+        )
+
+
+def _no_path(figures: Figures, d: Dispatch, where: str, sink: FindingSink) -> None:
+    """World sizes where no path runs: vLLM sends every size to nccl there, silently."""
+    archs = planned_archs(d)
+    top = max([16, *(ws for arch in archs for ws in world_sizes(d, arch))])
+    missing = {arch: [ws for ws in range(2, top + 1) if ws not in world_sizes(d, arch)] for arch in archs}
+    if not any(missing.values()):
+        return
+    common = sorted(set.intersection(*(set(m) for m in missing.values())))
+    rest = {arch: [ws for ws in m if ws not in common] for arch, m in missing.items()}
+    others = "; ".join(f"{_ranges(m)} on {arch}" for arch, m in rest.items() if m)
+    text = f"world sizes {_ranges(common)} have no path on any arch" if common else "some world sizes have no path"
+    sink.add(
+        where,
+        "*",
+        f"{text}{f' (also {others})' if others else ''}: vLLM sends every size to nccl there, silently",
+    )
+
+
+def _never_run(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
+    """Rows whose every size an earlier path takes first: under vLLM's defaults they never run."""
+    dead: dict[tuple[str, str], list[str]] = {}
+    for arch in planned_archs(d):
+        for ws in world_sizes(d, arch):
+            rules = paths(d, arch, ws).run
+            seen: set[str] = set()
+            for index, by in shadowed_rules(rules):
+                name = rules[index].algorithm
+                if name in seen or any(r.algorithm == name for r in rules[:index]):
+                    continue  # custom_ar's second rule (without multicast) is vLLM's, not a row
+                seen.add(name)
+                group = "symm_mem" if name in SYMM_NAMES else name
+                dead.setdefault((group, " and ".join(by)), {}).setdefault(arch, []).append(ws)
+    for (name, by), places in dead.items():
+        table = {"custom_ar": CUSTOM_AR, "symm_mem": SYMM_MEM}.get(name, name)
+        where = "; ".join(f"{arch} ws {', '.join(map(str, sizes))}" for arch, sizes in places.items())
+        sink.add(
+            figures.line(table, next(iter(places))),
+            "*",
+            f"{table} rows that never run with vLLM's defaults: {by} takes every size they hold first, for the 2-D "
+            f"fp16/bf16/fp32 inputs it takes ({where})",
+        )
+
+
+def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
     for arch, rows in (figures.fi_oneshot or {}).items():
         for ws, mb in rows.items():
             cap = FI_ONESHOT_CAP_MB / ws
@@ -216,13 +332,29 @@ def _fi_findings(figures: Figures, sink: FindingSink) -> None:
                         f"{figures.fi_world_sizes}",
                         ws,
                     )
+    orphans = [
+        (arch, ws, nodes)
+        for (arch, ws, nodes) in figures.fi_mnnvl or {}
+        if not (figures.fi_fusion or {}).get(arch, {}).get(ws)
+    ]
+    if orphans:
+        arch, ws, nodes = orphans[0]
+        keys = ", ".join(f"({a}, ws={w}, nodes={n})" for a, w, n in orphans)
+        sink.add(
+            figures.line(FI_MNNVL, arch, ws, nodes),
+            "*",
+            f"{FI_MNNVL} rows never used: FlashInfer's all-reduce starts only where {FI_FUSION} has a row "
+            f"for the arch and world size ({keys})",
+        )
 
 
 def read_vllm(path: str) -> EngineImport:
-    """vLLM's tables from a checkout or one of its files."""
+    """vLLM's tables from a checkout, a release folder or one of its files."""
     base, found = find_files(path, FILES, "vLLM")
     if base.is_file():
-        siblings = [base.parent / Path(rel).name for rel in FILES[1:2]]
+        siblings = [base.parent / Path(rel).name for rel in FILES[1:5]]
         found += [p for p in siblings if p.is_file() and p != base]
+    elif not (base / UTILS).is_file() and not (base / CUSTOM_AR_FILE).is_file():
+        raise TableError(f"{path}: neither {UTILS} nor {CUSTOM_AR_FILE} is here; is this a vLLM checkout?")
     files = [read_source(p) for p in found]
     return build(read_figures(files), files)

@@ -95,10 +95,10 @@ def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: boo
     out: list[Crossover] = []
     tables = reference_set("sglang").tables
     for arch in archs:
-        for plan in tables[arch].plans:
-            # the rows as SGLang wrote them (from its sweeps), not as a run-time workspace clips them: where a
-            # reference keeps both (Plan.written), the written ones are the measurement
-            bands = getattr(plan, "written", ()) or plan.bands
+        # the rows as SGLang wrote them (from its sweeps) are the publisher's crossovers; the 16 MiB
+        # workspace clip that the reference applies at run time is not one
+        for plan in (p.as_written() for p in tables[arch].plans):
+            bands = plan.bands
             names = [b.candidates[0] for b in bands] + [plan.fallback]
             ends = [b.upto if b.upto is not None else int(HI) for b in bands]
             start = 0

@@ -9,8 +9,9 @@ kernels the sweep measured at that size, and their regret
   previous size's choice unless another is predicted ``SWITCH_MARGIN``
   faster (``artune.model.plan``'s rule).
 - An engine's choice is its reference table's decision
-  (``artune.table.references.reference_set(engine).resolve(arch).decide``,
-  so it follows whatever rules those tables implement), with ``available``
+  (``artune.table.decide.decide`` on
+  ``artune.table.references.reference_set(engine).resolve(arch)``, so it
+  follows whatever rules those tables implement), with ``available``
   the engine algorithms whose kernel the sweep measured at that size: the
   engine's first match among what ran. vLLM's ``custom_ar`` runs one stage
   or two by vLLM's own rule (``csrc/custom_all_reduce.cuh``: one stage at
@@ -67,6 +68,7 @@ _ENGINE_NAMES = (*gpu.KERNEL_OF, "custom_ar")
 
 def hand_choice(engine: str, arch: str, world_size: int, mode: str, nbytes: int, measured: Sequence[str]) -> str:
     """The measured column the engine's hand table picks at ``nbytes`` (``nccl`` when nothing else ran)."""
+    from artune.table.decide import decide
     from artune.table.references import reference_set
 
     available = {name for name in _ENGINE_NAMES if stand_in(engine_kernel(name, world_size, nbytes), measured)}
@@ -77,7 +79,7 @@ def hand_choice(engine: str, arch: str, world_size: int, mode: str, nbytes: int,
         table = reference_set(engine).resolve(arch)
     finally:
         log.setLevel(level)
-    decision = table.decide(nbytes, world_size, mode, frozenset(available | {"nccl"}))
+    decision = decide(table, nbytes, world_size, mode, frozenset(available | {"nccl"}))
     column = stand_in(engine_kernel(decision.algorithm, world_size, nbytes), measured)
     return column if column is not None else stand_in("nccl/auto", measured) or measured[0]
 

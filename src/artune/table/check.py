@@ -42,8 +42,15 @@ class Finding:
     world_size: int | None = None
     mode: str | None = None
     source: str = ""  # "file:line" in an engine's own file, when the finding comes from one
-    note: bool = False  # information (modelled figures), not a problem
+    #: "error" (the engine raises, or runs a silently wrong path), "warning" (a question for the author),
+    #: "note" (information, such as modelled figures: not a problem)
+    severity: str = "warning"
     hosts: int = 1
+
+    @property
+    def note(self) -> bool:
+        """Information, not a problem: it does not count as a finding."""
+        return self.severity == "note"
 
     def __str__(self) -> str:
         where = f"arch={self.arch}"
@@ -54,7 +61,7 @@ class Finding:
         if self.mode is not None:
             where += f" mode={self.mode}"
         # a finding in an engine's file names the file and line instead of the table
-        return f"{self.source or self.table}: {where}: {'note: ' if self.note else ''}{self.message}"
+        return f"{self.source or self.table}: {self.severity}: {where}: {self.message}"
 
 
 def modelled_summary(provenance: Provenance) -> str:
@@ -68,18 +75,30 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
     """Every finding for ``table``; an empty list means clean.
 
     World sizes from 2 up to the largest planned one (or ``max_world_size``
-    when given) must each have a plan in every mode the table uses.
+    when given) must each have a plan in every mode the table uses, in a
+    table with artune's rules (an engine's runs NCCL where it has none).
     """
     findings: list[Finding] = []
 
     def add(message: str, plan: Plan | None = None, note: bool = False) -> None:
         ws, mode = (plan.world_size, plan.mode) if plan else (None, None)
         findings.append(
-            Finding(table.name, table.platform.arch, message, ws, mode, note=note, hosts=plan.hosts if plan else 1)
+            Finding(
+                table.name,
+                table.platform.arch,
+                message,
+                ws,
+                mode,
+                severity="note" if note else "warning",
+                hosts=plan.hosts if plan else 1,
+            )
         )
 
+    # an engine's table: its reader reports copied rows and world sizes without a path, with file and line,
+    # and artune's gap rules (nearest world size, other mode) are not the engine's
+    own = table.rules == "artune"
     source = table.provenance
-    if source.source == "inherited":
+    if own and source.source == "inherited":
         origin = f" from arch {source.inherited_from}" if source.inherited_from else ""
         add(f"figures inherited{origin}, not measured on this arch; run 'artune tune' on this hardware")
     elif source.source == "modelled":
@@ -89,7 +108,9 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
             add(f"plan {modelled_summary(plan.provenance)}", plan, note=True)
         for message in _plan_findings(table, plan):
             add(message, plan)
-    for message in _coverage_findings(table, max_world_size):
+    # an engine's table has no plan where the engine runs its process group (its rules say so, and its
+    # reader reports those world sizes once, with the file and line): not a hole in the table
+    for message in _coverage_findings(table, max_world_size) if own else ():
         add(message)
     return findings
 

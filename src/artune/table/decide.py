@@ -1,13 +1,17 @@
 """The decision: which algorithm runs one all-reduce, and why.
 
-``Table.decide`` is the one function the Communicator, ``artune explain`` and
-the tuner call. Each plan is compiled once into a sorted list of band bounds,
-so the hot path is a dict lookup, a bisect and a cached ``Decision``.
+``decide(table, ...)`` is the one function the Communicator, ``artune
+explain`` and the tuner call. Each plan is compiled once into a sorted list of
+band bounds, so the hot path is a dict lookup, a bisect and a cached
+``Decision``.
 
 Rules, in order (the ``reason`` of every decision names the ones applied):
 
 1. A user override that forces an algorithm wins (``Table.forced``).
-2. The plan for ``(world_size, hosts, mode)``. Only plans for the same
+2. The plan for ``(world_size, hosts, mode)``. A table with an engine's
+   rules (``Table.rules``, ``artune.table.rules``) stops here: without that
+   exact plan the engine's fallback runs every size, and the reason says why
+   in the engine's terms. artune's own rules go on: only plans for the same
    number of hosts apply (ranks on one board and ranks spanning hosts have
    different crossovers); with none, plans for the nearest smaller number of
    hosts above one, and with none of those either, the platform's process
@@ -32,6 +36,7 @@ from types import MappingProxyType
 from artune.catalog import SPECS
 from artune.sizes import format_span
 from artune.table.model import MODES, ParamValue, Plan, Table
+from artune.table.rules import rules_for
 
 _KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
 
@@ -134,8 +139,12 @@ class _CompiledPlan:
         table = self.table
         header = f"{table.name} [{table.platform}]"
         plan_text = f"plan {plan.topology} mode={plan.mode}" if plan else "no plan"
+        if plan is not None and plan.origin:
+            plan_text += f" ({plan.origin})"
         parts = [header, *table.borrowed, *([self.rule_note] if self.rule_note else [])]
         parts += [f"{plan_text}: {where} -> {chosen}", *notes]
+        if plan is not None and plan.written:
+            parts += _as_written(plan, lower, upper, candidates or (self.fallback,))
         provenance = plan.provenance if plan is not None and plan.provenance else table.provenance
         parts.append(f"provenance: {provenance}")
         if table.overrides:
@@ -152,6 +161,41 @@ class _CompiledPlan:
             mode=plan.mode if plan else "",
             hosts=plan.hosts if plan else 1,
         )
+
+
+def _as_written(plan: Plan, lower: int, upper: int | None, runs: tuple[str, ...]) -> list[str]:
+    """What the engine's file writes for the sizes ``lower..upper``, where it differs from what runs, and why."""
+    top = math.inf if upper is None else upper
+    pieces = [
+        (max(lo, lower), upper if hi is None or hi > top else hi, candidates)
+        for lo, hi, candidates in plan.spans(as_written=True)
+        if lo <= top and (hi is None or hi >= lower)
+    ]
+    if all(candidates == runs for _lo, _hi, candidates in pieces):
+        return []
+    text = ", ".join(f"{'/'.join(candidates)} {format_span(lo, hi)}" for lo, hi, candidates in pieces)
+    return [f"as written: {text}", *plan.notes]
+
+
+def decide(
+    table: Table,
+    nbytes: int,
+    world_size: int,
+    mode: str = "eager",
+    available: frozenset[str] | set[str] | None = None,
+    hosts: int = 1,
+) -> Decision:
+    """Choose the algorithm for one all-reduce of ``nbytes`` bytes by ``table``.
+
+    ``available`` is the set of algorithm names that can run now (``None``:
+    all); ``hosts`` is how many hosts the ranks span. Never returns ``None``
+    and never raises for a valid size: a topology or mode without a plan
+    follows the table's rules (above), and the decision's ``reason`` says which.
+    """
+    decider = table.memo.get(Decider)
+    if decider is None:
+        decider = table.memo[Decider] = Decider(table)
+    return decider.decide(nbytes, world_size, mode, available, hosts)
 
 
 class Decider:
@@ -187,6 +231,13 @@ class Decider:
         if table.forced:
             note = f"user override: {table.forced} forced for every size"
             return _ForcedPlan(table, table.plan(world_size, mode, hosts), table.forced, note)
+        rules = rules_for(table.rules)
+        if not rules.nearest:
+            plan = table.plan(world_size, mode, hosts)
+            if plan is not None:
+                return _CompiledPlan(table, plan, plan.fallback, "")
+            fallback = rules.fallback or _KIND_DEFAULT.get(table.platform.kind, "nccl")
+            return _CompiledPlan(table, None, fallback, rules.missing(world_size, mode, hosts))
         topology = [p for p in table.plans if p.hosts == hosts]
         note = ""
         if not topology and hosts > 1:

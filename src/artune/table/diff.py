@@ -20,6 +20,7 @@ from itertools import pairwise
 
 from artune.catalog import SPECS
 from artune.table.check import runs_wherever
+from artune.table.decide import decide
 from artune.table.model import MODES, Plan, Provenance, Table
 
 
@@ -39,7 +40,7 @@ class Difference:
 
 def _plan(table: Table, world_size: int, mode: str) -> tuple[Plan | None, str]:
     """The plan ``decide`` uses and the fallback it applies when there is none."""
-    decision = table.decide(0, world_size, mode, frozenset())
+    decision = decide(table, 0, world_size, mode, frozenset())
     plan = table.plan(decision.world_size, decision.mode) if decision.mode else None
     return plan, decision.algorithm if plan is None else plan.fallback
 

@@ -10,7 +10,7 @@ returned table (``Table.borrowed``) so every decision's reason shows it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from artune.table.model import Plan, Platform, Provenance, Table
@@ -41,17 +41,27 @@ class TableSet:
 
     ``default`` is what the origin itself uses for archs it does not know
     (SGLang has one); when absent, artune's conservative default applies.
+    ``rules`` names how an arch without a table of its own is served
+    (``artune.table.rules``): artune's family chain, or, for an engine's set,
+    the engine's own choice, which ``engine_arch`` answers (the table the
+    engine runs on that arch, its ``borrowed`` note saying why; ``None``: the
+    set's default).
     """
 
     name: str
     kind: str
     tables: Mapping[str, Table] = field(hash=False)
     default: Table | None = field(default=None, hash=False)
+    rules: str = "artune"
+    engine_arch: Callable[[str], Table | None] | None = field(default=None, hash=False, compare=False)
 
     def resolve(self, arch: str) -> Table:
-        """The table for ``arch``: its own, a family member's, the set's default, or a conservative one."""
+        """The table for ``arch``: its own, then the engine's choice (an engine's set) or a family member's,
+        then the set's default, or a conservative one."""
         if arch in self.tables:
             return self.tables[arch]
+        if self.rules != "artune":
+            return self._engine_resolve(arch)
         for relative in family_chain(arch):
             if relative in self.tables:
                 note = (
@@ -74,6 +84,16 @@ class TableSet:
         )
         log.warning("%s", note)
         return conservative_default(Platform(self.kind, arch)).with_changes(borrowed=(note,))
+
+    def _engine_resolve(self, arch: str) -> Table:
+        found = self.engine_arch(arch) if self.engine_arch is not None else None
+        if found is not None:
+            return found
+        if self.default is not None:
+            note = f"arch {arch} has no table in {self.name}; the engine runs its own default there (no family chain)"
+            return self.default.with_changes(borrowed=(note,))
+        note = f"arch {arch} has no table in {self.name}, and the engine has no default: nccl for every size"
+        return conservative_default(Platform(self.kind, arch)).with_changes(borrowed=(note,), rules=self.rules)
 
 
 def conservative_default(platform: Platform) -> Table:

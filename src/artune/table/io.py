@@ -8,6 +8,8 @@ so that a typo cannot silently change a table.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 import sys
 from collections.abc import Mapping
@@ -30,6 +32,7 @@ from artune.table.model import (
     Table,
     freeze_params,
 )
+from artune.table.rules import NAMES as RULES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -200,7 +203,8 @@ class _Reader:
 
     def plan(self, value: Any, where: str) -> Plan:
         data = self.mapping(value, where)
-        self.keys(data, where, ("world_size", "hosts", "mode", "fallback", "bands", "params", "provenance"))
+        keys = ("world_size", "hosts", "mode", "fallback", "bands", "params", "provenance", "written", "notes")
+        self.keys(data, where, keys)
         world_size = self.required(data, "world_size", where)
         if isinstance(world_size, bool) or not isinstance(world_size, int):
             raise self.fail(where, f"world_size must be an integer, got {world_size!r}")
@@ -212,29 +216,37 @@ class _Reader:
         where = f"{where} (world_size={world_size}" + (f", hosts={hosts})" if hosts > 1 else ")")
         mode = self.text(data, "mode", where, MODES) if "mode" in data else "eager"
         fallback = self.name(self.required(data, "fallback", where), f"{where}: fallback")
-        bands_value = data.get("bands", [])
-        if not isinstance(bands_value, list):
-            raise self.fail(where, f"bands must be a list, got {type(bands_value).__name__}")
-        if len(bands_value) > MAX_BANDS:
-            raise self.fail(where, f"{len(bands_value)} bands, more than {MAX_BANDS}")
-        bands = tuple(self.band(b, f"{where}: band {i + 1}") for i, b in enumerate(bands_value))
+        bands = self.bands(data, "bands", where)
+        written = self.bands(data, "written", where)
+        notes = data.get("notes", [])
+        if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+            raise self.fail(f"{where}: notes", f"notes must be a list of strings, got {notes!r}")
+        params = self.params(data.get("params", {}), f"{where}: params")
+        provenance = self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
+        return Plan(world_size, mode, bands, fallback, freeze_params(params), provenance, hosts, written, tuple(notes))
+
+    def bands(self, data: Mapping[str, Any], key: str, where: str) -> tuple[Band, ...]:
+        value = data.get(key, [])
+        if not isinstance(value, list):
+            raise self.fail(where, f"{key} must be a list, got {type(value).__name__}")
+        if len(value) > MAX_BANDS:
+            raise self.fail(where, f"{len(value)} {key}, more than {MAX_BANDS}")
+        label = "band" if key == "bands" else f"{key} band"
+        bands = tuple(self.band(b, f"{where}: {label} {i + 1}") for i, b in enumerate(value))
         for i, band in enumerate(bands[:-1], start=1):
             if band.upto is None:
                 raise self.fail(
-                    f"{where}: band {i}",
+                    f"{where}: {label} {i}",
                     f"upto = {UNBOUNDED!r} leaves no size for the bands after it; only the last band may be open-ended",
                 )
-        params = self.params(data.get("params", {}), f"{where}: params")
-        provenance = self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
-
-        return Plan(world_size, mode, bands, fallback, freeze_params(params), provenance, hosts)
+        return bands
 
 
 def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
     """Build a ``Table`` from the dict form of a TOML file, checking every value."""
     r = _Reader(origin)
     data = r.mapping(data, "")
-    r.keys(data, "top level", ("schema", "platform", "provenance", "plan"))
+    r.keys(data, "top level", ("schema", "platform", "provenance", "rules", "plan"))
     schema = data.get("schema", SCHEMA)
     if type(schema) is not int or schema != SCHEMA:
         raise r.fail("schema", f"schema = {schema!r}, this artune reads schema {SCHEMA}; upgrade artune")
@@ -255,7 +267,8 @@ def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
     if len(plans_value) > MAX_PLANS:
         raise r.fail("plan", f"{len(plans_value)} plans, more than {MAX_PLANS}")
     plans = tuple(r.plan(p, f"plan {i + 1}") for i, p in enumerate(plans_value))
-    return Table(platform, provenance, plans, schema, origin=origin)
+    rules = r.text(data, "rules", "top level", RULES) if "rules" in data else "artune"
+    return Table(platform, provenance, plans, schema, rules, origin=origin)
 
 
 # ---------------------------------------------------------------- Table -> dict
@@ -289,6 +302,10 @@ def table_to_dict(table: Table, exact: bool = False) -> dict[str, Any]:
             entry["hosts"] = plan.hosts
         entry.update(mode=plan.mode, fallback=plan.fallback)
         entry["bands"] = [_band_dict(b, exact) for b in plan.bands]
+        if plan.written:
+            entry["written"] = [_band_dict(b, exact) for b in plan.written]
+        if plan.notes:
+            entry["notes"] = list(plan.notes)
         if plan.params:
             entry["params"] = {name: dict(values) for name, values in plan.params}
         if plan.provenance is not None:
@@ -297,9 +314,16 @@ def table_to_dict(table: Table, exact: bool = False) -> dict[str, Any]:
     platform = {"kind": table.platform.kind, "arch": table.platform.arch}
     if table.platform.device:
         platform["device"] = table.platform.device
-    return {
-        "schema": table.schema,
-        "platform": platform,
-        "provenance": _provenance_dict(table.provenance),
-        "plan": plans,
-    }
+    out: dict[str, Any] = {"schema": table.schema, "platform": platform}
+    if table.rules != "artune":  # written only when it matters, so artune's tables keep their text and digest
+        out["rules"] = table.rules
+    return {**out, "provenance": _provenance_dict(table.provenance), "plan": plans}
+
+
+def digest(table: Table) -> str:
+    """A short hash of the table's content (platform, rules, provenance, plans); equal tables, equal digests."""
+    found = table.memo.get(digest)
+    if found is None:
+        text = json.dumps(table_to_dict(table, exact=True), sort_keys=True)
+        found = table.memo[digest] = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return found

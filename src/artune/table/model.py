@@ -6,25 +6,28 @@ unless a plan says otherwise). A plan is an ordered list of ``Band`` s: band ``i
 covers sizes ``(bands[i-1].upto, bands[i].upto]`` (the first starts at 0) and
 names one algorithm or an ordered list of candidates (the first available at
 run time wins). Above the last band, or when no candidate is available, the
-plan's ``fallback`` runs. This module only holds data and its invariants;
-reading and writing files is ``artune.table.io``, deciding is
-``artune.table.decide``.
+plan's ``fallback`` runs.
+
+A table names the ``rules`` it decides by where it has no plan for a call
+(``artune.table.rules``): artune's own (nearest world size, other mode) or an
+engine's (its process group, as the engine does). A plan read from an
+engine's file holds the bands the engine runs (its caps and workspace clips
+applied) and, in ``written``, the bands as the file writes them.
+
+This module only holds data and its invariants, and imports no other part of
+``artune.table``: reading and writing files is ``artune.table.io`` (the
+digest too), deciding is ``artune.table.decide``.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import Any
 
 from artune.errors import TableError
 from artune.sizes import MAX_SIZE
-
-if TYPE_CHECKING:
-    from artune.table.decide import Decision
 
 KINDS = ("cuda", "rocm", "cpu")
 MODES = ("graph", "eager")
@@ -89,6 +92,12 @@ class Plan:
     params: tuple[tuple[str, Params], ...] = ()
     provenance: Provenance | None = None  # None: the table's
     hosts: int = 1  # the hosts the world_size ranks span
+    #: the bands as an engine's file writes them, where its caps or clips make ``bands`` differ; () otherwise
+    written: tuple[Band, ...] = ()
+    #: why ``bands`` differ from ``written`` (the engine's caps and clips), one sentence each
+    notes: tuple[str, ...] = ()
+    #: for a plan a composed table took from a later table: which one, and why (messages only)
+    origin: str = field(default="", compare=False)
 
     @property
     def topology(self) -> str:
@@ -96,31 +105,36 @@ class Plan:
         return f"ws={self.world_size}" + (f" hosts={self.hosts}" if self.hosts > 1 else "")
 
     def __post_init__(self) -> None:
-        if any(band.upto is None for band in self.bands[:-1]):
-            raise TableError(f"plan ws={self.world_size} mode={self.mode}: only the last band may be open-ended")
-        last = self.bands[-1] if self.bands else None
-        if last is not None and last.upto is not None and last.upto >= MAX_SIZE:
-            # old files wrote "no bound" as the largest size ("1024TiB"): read it as what it meant
-            bands = (*self.bands[:-1], Band(None, last.candidates))
-            object.__setattr__(self, "bands", bands)
+        for name in ("bands", "written"):
+            bands: tuple[Band, ...] = getattr(self, name)
+            if any(band.upto is None for band in bands[:-1]):
+                raise TableError(f"plan ws={self.world_size} mode={self.mode}: only the last band may be open-ended")
+            last = bands[-1] if bands else None
+            if last is not None and last.upto is not None and last.upto >= MAX_SIZE:
+                # old files wrote "no bound" as the largest size ("1024TiB"): read it as what it meant
+                object.__setattr__(self, name, (*bands[:-1], Band(None, last.candidates)))
 
     @property
     def open_ended(self) -> bool:
         """The last band covers every larger size: the fallback runs only when no candidate is available."""
         return bool(self.bands) and self.bands[-1].upto is None
 
-    def spans(self) -> list[tuple[int, int | None, tuple[str, ...]]]:
+    def spans(self, as_written: bool = False) -> list[tuple[int, int | None, tuple[str, ...]]]:
         """``(lower, upto, candidates)`` of each band that covers a size, then ``(lower, None, (fallback,))``
-        for the sizes above a bounded last band."""
+        for the sizes above a bounded last band; ``as_written``: of the bands as the engine's file writes them."""
         out: list[tuple[int, int | None, tuple[str, ...]]] = []
         lower = 0
-        for band in self.bands:
+        for band in (self.written or self.bands) if as_written else self.bands:
             if band.upto is None:
                 return [*out, (lower, None, band.candidates)]
             if band.upto >= lower:
                 out.append((lower, band.upto, band.candidates))
                 lower = band.upto + 1
         return [*out, (lower, None, (self.fallback,))]
+
+    def as_written(self) -> Plan:
+        """This plan with the bands its engine's file writes (itself when they are the same)."""
+        return replace(self, bands=self.written, written=(), notes=()) if self.written else self
 
     def params_for(self, algorithm: str) -> dict[str, ParamValue]:
         """This plan's parameters for ``algorithm`` (empty when it has none)."""
@@ -148,19 +162,23 @@ class Plan:
 class Table:
     """A dispatch table for one platform.
 
+    ``rules`` names how it decides where it has no plan (``artune.table.rules``).
     ``origin`` (a path or ``reference:NAME``) and ``borrowed`` (how a
-    family fallback reached this table) are for messages and are not part of
-    the content (``digest``).
+    fallback between arches reached this table) are for messages and are not
+    part of the content (``artune.table.io.digest``). ``memo`` holds what other
+    modules derive from the content (the compiled decider), once per table.
     """
 
     platform: Platform
     provenance: Provenance
     plans: tuple[Plan, ...]
     schema: int = SCHEMA
+    rules: str = "artune"
     origin: str = field(default="", compare=False)
     borrowed: tuple[str, ...] = field(default=(), compare=False)
     forced: str = field(default="", compare=False)  # user override: this algorithm for every size
     overrides: tuple[str, ...] = field(default=(), compare=False)  # user overrides applied, as text
+    memo: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
         seen: set[tuple[int, str, int]] = set()
@@ -186,38 +204,6 @@ class Table:
     def _plans_by_key(self) -> dict[tuple[int, str, int], Plan]:
         return {(p.world_size, p.mode, p.hosts): p for p in self.plans}
 
-    @cached_property
-    def digest(self) -> str:
-        """A short hash of the table's content (platform, provenance, plans); equal tables, equal digests."""
-        from artune.table.io import table_to_dict
-
-        text = json.dumps(table_to_dict(self, exact=True), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-    @cached_property
-    def _decider(self) -> object:
-        from artune.table.decide import Decider
-
-        return Decider(self)
-
-    def decide(
-        self,
-        nbytes: int,
-        world_size: int,
-        mode: str = "eager",
-        available: frozenset[str] | set[str] | None = None,
-        hosts: int = 1,
-    ) -> Decision:
-        """Choose the algorithm for one all-reduce of ``nbytes`` bytes.
-
-        ``available`` is the set of algorithm names that can run now (``None``:
-        all); ``hosts`` is how many hosts the ranks span. Never returns ``None``
-        and never raises for a valid size: a topology or mode without a plan
-        follows the rule documented in ``artune.table.decide``, and the
-        decision's ``reason`` says which.
-        """
-        return self._decider.decide(nbytes, world_size, mode, available, hosts)  # type: ignore[attr-defined]
-
     def with_changes(self, **changes: object) -> Table:
-        """A copy with some fields replaced (dataclasses.replace)."""
-        return replace(self, **changes)  # type: ignore[arg-type]
+        """A copy with some fields replaced (dataclasses.replace); it derives its ``memo`` afresh."""
+        return replace(self, memo={}, **changes)  # type: ignore[arg-type]

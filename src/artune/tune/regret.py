@@ -15,6 +15,7 @@ from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
 from artune.measure.records import Candidate
+from artune.table.decide import decide
 from artune.table.model import Table
 from artune.tune.noise import Timed, usable
 
@@ -89,7 +90,7 @@ class Regret:
 
 def choice(table: Table, size: int, world_size: int, available: Collection[str], hosts: int = 1) -> Candidate:
     """The candidate ``table`` runs for ``size`` bytes on ``hosts`` hosts (its algorithm with the plan's parameters)."""
-    decision = table.decide(size, world_size, "eager", frozenset(available), hosts)
+    decision = decide(table, size, world_size, "eager", frozenset(available), hosts)
     return Candidate.of(decision.algorithm, dict(decision.params))
 
 

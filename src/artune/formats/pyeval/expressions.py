@@ -19,7 +19,11 @@ from artune.formats.pyeval.values import (
     BUILTINS,
     CONSTANT_NAMES,
     METHODS,
+    BoundMethod,
     Function,
+    Namespace,
+    Native,
+    OutsideCall,
     Raised,
     Record,
     RecordType,
@@ -115,6 +119,11 @@ class Evaluator:
             if not isinstance(container, dict):
                 raise self.fail(target, f"item assignment into {type(container).__name__}")
             container[self.eval(target.slice, scope)] = value
+        elif isinstance(target, ast.Attribute) and not self.restricted:
+            owner = self.eval(target.value, scope)
+            if not isinstance(owner, Namespace):
+                raise self.fail(target, f"attribute assignment into {type(owner).__name__}")
+            owner.values[target.attr] = value
         else:
             raise self.fail(target, f"unsupported assignment target {self._construct(target)}")
 
@@ -272,7 +281,7 @@ class Evaluator:
 
     def _eval_Lambda(self, node: ast.Lambda, scope: Scope) -> Function:
         self._no_restricted(node)
-        return Function(node, scope, "<lambda>")
+        return Function(node, scope, "<lambda>", self.filename)
 
     def _eval_Subscript(self, node: ast.Subscript, scope: Scope) -> Any:
         container = self.eval(node.value, scope)
@@ -304,6 +313,15 @@ class Evaluator:
                 return owner.get(name)
             if name in ("_replace", "_asdict"):
                 return (owner, name)
+            method = owner.type.methods.get(name)
+            if method is not None:
+                bound = BoundMethod(method, owner)
+                return self.call(bound, [], {}, node) if name in owner.type.properties else bound
+        if isinstance(owner, Namespace):
+            found, value = owner.attribute(name)
+            if found:
+                return value
+            raise self.fail(node, f"{owner!r} has no attribute '{name}' (not set by the code read so far)")
         if isinstance(owner, Mapping) and not isinstance(owner, dict) and name in owner:
             return owner[name]  # a fake namespace
         for kind, methods in METHODS.items():
@@ -332,12 +350,27 @@ class Evaluator:
 
     def call(self, func: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None = None) -> Any:
         """Call ``func`` (a function of the file, a record type, a fake or a pure builtin)."""
+        if isinstance(func, BoundMethod):
+            func, args = func.func, [func.owner, *args]
         if isinstance(func, Function):
             try:
                 frame = func.bind(args, kwargs, self.eval)
             except ValueError as err:
                 raise self.fail(node, str(err)) from None
-            return self.run_body(func, frame)
+            if not func.filename or func.filename == self.filename:
+                return self.run_body(func, frame)
+            caller, self.filename = self.filename, func.filename  # errors inside name the function's own file
+            try:
+                return self.run_body(func, frame)
+            finally:
+                self.filename = caller
+        if isinstance(func, Native):
+            try:
+                return func.func(*args, **kwargs)
+            except Unsupported:
+                raise
+            except Exception as err:
+                raise self.fail(node, f"{func}: {type(err).__name__}: {err}") from None
         try:
             if isinstance(func, RecordType):
                 return func.make(args, kwargs, tuple(self.calls))
@@ -347,7 +380,11 @@ class Evaluator:
         except ValueError as err:
             raise self.fail(node, str(err)) from None
         if isinstance(func, Symbol):
-            raise self.fail(node, f"calls '{func}', which comes from outside the file and is not interpreted")
+            line = getattr(node, "lineno", "?")
+            message = (
+                f"{self.filename}:{line}: calls '{func}', which comes from outside the file and is not interpreted"
+            )
+            raise OutsideCall(message, str(func), line)
         if callable(func) and (func in BUILTINS.values() or func in self.fakes.values() or is_pure_method(func)):
             try:
                 return func(*args, **kwargs)

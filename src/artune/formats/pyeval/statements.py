@@ -15,7 +15,16 @@ from collections.abc import Mapping
 from typing import Any
 
 from artune.formats.pyeval.expressions import BINOPS, Evaluator, parse
-from artune.formats.pyeval.values import Function, Raised, RecordType, Scope, Symbol, Unsupported
+from artune.formats.pyeval.values import (
+    Function,
+    Namespace,
+    OutsideCall,
+    Raised,
+    RecordType,
+    Scope,
+    Symbol,
+    Unsupported,
+)
 
 _PURE_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache", "dataclass", "staticmethod")
 _RECORD_BASES = ("NamedTuple", "typing.NamedTuple")
@@ -89,7 +98,7 @@ class Interpreter(Evaluator):
                 name = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
                 if name not in _PURE_DECORATORS:
                     raise self.fail(stmt, f"decorator '@{name}' on {stmt.name}() is not understood")
-            scope.values[stmt.name] = Function(stmt, scope, stmt.name)
+            scope.values[stmt.name] = Function(stmt, scope, stmt.name, self.filename)
         elif isinstance(stmt, ast.ClassDef):
             scope.values[stmt.name] = self.class_def(stmt, scope)
         elif isinstance(stmt, ast.Return):
@@ -136,12 +145,60 @@ class Interpreter(Evaluator):
             return Symbol(stmt.name)  # an enum or a class with behaviour: its attributes stay names
         fields: list[str] = []
         defaults: dict[str, Any] = {}
+        methods: dict[str, Function] = {}
+        properties: set[str] = set()
         for item in stmt.body:
             if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
                 fields.append(item.target.id)
                 if item.value is not None:
                     defaults[item.target.id] = self.eval(item.value, scope)
-        return RecordType(stmt.name, tuple(fields), defaults)
+            elif isinstance(item, ast.FunctionDef):
+                # methods close over the module, as Python's do (a class body is no enclosing scope);
+                # only plain methods and properties: any other decorator leaves the method out
+                names = [ast.unparse(d) for d in item.decorator_list]
+                if names in ([], ["property"]):
+                    methods[item.name] = Function(item, scope, f"{stmt.name}.{item.name}", self.filename)
+                    if names:
+                        properties.add(item.name)
+        return RecordType(stmt.name, tuple(fields), defaults, methods, frozenset(properties))
+
+    def class_methods(self, name: str) -> dict[str, Function]:
+        """The plain methods of the top-level class ``name`` (one the evaluator does not make records of, such as
+        a communicator), closing over the module: what a reader binds to a ``Namespace`` standing in for ``self``."""
+        for stmt in self.tree.body:
+            if isinstance(stmt, ast.ClassDef) and stmt.name == name:
+                return {
+                    item.name: Function(item, self.globals, f"{name}.{item.name}", self.filename)
+                    for item in stmt.body
+                    if isinstance(item, ast.FunctionDef)
+                }
+        raise self.fail(None, f"no class {name} here")
+
+    def instance(self, name: str, values: dict[str, Any] | None = None) -> Namespace:
+        """A ``Namespace`` standing in for an instance of class ``name``, with its methods."""
+        return Namespace(name, values, self.class_methods(name))
+
+    def run_until_outside(self, func: Function, args: list[Any]) -> tuple[str, int | None, str]:
+        """Run ``func``'s body one top-level statement at a time, as a call would, until it returns
+        (``("returned", line, "")``), ends (``("ended", None, "")``) or a statement calls a name from outside
+        the file that no fake stands in for (``("stopped", line, name)``; that statement has no effect).
+
+        How a reader follows the part of a constructor that sizes an object, up to the code it cannot follow
+        (allocating device memory). A construct outside the subset is still an ``Unsupported`` error.
+        """
+        try:
+            frame = func.bind(args, {}, self.eval)
+        except ValueError as err:
+            raise self.fail(func.node, str(err)) from None
+        assert isinstance(func.node, ast.FunctionDef)
+        for stmt in func.node.body:
+            try:
+                self.exec_stmt(stmt, frame)
+            except _Return:
+                return "returned", stmt.lineno, ""
+            except OutsideCall as err:
+                return "stopped", stmt.lineno, err.name
+        return "ended", None, ""
 
     def run_body(self, func: Function, frame: Scope) -> Any:
         if isinstance(func.node, ast.Lambda):

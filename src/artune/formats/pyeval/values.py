@@ -31,6 +31,20 @@ class Raised(Unsupported):
         self.kind = kind
 
 
+class OutsideCall(Unsupported):
+    """The interpreted code calls a name from outside the file (an import) that no fake stands in for.
+
+    A reader that interprets only part of a function (the part that sizes a
+    config, before the code allocates buffers) stops at this, and only this.
+    ``line`` is where the call is, ``name`` what it calls.
+    """
+
+    def __init__(self, message: str, name: str, line: int | str) -> None:
+        super().__init__(message)
+        self.name = name
+        self.line = line
+
+
 @dataclass(frozen=True)
 class Symbol:
     """An opaque name from outside the file (an import, ``num_sm``); attributes extend the path."""
@@ -43,11 +57,18 @@ class Symbol:
 
 @dataclass(frozen=True)
 class RecordType:
-    """A ``NamedTuple`` (or dataclass) class of the file: field names in order, with defaults."""
+    """A ``NamedTuple`` (or dataclass) class of the file: field names in order, with defaults.
+
+    ``methods`` are the ``def`` s of its body (``Range.contains``,
+    ``Heuristic.clip``), interpreted like any function of the file with the
+    record as ``self``; those in ``properties`` are read as attributes.
+    """
 
     name: str
     fields: tuple[str, ...]
     defaults: Mapping[str, Any] = field(hash=False)
+    methods: Mapping[str, Function] = field(default_factory=dict, hash=False, compare=False, repr=False)
+    properties: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def make(self, args: list[Any], kwargs: dict[str, Any], lines: tuple[int, ...]) -> Record:
         """The record ``Name(*args, **kwargs)`` builds; ``ValueError`` naming the field at fault."""
@@ -110,6 +131,7 @@ class Function:
     node: ast.FunctionDef | ast.Lambda
     scope: Scope
     name: str
+    filename: str = ""  # the file it is written in, for errors when another file's interpreter calls it
 
     def bind(self, args: list[Any], kwargs: dict[str, Any], evaluate: Callable[[ast.expr, Scope], Any]) -> Scope:
         """A frame with the parameters bound as Python binds them; ``evaluate`` computes defaults at the call.
@@ -153,6 +175,46 @@ class Function:
                     raise ValueError(f"{self.name}() is missing keyword argument {param.arg!r}")
                 frame.values[param.arg] = evaluate(default, self.scope)
         return frame
+
+
+@dataclass(frozen=True)
+class BoundMethod:
+    """A method of the file's classes with its ``self`` (a ``Record`` or a ``Namespace``) bound."""
+
+    func: Function
+    owner: Any
+
+
+@dataclass(frozen=True)
+class Native:
+    """A Python callable a reader hands the file as a stand-in (a tensor's ``numel``): called, never interpreted."""
+
+    func: Callable[..., Any]
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Namespace:
+    """A mutable object a reader builds for the file's code to read and set attributes on (``self`` of a class
+    the evaluator does not instantiate): attributes first, then the class's ``methods``, bound to it."""
+
+    def __init__(self, name: str, values: dict[str, Any] | None = None, methods: Mapping[str, Function] | None = None):
+        self.name = name
+        self.values = values if values is not None else {}
+        self.methods = dict(methods or {})
+
+    def attribute(self, name: str) -> tuple[bool, Any]:
+        """``(True, value)`` for an attribute or a method (bound), ``(False, None)`` when it has neither."""
+        if name in self.values:
+            return True, self.values[name]
+        if name in self.methods:
+            return True, BoundMethod(self.methods[name], self)
+        return False, None
+
+    def __repr__(self) -> str:
+        return f"<{self.name}>"
 
 
 class Scope:

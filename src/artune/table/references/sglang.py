@@ -1,27 +1,31 @@
-"""SGLang's published all-reduce dispatch as artune tables (``reference:sglang``).
+"""SGLang's all-reduce dispatch as artune tables (``reference:sglang``): release 0.5.23, as it runs.
 
-Figures from SGLang's custom all-reduce v2 configs
-(``python/sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py``):
-per arch and world size, a graph-mode and an eager-mode heuristic plus kernel
-block counts. SGLang's rule, first match wins (``KB``/``MB`` are binary):
+Figures from SGLang 0.5.23's custom all-reduce v2 configs
+(``sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py``
+in the released wheel): per arch and world size, a graph-mode and an
+eager-mode row plus kernel block counts. The rules are the release's, as
+``artune.formats.sglang_rules`` writes them out (and tests hold equal to
+the released code):
 
-1. ``2shot_push`` if its range contains ``nbytes``
-2. ``1shot_push`` if ``nbytes <= one-shot push threshold``
-3. ``1shot_pull`` if ``nbytes <= one-shot pull threshold``
-4. ``2shot_pull_mc`` if multicast is on (and its block count is set) and its range contains ``nbytes``
-5. ``2shot_pull`` if ``nbytes <= two-shot pull threshold``
+1. ``1shot_push`` if ``nbytes <= one_shot_push_threshold``
+2. ``2shot_push`` if ``nbytes <= two_shot_push_threshold`` (set on SM100 at 4 and 8 ranks)
+3. ``1shot_pull`` if ``nbytes <= one_shot_pull_threshold``
+4. ``2shot_pull_mc`` if multicast works (and ``num_mc_blocks`` is set) and ``mc`` contains ``nbytes``
+5. ``2shot_pull`` if ``nbytes <= two_shot_pull_threshold``
 6. ``nccl``
 
-Exact bytes, computed as SGLang computes them in Python floats: a float
-threshold is truncated (``int(2.438 * MB)`` = 2556428). A range
-``Range(lo, hi)`` matches ``hi > 0 and lo <= n <= hi`` and SGLang keeps its
-bounds as given, so a float ``lo`` such as ``2.438 * MB`` (2556428.288) first
-matches at its ceiling, 2556429; ``Range(0, 0)`` matches nothing.
+after ``CustomAllReduceV2.__init__`` has clipped each row to its default
+workspace (``SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB``, 16 MiB: a pull
+buffer of at most 16 MiB, push slots likewise). The rows as written stay in
+each plan's ``written``. Exact bytes: a float threshold is truncated
+(``int(2.438 * MB)`` = 2556428) and a float ``Range`` bound kept, so
+``Range(2.438 * MB, ...)`` first matches at 2556429.
 
-Arch keys: SGLang's SM90 table is ``"9.0"`` (it serves every 9.x), SM100 is
-``"10.0"`` (10.x with minor < 7, reached from "10.3" through artune's family
-chain) and SM107 is ``"10.7"``; its default for other archs is the set's
-``default`` (world sizes 2..16).
+Arch keys: SM90 ``"9.0"`` (every 9.x), SM100 ``"10.0"`` (10.x with minor
+< 7: ``10.3`` gets it through SGLang's own dispatch, not a family chain),
+SM107 ``"10.7"``; every other arch gets the set's ``default`` (world sizes
+2..16). A world size without a row has no plan: SGLang disables custom
+all-reduce v2 there and runs NCCL.
 
 Parameters: every SGLang algorithm needs ``blocks``, its kernel grid size
 (``1shot_push`` and ``2shot_push`` share the push grid, ``1shot_pull`` and
@@ -30,48 +34,38 @@ SGLang sets it to the GPU's SM count, the value is an int when the tuning
 device is known (132 for SM90, tuned on H200; 148 for SM100, tuned on B200)
 and a string expression of the running device's SM count where it is not:
 ``"sms"`` or ``"min(192,sms)"`` (SM107 and the default). Where SGLang's
-multicast block count is ``None`` it disables multicast; a ``2shot_pull_mc``
-candidate is then kept without ``blocks``, so ``decide`` skips it the same
-way (and ``artune check`` reports the missing parameter).
+multicast block count is ``None`` it disables multicast, and the plan has no
+``2shot_pull_mc``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from types import MappingProxyType
 from typing import NamedTuple
 
+from artune.formats import sglang_rules as sglang
+from artune.formats.sglang_rules import Heuristic
+from artune.sizes import format_size
 from artune.table.family import TableSet
 from artune.table.model import ParamValue, Plan, Platform, Provenance, Table, freeze_params
-from artune.table.references.rules import Rule, bands_from_rules, upto
+from artune.table.references.rules import bands_from_rules
 
 KB = 1024
 MB = 1024 * KB
 
 ORIGIN = "reference:sglang"
-SOURCE_FILE = "python/sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py"
+RELEASE = "0.5.23"
+SOURCE_FILE = "sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py"
 FALLBACK = "nccl"
+WORKSPACE = 16 * MB  # SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB's default, 16 MiB
 
 
-class SizeRange(NamedTuple):
-    """An SGLang size range: matches ``hi > 0 and lo <= nbytes <= hi``; (0, 0) is disabled."""
-
-    lo: float
-    hi: float
-
-
-OFF = SizeRange(0, 0)
-
-
-class Heuristic(NamedTuple):
-    """One mode's figures for one (arch, world size), in SGLang's units (floats allowed)."""
-
-    push: float  # 1shot_push up to this
-    pull: float  # 1shot_pull up to this
-    two_shot: float  # 2shot_pull up to this
-    mc: SizeRange = OFF  # 2shot_pull_mc range
-    two_shot_push: SizeRange = OFF  # 2shot_push range, tried first
+def H(
+    push: float, pull: float, two_shot: float, mc: tuple[float, float] = (0, 0), two_shot_push: float = 0
+) -> Heuristic:
+    """A row as 0.5.23's ``_pack_heuristic`` makes it: the thresholds int()-ed, the mc range as written."""
+    return Heuristic(int(push), int(pull), int(two_shot), mc, int(two_shot_push))
 
 
 class Blocks(NamedTuple):
@@ -82,8 +76,9 @@ class Blocks(NamedTuple):
     mc: ParamValue | None
 
 
-H = Heuristic
-R = SizeRange
+def R(lo: float, hi: float) -> tuple[float, float]:
+    return (lo, hi)
+
 
 # world size -> (graph, eager)
 SM90: dict[int, tuple[Heuristic, Heuristic]] = {
@@ -99,20 +94,19 @@ SM90: dict[int, tuple[Heuristic, Heuristic]] = {
     ),
 }
 
-_SM100_PUSH_4 = R(int(0.625 * MB), 16 * MB)
 SM100: dict[int, tuple[Heuristic, Heuristic]] = {
     2: (H(8 * MB, 32 * MB, 128 * MB), H(16 * MB, 128 * MB, 128 * MB)),
     3: (H(4 * MB, 4 * MB, 128 * MB), H(8 * MB, 8 * MB, 32 * MB)),
     4: (
-        H(0.625 * MB, 0.625 * MB, 128 * MB, OFF, _SM100_PUSH_4),
-        H(0.625 * MB, 0.625 * MB, 32 * MB, OFF, _SM100_PUSH_4),
+        H(0.625 * MB, 0.625 * MB, 128 * MB, two_shot_push=8 * MB),
+        H(0.625 * MB, 0.625 * MB, 32 * MB, two_shot_push=8 * MB),
     ),
     5: (H(1.5 * MB, 1.5 * MB, 128 * MB), H(2 * MB, 2 * MB, 32 * MB, R(0, 32 * MB))),
     6: (H(1 * MB, 1 * MB, 128 * MB), H(1.25 * MB, 1.25 * MB, 64 * MB, R(0, 64 * MB))),
     7: (H(0.625 * MB, 0.625 * MB, 128 * MB), H(1 * MB, 1 * MB, 64 * MB, R(0, 64 * MB))),
     8: (
-        H(0.5 * MB, 0.5 * MB, 128 * MB, R(8 * MB, 128 * MB)),
-        H(0.75 * MB, 0.75 * MB, 128 * MB, R(0, 128 * MB)),
+        H(256 * KB, 256 * KB, 128 * MB, R(8 * MB, 128 * MB), two_shot_push=8 * MB),
+        H(256 * KB, 256 * KB, 128 * MB, R(0, 128 * MB), two_shot_push=8 * MB),
     ),
     16: (
         H(0.25 * MB, 0.25 * MB, 128 * MB, R(256 * KB, 128 * MB)),
@@ -163,29 +157,11 @@ def _default_blocks(world_size: int) -> Blocks:
 
 # ------------------------------------------------------------------ conversion
 
-
-def _threshold(value: float) -> int:
-    # SGLang passes float thresholds through int(): truncation
-    return int(value)
-
-
-def _range_rule(algorithm: str, size_range: SizeRange) -> Rule | None:
-    if size_range.hi <= 0:
-        return None  # contains() is false for every size
-    # the float bounds are compared as they are: the first whole byte >= lo, the last <= hi
-    return Rule(algorithm, math.ceil(size_range.lo), math.floor(size_range.hi))
-
-
-def rules(heuristic: Heuristic) -> list[Rule]:
-    """SGLang's first-match rules for one heuristic, in its priority order."""
-    ordered = [
-        _range_rule("2shot_push", heuristic.two_shot_push),
-        upto("1shot_push", _threshold(heuristic.push)),
-        upto("1shot_pull", _threshold(heuristic.pull)),
-        _range_rule("2shot_pull_mc", heuristic.mc),
-        upto("2shot_pull", _threshold(heuristic.two_shot)),
-    ]
-    return [rule for rule in ordered if rule is not None]
+_NOTE = (
+    f"SGLang's {WORKSPACE // MB}MiB default workspace (SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB) sizes the pull "
+    "buffer to {pull} and each push slot to {push}; CustomAllReduceV2.__init__ clips the rows to them "
+    "(the config's clip) and sends larger sizes to nccl"
+)
 
 
 def _params(algorithms: tuple[str, ...], blocks: Blocks) -> dict[str, dict[str, ParamValue]]:
@@ -206,17 +182,34 @@ def _table(
     provenance: Provenance,
 ) -> Table:
     plans = []
-    for world_size, heuristics in sorted(figures.items()):
-        for mode, heuristic in zip(("graph", "eager"), heuristics, strict=True):
-            bands = bands_from_rules(rules(heuristic), FALLBACK)
-            used = tuple(dict.fromkeys(name for band in bands for name in band.candidates))
-            params = _params(used, blocks_for(world_size))
-            plans.append(Plan(world_size, mode, bands, FALLBACK, freeze_params(params)))
-    return Table(Platform("cuda", arch), provenance, tuple(plans), origin=ORIGIN)
+    for world_size, rows in sorted(figures.items()):
+        blocks = blocks_for(world_size)
+        multicast = blocks.mc is not None
+        pull, push = sglang.workspace(rows, world_size, WORKSPACE)
+        for mode, row in zip(("graph", "eager"), rows, strict=True):
+            written = sglang.as_run(bands_from_rules(sglang.first_match(row, multicast), FALLBACK))
+            clipped = sglang.clip(row, pull, push, world_size)
+            bands = sglang.as_run(bands_from_rules(sglang.first_match(clipped, multicast), FALLBACK))
+            used = tuple(dict.fromkeys(name for band in (*bands, *written) for name in band.candidates))
+            differs = written != bands
+            plans.append(
+                Plan(
+                    world_size,
+                    mode,
+                    bands,
+                    FALLBACK,
+                    freeze_params(_params(used, blocks)),
+                    written=written if differs else (),
+                    notes=(_NOTE.format(pull=format_size(pull), push=format_size(push)),) if differs else (),
+                )
+            )
+    return Table(Platform("cuda", arch), provenance, tuple(plans), rules="sglang", origin=ORIGIN)
 
 
 def _provenance(device: str, notes: str) -> Provenance:
-    return Provenance(source="published", device=device, tool="sglang", notes=f"{notes} ({SOURCE_FILE})")
+    return Provenance(
+        source="published", device=device, tool="sglang", notes=f"{notes} (sglang=={RELEASE}: {SOURCE_FILE})"
+    )
 
 
 def table_set() -> TableSet:
@@ -237,7 +230,7 @@ def table_set() -> TableSet:
             SM100,
             _sm100_blocks,
             _provenance(
-                "B200 (world size 16 on GB200)",
+                "B200 (world size 16 on GB200, the 2shot_push rows on B300)",
                 "SGLang custom all-reduce v2, SM100 table (10.x with minor < 7); tuned on B200; "
                 "blocks: push = 148 SMs, pull = 148 at 2 ranks else 96",
             ),
@@ -263,4 +256,15 @@ def table_set() -> TableSet:
             "one-shot up to 1 MB, two-shot up to 16 MB, no multicast, blocks = SMs",
         ),
     )
-    return TableSet("sglang", "cuda", MappingProxyType(tables), default)
+
+    def engine_arch(arch: str) -> Table | None:
+        major, dot, minor = arch.partition(".")
+        if not (dot and major.isdigit() and minor.isdigit()):
+            return None
+        key = sglang.arch_configs(int(major), int(minor))
+        if key == "default":
+            return None  # the set's default, with its own note
+        note = f"arch {arch} has no table in {ORIGIN}; SGLang's dispatch on the capability gives it arch {key}'s"
+        return tables[key].with_changes(borrowed=(note,))
+
+    return TableSet("sglang", "cuda", MappingProxyType(tables), default, rules="sglang", engine_arch=engine_arch)

@@ -1,0 +1,531 @@
+"""SGLang's own code as the oracle: a released ``CustomAllReduceV2`` built and asked, size by size.
+
+Engine side: the release's configs module (0.5.16 on) is imported as it
+is, with the CPU torch; it imports only ``torch``, ``functools`` and
+``typing``. The communicator module cannot be imported (it needs SGLang's
+kernels and a GPU), so its top level is lifted out of its source with
+``ast`` and executed with every import from SGLang bound to a stand-in:
+
+- the GPU: ``torch.cuda.get_device_capability()`` answers the probed arch
+  and ``get_device_properties().multi_processor_count`` an SM count (block
+  counts only: no decision depends on it);
+- the machine: one host whose GPUs all see each other over NVLink (the
+  answer ``can_use_custom_all_reduce_with_nvlink`` gives there), a symmetric
+  memory with or without a multicast address, every environment variable at
+  the default ``environ.py`` gives it;
+- the kernels: recorders that note which algorithm (and multicast) the
+  communicator launches.
+
+Then the real ``CustomAllReduceV2.__init__`` runs at each world size (it
+sizes the config through the config's own ``clip``; where it raises, SGLang's
+``GroupCoordinator`` logs "Setup Custom allreduce failed" and runs NCCL),
+and each probe goes through the real ``should_custom_ar`` and
+``custom_all_reduce``: nccl where the first says no, the recorded kernel
+otherwise. Graph-mode probes run inside the communicator's own
+``capture()``. In 0.5.10 and 0.5.11 v2 is opt-in (``SGLANG_USE_JIT_ALL_REDUCE=1``):
+the oracle answers for v2 enabled, as artune's tables describe.
+
+``RELEASES``: ``pip index versions sglang`` lists the 0.5.x releases; each
+was downloaded and only those with ``custom_all_reduce_v2.py`` kept
+(0.5.10 is the first; 0.5.1-0.5.9 have none).
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import math
+import sys
+import types
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from functools import cache
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+if __name__ == "__main__":  # run as a script: the bench folder holds the oracles package
+    sys.path.insert(0, str(Path(__file__).parents[1]))
+from oracles import Probe
+
+RELEASES: tuple[str, ...] = (
+    "0.5.10",
+    "0.5.10.post1",
+    "0.5.11",
+    "0.5.12",
+    "0.5.12.post1",
+    "0.5.13",
+    "0.5.13.post1",
+    "0.5.14",
+    "0.5.15",
+    "0.5.15.post1",
+    "0.5.16",
+    "0.5.17",
+    "0.5.18",
+    "0.5.19",
+    "0.5.20",
+    "0.5.21",
+    "0.5.22",
+    "0.5.23",
+)
+# probed arches and the SM count each answers (9.0 H200, 10.0 B200, 10.3 B300; 10.7 Rubin and 12.0, which no
+# release has a row for, any count: only block counts read it)
+ARCHS: dict[str, int] = {"9.0": 132, "10.0": 148, "10.3": 148, "10.7": 160, "12.0": 188}
+WORLD_SIZES = tuple(range(2, 17))
+MODES = ("graph", "eager")
+V1_WORLD_SIZES = (2, 4, 6, 8)  # SGLang's legacy CustomAllreduce._SUPPORTED_WORLD_SIZES
+
+_DIR = "sglang/srt/distributed/device_communicators"
+COMMUNICATOR = f"{_DIR}/custom_all_reduce_v2.py"
+CONFIGS = f"{_DIR}/configs/custom_all_reduce_v2.py"
+ENVIRON = "sglang/srt/environ.py"
+KERNELS = "sglang/kernels/ops/communication/all_reduce.py"
+_REAL_IMPORTS = ("logging", "contextlib", "typing", "dataclasses", "enum", "functools", "os", "math", "torch")
+_ALGOS = {
+    "ONE_SHOT_PUSH": "1shot_push",
+    "TWO_SHOT_PUSH": "2shot_push",
+    "ONE_SHOT_PULL": "1shot_pull",
+    "TWO_SHOT_PULL": "2shot_pull",
+}
+
+
+class OracleGap(RuntimeError):
+    """The release does something the oracle does not model: it says what, rather than answer wrongly."""
+
+
+class _Stub:
+    """Whatever SGLang's kernels and helpers hand back: every attribute and call is another stub."""
+
+    def __init__(self, name: str = "stub") -> None:
+        self._name = name
+
+    def __getattr__(self, name: str) -> _Stub:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return _Stub(f"{self._name}.{name}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Stub:
+        return _Stub(f"{self._name}()")
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(())
+
+    def __getitem__(self, key: Any) -> _Stub:
+        return _Stub(f"{self._name}[]")
+
+    def __len__(self) -> int:
+        return 0
+
+    def __bool__(self) -> bool:
+        return False
+
+
+class _State:
+    """The group's size and whether a CUDA graph is being captured, for the stand-ins."""
+
+    world_size = 2
+    capturing = False
+    launched: list[tuple[Any, bool]]
+
+    def __init__(self) -> None:
+        self.launched = []
+
+
+def _env_defaults(root: Path) -> dict[str, Any]:
+    """``environ.py``'s ``Envs``: each variable's default, as ``envs.NAME.get()`` returns it when unset."""
+    out: dict[str, Any] = {}
+    path = root / ENVIRON
+    if not path.is_file():
+        return out
+    for stmt in ast.parse(path.read_text()).body:
+        if isinstance(stmt, ast.ClassDef) and stmt.name == "Envs":
+            for item in stmt.body:
+                if isinstance(item, ast.Assign) and isinstance(item.value, ast.Call) and item.value.args:
+                    try:
+                        value = eval(compile(ast.Expression(item.value.args[0]), str(path), "eval"), {})
+                    except Exception:
+                        continue  # a computed default: not one the communicator reads
+                    out.update({t.id: value for t in item.targets if isinstance(t, ast.Name)})
+    return out
+
+
+class _Var:
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def get(self) -> Any:
+        return self.value
+
+    def is_set(self) -> bool:
+        return False
+
+
+class _Envs:
+    def __init__(self, defaults: dict[str, Any]) -> None:
+        self._defaults = defaults
+
+    def __getattr__(self, name: str) -> _Var:
+        if name not in self._defaults:
+            raise OracleGap(f"environ.py has no default for {name}")
+        return _Var(self._defaults[name])
+
+
+def _algo_enum(root: Path, communicator: ast.Module) -> Any:
+    """SGLang's ``AllReduceAlgo``: lifted from its kernels module where the release ships it, else an enum of
+    the members the communicator names."""
+    path = root / KERNELS
+    if path.is_file():
+        tree = ast.parse(path.read_text())
+        wanted = [
+            n
+            for n in tree.body
+            if (isinstance(n, ast.ClassDef) and n.name == "AllReduceAlgo")
+            or (isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "_ALGO_NAMES" for t in n.targets))
+        ]
+        if wanted:
+            namespace: dict[str, Any] = {"enum": enum}
+            exec(compile(ast.Module(wanted, []), str(path), "exec"), namespace)
+            return namespace["AllReduceAlgo"]
+    names = sorted(
+        {
+            n.attr
+            for n in ast.walk(communicator)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "AllReduceAlgo"
+        }
+    )
+    return enum.Enum("AllReduceAlgo", names)
+
+
+class Engine:
+    """One release on one GPU: its configs module imported, its communicator module lifted and run."""
+
+    def __init__(self, root: Path, arch: str) -> None:
+        import torch
+
+        self.root, self.arch, self.torch = root, arch, torch
+        major, minor = (int(x) for x in arch.split("."))
+        self.cap = (major, minor)
+        self.props = types.SimpleNamespace(multi_processor_count=ARCHS.get(arch, 132), major=major, minor=minor)
+        self.state = _State()
+        self.multicast = True
+        self.failures: dict[int, str] = {}  # world size -> what __init__ raised (SGLang then runs nccl)
+        with self.gpu():
+            self.configs = self._import_configs()
+            self.namespace = self._lift_communicator()
+        self.cls = self.namespace["CustomAllReduceV2"]
+
+    @contextmanager
+    def gpu(self) -> Iterator[None]:
+        """``torch.cuda`` answering for the probed GPU while the release's code runs."""
+        cuda = self.torch.cuda
+        state = self.state
+        with ExitStack() as stack:
+            for name, value in {
+                "get_device_capability": lambda *a: self.cap,
+                "get_device_properties": lambda *a: self.props,
+                "current_device": lambda: 0,
+                "device_count": lambda: state.world_size,
+                "is_available": lambda: True,
+                "synchronize": lambda *a: None,
+                "is_current_stream_capturing": lambda: state.capturing,
+            }.items():
+                stack.enter_context(mock.patch.object(cuda, name, value))
+            yield
+
+    def _import_configs(self) -> types.ModuleType | None:
+        path = self.root / CONFIGS
+        if not path.is_file():
+            return None
+        module = _module(f"_sglang_configs_{id(self)}", path)
+        exec(compile(path.read_text(), str(path), "exec"), module.__dict__)  # a released wheel's file
+        return module
+
+    def _stand_ins(self, tree: ast.Module) -> dict[str, Any]:
+        state, torch = self.state, self.torch
+
+        def nvlink(*_a: Any, supported_world_size: Any = (), **_k: Any) -> bool | None:
+            return True if state.world_size in supported_world_size else None
+
+        def gather(out: list[Any], tensor: Any, group: Any = None) -> None:
+            for item in out:
+                item.copy_(tensor)
+
+        def gather_object(out: list[Any], obj: Any, group: Any = None) -> None:
+            out[:] = [obj] * len(out)
+
+        def launch(comm: Any, inp: Any, *args: Any, **kwargs: Any) -> Any:
+            # custom_all_reduce(comm, input, algo=, graph_params=, use_multicast=) from 0.5.19;
+            # custom_all_reduce(comm, input, algo, pull_arg) before, pull_arg True for multicast
+            algo = kwargs.get("algo", args[0] if args else None)
+            multicast = kwargs["use_multicast"] if "use_multicast" in kwargs else len(args) > 1 and args[1] is True
+            state.launched.append((algo, bool(multicast)))
+            return torch.empty(0)
+
+        class _Module:  # get_all_reduce_module(dtype, world_size): the eager launch of 0.5.23
+            def all_reduce(self, comm: Any, inp: Any, algo_name: str, graph_params: Any, use_multicast: bool) -> Any:
+                state.launched.append((algo_name, bool(use_multicast)))
+                return torch.empty(0)
+
+        class _OldKernel(_Stub):  # get_custom_all_reduce_cls()(...) of 0.5.10-0.5.15
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                super().__init__("kernel")
+
+            def all_reduce(self, inp: Any, algo: Any) -> Any:
+                state.launched.append((algo, False))
+                return torch.empty(0)
+
+            def share_storage(self) -> int:
+                return 0
+
+        configs = self.configs
+        stand_ins: dict[str, Any] = {
+            "dist": types.SimpleNamespace(
+                get_rank=lambda *a, **k: 0,
+                get_world_size=lambda *a, **k: state.world_size,
+                barrier=lambda *a, **k: None,
+                all_gather=gather,
+                all_gather_object=gather_object,
+                get_backend=lambda *a: "gloo",
+            ),
+            "AllReduceAlgo": _algo_enum(self.root, tree),
+            "custom_all_reduce": launch,
+            "get_all_reduce_module": lambda *a: _Module(),
+            "get_custom_all_reduce_cls": lambda: _OldKernel,
+            "can_use_custom_all_reduce_with_nvlink": nvlink,
+            "in_the_same_node_as": lambda *a, **k: [True] * state.world_size,
+            "is_one_nvlink_clique": lambda *a: True,
+            "is_weak_contiguous": lambda inp: True,
+            "is_vmm_pointer": lambda ptr: False,
+            "is_sm100_supported": lambda *a: self.cap[0] == 10,  # sglang/srt/utils/common.py, CUDA >= 12.8
+            "is_sm90_supported": lambda *a: self.cap[0] == 9,
+            "is_in_piecewise_cuda_graph": lambda: False,
+            "is_in_tc_piecewise_cuda_graph": lambda: False,
+            "log_info_on_rank0": lambda *a, **k: None,
+            "envs": _Envs(_env_defaults(self.root)),
+            "_KERNEL_API_LOG_LEVEL": 0,  # sglang/kernels/kernel_api_logging.py: SGLANG_KERNEL_API_LOGLEVEL, 0
+        }
+        if configs is not None:
+            for name in ("get_all_reduce_config", "get_supported_world_sizes"):
+                if hasattr(configs, name):
+                    stand_ins[name] = getattr(configs, name)
+        return stand_ins
+
+    def _lift_communicator(self) -> dict[str, Any]:
+        path = self.root / COMMUNICATOR
+        tree = ast.parse(path.read_text(), str(path))
+        stand_ins = self._stand_ins(tree)
+        namespace = _module(f"_sglang_v2_{id(self)}", path).__dict__
+        body: list[ast.stmt] = []
+        for node in tree.body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                module = node.module if isinstance(node, ast.ImportFrom) else None
+                for alias in node.names:
+                    full = module or alias.name
+                    bound = alias.asname or alias.name.split(".")[0]
+                    real = (
+                        not getattr(node, "level", 0)
+                        and full.split(".")[0] in _REAL_IMPORTS
+                        and not full.startswith("torch.distributed")
+                    )
+                    if bound in stand_ins:
+                        namespace[bound] = stand_ins[bound]
+                    elif real or (full == "torch.distributed" and alias.name == "ProcessGroup"):
+                        exec(compile(ast.Module([node], []), str(path), "exec"), namespace)
+                    else:
+                        namespace[bound] = _Stub(bound)
+                continue
+            body.append(node)
+        exec(compile(ast.Module(body, []), str(path), "exec"), namespace)  # the release's own code
+        torch = self.torch
+        state = self
+
+        def allocate(nbytes: int, device: Any, group: Any) -> tuple[Any, Any]:
+            tensor = torch.empty(nbytes, dtype=torch.uint8, device="meta")
+            symm = types.SimpleNamespace(
+                multicast_ptr=(1 << 40) if state.multicast else 0,
+                get_buffer=lambda rank, shape, dtype: torch.empty(shape, dtype=dtype, device="meta"),
+            )
+            return tensor, symm
+
+        namespace["_allocate_symmetric_memory"] = allocate  # torch symmetric memory with or without multicast
+        cls = namespace.get("CustomAllReduceV2")
+        if cls is None:
+            raise OracleGap(f"{path}: no class CustomAllReduceV2")
+        cls.__del__ = lambda self: None  # close() at collection would only talk to the stand-ins again
+        return namespace
+
+    def build(self, world_size: int, multicast: bool) -> Any:
+        """The communicator SGLang builds at ``world_size``, or None where it disables or fails to build it."""
+        self.state.world_size, self.multicast = world_size, multicast
+        group = types.SimpleNamespace(group_name="tp", rank=lambda: 0, size=lambda: world_size)
+        with self.gpu():
+            try:
+                comm = self.cls(group=group, device=self.torch.device("meta"))
+            except Exception as err:  # GroupCoordinator: "Setup Custom allreduce failed ..." and no custom all-reduce
+                if not isinstance(err, (KeyError, AssertionError, ValueError)):
+                    raise OracleGap(
+                        f"CustomAllReduceV2 at world size {world_size} failed on a stand-in: {err!r}"
+                    ) from err
+                self.failures[world_size] = f"{type(err).__name__}: {err}"
+                return None
+        if comm.disabled:
+            if world_size in V1_WORLD_SIZES:
+                raise OracleGap(f"v2 disabled at world size {world_size}: SGLang's legacy CustomAllreduce would run")
+            return None
+        return comm
+
+    def answer(self, comm: Any, nbytes: int, graph: bool) -> str:
+        """What ``comm`` runs for one all-reduce of ``nbytes`` bytes (inside ``capture()`` when ``graph``)."""
+        torch = self.torch
+        dtype, size = (torch.bfloat16, 2) if nbytes % 2 == 0 else (torch.uint8, 1)
+        inp = torch.empty(nbytes // size, dtype=dtype, device="meta")
+        self.state.capturing = graph
+        if not comm.should_custom_ar(inp):
+            return "nccl"
+        self.state.launched.clear()
+        comm.custom_all_reduce(inp)
+        (algo, multicast), *_ = self.state.launched
+        name = algo if isinstance(algo, str) else _ALGOS[algo.name]
+        if multicast:
+            if name != "2shot_pull":
+                raise OracleGap(f"{name} with multicast has no name in artune")
+            name = "2shot_pull_mc"
+        return name
+
+    def decide(self, world_size: int, multicast: bool, mode: str, sizes: list[int]) -> list[str]:
+        """The engine's answer for each size, at one world size, multicast and mode."""
+        comm = self.build(world_size, multicast)
+        if comm is None:
+            return ["nccl"] * len(sizes)
+        with self.gpu():
+            if mode == "graph":
+                with comm.capture():
+                    out = [self.answer(comm, n, True) for n in sizes]
+                    self.state.capturing = False  # capture() checks the stream is no longer capturing
+                    if isinstance(getattr(comm, "_graph_inputs", None), list):
+                        comm._graph_inputs.clear()  # no peer memory to register the captured inputs with
+                return out
+            return [self.answer(comm, n, False) for n in sizes]
+
+    def bounds(self, world_size: int) -> set[int]:
+        """Every size the release's configs and sizing name at ``world_size`` (thresholds, ranges, workspace)."""
+        found: set[float] = set()
+        comm = self.build(world_size, True)
+        if comm is not None:
+            _numbers(comm.config, found)
+            _numbers([getattr(comm, n, 0) for n in ("max_size", "max_pull_size", "max_push_size")], found)
+            raw = self.namespace.get("THRESHOLD_2_SHOT_MAP") or {}
+            if self.configs is not None:
+                with self.gpu():
+                    raw = {world_size: self.configs.get_all_reduce_config(world_size)}
+            _numbers(raw.get(world_size), found)
+        return {b for v in found if 0 <= v < 1 << 40 for b in {math.floor(v), math.ceil(v)}}
+
+
+def _module(name: str, path: Path) -> types.ModuleType:
+    """An empty module for a release's file to run in, registered (dataclasses look their module up)."""
+    module = types.ModuleType(name)
+    module.__file__ = str(path)
+    sys.modules[name] = module
+    return module
+
+
+def _numbers(value: Any, out: set[float]) -> None:
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, (int, float)):
+        out.add(value)
+    elif isinstance(value, tuple | list):  # NamedTuples too
+        for item in value:
+            _numbers(item, out)
+    elif hasattr(value, "__dataclass_fields__"):
+        for name in value.__dataclass_fields__:
+            _numbers(getattr(value, name), out)
+
+
+@cache
+def _engine(root: Path, arch: str) -> Engine:
+    return Engine(root, arch)
+
+
+def _grid() -> list[int]:
+    """16 B to 256 MiB: every power of two and the midpoints between them."""
+    return sorted({p for k in range(4, 29) for p in (1 << k, 3 << (k - 1))} - {3 << 28})
+
+
+def probes(root: Path) -> list[Probe]:
+    """Every arch, world size 2-16, both modes, multicast on and off: each bound, +-1 and +-16 bytes around it,
+    and the log grid."""
+    out: list[Probe] = []
+    for arch in ARCHS:
+        engine = _engine(root, arch)
+        for ws in WORLD_SIZES:
+            around = {b + d for b in engine.bounds(ws) for d in (-16, -1, 0, 1, 16)}
+            sizes = sorted(s for s in around | set(_grid()) if s >= 0)
+            for mode in MODES:
+                for multicast in (True, False):
+                    out += [Probe(arch, ws, mode, multicast, n) for n in sizes]
+    return out
+
+
+def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
+    """SGLang's own answer per probe, as artune's algorithm names."""
+    groups: dict[tuple[str, int, str, bool], list[int]] = {}
+    for index, p in enumerate(probes):
+        groups.setdefault((p.arch, p.world_size, p.mode, p.multicast), []).append(index)
+    out = [""] * len(probes)
+    for (arch, ws, mode, multicast), indices in groups.items():
+        answers = _engine(root, arch).decide(ws, multicast, mode, [probes[i].nbytes for i in indices])
+        for i, answer in zip(indices, answers, strict=True):
+            out[i] = answer
+    return out
+
+
+def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
+    """artune's answer per probe: the release read by the product's reader, decided by ``decide``."""
+    from artune import catalog
+    from artune.formats import read_engine
+    from artune.table.decide import decide
+
+    tables = read_engine("sglang", str(root)).tables
+    resolved = {arch: tables.resolve(arch) for arch in {p.arch for p in probes}}
+    return [
+        decide(
+            resolved[p.arch],
+            p.nbytes,
+            p.world_size,
+            p.mode,
+            catalog.available(p.world_size, p.dtype, p.nbytes, p.multicast),
+        ).algorithm
+        for p in probes
+    ]
+
+
+def main(argv: list[str]) -> int:
+    """``python bench/oracles/sglang.py [VERSION...]``: per release, the probes, how many agree, what the engine
+    ran, the findings ``artune check`` prints, and the first differences (exit 1 if any)."""
+    from collections import Counter
+
+    from artune.formats import read_engine
+    from artune.formats.releases import fetch_release
+
+    differ = 0
+    for version in argv or RELEASES:
+        root = fetch_release("sglang", version)
+        ps = probes(root)
+        engine, ours = engine_decisions(root, ps), artune_decisions(root, ps)
+        bad = [(p, e, a) for p, e, a in zip(ps, engine, ours, strict=True) if e != a]
+        findings = Counter(f.severity for f in read_engine("sglang", str(root)).findings)
+        ran = ", ".join(f"{name} {count}" for name, count in sorted(Counter(engine).items()))
+        print(
+            f"sglang=={version}: {len(ps)} probes, {len(ps) - len(bad)} equal; findings "
+            f"{sum(findings.values())} ({', '.join(f'{k} {v}' for k, v in sorted(findings.items()))}); ran: {ran}"
+        )
+        for p, e, a in bad[:10]:
+            print(f"  {p}: engine {e}, artune {a}")
+        differ += bool(bad)
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

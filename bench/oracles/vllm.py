@@ -1,0 +1,778 @@
+"""vLLM's own released code as the oracle: its communicators, built as vLLM builds them, decide each probe.
+
+vLLM's modules import far too much (CUDA kernels, the compiler, the whole
+engine) to import here. So the oracle runs the release's own source files,
+unchanged, in a small stand-in world: ``cuda_communicator.py``,
+``custom_all_reduce.py``, ``symm_mem.py``, ``all_reduce_utils.py`` (its
+tables and ``should_nccl_symm_mem_allreduce``), ``base_device_communicator.py``,
+``flashinfer_all_reduce.py``, ``pynccl_allocator.py`` and ``envs.py`` are
+executed as modules whose imports an import hook answers. What they import
+from the rest of vLLM, and the hardware they ask about, are stand-ins that
+hold only what those files read: the platform (CUDA, the probe's compute
+capability, fully NVLink-connected GPUs on one node, peer access works),
+``torch.distributed`` for a group of the probe's world size, torch symmetric
+memory (its rendezvous reports multicast as the probe says), FlashInfer
+(installed, as vLLM's CUDA wheels require: 0.33.0 pins
+flashinfer-python==0.7.2.post1; its MNNVL workspace needs multicast, and a
+workspace takes every problem that fits the one it was made for, as
+FlashInfer's ``is_buffer_size_sufficient`` says) and vLLM's C++ ops (pointers that do nothing). ``envs.py`` runs as
+released with no ``VLLM_*`` variable set, so every switch has the default
+the release gives it, and ``parallel_state._ENABLE_CUSTOM_ALL_REDUCE`` has
+its assigned value. ``PassConfig.default_fi_allreduce_fusion_max_size_mb``
+is lifted out of ``config/compilation.py`` with ``ast`` and run on its own,
+and the FlashInfer fusion file's table assignments are evaluated.
+
+Then, per probe, vLLM's real ``CudaCommunicator(unique_name="tp:0")`` is
+built as vLLM builds its tensor-parallel group's, and its real
+``all_reduce`` runs on a bf16 input of the probe's size (shape
+``(n, 1)``: vLLM's hidden states are 2-D, and FlashInfer takes only 2-D
+inputs; with one column its token bound is exactly its byte bound). The
+answer is what ran: ``custom_all_reduce`` (custom_ar),
+``torch.ops.symm_mem.multimem_all_reduce_`` / ``two_shot_all_reduce_``,
+FlashInfer's ``allreduce_fusion`` (flashinfer_ar), or pynccl / torch's
+all-reduce (nccl). In graph mode the stream reports capturing and custom
+all-reduce is inside its ``capture()``.
+
+A release whose code asks the stand-ins something they do not hold fails
+loudly (``Unknown``), never silently answering for vLLM.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import importlib
+import math
+import os
+import types
+from collections.abc import Callable, Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from oracles import Probe
+
+# pip index versions vllm: every release from the first one with all_reduce_utils.py's size tables (0.10.2),
+# and the three 0.10 releases before it, which have none (they run custom all-reduce below 8 MiB or nccl)
+RELEASES: tuple[str, ...] = (
+    "0.10.0",
+    "0.10.1",
+    "0.10.1.1",
+    "0.10.2",
+    "0.11.0",
+    "0.11.1",
+    "0.11.2",
+    "0.12.0",
+    "0.13.0",
+    "0.14.0",
+    "0.14.1",
+    "0.15.0",
+    "0.15.1",
+    "0.16.0",
+    "0.17.0",
+    "0.17.1",
+    "0.18.0",
+    "0.18.1",
+    "0.19.0",
+    "0.19.1",
+    "0.20.0",
+    "0.20.1",
+    "0.20.2",
+    "0.21.0",
+    "0.22.0",
+    "0.22.1",
+    "0.23.0",
+    "0.24.0",
+    "0.25.0",
+    "0.25.1",
+    "0.26.0",
+    "0.27.0",
+    "0.27.1",
+    "0.28.0",
+    "0.29.0",
+    "0.30.0",
+    "0.31.0",
+    "0.32.0",
+    "0.33.0",
+)
+ARCHS = ("9.0", "10.0", "10.3", "10.7", "8.0")  # 8.0: an arch no vLLM table has a row for
+WORLD_SIZES = tuple(range(2, 17))
+MODES = ("graph", "eager")
+MiB = 1 << 20
+_COMM = "vllm/distributed/device_communicators/"
+# the release's files that run as they are; every other vllm module is a stand-in
+_REAL = {
+    "vllm.envs": "vllm/envs.py",
+    "vllm.distributed.device_communicators.cuda_communicator": _COMM + "cuda_communicator.py",
+    "vllm.distributed.device_communicators.base_device_communicator": _COMM + "base_device_communicator.py",
+    "vllm.distributed.device_communicators.custom_all_reduce": _COMM + "custom_all_reduce.py",
+    "vllm.distributed.device_communicators.symm_mem": _COMM + "symm_mem.py",
+    "vllm.distributed.device_communicators.all_reduce_utils": _COMM + "all_reduce_utils.py",
+    "vllm.distributed.device_communicators.flashinfer_all_reduce": _COMM + "flashinfer_all_reduce.py",
+    "vllm.distributed.device_communicators.pynccl_allocator": _COMM + "pynccl_allocator.py",
+}
+# what a real module asks the hardware, answered for the probe's machine (peer access works between every pair)
+_PROBED = {
+    "vllm.distributed.device_communicators.all_reduce_utils": {"gpu_p2p_access_check": lambda src, tgt: True},
+}
+_FUSION_FILES = ("vllm/compilation/passes/fusion/allreduce_rms_fusion.py", "vllm/compilation/collective_fusion.py")
+
+
+class OracleError(RuntimeError):
+    """The release's code needs something the stand-in world does not hold."""
+
+
+class Unknown:
+    """What a stand-in module gives for a name it does not hold: usable in annotations, an error when used."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Unknown:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Unknown(f"{self._name}.{attr}")
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise OracleError(f"the release called {self._name}(), which the oracle's stand-ins do not hold")
+
+    def __bool__(self) -> bool:
+        raise OracleError(f"the release tested {self._name}, which the oracle's stand-ins do not hold")
+
+    def __or__(self, other: Any) -> Unknown:  # "X | None" in an annotation
+        return self
+
+    __ror__ = __or__
+
+    def __getitem__(self, item: Any) -> Unknown:  # "list[X]" in an annotation
+        return self
+
+    def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
+        return (object,)  # a class deriving from a stand-in name: its own methods are what runs
+
+
+class StandIn(types.ModuleType):
+    """A module of the stand-in world: the names given, ``Unknown`` for any other."""
+
+    def __init__(self, name: str, **names: Any) -> None:
+        super().__init__(name)
+        self.__dict__.update(names)
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return Unknown(f"{self.__name__}.{attr}")
+
+
+# ------------------------------------------------------------------ the machine the probe describes
+
+
+class Capability(tuple):
+    """vLLM's ``DeviceCapability``: ``as_version_str()`` and ``to_int()``."""
+
+    @property
+    def major(self) -> int:
+        return self[0]
+
+    @property
+    def minor(self) -> int:
+        return self[1]
+
+    def as_version_str(self) -> str:
+        return f"{self[0]}.{self[1]}"
+
+    def to_int(self) -> int:
+        return self[0] * 10 + self[1]
+
+
+class CudaInput(torch.Tensor):
+    """A bf16 tensor on the meta device that says it is on CUDA: it has a size and a dtype, and no memory."""
+
+    @property
+    def is_cuda(self) -> bool:  # type: ignore[override]
+        return True
+
+
+def _tensor(nbytes: int, dtype: torch.dtype) -> torch.Tensor:
+    size = torch.empty((), dtype=dtype).element_size()
+    if nbytes % size:
+        raise ValueError(f"{nbytes} bytes is not a whole number of {dtype} elements")
+    meta = torch.empty((nbytes // size, 1), dtype=dtype, device="meta")
+    return torch.Tensor._make_subclass(CudaInput, meta)
+
+
+class World:
+    """One process of vLLM's tensor-parallel group on the probe's machine, with the release's modules."""
+
+    def __init__(self, root: Path, arch: str, world_size: int, multicast: bool) -> None:
+        self.root = root
+        major, minor = (int(x) for x in arch.split("."))
+        self.capability = Capability((major, minor))
+        self.world_size = world_size
+        self.multicast = multicast
+        self.capturing = False
+        self.ran: list[str] = []
+        self.modules: dict[str, types.ModuleType] = {}
+        self._comm: Any = None
+        self.group = _Group(world_size)
+        self.torch = self._torch()
+        self.stand_ins = self._stand_ins()
+
+    # -- what ran
+
+    def record(self, name: str) -> Callable[..., Any]:
+        """A kernel launch: it notes that ``name`` ran, and returns its input as the result."""
+
+        def run(*args: Any, **kwargs: Any) -> Any:
+            self.ran.append(name)
+            return args[0] if args else next(iter(kwargs.values()))
+
+        return run
+
+    # -- torch, with the device, the distributed group and the custom ops of the probe's machine
+
+    def _torch(self) -> types.ModuleType:
+        world = self
+
+        def empty(*size: Any, **kwargs: Any) -> torch.Tensor:
+            kwargs["device"] = "meta"
+            return torch.empty(*size, **kwargs)
+
+        def empty_like(t: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+            kwargs["device"] = "meta"
+            return torch.empty_like(t, **kwargs)
+
+        def zeros(*size: Any, **kwargs: Any) -> torch.Tensor:
+            if kwargs.get("device", "cpu") != "cpu":
+                kwargs["device"] = "meta"
+            return torch.zeros(*size, **kwargs)
+
+        class Handle:
+            multicast_ptr = 1 if world.multicast else 0
+
+            def get_buffer(self, *args: Any, **kwargs: Any) -> torch.Tensor:
+                return torch.empty(args[1], dtype=args[2], device="meta")
+
+        symm = StandIn(
+            "torch.distributed._symmetric_memory",
+            empty=lambda *size, dtype=None, device=None: torch.empty(*size, dtype=dtype, device="meta"),
+            rendezvous=lambda buffer, group_name: Handle(),
+        )
+        dist = StandIn(
+            "torch.distributed",
+            ProcessGroup=torch.distributed.ProcessGroup,
+            Backend=torch.distributed.Backend,
+            ReduceOp=torch.distributed.ReduceOp,
+            is_initialized=lambda: True,
+            get_rank=lambda group=None: 0,
+            get_world_size=lambda group=None: world.world_size,
+            get_backend=lambda group=None: "gloo",
+            get_process_group_ranks=lambda group: list(range(world.world_size)),
+            get_group_rank=lambda group, rank: rank,
+            all_gather=self._all_gather,
+            all_gather_object=lambda out, obj, group=None: out.__setitem__(slice(None), [obj] * len(out)),
+            broadcast_object_list=lambda objs, src=0, group=None, device=None: None,
+            all_reduce=self._dist_all_reduce,
+            barrier=lambda group=None: None,
+            group=types.SimpleNamespace(WORLD=self.group),
+            _symmetric_memory=symm,
+            distributed_c10d=StandIn(
+                "torch.distributed.distributed_c10d", _world=types.SimpleNamespace(pg_map={self.group: ("gloo", None)})
+            ),
+        )
+        cuda = StandIn(
+            "torch.cuda",
+            is_available=lambda: True,
+            device_count=lambda: world.world_size,
+            current_device=lambda: 0,
+            set_device=lambda device: None,
+            get_device_capability=lambda device=None: tuple(world.capability),
+            is_current_stream_capturing=lambda: world.capturing,
+            can_device_access_peer=lambda a, b: True,
+            synchronize=lambda device=None: None,
+            memory=torch.cuda.memory,
+            Stream=torch.cuda.Stream,
+        )
+        ops = StandIn(
+            "torch.ops",
+            symm_mem=StandIn(
+                "torch.ops.symm_mem",
+                multimem_all_reduce_=self.record("symm_mem_multimem"),
+                two_shot_all_reduce_=self.record("symm_mem_two_shot"),
+                one_shot_all_reduce=self.record("symm_mem_one_shot"),
+            ),
+            vllm=StandIn("torch.ops.vllm", all_reduce_symmetric_with_copy=self.record("nccl_symm_mem")),
+        )
+        accelerator = StandIn("torch.accelerator", set_device_index=lambda index: None)
+        first = StandIn(
+            "torch", distributed=dist, cuda=cuda, ops=ops, accelerator=accelerator, empty=empty, empty_like=empty_like
+        )
+        first.zeros = zeros
+        return _Overlay(first, torch)  # everything else is real torch
+
+    def _all_gather(self, out: list[torch.Tensor], tensor: torch.Tensor, group: Any = None) -> None:
+        for i, item in enumerate(out):  # rank i reports physical device i
+            item.fill_(i)
+
+    def _dist_all_reduce(self, tensor: torch.Tensor, op: Any = None, group: Any = None, async_op: bool = False) -> None:
+        if tensor.device.type == "cpu":
+            return  # a CPU agreement among ranks (every rank says the same here)
+        self.ran.append("nccl")
+
+    # -- the rest of vLLM
+
+    def _stand_ins(self) -> dict[str, Any]:
+        world = self
+
+        class Platform:
+            device_type = "cuda"
+            device_name = "cuda"
+
+            def is_cuda(self) -> bool:
+                return True
+
+            def is_cuda_alike(self) -> bool:
+                return True
+
+            def is_rocm(self) -> bool:
+                return False
+
+            def is_xpu(self) -> bool:
+                return False
+
+            def is_cpu(self) -> bool:
+                return False
+
+            def get_device_capability(self, device_id: int = 0) -> Capability:
+                return world.capability
+
+            def has_device_capability(self, capability: Any, device_id: int = 0) -> bool:
+                want = capability if isinstance(capability, int) else capability[0] * 10 + capability[1]
+                return world.capability.to_int() >= want
+
+            def is_device_capability(self, capability: Any, device_id: int = 0) -> bool:
+                want = capability if isinstance(capability, int) else capability[0] * 10 + capability[1]
+                return world.capability.to_int() == want
+
+            def is_device_capability_family(self, capability: int, device_id: int = 0) -> bool:
+                return world.capability.to_int() // 10 == capability // 10
+
+            def is_fully_connected(self, physical_device_ids: list[int]) -> bool:
+                return True  # NVLink between every pair (NVSwitch), as the tables are written for
+
+            def device_count(self) -> int:
+                return world.world_size
+
+            def visible_device_id_to_physical_device_id(self, device_id: int) -> int:
+                return device_id
+
+            def logical_device_id_to_visible_device_id(self, device_id: int) -> int:
+                return device_id
+
+            def get_device_name(self, device_id: int = 0) -> str:
+                return f"stand-in sm_{world.capability.to_int()}"
+
+        class Logger:
+            def __getattr__(self, name: str) -> Callable[..., None]:
+                return lambda *args, **kwargs: None
+
+        class Disabled:
+            """A communicator vLLM's defaults do not build on CUDA: built anyway, the oracle stops."""
+
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                raise OracleError(f"the release built {type(self).__name__} with default settings on CUDA")
+
+        class PyNccl:
+            def __init__(self, group: Any, device: Any) -> None:
+                self.world_size = world.world_size
+                self.disabled = False
+                self.all_reduce = world.record("nccl")
+
+        class Ops(StandIn):
+            def __getattr__(self, attr: str) -> Any:
+                if attr.startswith("__"):
+                    raise AttributeError(attr)
+                return lambda *args, **kwargs: 0  # vLLM's C++ ops: pointers and handles nobody reads
+
+        ops = Ops("vllm._custom_ops")
+        ops.allocate_shared_buffer_and_handle = lambda size: (0, b"")
+        ops.get_graph_buffer_ipc_meta = lambda ptr: ([], [])
+        ops.meta_size = lambda: 0
+
+        class Workspace:
+            def __init__(self, backend: str, max_token_num: int, hidden_dim: int, dtype: torch.dtype) -> None:
+                self.backend = backend
+                self.mc_ptr = 1
+                self.capacity = max_token_num * hidden_dim
+
+            def is_buffer_size_sufficient(
+                self, tp_size: int, num_tokens: int, hidden_dim: int, dtype: Any, *a: Any, **k: Any
+            ) -> bool:
+                return num_tokens * hidden_dim <= self.capacity
+
+            def destroy(self) -> None:
+                pass
+
+        def create_workspace(
+            backend: str = "auto",
+            world_size: int = 0,
+            rank: int = 0,
+            max_token_num: int = 0,
+            hidden_dim: int = 0,
+            dtype: Any = None,
+            **kwargs: Any,
+        ) -> Workspace:
+            if backend == "mnnvl" and not world.multicast:
+                raise RuntimeError("Multicast pointer is null after rendezvous (no NVLink multicast)")
+            return Workspace(backend, max_token_num, hidden_dim, dtype)
+
+        flashinfer_comm = StandIn(
+            "flashinfer.comm",
+            allreduce_fusion=world.record("flashinfer_ar"),
+            create_allreduce_fusion_workspace=create_workspace,
+            AllReduceFusionPattern=types.SimpleNamespace(kAllReduce=0),
+            mnnvl=StandIn("flashinfer.comm.mnnvl", TorchDistBackend=lambda group=None: None),
+        )
+        flashinfer = StandIn("flashinfer", comm=flashinfer_comm)
+        return {
+            "vllm.platforms": StandIn("vllm.platforms", current_platform=Platform()),
+            "vllm.logger": StandIn("vllm.logger", init_logger=lambda name: Logger(), logger=Logger()),
+            "vllm._custom_ops": ops,
+            "vllm.config": StandIn(
+                "vllm.config", get_current_vllm_config_or_none=lambda: None, get_current_vllm_config=lambda: None
+            ),
+            "vllm.config.compilation": StandIn("vllm.config.compilation", PassConfig=self._pass_config()),
+            "vllm._aiter_ops": StandIn(
+                "vllm._aiter_ops",
+                rocm_aiter_ops=types.SimpleNamespace(is_custom_all_reduce_enabled=lambda: False),
+            ),
+            "vllm.distributed.parallel_state": StandIn(
+                "vllm.distributed.parallel_state",
+                _ENABLE_CUSTOM_ALL_REDUCE=self._assigned(
+                    "vllm/distributed/parallel_state.py", "_ENABLE_CUSTOM_ALL_REDUCE"
+                ),
+                in_the_same_node_as=lambda group, source_rank=0: [True] * world.world_size,
+                _node_count=lambda group=None: 1,
+                get_node_count=lambda: 1,
+            ),
+            "vllm.distributed.utils": StandIn(
+                "vllm.distributed.utils",
+                StatelessProcessGroup=Unknown("vllm.distributed.utils.StatelessProcessGroup"),
+                is_weak_contiguous=lambda t: t.is_contiguous(),
+            ),
+            "vllm.distributed.device_communicators.pynccl": StandIn(
+                "vllm.distributed.device_communicators.pynccl",
+                PyNcclCommunicator=PyNccl,
+                register_nccl_symmetric_ops=lambda comm: None,
+            ),
+            "vllm.distributed.device_communicators.quick_all_reduce": StandIn(
+                "quick_all_reduce", QuickAllReduce=type("QuickAllReduce", (Disabled,), {})
+            ),
+            "vllm.distributed.device_communicators.aiter_custom_all_reduce": StandIn(
+                "aiter_custom_all_reduce", AiterCustomAllreduce=type("AiterCustomAllreduce", (Disabled,), {})
+            ),
+            "vllm.distributed.device_communicators.flashinfer_pcie_ipc_all_reduce": StandIn(
+                "flashinfer_pcie_ipc_all_reduce",
+                FlashInferPcieIpcAllReduce=type("FlashInferPcieIpcAllReduce", (Disabled,), {}),
+            ),
+            # vLLM 0.11-0.18 read VLLM_BATCH_INVARIANT here; unset, as every variable is
+            "vllm.model_executor.layers.batch_invariant": StandIn(
+                "batch_invariant", vllm_is_batch_invariant=lambda: False
+            ),
+            "vllm.utils": StandIn("vllm.utils", cuda_device_count_stateless=lambda: world.world_size),
+            "vllm.utils.torch_utils": StandIn(
+                "vllm.utils.torch_utils", cuda_device_count_stateless=lambda: world.world_size
+            ),
+            "vllm.distributed.device_communicators.custom_all_reduce_utils": StandIn(
+                "custom_all_reduce_utils", gpu_p2p_access_check=lambda src, tgt: True
+            ),
+            "vllm.utils.gpu_sync_debug": StandIn(
+                "gpu_sync_debug", gpu_sync_allowed=lambda *a, **k: contextlib.nullcontext()
+            ),
+            "vllm.compilation.passes.fusion.allreduce_rms_fusion": self._fusion_tables(),
+            "flashinfer": flashinfer,
+            "flashinfer.comm": flashinfer_comm,
+            "flashinfer.comm.mnnvl": flashinfer_comm.mnnvl,
+        }
+
+    def _assigned(self, rel: str, name: str) -> Any:
+        """The value a release's file assigns to ``name`` at its top level (a constant)."""
+        tree = _tree(self.root / rel)
+        for node in tree.body if tree is not None else ():
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+                return ast.literal_eval(node.value)
+        raise OracleError(f"{rel} assigns no {name}")
+
+    def _fusion_tables(self) -> types.ModuleType:
+        """The FlashInfer fusion file's top-level table assignments, evaluated in order (others left out)."""
+        module = StandIn("vllm.compilation.passes.fusion.allreduce_rms_fusion")
+        for rel in _FUSION_FILES:
+            tree = _tree(self.root / rel)
+            for node in tree.body if tree is not None else ():
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    target = node.targets[0] if isinstance(node, ast.Assign) else node.target
+                    if isinstance(target, ast.Name):
+                        with contextlib.suppress(Exception):
+                            value = eval(compile(ast.Expression(node.value), rel, "eval"), {}, module.__dict__)
+                            module.__dict__[target.id] = value
+            if tree is not None:
+                break
+        return module
+
+    def _pass_config(self) -> type:
+        """``PassConfig`` with the release's own ``default_fi_allreduce_fusion_max_size_mb``, lifted alone."""
+        tree = _tree(self.root / "vllm/config/compilation.py")
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.FunctionDef) and node.name == "default_fi_allreduce_fusion_max_size_mb":
+                node = ast.FunctionDef(**{**node.__dict__, "decorator_list": []})
+                namespace = self._namespace("vllm.config.compilation")
+                exec(compile(ast.Module([node], []), "vllm/config/compilation.py", "exec"), namespace)
+                return type("PassConfig", (), {node.name: staticmethod(namespace[node.name])})
+        return Unknown("vllm.config.compilation.PassConfig")  # type: ignore[return-value]
+
+    # -- the import hook
+
+    def _namespace(self, name: str) -> dict[str, Any]:
+        package = name.rpartition(".")[0]
+        hooked = {**builtins.__dict__, "__import__": self._import}
+        return {"__name__": name, "__package__": package, "__builtins__": hooked}
+
+    def _import(self, name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0) -> Any:
+        if level:
+            package = (globals or {}).get("__package__", "").split(".")
+            base = ".".join(package[: len(package) - level + 1])
+            name = f"{base}.{name}" if name else base
+        if name in ("os",) and (globals or {}).get("__name__") == "vllm.envs":
+            return _Environ()  # envs.py reads an empty environment: every variable at its default
+        top = name.split(".")[0]
+        if top not in ("torch", "vllm", "flashinfer"):
+            return builtins.__import__(name, globals, locals, fromlist or (), 0)
+        if not fromlist:
+            self.module(name)  # "import a.b as c" runs a.b, then walks attributes from the top
+            return self.module(top)
+        return self.module(name)
+
+    def module(self, name: str) -> Any:
+        """The stand-in world's module ``name``: the release's file run here, a stand-in, or a package."""
+        if name in self.modules:
+            return self.modules[name]
+        if name == "torch" or name.startswith("torch."):
+            parts = name.split(".")
+            if len(parts) > 1 and parts[1] not in self.torch.__dict__:
+                return importlib.import_module(name)  # a part of torch the probe's machine does not change
+            found: Any = self.torch
+            for part in parts[1:]:
+                found = getattr(found, part)
+            return found
+        if name in self.stand_ins:
+            module = self.stand_ins[name]
+        elif name in _REAL and (self.root / _REAL[name]).is_file():
+            module = types.ModuleType(name)
+            module.__dict__.update(self._namespace(name))
+            self.modules[name] = module  # before running it: its imports may come back to it
+            exec(_code(self.root / _REAL[name]), module.__dict__)
+            module.__dict__.update(_PROBED.get(name, {}))
+            return module
+        else:
+            module = _Package(name, self)
+        self.modules[name] = module
+        return module
+
+    # -- vLLM's tensor-parallel communicator, and one call
+
+    def communicator(self) -> Any:
+        """vLLM's CudaCommunicator for the group, built once (one per process, as in vLLM)."""
+        if self._comm is not None:
+            return self._comm
+        cuda = self.module("vllm.distributed.device_communicators.cuda_communicator")
+        custom = self.module("vllm.distributed.device_communicators.custom_all_reduce")
+        # the kernel's launch, not its choice: should_custom_ar has decided by the time this runs
+        custom.CustomAllreduce.custom_all_reduce = lambda comm, inp: self.record("custom_ar")(inp)
+        device = torch.device("cuda:0")
+        self._comm = cuda.CudaCommunicator(self.group, device=device, device_group=self.group, unique_name="tp:0")
+        return self._comm
+
+    def all_reduce(self, nbytes: int, mode: str, dtype: torch.dtype = torch.bfloat16) -> str:
+        comm = self.communicator()
+        self.ran.clear()
+        self.capturing = mode == "graph"
+        ca = getattr(comm, "ca_comm", None)
+        context = ca.capture() if self.capturing and ca is not None else contextlib.nullcontext()
+        with context:
+            comm.all_reduce(_tensor(nbytes, dtype))
+        self.capturing = False
+        if len(self.ran) != 1:
+            raise OracleError(f"one all-reduce ran {self.ran or 'nothing'}")
+        return self.ran[0]
+
+
+class _Group:
+    """The tensor-parallel group's process group, as vLLM's code asks it."""
+
+    group_name = "tp:0"
+
+    def __init__(self, world_size: int) -> None:
+        self.world_size = world_size
+
+    def rank(self) -> int:
+        return 0
+
+    def size(self) -> int:
+        return self.world_size
+
+
+class _Overlay(types.ModuleType):
+    """The stand-in names first, then the real module's."""
+
+    def __init__(self, first: types.ModuleType, then: types.ModuleType) -> None:
+        super().__init__(first.__name__)
+        self.__dict__.update({k: v for k, v in first.__dict__.items() if not k.startswith("__")})
+        self._then = then
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._then, attr)
+
+
+class _Package(types.ModuleType):
+    """A vllm package or module the oracle does not hold: its children resolve through the world."""
+
+    def __init__(self, name: str, world: World) -> None:
+        super().__init__(name)
+        self._world = world
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        child = f"{self.__name__}.{attr}"
+        if any(k == child or k.startswith(child + ".") for k in (*self._world.stand_ins, *_REAL)):
+            return self._world.module(child)
+        return Unknown(child)
+
+
+class _Environ(types.ModuleType):
+    """``os`` for envs.py: the real module with an empty environment."""
+
+    def __init__(self) -> None:
+        super().__init__("os")
+        self.environ: dict[str, str] = {}
+
+    def getenv(self, key: str, default: Any = None) -> Any:
+        return self.environ.get(key, default)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(os, attr)
+
+
+@cache
+def _tree(path: Path) -> ast.Module | None:
+    return ast.parse(path.read_text(), str(path)) if path.is_file() else None
+
+
+@cache
+def _code(path: Path) -> types.CodeType:
+    return compile(path.read_text(), str(path), "exec")
+
+
+# ------------------------------------------------------------------ the interface
+
+
+def _bounds(root: Path) -> set[int]:
+    """Every size bound the release's tables and code hold, evaluated by the oracle itself."""
+    world = World(root, "9.0", 2, True)
+    out = {8 * MiB}
+    utils = (
+        world.module("vllm.distributed.device_communicators.all_reduce_utils")
+        if (root / _REAL["vllm.distributed.device_communicators.all_reduce_utils"]).is_file()
+        else None
+    )
+    for name in ("CUSTOM_ALL_REDUCE_MAX_SIZES", "SYMM_MEM_ALL_REDUCE_MAX_SIZES"):
+        for rows in getattr(utils, name, {}).values() if utils is not None else ():
+            out |= set(rows.values())
+    for mb in (getattr(utils, "FI_MNNVL_ALLREDUCE_MAX_SIZE_MB", {}) if utils is not None else {}).values():
+        out |= {int(mb * MiB), int(mb * MiB) - 1}
+    fusion = world.stand_ins["vllm.compilation.passes.fusion.allreduce_rms_fusion"]
+    for rows in fusion.__dict__.get("FI_ALLREDUCE_FUSION_MAX_SIZE_MB", {}).values():
+        out |= {int(mb * MiB) for mb in rows.values() if mb}
+    return out
+
+
+def _grid() -> list[int]:
+    """16 B to 256 MiB: each power of two and the point halfway between it and the next, on a log scale."""
+    out: list[int] = []
+    for exp in range(4, 29):
+        out += [1 << exp, round(math.sqrt(2) * (1 << exp)) & ~1]
+    return [n for n in out if n <= 256 * MiB]
+
+
+def probes(root: Path) -> list[Probe]:
+    """Every arch, world size 2..16, both modes, multicast on and off, at every bound +-16 and on a log grid."""
+    sizes = set(_grid())
+    for bound in _bounds(root):
+        sizes |= {bound - 16, bound - 2, bound, bound + 2, bound + 4, bound + 16}
+    sizes = sorted(n for n in sizes if n > 0 and n % 2 == 0)  # whole bf16 elements
+    return [
+        Probe(arch, ws, mode, multicast, n)
+        for arch in ARCHS
+        for ws in WORLD_SIZES
+        for multicast in (True, False)
+        for mode in MODES
+        for n in sizes
+    ]
+
+
+def _dtype(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
+    """vLLM's own answer per probe: what its CudaCommunicator.all_reduce ran."""
+    worlds: dict[tuple[str, int, bool], World] = {}
+    out: list[str] = []
+    for probe in probes:
+        key = (probe.arch, probe.world_size, probe.multicast)
+        world = worlds.get(key)
+        if world is None:
+            world = worlds[key] = World(root, *key)
+        out.append(world.all_reduce(probe.nbytes, probe.mode, _dtype(probe.dtype)))
+    return out
+
+
+def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
+    """artune's answer per probe: the product's reader on the release, and ``decide``."""
+    from artune import catalog
+    from artune.formats import read_engine
+    from artune.table.decide import decide
+
+    table_set = read_engine("vllm", str(root)).tables
+    tables = {arch: table_set.resolve(arch) for arch in {p.arch for p in probes}}
+    return [
+        decide(
+            tables[p.arch],
+            p.nbytes,
+            p.world_size,
+            p.mode,
+            catalog.available(p.world_size, p.dtype, p.nbytes, p.multicast),
+        ).algorithm
+        for p in probes
+    ]
+
+
+def compare(root: Path, probes_: list[Probe] | None = None) -> tuple[int, list[tuple[Probe, str, str]]]:
+    """``(probes run, [(probe, vLLM's answer, artune's)] where they differ)``."""
+    found = probes(root) if probes_ is None else probes_
+    engine, mine = engine_decisions(root, found), artune_decisions(root, found)
+    return len(found), [(p, e, a) for p, e, a in zip(found, engine, mine, strict=True) if e != a]
+
+
+def iter_releases() -> Iterator[tuple[str, Path]]:
+    """``(version, unpacked folder)`` of every release, downloading the ones not cached."""
+    from artune.formats.releases import fetch_release
+
+    for version in RELEASES:
+        yield version, fetch_release("vllm", version)

@@ -1,0 +1,479 @@
+"""SGLang's communicator (``custom_all_reduce_v2.py``), interpreted: what ``CustomAllReduceV2`` runs at each size.
+
+A release's dispatch is code, and it moves: the order of algorithms lives
+in ``_pick_config`` (0.5.19 on), ``_pick_algo`` (0.5.16-0.5.18) or
+``_determine_algo`` with ``should_custom_ar`` (0.5.10-0.5.15); the world
+sizes in ``can_use_custom_all_reduce_v2``; the sizing in
+``CustomAllReduceV2.__init__``, which clips each config to its workspace
+through the config's own ``clip``. This module reads all of it with the
+restricted evaluator (``artune.formats.pyeval``), never running it:
+
+1. ``__init__`` runs, with ``self`` a ``Namespace``, one host with full
+   NVLink (``sglang_rules.FAKES``) and the environment's defaults
+   (``environ.py``), up to the first statement that calls outside the file
+   (allocating the workspace): what it set is the communicator as sized. It
+   may instead return early (custom all-reduce v2 disabled at that world
+   size) or raise (a world size the configs lack: SGLang logs "Setup Custom
+   allreduce failed" and runs NCCL).
+2. The dispatch function and ``should_custom_ar`` are interpreted at every
+   size where a comparison can change: the thresholds, ranges and workspace
+   sizes they compare with are the only values a size is compared against,
+   so the answer is constant between consecutive cut points (``cuts``).
+   ``should_custom_ar`` is asked at the first 16-byte-aligned size of each
+   piece (it refuses other sizes, as the catalog's alignment rule does).
+
+A construct the evaluator cannot follow is an error naming the function,
+the line and the construct, never a guess.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from artune.catalog import SPECS
+from artune.errors import TableError
+from artune.formats import sglang_rules as rules
+from artune.formats.pyeval import (
+    Function,
+    Interpreter,
+    Namespace,
+    Native,
+    Raised,
+    Record,
+    Symbol,
+    Unsupported,
+    parse,
+)
+from artune.formats.pyeval.expressions import Evaluator
+from artune.formats.pyeval.values import Scope
+from artune.formats.source import SourceFile
+from artune.sizes import MAX_SIZE
+from artune.table.model import Band, ParamValue
+
+CLASS = "CustomAllReduceV2"
+DISPATCH = ("_pick_config", "_pick_algo", "_determine_algo")  # newest first
+ADMIT = "should_custom_ar"
+_HELPERS = ("_eager_plan", "_can_use_graph")  # what ADMIT calls on the way to the dispatch
+ALGOS = {
+    "ONE_SHOT_PUSH": "1shot_push",
+    "TWO_SHOT_PUSH": "2shot_push",
+    "ONE_SHOT_PULL": "1shot_pull",
+    "TWO_SHOT_PULL": "2shot_pull",
+}
+MULTICAST = {"2shot_pull": "2shot_pull_mc"}
+_SIZE_PARAMS = ("nbytes", "inp_size", "input_bytes", "size")
+_TENSOR_PARAMS = ("input", "inp", "input_", "tensor")
+_BLOCKS = {  # the config field holding each algorithm's kernel grid
+    "1shot_push": "num_push_blocks",
+    "2shot_push": "num_push_blocks",
+    "1shot_pull": "num_pull_blocks",
+    "2shot_pull": "num_pull_blocks",
+    "2shot_pull_mc": "num_mc_blocks",
+}
+
+
+@dataclass(frozen=True)
+class Files:
+    """A release's files that hold the dispatch: the communicator, its configs (0.5.16 on), the environment's
+    defaults, and the module that picks v2 over the legacy communicator."""
+
+    communicator: SourceFile
+    configs: SourceFile | None = None
+    environ: SourceFile | None = None
+    dispatcher: SourceFile | None = None  # custom_all_reduce.py: which communicator SGLang picks
+
+
+def env_defaults(environ: SourceFile | None) -> dict[str, Any]:
+    """``SGLANG_...`` -> the default ``environ.py`` gives it (``NAME = EnvInt(16 * 1024)``); without the file,
+    the defaults of the variables the communicator reads (``sglang_rules.ENV_DEFAULTS``)."""
+    if environ is None:
+        return dict(rules.ENV_DEFAULTS)
+    out: dict[str, Any] = {}
+    evaluator = Evaluator(environ.path, restricted=True)
+    for stmt in parse(environ.text, environ.path).body:
+        if not (isinstance(stmt, ast.ClassDef) and stmt.name == "Envs"):
+            continue
+        for item in stmt.body:
+            if not (isinstance(item, ast.Assign) and isinstance(item.value, ast.Call)):
+                continue
+            call = item.value
+            if not (isinstance(call.func, ast.Name) and call.func.id.startswith("Env")):
+                continue
+            node = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "default"), None)
+            if node is None:
+                continue
+            try:
+                value = evaluator.eval(node, Scope({}))
+            except Unsupported:
+                continue  # a computed default (a callable): not one the communicator reads
+            for target in item.targets:
+                if isinstance(target, ast.Name):
+                    out[target.id] = value
+    return out
+
+
+class Env(Namespace):
+    """``envs``: each ``envs.NAME.get()`` answers the default, as SGLang does where the variable is unset."""
+
+    def __init__(self, defaults: dict[str, Any]) -> None:
+        super().__init__("sglang.srt.environ.envs")
+        self.defaults = defaults
+
+    def attribute(self, name: str) -> tuple[bool, Any]:
+        if name not in self.defaults:
+            return False, None
+        value = self.defaults[name]
+        get = Native(lambda: value, f"envs.{name}.get")
+        return True, Namespace(f"envs.{name}", {"get": get, "is_set": Native(lambda: False, f"envs.{name}.is_set")})
+
+
+@dataclass
+class _State:
+    """What the stand-ins answer for the call in progress: the world size, and whether a graph is captured."""
+
+    world_size: int = 2
+    graph: bool = False
+
+
+def _tensor(nbytes: int) -> Namespace:
+    """A contiguous tensor of ``nbytes`` bytes, as the communicator asks it (``numel() * element_size()``)."""
+    return Namespace(
+        "tensor",
+        {
+            "numel": Native(lambda: nbytes, "tensor.numel"),
+            "element_size": Native(lambda: 1, "tensor.element_size"),
+            "dtype": Symbol("torch.bfloat16"),
+        },
+    )
+
+
+@dataclass
+class Sized:
+    """One world size as ``__init__`` left it: ``status`` "on" (sized), "off" (returned: v2 disabled there)
+    or "raises" (``error``); ``comm`` the communicator, ``written`` its config as the file writes it."""
+
+    world_size: int
+    status: str
+    line: int | None
+    comm: Namespace | None = None
+    written: Any = None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What runs for one (world size, mode): the bands as sized and as written, and each algorithm's blocks."""
+
+    bands: tuple[Band, ...]
+    written: tuple[Band, ...]
+    params: dict[str, dict[str, ParamValue]]
+
+
+@dataclass
+class ArchReading:
+    """The communicator and its configs interpreted for one GPU (capability ``cap``, ``num_sm`` SMs)."""
+
+    files: Files
+    cap: tuple[int, int]
+    num_sm: int | None
+    env: dict[str, Any]
+    state: _State = field(default_factory=_State)
+
+    def __post_init__(self) -> None:
+        fakes = rules.fakes(self.cap, self.num_sm, self.state, Env(self.env))
+        self.configs: Interpreter | None = None
+        if self.files.configs is not None:
+            self.configs = Interpreter(self.files.configs.text, self.files.configs.path, fakes=fakes)
+            self.configs.run_module()
+            for name in ("get_all_reduce_config", "get_supported_world_sizes"):
+                if name in self.configs.globals.values:
+                    fakes[name] = self.configs.globals.values[name]
+        comm = self.files.communicator
+        self.comm = Interpreter(comm.text, comm.path, fakes=fakes)
+        # the module's logger and type variables call outside the file; what the dispatch needs does not
+        self.comm.run_module(skip_failures=True)
+        self.methods = self.comm.class_methods(CLASS) if _has_class(self.comm, CLASS) else {}
+        if not self.methods:
+            raise TableError(f"{comm.path}: no class {CLASS} here; is this SGLang's custom_all_reduce_v2.py?")
+        self.dispatch = next((name for name in DISPATCH if name in self.methods), "")
+        if not self.dispatch:
+            raise TableError(
+                f"{comm.path}: {CLASS} has none of {', '.join(DISPATCH)}: artune cannot tell which algorithm "
+                "runs at which size; report this release's dispatch function with the file"
+            )
+        if ADMIT not in self.methods:
+            raise TableError(f"{comm.path}: {CLASS} has no {ADMIT}(): artune cannot tell which sizes it takes")
+        read = (self.dispatch, ADMIT, *_HELPERS)
+        self._cut_constants = _constants([self.methods[n].node for n in read if n in self.methods])
+
+    # ---------------------------------------------------------------- configs as written
+
+    def written_config(self, world_size: int) -> Any:
+        """The config for ``world_size`` as the file writes it; ``Raised`` (a ``KeyError``) where it has none."""
+        if self.configs is not None:
+            func = self.configs.globals.values.get("get_all_reduce_config")
+            if not isinstance(func, Function):
+                raise TableError(f"{self.files.configs.path}: no get_all_reduce_config() here")  # type: ignore[union-attr]
+            return self.configs.call(func, [world_size], {})
+        table = self.threshold_map()
+        if world_size not in table:
+            raise Raised("KeyError", f"{self.files.communicator.path}: KeyError {world_size} in THRESHOLD_2_SHOT_MAP")
+        return table[world_size]
+
+    def threshold_map(self) -> dict[int, Any]:
+        """0.5.10-0.5.15: ``THRESHOLD_2_SHOT_MAP`` as ``_init_config()`` / ``_maybe_init_config()`` fills it."""
+        values = self.comm.globals.values
+        for name in ("_maybe_init_config", "_init_config"):
+            if isinstance(values.get(name), Function):
+                self.comm.call(values[name], [], {})
+                break
+        table = values.get("THRESHOLD_2_SHOT_MAP")
+        if not isinstance(table, dict) or not table:
+            raise TableError(
+                f"{self.files.communicator.path}: neither a configs module beside it nor THRESHOLD_2_SHOT_MAP in it: "
+                "not a custom all-reduce v2 artune knows"
+            )
+        return table
+
+    def identity(self) -> tuple[Any, ...]:
+        """What the file gives this GPU, world size by world size, whatever its SM count: two GPUs with equal
+        identities run the same configs (the block counts that follow the SM count aside)."""
+        if self.num_sm is not None:
+            return ArchReading(self.files, self.cap, None, self.env).identity()
+        out: list[Any] = []
+        for ws in rules.WORLD_SIZES:
+            try:
+                out.append(self.written_config(ws))
+            except Raised as err:
+                out.append(err.kind)
+        return tuple(out)
+
+    # ---------------------------------------------------------------- __init__
+
+    def sized(self, world_size: int) -> Sized:
+        """``CustomAllReduceV2.__init__`` at ``world_size``, up to the first call outside the file."""
+        self.state.world_size = world_size
+        init = self.methods.get("__init__")
+        if init is None:
+            raise TableError(f"{self.files.communicator.path}: {CLASS} has no __init__")
+        me = self.comm.instance(CLASS)
+        args = [me, Symbol("group"), Symbol("device")]
+        try:
+            status, line, _name = self.comm.run_until_outside(init, args)
+        except Raised as err:
+            return Sized(world_size, "raises", None, error=str(err))
+        if status == "returned":
+            return Sized(world_size, "off", line)
+        if "config" not in me.values:
+            raise TableError(
+                f"{self.files.communicator.path}:{line}: {CLASS}.__init__ calls {_name} (outside the file) before "
+                "it sets self.config: artune cannot tell how it sizes the config"
+            )
+        rules.after_init(init.node, line, me)
+        try:
+            written = self.written_config(world_size)
+        except Raised as err:
+            return Sized(world_size, "raises", line, error=str(err))
+        return Sized(world_size, "on", line, me, written)
+
+    # ---------------------------------------------------------------- dispatch
+
+    def _pick(self, me: Namespace, nbytes: int, graph: bool) -> str:
+        func = self.methods[self.dispatch]
+        args: list[Any] = [me]
+        for param in func.node.args.args[1:]:
+            if param.arg in _SIZE_PARAMS:
+                args.append(nbytes)
+            elif param.arg in _TENSOR_PARAMS:
+                args.append(_tensor(nbytes))
+            elif param.arg == "can_use_graph":
+                args.append(graph)
+            else:
+                raise TableError(
+                    f"{self.files.communicator.path}:{func.node.lineno}: {CLASS}.{self.dispatch}() takes "
+                    f"'{param.arg}', which artune does not know how to answer (it knows {', '.join(_SIZE_PARAMS)}, "
+                    f"{', '.join(_TENSOR_PARAMS)} and can_use_graph)"
+                )
+        self.state.graph = graph
+        return self._algorithm(self._call(self.dispatch, args), func)
+
+    def _admits(self, me: Namespace, nbytes: int, graph: bool) -> bool:
+        self.state.graph = graph
+        me.values["_graph_mode_allowed"] = graph  # what capture() sets while a graph is captured
+        result = self._call(ADMIT, [me, _tensor(nbytes)])
+        if not isinstance(result, bool):
+            raise TableError(f"{self.files.communicator.path}: {CLASS}.{ADMIT}() returned {result!r}, not a bool")
+        return result
+
+    def _call(self, name: str, args: list[Any]) -> Any:
+        """``CustomAllReduceV2.name(*args)`` interpreted; what it cannot follow names the method too."""
+        try:
+            return self.comm.call(self.methods[name], args, {})
+        except Raised:
+            raise
+        except Unsupported as err:
+            raise Unsupported(f"{err} (in {CLASS}.{name}(), which decides what runs at each size)") from None
+
+    def _algorithm(self, result: Any, func: Function) -> str:
+        """artune's name for what the dispatch returned: an ``AllReduceConfig``, ``(algo, mode)`` or an algo."""
+        multicast = False
+        if isinstance(result, Record) and "algo" in result.type.fields:
+            algo, multicast = result.get("algo"), bool(result.get("use_multicast", False))
+        elif isinstance(result, tuple) and len(result) == 2:
+            algo, mode = result
+            multicast = isinstance(mode, Symbol) and str(mode).rsplit(".", 1)[-1] == "MULTICAST"
+        else:
+            algo = result
+        if algo is None:
+            return "nccl"
+        name = ALGOS.get(str(algo).rsplit(".", 1)[-1]) if isinstance(algo, Symbol) else None
+        where = f"{self.files.communicator.path}:{func.node.lineno}: {CLASS}.{self.dispatch}()"
+        if name is None:
+            raise TableError(
+                f"{where} returned {result!r}: not one of SGLang's algorithms artune knows ({', '.join(ALGOS)})"
+            )
+        if multicast:
+            if name not in MULTICAST:
+                raise TableError(f"{where} runs {name} with multicast, which artune has no name for")
+            name = MULTICAST[name]
+        return name
+
+    def outcome(self, sized: Sized, graph: bool) -> Outcome:
+        """The bands ``sized`` runs in one mode (multicast on first, then off), and as its rows are written."""
+        assert sized.comm is not None
+        on = sized.comm
+        off = _with_config(on, _no_multicast(on.values["config"]))
+        if on.values.get("pull_enabled") is False:
+            on = off  # _init_workspace: no pull plane, no multicast
+        as_written = _with_config(on, sized.written)
+        as_written_off = _with_config(on, _no_multicast(sized.written))
+        cuts = self.cuts(on, sized.written)
+        bands = self._bands(cuts, lambda n: self._run(on, n, graph), lambda n: self._run(off, n, graph))
+        written = self._bands(
+            cuts, lambda n: self._pick(as_written, n, graph), lambda n: self._pick(as_written_off, n, graph)
+        )
+        return Outcome(bands, written, _params((*bands, *written), on.values["config"]))  # both need blocks
+
+    def _run(self, me: Namespace, nbytes: int, graph: bool) -> str:
+        name = self._pick(me, nbytes, graph)
+        if name == "nccl":
+            return name  # no algorithm named: SGLang asserts rather than run custom all-reduce
+        aligned = -(-nbytes // rules.ALIGN) * rules.ALIGN
+        return name if self._admits(me, aligned, graph) else "nccl"
+
+    def _bands(self, cuts: list[int], on: Callable[[int], str], off: Callable[[int], str]) -> tuple[Band, ...]:
+        pieces: list[tuple[int, tuple[str, ...]]] = []  # (first size, candidates)
+        for index, start in enumerate(cuts):
+            end = cuts[index + 1] - 1 if index + 1 < len(cuts) else None
+            first, other = on(self._rep(start, end)), off(self._rep(start, end))
+            if first != other and not SPECS[first].conditions.multicast:
+                raise TableError(
+                    f"{self.files.communicator.path}: {CLASS}.{self.dispatch}() runs {first} with multicast and "
+                    f"{other} without at {start} bytes, and {first} is not a multicast algorithm to artune"
+                )
+            candidates = tuple(dict.fromkeys((first, other)))
+            if pieces and pieces[-1][1] == candidates:
+                continue
+            pieces.append((start, candidates))
+        bands = [
+            Band(pieces[i + 1][0] - 1 if i + 1 < len(pieces) else None, candidates)
+            for i, (_start, candidates) in enumerate(pieces)
+        ]
+        while bands and bands[-1].candidates == ("nccl",):
+            bands.pop()  # above the last custom band the plan's fallback runs: nccl
+        return tuple(bands)
+
+    @staticmethod
+    def _rep(start: int, end: int | None) -> int:
+        """The size a piece is asked at: its first 16-byte-aligned one when it has one (the only sizes SGLang's
+        custom all-reduce takes), else its first."""
+        aligned = -(-start // rules.ALIGN) * rules.ALIGN
+        return aligned if end is None or aligned <= end else start
+
+    def cuts(self, *values: Any) -> list[int]:
+        """Every size where a comparison of the dispatch can change, from 0: for each number ``v`` it may
+        compare a size with, ``floor(v)``, ``floor(v) + 1`` and ``ceil(v)`` (``n <= v`` and ``v <= n`` flip there)."""
+        numbers = set(self._cut_constants)
+        for value in values:
+            _numbers(value, numbers, 0)
+        out = {0}
+        for v in numbers:
+            if v < 0 or not math.isfinite(v) or v >= MAX_SIZE:
+                continue  # no size is asked above artune's largest (INF = 1 << 60 stands for "no bound")
+            out.update((math.floor(v), math.floor(v) + 1, math.ceil(v)))
+        return sorted(out)
+
+    def supported(self) -> list[Sized]:
+        """``sized`` for every world size SGLang may be asked for."""
+        return [self.sized(ws) for ws in rules.WORLD_SIZES]
+
+
+def _has_class(interp: Interpreter, name: str) -> bool:
+    return any(isinstance(s, ast.ClassDef) and s.name == name for s in interp.tree.body)
+
+
+def _constants(nodes: Iterable[ast.AST]) -> set[float]:
+    """The numbers written in the dispatch's own code (``nbytes <= 64 * MB`` would compare with one)."""
+    out: set[float] = set()
+    for node in nodes:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Constant) and type(sub.value) in (int, float) and 0 <= sub.value < 1 << 62:
+                out.add(sub.value)
+    return out
+
+
+def _numbers(value: Any, out: set[float], depth: int) -> None:
+    """Every number ``value`` holds (a config's thresholds and ranges, a communicator's sizes)."""
+    if depth > 6:
+        return
+    if type(value) in (int, float):
+        out.add(value)
+    elif isinstance(value, Record):
+        for item in value.values:
+            _numbers(item, out, depth + 1)
+    elif isinstance(value, Namespace):
+        for item in value.values.values():
+            _numbers(item, out, depth + 1)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _numbers(item, out, depth + 1)
+
+
+def _no_multicast(config: Any) -> Any:
+    """The config as ``_init_workspace`` leaves it where the symmetric memory has no multicast address."""
+    if isinstance(config, Record) and "num_mc_blocks" in config.type.fields:
+        return config.replace([], {"num_mc_blocks": None})
+    return config  # 0.5.10-0.5.15: no multicast path at all
+
+
+def _with_config(me: Namespace, config: Any) -> Namespace:
+    return Namespace(me.name, {**me.values, "config": config}, me.methods)
+
+
+def block_value(value: Any) -> ParamValue | None:
+    """A block count as a parameter: a number, or the SM-count expression as text (``"min(192,sms)"``)."""
+    if value is None or isinstance(value, (int, float, str, bool)):
+        return value
+    if isinstance(value, Symbol):
+        return str(value)
+    raise TableError(f"block count {value!r} is not a number (num_push_blocks, num_pull_blocks, num_mc_blocks)")
+
+
+def _params(bands: tuple[Band, ...], config: Any) -> dict[str, dict[str, ParamValue]]:
+    used = dict.fromkeys(name for band in bands for name in band.candidates if name in _BLOCKS)
+    out: dict[str, dict[str, ParamValue]] = {}
+    for name in used:
+        if isinstance(config, Record) and _BLOCKS[name] in config.type.fields:
+            value = block_value(config.get(_BLOCKS[name]))
+        else:
+            value = rules.DEFAULT_BLOCKS  # 0.5.10-0.5.15: the kernel's own grid
+        if value is not None:
+            out[name] = {"blocks": value}
+    return out
+
+
+__all__ = ["ArchReading", "Env", "Files", "Outcome", "Sized", "block_value", "env_defaults"]

@@ -1,0 +1,469 @@
+"""SGLang as a release runs it: tables and the reviewers' findings from the interpreted communicator.
+
+``artune.formats.sglang_dispatch`` answers, for one GPU and world size,
+what ``CustomAllReduceV2`` runs at every size. This module asks it for the
+probed GPUs (``sglang_rules.PROBES``), keeps one table per distinct answer
+(an arch whose configs equal another's is served by that one's table, as
+SGLang's own dispatch serves it: ``engine_arch``), and writes the findings a
+reviewer acts on, one line per problem over archs, world sizes and modes:
+
+- ``error``: ``__init__`` raises at a world size the communicator admits
+  (SGLang logs "Setup Custom allreduce failed" and runs NCCL);
+- ``warning``: world sizes with no config (NCCL), bounds the default
+  workspace clips, multicast asked for where ``num_mc_blocks`` is
+  ``None``, rows copied from another arch, a band no aligned size reaches;
+- ``note``: v2 off by default in the release, arches served by another's
+  configs, and (0.5.10-0.5.15) the pull buffer that ends custom all-reduce.
+
+SGLang's documented ways of switching an algorithm off (equal adjacent
+thresholds, ``mc = Range(0, 0)``, ``num_mc_blocks = None`` with no range)
+are not findings: the dispatch is read, so they simply never run.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from artune.formats import sglang_rules as rules
+from artune.formats.engine import EngineImport
+from artune.formats.pyeval import Interpreter, Native, Record, Unsupported
+from artune.formats.sglang_dispatch import CLASS, ArchReading, Env, Files, Outcome, Sized, env_defaults
+from artune.formats.source import SourceFile, describe
+from artune.sizes import format_size, format_span
+from artune.table.check import Finding
+from artune.table.family import TableSet
+from artune.table.model import MODES, Plan, Platform, Provenance, Table, freeze_params
+
+FALLBACK = "nccl"
+_LOCATION = re.compile(r"^(.*?:\d+): ")
+
+
+@dataclass
+class _Arch:
+    """One distinct answer: the reading, what each world size does, and the plans."""
+
+    arch: str
+    reading: ArchReading
+    sized: list[Sized]
+    outcomes: dict[tuple[int, str], Outcome] = field(default_factory=dict)
+
+
+def _ranges(values: list[int]) -> str:
+    """``[9, 10, 11, 16]`` -> ``"9-11, 16"``."""
+    parts: list[str] = []
+    for v in sorted(values):
+        if parts and parts[-1][1] == v - 1:
+            parts[-1] = (parts[-1][0], v)
+        else:
+            parts.append((v, v))  # type: ignore[arg-type]
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in parts)  # type: ignore[misc]
+
+
+def _world_sizes(values: list[int]) -> str:
+    """``"world size 4"``, ``"world sizes 9-15"``."""
+    return f"world size{'s' if len(set(values)) > 1 else ''} {_ranges(values)}"
+
+
+def _arch_order(arch: str) -> tuple[int, ...]:
+    """``"9.0" < "10.0" < "10.3" < "default"``."""
+    return tuple(int(p) for p in arch.split(".")) if arch[:1].isdigit() else (1 << 30,)
+
+
+def _row_line(record: Any, world_size: int, text: list[str], fallback: int) -> int:
+    """The line of ``record``'s row: the call site written ``WS: ...`` (the row of a dict of world sizes),
+    else the innermost call that built it."""
+    lines = getattr(record, "lines", ()) or ()
+    for line in lines:
+        if 0 < line <= len(text) and text[line - 1].lstrip().startswith(f"{world_size}:"):
+            return line
+    return lines[-1] if lines else fallback
+
+
+class Release:
+    """Every table and finding of one SGLang release (or checkout) read from its communicator."""
+
+    def __init__(self, files: Files) -> None:
+        self.files = files
+        self.env = env_defaults(files.environ)
+        self.workspace = rules.workspace_bytes(self.env)
+        self.rows_file = files.configs or files.communicator
+        self.origin = f"sglang:{self.rows_file.label}"
+        self.text = self.rows_file.text.splitlines()
+        self.findings: list[Finding] = []
+        self._cache: dict[str, Table] = {}
+        default = ArchReading(files, *rules.DEFAULT_PROBE, self.env)
+        self.default_key = default.identity()
+        self.keys: dict[str, tuple[Any, ...]] = {}
+        self.archs: dict[str, _Arch] = {}
+        self.served: dict[str, str] = {}  # probed arch -> the arch whose table SGLang runs there ("default")
+        self.copies: set[str] = set()  # probed archs whose configs repeat another arch's, written again
+        for cap, num_sm in rules.PROBES:
+            arch = f"{cap[0]}.{cap[1]}"
+            reading = ArchReading(files, cap, num_sm, self.env)
+            key = reading.identity()
+            twin = next((a for a, k in self.keys.items() if k == key), None)
+            if key == self.default_key:
+                self.served[arch] = "default"
+            elif twin is not None:
+                self.served[arch] = twin
+                self._copied(arch, twin, reading)
+            else:
+                self.keys[arch] = key
+                self.archs[arch] = self._read(arch, reading)
+        self.default = self._read("default", default)
+        self.tables = {arch: self._table(a) for arch, a in self.archs.items()}
+        self.default_table = self._table(self.default)
+
+    # ---------------------------------------------------------------- tables
+
+    def _read(self, arch: str, reading: ArchReading) -> _Arch:
+        found = _Arch(arch, reading, reading.supported())
+        for sized in found.sized:
+            if sized.status == "on":
+                for mode in MODES:
+                    found.outcomes[(sized.world_size, mode)] = reading.outcome(sized, mode == "graph")
+        return found
+
+    def _note(self, sized: Sized) -> str:
+        me = sized.comm.values if sized.comm is not None else {}
+        pull, push = me.get("max_pull_size"), me.get("max_push_size")
+        if self.files.configs is None:
+            return (
+                f"CustomAllReduceV2.__init__ gives the pull buffer {format_size(pull or 0)} (its max_pull_size "
+                "default) and should_custom_ar sends larger sizes to nccl"
+            )
+        return (
+            f"SGLang's {format_size(self.workspace)} default workspace ({rules.WORKSPACE_ENV}) sizes the pull buffer "
+            f"to {format_size(pull or 0)} and each push slot to {format_size(push or 0)}; CustomAllReduceV2.__init__ "
+            "clips the rows to them (the config's clip) and sends larger sizes to nccl"
+        )
+
+    def _table(self, found: _Arch) -> Table:
+        plans = []
+        for sized in found.sized:
+            for mode in MODES:
+                outcome = found.outcomes.get((sized.world_size, mode))
+                if outcome is None:
+                    continue
+                differs = outcome.written != outcome.bands
+                plans.append(
+                    Plan(
+                        sized.world_size,
+                        mode,
+                        outcome.bands,
+                        FALLBACK,
+                        freeze_params(outcome.params),
+                        written=outcome.written if differs else (),
+                        notes=(self._note(sized),) if differs else (),
+                    )
+                )
+        reading = found.reading
+        about = "SGLang's default for other archs" if found.arch == "default" else f"arch {found.arch}"
+        notes = (
+            f"SGLang custom all-reduce v2 as {describe(self._sources())} runs it; {about}; the order of algorithms "
+            f"from {CLASS}.{reading.dispatch}, the sizing from {CLASS}.__init__, interpreted"
+        )
+        platform = Platform("cuda", found.arch)
+        provenance = Provenance("published", tool="sglang", notes=notes)
+        return Table(platform, provenance, tuple(plans), rules="sglang", origin=self.origin)
+
+    def _sources(self) -> list[SourceFile]:
+        return [f for f in (self.files.configs, self.files.communicator) if f is not None]
+
+    def engine_arch(self, arch: str) -> Table | None:
+        """The table SGLang runs on ``arch`` (one it has no row for): what its dispatch gives that GPU."""
+        if arch in self._cache:
+            return self._cache[arch]
+        major, dot, minor = arch.partition(".")
+        if not (dot and major.isdigit() and minor.isdigit()):
+            return None  # not a capability: the set's default answers
+        reading = ArchReading(self.files, (int(major), int(minor)), None, self.env)
+        key = reading.identity()
+        twin = next((a for a, k in self.keys.items() if k == key), None)
+        how = f"SGLang's own dispatch on the capability ({arch}) gives it"
+        if twin is not None:
+            table = self.tables[twin].with_changes(
+                borrowed=(f"arch {arch} has no configs of its own in {self.origin}; {how} arch {twin}'s",)
+            )
+        elif key == self.default_key:
+            table = self.default_table.with_changes(
+                borrowed=(f"arch {arch} has no configs of its own in {self.origin}; {how} its default configs",)
+            )
+        else:
+            table = self._table(self._read(arch, reading))
+        self._cache[arch] = table
+        return table
+
+    def table_set(self) -> TableSet:
+        return TableSet(
+            self.origin,
+            "cuda",
+            MappingProxyType(self.tables),
+            self.default_table,
+            rules="sglang",
+            engine_arch=self.engine_arch,
+        )
+
+    # ---------------------------------------------------------------- findings
+
+    def _add(self, severity: str, source: str, arch: str, message: str, world_size: int | None = None) -> None:
+        self.findings.append(Finding(self.origin, arch, message, world_size, None, source, severity))
+
+    def _where(self, line: int) -> str:
+        return f"{self.rows_file.path}:{line}"
+
+    def _first_row(self, found: _Arch) -> int:
+        lines = [_row_line(s.written, s.world_size, self.text, 0) for s in found.sized if s.written is not None]
+        return min((line for line in lines if line), default=1)
+
+    def _copied(self, arch: str, twin: str, reading: ArchReading) -> None:
+        """An arch whose configs equal another's: inherited through the dispatch (a note) or copied rows."""
+        theirs = self.archs[twin].sized
+        mine = reading.supported()
+        lines = lambda rows: [_row_line(s.written, s.world_size, self.text, 0) for s in rows]  # noqa: E731
+        if lines(mine) != lines(theirs):  # the same figures, written twice
+            self.copies.add(arch)
+            total = sum(1 for s in mine if s.status == "on")
+            self._add(
+                "warning",
+                self._where(min(x for x in lines(mine) if x) if any(lines(mine)) else 1),
+                arch,
+                f"{arch} = {twin} in {total} of {total} world sizes: measured, or inherited?",
+            )
+
+    def collect(self) -> tuple[Finding, ...]:
+        """Every finding, one line per problem."""
+        self._opt_in()
+        everything = [*self.archs.values(), self.default]
+        self._raises(everything)
+        self._holes(everything)
+        self._clipped(everything)
+        self._multicast(everything)
+        self._unreachable(everything)
+        self._served()
+        order = {"error": 0, "warning": 1, "note": 2}
+        return tuple(sorted(self.findings, key=lambda f: order.get(f.severity, 3)))
+
+    @staticmethod
+    def _group(per_arch: dict[str, list[int]]) -> list[tuple[str, list[int]]]:
+        """Archs with the same world sizes, merged: ``[("10.0, 10.7", [9, ..., 15])]``."""
+        merged: dict[tuple[int, ...], list[str]] = {}
+        for arch in sorted(per_arch, key=_arch_order):
+            if per_arch[arch]:
+                merged.setdefault(tuple(sorted(set(per_arch[arch]))), []).append(arch)
+        return [(", ".join(archs), list(sizes)) for sizes, archs in merged.items()]
+
+    def _raises(self, everything: list[_Arch]) -> None:
+        per_arch = {a.arch: [s.world_size for s in a.sized if s.status == "raises"] for a in everything}
+        errors = {s.world_size: s.error for a in everything for s in a.sized if s.status == "raises"}
+        for archs, sizes in self._group(per_arch):
+            error = errors[sizes[0]]
+            match = _LOCATION.match(error)
+            source = match.group(1) if match else self.files.communicator.path
+            what = re.sub(r"^KeyError \S+ in ", "KeyError in ", error[match.end() :] if match else error)
+            self._add(
+                "error",
+                source,
+                archs,
+                f"{CLASS}.__init__ raises ({what}) at {_world_sizes(sizes)}, which the communicator admits: "
+                "SGLang logs 'Setup Custom allreduce failed' and runs nccl there",
+            )
+
+    def _holes(self, everything: list[_Arch]) -> None:
+        per_arch: dict[str, list[int]] = {}
+        lines: dict[str, int] = {}
+        for found in everything:
+            on = [s.world_size for s in found.sized if s.status == "on"]
+            if on:
+                per_arch[found.arch] = [
+                    s.world_size for s in found.sized if s.status == "off" and s.world_size < max(on)
+                ]
+                lines[found.arch] = self._first_row(found)
+        for archs, sizes in self._group(per_arch):
+            self._add(
+                "warning",
+                self._where(lines[archs.split(", ")[0]]),
+                archs,
+                f"{_world_sizes(sizes)} {'has' if len(sizes) == 1 else 'have'} no config: custom all-reduce v2 is "
+                "disabled there and every size goes to nccl",
+            )
+
+    def _clipped(self, everything: list[_Arch]) -> None:
+        per_arch: dict[str, list[int]] = {}
+        modes: set[str] = set()
+        first = 0
+        for found in everything:
+            for (ws, mode), outcome in found.outcomes.items():
+                if outcome.written != outcome.bands:
+                    per_arch.setdefault(found.arch, []).append(ws)
+                    modes.add(mode)
+                    if not first:
+                        sized = next(s for s in found.sized if s.world_size == ws)
+                        first = _row_line(sized.written, ws, self.text, 1)
+        if not per_arch:
+            return
+        groups = self._group(per_arch)
+        where = "; at " + "; ".join(f"{archs} ws {_ranges(sizes)}" for archs, sizes in groups)
+        if len(modes) == 1:
+            where += f" ({modes.pop()} mode)"
+        archs = ", ".join(sorted(per_arch, key=_arch_order))
+        if self.files.configs is None:
+            self._add(
+                "note",
+                self._where(first),
+                archs,
+                "the 16MiB pull buffer (CustomAllReduceV2.__init__'s max_pull_size default) ends custom all-reduce: "
+                f"nccl runs above it, where the rows write a custom algorithm for every size{where}",
+            )
+            return
+        self._add(
+            "warning",
+            self._where(first),
+            archs,
+            f"SGLang's {format_size(self.workspace)} default workspace ({rules.WORKSPACE_ENV}) clips the rows above "
+            f"it: nccl runs there, not what the rows write (artune explain shows both){where}",
+        )
+
+    def _multicast(self, everything: list[_Arch]) -> None:
+        per_arch: dict[str, list[int]] = {}
+        first = 0
+        for found in everything:
+            asked = []
+            for sized in found.sized:
+                config = sized.written
+                if not (isinstance(config, Record) and config.get("num_mc_blocks", 0) is None):
+                    continue
+                heuristics = [config.get(m) for m in MODES]
+                ranges = [h.get("mc") for h in heuristics if isinstance(h, Record)]
+                if any(isinstance(r, Record) and r.get("max_bytes", 0) > 0 for r in ranges):
+                    asked.append(sized.world_size)
+                    first = first or _row_line(config, sized.world_size, self.text, 1)
+            per_arch[found.arch] = asked
+        for archs, sizes in self._group(per_arch):
+            self._add(
+                "warning",
+                self._where(first),
+                archs,
+                f"rows ask for multicast two-shot (a non-empty mc range) at {_world_sizes(sizes)}, where "
+                "num_mc_blocks is None: multicast never runs there",
+            )
+
+    def _unreachable(self, everything: list[_Arch]) -> None:
+        per_key: dict[tuple[str, str], list[int]] = {}
+        for found in everything:
+            for (ws, _mode), outcome in found.outcomes.items():
+                reached = {
+                    name
+                    for lo, hi, names in _spans(outcome)
+                    if hi is None or -(-lo // rules.ALIGN) * rules.ALIGN <= hi
+                    for name in names
+                }
+                for lo, hi, names in _spans(outcome):
+                    for name in names:
+                        if name != FALLBACK and name not in reached:
+                            text = f"{name} is left only {format_span(lo, hi)}, which holds no 16-byte-aligned size"
+                            per_key.setdefault((found.arch, text), []).append(ws)
+        for (arch, text), sizes in per_key.items():
+            self._add(
+                "warning",
+                self.files.communicator.path,
+                arch,
+                f"{text}: it never runs; at {_world_sizes(sorted(set(sizes)))}",
+            )
+
+    def _served(self) -> None:
+        by: dict[str, list[str]] = {}
+        for arch, twin in self.served.items():
+            if arch not in self.copies:  # a copy has configs of its own: the copied-rows warning says so
+                by.setdefault(twin, []).append(arch)
+        if not by:
+            return
+        parts = [
+            f"{' and '.join(archs)} {'its default configs' if twin == 'default' else f'the configs of {twin}'}"
+            for twin, archs in by.items()
+        ]
+        self._add(
+            "note",
+            self._where(self._dispatch_line()),
+            ", ".join(sorted((a for archs in by.values() for a in archs), key=_arch_order)),
+            f"no configs of their own: SGLang's dispatch on the GPU's capability gives {'; '.join(parts)}",
+        )
+
+    def _dispatch_line(self) -> int:
+        """The line of the function that asks the GPU's capability (where an arch's configs are chosen)."""
+        for node in ast.walk(ast.parse(self.rows_file.text)):
+            if isinstance(node, ast.FunctionDef) and re.search(
+                r"get_device_capability|is_sm100_supported", ast.unparse(node)
+            ):
+                return node.lineno
+        return 1
+
+    def _opt_in(self) -> None:
+        """A release where v2 is off unless an environment variable turns it on (0.5.10, 0.5.11)."""
+        source = self.files.dispatcher
+        if source is None:
+            return
+        try:
+            on, line, test = _v2_by_default(source, self.env)
+        except Unsupported:
+            return
+        if not on:
+            self._add(
+                "note",
+                f"{source.path}:{line}",
+                "all",
+                f"custom all-reduce v2 is off by default in this release (SGLang takes it when `{test}`); these "
+                "tables describe it switched on: by default SGLang runs its legacy CustomAllreduce, which artune "
+                "does not read",
+            )
+
+
+def _spans(outcome: Outcome) -> list[tuple[int, int | None, tuple[str, ...]]]:
+    out: list[tuple[int, int | None, tuple[str, ...]]] = []
+    lower = 0
+    for band in outcome.bands:
+        out.append((lower, band.upto, band.candidates))
+        if band.upto is None:
+            break
+        lower = band.upto + 1
+    return out
+
+
+def _v2_by_default(source: SourceFile, env: dict[str, Any]) -> tuple[bool, int, str]:
+    """Whether ``dispatch_custom_allreduce`` picks ``CustomAllReduceV2`` with every variable at its default."""
+    interp = Interpreter(
+        source.text,
+        source.path,
+        fakes={
+            "envs": Env(env),
+            "get_bool_env_var": Native(
+                lambda name, default="false": str(default).lower() in ("1", "true"), "get_bool_env_var"
+            ),
+        },
+    )
+    for stmt in ast.walk(interp.tree):
+        if not (isinstance(stmt, ast.FunctionDef) and stmt.name == "dispatch_custom_allreduce"):
+            continue
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.If) and any(
+                isinstance(s, ast.Return) and ast.unparse(s.value or ast.Constant(None)) == CLASS for s in node.body
+            ):
+                interp.run_module(skip_failures=True)
+                interp.globals.values["_is_cuda"] = True
+                return bool(interp.eval(node.test, interp.globals)), node.lineno, ast.unparse(node.test)
+    raise Unsupported(f"{source.path}: no dispatch_custom_allreduce choosing {CLASS}")
+
+
+def build_release(files: Files) -> EngineImport:
+    """The tables and findings of SGLang as ``files`` (a release or a checkout) run it."""
+    release = Release(files)
+    findings = release.collect()
+    sources = tuple(f for f in (files.configs, files.communicator) if f is not None)
+    return EngineImport("sglang", release.table_set(), findings, sources)
+
+
+__all__ = ["Release", "build_release"]

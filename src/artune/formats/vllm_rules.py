@@ -1,0 +1,287 @@
+"""How vLLM decides, as its released code does: the rules of every ``vllm:`` and ``reference:vllm`` table.
+
+``CudaCommunicator.all_reduce`` asks its paths in a fixed order and the
+first that takes the message runs it; with vLLM's default settings the
+paths artune plans are (``Dispatch.order``):
+
+- ``flashinfer_ar``: FlashInfer's standalone all-reduce, on by default from
+  vLLM 0.29 (``VLLM_ALLREDUCE_USE_FLASHINFER=1``), for the world sizes
+  ``FI_ALLREDUCE_FUSION_MAX_SIZE_MB`` lists for the arch (keyed
+  ``major*10+minor``), sizes up to that many MB, or on one host up to
+  ``FI_MNNVL_ALLREDUCE_MAX_SIZE_MB[(arch, ws, 1)]`` where that is written
+  (the ``auto`` backend is MNNVL there; without multicast it falls back to
+  TRT-LLM with the same limit). It takes 2-D fp16/bf16/fp32 inputs, as
+  vLLM's hidden states are.
+- ``custom_ar``: ``CustomAllreduce`` for its ``_SUPPORTED_WORLD_SIZES`` (and
+  ``ws <= 8`` from 0.27), sizes ``< max_size``. ``max_size`` is its 8 MiB
+  default, lowered to ``CUSTOM_ALL_REDUCE_MAX_SIZES[arch][ws]`` only where
+  torch symmetric memory started (the row's ``min(row, 8 MiB)``): a row above
+  8 MiB is capped, and a row for an arch or world size without symmetric
+  memory is not used at all.
+- ``symm_mem_multimem`` / ``symm_mem_two_shot``: torch symmetric memory
+  (``VLLM_ALLREDUCE_USE_SYMM_MEM``, on by default from 0.11) where
+  ``SYMM_MEM_ALL_REDUCE_MAX_SIZES`` has the arch and world size and NVLink
+  multicast works; bf16 only, ``nbytes <= limit`` (``<`` before 0.22);
+  multimem for the world sizes ``_WORLD_SIZES_MULTIMEM[arch]`` lists.
+- otherwise ``nccl`` (pynccl), which is also what every world size without
+  any of these paths runs.
+
+There is no fallback between arches: an arch missing from every table runs
+the default path (``custom_ar`` below 8 MiB, nothing else). NCCL symmetric
+memory and FlashInfer's PCIe path are off by default (QuickReduce and AITER
+are ROCm's); they are read and checked, not planned, and a release that
+turns one of them on by default is refused by the reader, never guessed.
+
+Two things the plans cannot hold, because a plan does not know whether the
+machine has multicast and the catalog's availability is per call: where
+symmetric memory would start but multicast is missing, vLLM's custom_ar keeps
+its 8 MiB buffer. The plans list ``custom_ar`` after symmetric memory up to
+symmetric memory's bound, so that bf16 calls decide as vLLM does with and
+without multicast; above that bound (only where the symmetric-memory row is
+below 8 MiB) and for fp16/fp32 calls with multicast they answer as vLLM does
+with multicast. The notes of each plan say so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from artune.sizes import format_size
+from artune.table.family import TableSet
+from artune.table.model import MODES, Plan, Platform, Provenance, Table
+from artune.table.references.rules import Rule, bands_from_rules, below, upto
+from artune.table.rules import Rules
+
+MiB = 1 << 20
+FALLBACK = "nccl"
+SYMM_NAMES = ("symm_mem_multimem", "symm_mem_two_shot")
+
+RULES = Rules(
+    "vllm",
+    "vLLM",
+    nearest=False,
+    fallback=FALLBACK,
+    no_plan="vLLM runs none of FlashInfer, custom all-reduce or symmetric memory at world size {world_size} "
+    "(hosts={hosts}): every size goes to nccl (artune plans vLLM on one host)",
+)
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """What one vLLM release runs with its default settings: its tables and the facts of its code.
+
+    Size tables are ``{"M.m": {world_size: bytes}}``; FlashInfer's are in MB
+    (``{"M.m": {world_size: MB}}`` and ``{("M.m", world_size, nodes): MB}``).
+    """
+
+    release: str  # how messages name it: "vLLM 0.33.0", "vllm:PATH"
+    custom_ar: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    symm_mem: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
+    multimem: Mapping[str, Sequence[int]] | None = None  # None: symm_mem.py not read (two-shot assumed)
+    fi_sizes_mb: Mapping[str, Mapping[int, float]] = field(default_factory=dict)
+    fi_tuned_mb: Mapping[tuple[str, int, int], float] = field(default_factory=dict)
+    custom_ar_on: bool = True  # parallel_state._ENABLE_CUSTOM_ALL_REDUCE
+    custom_ar_max: int = 8192 * 1024  # CustomAllreduce(max_size=8192 * 1024)
+    custom_ar_world_sizes: tuple[int, ...] = (2, 4, 6, 8)
+    custom_ar_inclusive: bool = False
+    custom_ar_needs_symm: bool = True
+    custom_ar_checks_ws: bool = True
+    symm_mem_on: bool = True
+    symm_inclusive: bool = True
+    flashinfer_on: bool = False
+    fi_tuned_on: bool = True  # the backend is MNNVL on one host (VLLM_FLASHINFER_ALLREDUCE_BACKEND=auto)
+    fi_inclusive: bool = True
+    fi_tuned_offset: int = 0  # vLLM 0.29-0.32 store a tuned bound as int(mb * MiB) - 1
+    order: tuple[str, ...] = ("flashinfer_ar", "custom_ar", "symm_mem")
+
+    def symm_up(self, arch: str, world_size: int) -> bool:
+        """Whether torch symmetric memory starts (given multicast) for ``arch`` and ``world_size``."""
+        return self.symm_mem_on and world_size in self.symm_mem.get(arch, {})
+
+    def custom_ar_sizes(self) -> tuple[int, ...]:
+        return tuple(ws for ws in self.custom_ar_world_sizes if ws > 1) if self.custom_ar_on else ()
+
+    def flashinfer_bound(self, arch: str, world_size: int) -> tuple[int, int, str] | None:
+        """FlashInfer's ``(bound as written, bound it runs, note)`` at one host, or ``None`` when it is off."""
+        mb = self.fi_sizes_mb.get(arch, {}).get(world_size) if self.flashinfer_on and world_size > 1 else None
+        if not mb:  # vLLM: "if not default_max_size_mb: disabled"
+            return None
+        written = int(mb * MiB)
+        tuned = self.fi_tuned_mb.get((arch, world_size, 1)) if self.fi_tuned_on else None
+        if tuned is None:
+            return written, written, ""
+        note = (
+            f"FI_MNNVL_ALLREDUCE_MAX_SIZE_MB[({_int(arch)}, {world_size}, 1)] = {tuned:g} MB sets FlashInfer's "
+            f"workspace on one host, in place of FI_ALLREDUCE_FUSION_MAX_SIZE_MB's {mb:g} MB"
+        )
+        return written, int(tuned * MiB) + self.fi_tuned_offset, note
+
+
+def _int(arch: str) -> int:
+    major, _, minor = arch.partition(".")
+    return int(major) * 10 + int(minor)
+
+
+def _bound(name: str, limit: int, inclusive: bool) -> Rule:
+    return upto(name, limit) if inclusive else below(name, limit)
+
+
+@dataclass(frozen=True)
+class Paths:
+    """vLLM's first-match rules for one arch and world size: as it runs them, as its files write them, and why."""
+
+    run: tuple[Rule, ...]
+    written: tuple[Rule, ...]
+    notes: tuple[str, ...]
+    errors: tuple[str, ...] = ()  # where vLLM raises instead of deciding
+
+
+def paths(d: Dispatch, arch: str, world_size: int) -> Paths:
+    """The rules ``d`` runs at ``arch`` and ``world_size`` on one host, in ``CudaCommunicator``'s order."""
+    run: dict[str, list[Rule]] = {}
+    written: dict[str, list[Rule]] = {}
+    notes: list[str] = []
+    errors: list[str] = []
+    fi = d.flashinfer_bound(arch, world_size)
+    if fi is not None:
+        run["flashinfer_ar"] = [_bound("flashinfer_ar", fi[1], d.fi_inclusive)]
+        written["flashinfer_ar"] = [_bound("flashinfer_ar", fi[0], d.fi_inclusive)]
+        notes += [fi[2]] if fi[2] else []
+    symm_up = d.symm_up(arch, world_size)
+    if world_size in d.custom_ar_sizes():
+        row = d.custom_ar.get(arch, {}).get(world_size)
+        uses_row = symm_up or not d.custom_ar_needs_symm
+        limit = d.custom_ar_max
+        if uses_row and arch in d.custom_ar:
+            if row is None and not d.custom_ar_checks_ws:
+                errors.append(
+                    f"{arch} has a CUSTOM_ALL_REDUCE_MAX_SIZES row without world size {world_size}: CustomAllreduce "
+                    "raises KeyError at start-up"
+                )
+            elif row is not None:
+                limit = min(row, d.custom_ar_max)
+                if row > d.custom_ar_max:
+                    notes.append(
+                        f"CustomAllreduce's default max_size of {format_size(d.custom_ar_max)} caps custom_ar: sizes "
+                        f"from {format_size(d.custom_ar_max)} go to the next path"
+                    )
+        elif row is not None:
+            why = (
+                f"{d.release} leaves it off by default (VLLM_ALLREDUCE_USE_SYMM_MEM=0)"
+                if not d.symm_mem_on
+                else f"SYMM_MEM_ALL_REDUCE_MAX_SIZES has no {arch} ws={world_size} row"
+            )
+            notes.append(
+                f"custom_ar's row of {format_size(row)} applies only where torch symmetric memory starts, and {why}: "
+                f"custom_ar keeps its {format_size(d.custom_ar_max)} default"
+            )
+        run["custom_ar"] = [_bound("custom_ar", limit, d.custom_ar_inclusive)]
+        written["custom_ar"] = [_bound("custom_ar", d.custom_ar_max if row is None else row, d.custom_ar_inclusive)]
+    if symm_up:
+        limit = d.symm_mem[arch][world_size]
+        if d.multimem is not None and arch not in d.multimem:
+            errors.append(
+                f"{arch} is in SYMM_MEM_ALL_REDUCE_MAX_SIZES but not in _WORLD_SIZES_MULTIMEM: SymmMemCommunicator "
+                "raises KeyError on its first all-reduce"
+            )
+        else:
+            multimem = d.multimem is not None and world_size in d.multimem[arch]  # unknown: two-shot
+            name = SYMM_NAMES[0] if multimem else SYMM_NAMES[1]
+            rules = [_bound(name, limit, d.symm_inclusive)]
+            written["symm_mem"] = list(rules)
+            ca = run.get("custom_ar")
+            if ca and ca[0].hi + 1 < d.custom_ar_max:
+                # without multicast symmetric memory does not start and custom_ar keeps its default buffer
+                end = min(d.custom_ar_max, limit + 1 if d.symm_inclusive else limit)
+                if end > ca[0].hi + 1:
+                    rules.append(below("custom_ar", end))
+                    upper = (
+                        f"{'up to' if d.symm_inclusive else 'below'} {format_size(limit)}"
+                        if end < d.custom_ar_max
+                        else f"below {format_size(end)}"
+                    )
+                    notes.append(
+                        f"without NVLink multicast torch symmetric memory does not start and custom_ar keeps its "
+                        f"{format_size(d.custom_ar_max)} default: custom_ar follows {name} {upper}"
+                    )
+            run["symm_mem"] = rules
+    order = [p for p in d.order if p in run] + [p for p in run if p not in d.order]
+    return Paths(
+        tuple(r for p in order for r in run[p]),
+        tuple(r for p in order for r in written.get(p, ())),
+        tuple(notes),
+        tuple(errors),
+    )
+
+
+def world_sizes(d: Dispatch, arch: str) -> list[int]:
+    """Every world size where some path of ``d`` runs on ``arch`` (the others run nccl)."""
+    sizes = set(d.custom_ar_sizes())
+    if d.symm_mem_on:
+        sizes |= set(d.symm_mem.get(arch, {}))
+    if d.flashinfer_on:
+        sizes |= {ws for ws in d.fi_sizes_mb.get(arch, {}) if d.flashinfer_bound(arch, ws)}
+    return sorted(sizes)
+
+
+def arch_plans(d: Dispatch, arch: str) -> tuple[Plan, ...]:
+    """One plan per world size and mode (vLLM has no graph/eager split) for ``arch``."""
+    plans: list[Plan] = []
+    for ws in world_sizes(d, arch):
+        found = paths(d, arch, ws)
+        if found.errors:
+            continue  # vLLM raises there: the reader reports it, and there is nothing to decide
+        bands = bands_from_rules(found.run, FALLBACK)
+        written = bands_from_rules(found.written, FALLBACK)
+        extra = {"written": written, "notes": found.notes} if written != bands else {}
+        plans += [Plan(ws, mode, bands, FALLBACK, **extra) for mode in MODES]  # type: ignore[arg-type]
+    return tuple(plans)
+
+
+def planned_archs(d: Dispatch) -> list[str]:
+    """The arches some table of ``d`` that runs by default names, in file order."""
+    archs = [*d.custom_ar, *(d.symm_mem if d.symm_mem_on else {})]
+    if d.flashinfer_on:
+        archs += list(d.fi_sizes_mb)
+    return list(dict.fromkeys(archs))
+
+
+def default_path(d: Dispatch) -> str:
+    """One line: what ``d`` runs on an arch that no table names."""
+    sizes = d.custom_ar_sizes()
+    if not sizes:
+        return "nccl for every size"
+    listed = ", ".join(map(str, sizes))
+    compare = "up to" if d.custom_ar_inclusive else "below"
+    return f"custom_ar {compare} {format_size(d.custom_ar_max)} at world sizes {listed}, nccl otherwise"
+
+
+def table_set(
+    d: Dispatch,
+    origin: str,
+    provenance: Callable[[str], Provenance],
+    default_provenance: Provenance,
+    name: str = "",
+) -> TableSet:
+    """``d``'s tables, one per arch its tables name, and its default path for every other arch.
+
+    ``origin`` names the tables (``vllm:PATH``, ``reference:vllm``), ``name`` the set (default: ``origin``).
+    """
+    tables = {
+        arch: Table(Platform("cuda", arch), provenance(arch), arch_plans(d, arch), rules="vllm", origin=origin)
+        for arch in planned_archs(d)
+    }
+    default = Table(
+        Platform("cuda", "default"), default_provenance, arch_plans(d, "default"), rules="vllm", origin=origin
+    )
+
+    def engine_arch(arch: str) -> Table:
+        note = (
+            f"{d.release} has no row for arch {arch}: it runs its default path there ({default_path(d)}; no "
+            "symmetric memory; vLLM has no fallback between arches)"
+        )
+        return default.with_changes(borrowed=(note,))
+
+    return TableSet(name or origin, "cuda", MappingProxyType(tables), default, rules="vllm", engine_arch=engine_arch)

@@ -1,0 +1,25 @@
+"""``artune review``: one comment for a dispatch-table change, from two table sources.
+
+- ``model``: the review's content as frozen data (what moves, questions,
+  evidence, verdict), and its JSON form;
+- ``build``: the content, from two sides opened as any table source (or
+  one side at a git revision);
+- ``evidence``: the regret of the moved rows, measured or modelled;
+- ``markdown``: the page, and the JSON for bots.
+"""
+
+from artune.review.build import Opened, build_review, open_side
+from artune.review.markdown import render_json, render_markdown
+from artune.review.model import CLEAN, QUESTIONS, UNREADABLE, Review
+
+__all__ = [
+    "CLEAN",
+    "QUESTIONS",
+    "UNREADABLE",
+    "Opened",
+    "Review",
+    "build_review",
+    "open_side",
+    "render_json",
+    "render_markdown",
+]

@@ -1,0 +1,460 @@
+"""Build a ``Review`` from two table sources: what moves, the questions, the evidence, the verdict.
+
+Each side is opened as every command opens a table source
+(``artune.cli.tables.open_source``); ``--base REV`` reads the base side
+from git (``artune.formats.gitrev``) with the same reader. What moves is
+``artune.table.diff`` per arch: routes, so that run-time availability stays
+out of the comparison, and the engine's own rules (its caps, clips, world
+sizes with no config, arches without a row). The questions are what ``artune
+check`` prints for each side, matched between the sides without their file
+and line (lines shift between revisions). The evidence weighs the moved
+rows with the cost model (``artune.review.evidence``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from artune import catalog
+from artune.catalog import SPECS
+from artune.cli.tables import Source, open_source, source_findings
+from artune.errors import ArtuneError, TableError
+from artune.review.evidence import measured_regret, modelled_regret
+from artune.review.model import (
+    CLEAN,
+    QUESTIONS,
+    ArchChange,
+    Coverage,
+    Move,
+    ParamChange,
+    Question,
+    Regret,
+    Review,
+    Side,
+)
+from artune.table.check import Finding
+from artune.table.decide import decide
+from artune.table.diff import Difference, diff_tables
+from artune.table.family import conservative_default
+from artune.table.model import MODES, Table
+
+#: world sizes the coverage row always looks at: a node of up to 16 GPUs (SGLang plans 16)
+COVERED = range(2, 17)
+
+
+@dataclass(frozen=True)
+class Opened:
+    """One side, read: its source, the text it was given as, and how to name its temporary paths."""
+
+    spec: str
+    source: Source
+    label: str
+    rename: Callable[[str], str] = field(default=lambda text: text)
+
+
+def open_side(role: str, spec: str, base: str | None = None) -> Opened:
+    """Read one side; with ``base``, ``spec`` (``ENGINE:PATH``) as it is at git revision ``base``.
+
+    ``TableError`` names the side and the problem when it cannot be read.
+    """
+    try:
+        if base is None:
+            return Opened(spec, open_source(spec), spec)
+        from artune.formats import ENGINES
+        from artune.formats.gitrev import engine_members, revision_tree
+
+        engine, sep, path = spec.partition(":")
+        if not sep or engine not in ENGINES or not path:
+            raise TableError(f"--base reads an engine's git work tree: give {' or '.join(ENGINES)}:PATH, not {spec}")
+        with revision_tree(path, base, engine_members(engine)) as tree:
+            source = open_source(f"{engine}:{tree.path}")
+        return Opened(f"{spec} at {base}", source, f"commit {tree.commit[:12]}", tree.rename)
+    except ArtuneError as err:
+        from artune.formats.releases import ReleaseUnavailable
+
+        kind = ReleaseUnavailable if isinstance(err, ReleaseUnavailable) else TableError
+        raise kind(f"{role} side {spec}{f' at {base}' if base else ''} cannot be read: {err}") from None
+
+
+# ------------------------------------------------------------------ pairs of tables
+
+
+def _set_tables(source: Source) -> dict[str, Table]:
+    """Arch -> table, in the order the source lists them; a set's default as "default"."""
+    if source.table_set is None:
+        return {t.platform.arch: t for t in source.tables}
+    tables = dict(source.table_set.tables)
+    if source.table_set.default is not None:
+        tables["default"] = source.table_set.default
+    return tables
+
+
+def _resolve(source: Source, arch: str) -> Table:
+    """What ``source`` runs on ``arch``: its row, the set's own rule for an arch without one, or its table."""
+    if source.table_set is not None:
+        if arch == "default" and source.table_set.default is not None:
+            return source.table_set.default
+        return source.table_set.resolve(arch)
+    found = [t for t in source.tables if t.platform.arch == arch]
+    return found[0] if found else source.tables[0]
+
+
+def _single(source: Source) -> bool:
+    return source.table_set is None
+
+
+def pairs(before: Source, after: Source) -> list[tuple[str, Table, Table]]:
+    """``(arch, before's table, after's table)`` for every arch either side has a row for.
+
+    A side without a row for an arch gives what it runs there (an engine's
+    own fallback, artune's family chain). A side that is one table (a TOML)
+    is compared at its own arch only, with what the other side runs there.
+    """
+    if _single(before) and _single(after):
+        ta, tb = before.tables[0], after.tables[0]
+        arch = ta.platform.arch
+        return [(arch if arch == tb.platform.arch else f"{arch} -> {tb.platform.arch}", ta, tb)]
+    if _single(before) or _single(after):
+        arch = (before if _single(before) else after).tables[0].platform.arch
+        return [(arch, _resolve(before, arch), _resolve(after, arch))]
+    a, b = _set_tables(before), _set_tables(after)
+    keys = sorted(dict.fromkeys([*a, *b]), key=lambda arch: arch == "default")  # the engine's default last
+    return [(arch, a.get(arch) or _resolve(before, arch), b.get(arch) or _resolve(after, arch)) for arch in keys]
+
+
+# ------------------------------------------------------------------ what moves
+
+
+def world_sizes(values: Iterable[int]) -> str:
+    """``[2, 4, 9, 10, 11]`` -> ``"2, 4, 9-11"``."""
+    parts: list[str] = []
+    run: list[int] = []
+    for v in [*sorted(values), None]:
+        if v is not None and run and v == run[-1] + 1:
+            run.append(v)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
+        run = [v] if v is not None else []
+    return ", ".join(parts) or "none"
+
+
+def _group(items: Iterable[tuple[tuple, int, str]]) -> list[tuple[tuple, tuple[int, ...], tuple[str, ...]]]:
+    """Rows keyed by ``key`` with the (world size, mode) pairs they hold: one row per key and world-size set.
+
+    A key whose world sizes are the same in every mode gives one row for all
+    its modes; otherwise one row per mode.
+    """
+    found: dict[tuple, dict[str, set[int]]] = {}
+    for key, ws, mode in items:
+        found.setdefault(key, {}).setdefault(mode, set()).add(ws)
+    out: list[tuple[tuple, tuple[int, ...], tuple[str, ...]]] = []
+    for key, by_mode in found.items():
+        sets = {frozenset(s) for s in by_mode.values()}
+        if len(sets) == 1:
+            out.append((key, tuple(sorted(next(iter(sets)))), tuple(m for m in MODES if m in by_mode)))
+        else:
+            out += [(key, tuple(sorted(by_mode[m])), (m,)) for m in MODES if m in by_mode]
+    return out
+
+
+def moves(found: Sequence[tuple[str, Difference]]) -> tuple[Move, ...]:
+    """The differences grouped over world sizes and modes, by arch, then by size."""
+    rows = _group(((arch, d.lo, d.hi, d.a, d.b), d.world_size, d.mode) for arch, d in found)
+    # arches that move the same sizes the same way at the same world sizes share a row
+    archs: dict[tuple, list[str]] = {}
+    for (arch, lo, hi, a, b), ws, modes in rows:
+        archs.setdefault((ws, modes, lo, hi, a, b), []).append(arch)
+    out = [Move(", ".join(names), *key) for key, names in archs.items()]
+    order = {arch: i for i, arch in enumerate(dict.fromkeys(arch for arch, _ in found))}
+    first = lambda m: order[m.arch.split(", ")[0]]  # noqa: E731
+    return tuple(sorted(out, key=lambda m: (first(m), m.world_sizes, m.lo, MODES.index(m.modes[0]))))
+
+
+def arch_changes(before: Opened, after: Opened) -> tuple[ArchChange, ...]:
+    """Arches with rows on one side only, and what the other side runs there."""
+    if _single(before.source) or _single(after.source):
+        return ()  # a single table is compared at its own arch, whatever the other side holds
+    a, b = _set_tables(before.source), _set_tables(after.source)
+    out: list[ArchChange] = []
+    for arch in b.keys() - a.keys():
+        out.append(ArchChange(arch, "new", before.rename(_runs(_resolve(before.source, arch)))))
+    for arch in a.keys() - b.keys():
+        out.append(ArchChange(arch, "removed", after.rename(_runs(_resolve(after.source, arch)))))
+    order = sorted(dict.fromkeys([*a, *b]), key=lambda arch: arch == "default")
+    return tuple(sorted(out, key=lambda c: order.index(c.arch)))
+
+
+def _runs(table: Table) -> str:
+    """What a side runs on ``arch`` without a row of its own, in words."""
+    if table.borrowed:
+        return "; ".join(table.borrowed)
+    return f"the table of arch {table.platform.arch} ({table.name})"
+
+
+def param_changes(found: Sequence[tuple[str, Table, Table]]) -> tuple[ParamChange, ...]:
+    """Parameters (block counts and the like) that change between plans both sides have."""
+    items: list[tuple[tuple, int, str]] = []
+    for arch, ta, tb in found:
+        for pa in ta.plans:
+            pb = tb.plan(pa.world_size, pa.mode, pa.hosts)
+            if pb is None:
+                continue
+            for name in dict.fromkeys(n for n in pa.algorithms if n in pb.algorithms):
+                have_a, have_b = pa.params_for(name), pb.params_for(name)
+                keys = dict.fromkeys([*have_a, *have_b, *(SPECS[name].required_params if name in SPECS else ())])
+                for key in keys:
+                    va, vb = have_a.get(key), have_b.get(key)
+                    if va != vb:
+                        text = (None if va is None else str(va), None if vb is None else str(vb))
+                        items.append(((arch, name, key, *text), pa.world_size, pa.mode))
+    rows = _group(items)
+    return tuple(ParamChange(k[0], ws, modes, k[1], k[2], k[3], k[4]) for k, ws, modes in rows)
+
+
+def _nccl_everywhere(table: Table) -> tuple[int, ...]:
+    """The world sizes at which ``table`` runs its process group for every size, mode, dtype and multicast.
+
+    Decided as a call would be (``decide`` under the table's rules, with what
+    the catalog lets run for that call), at every bound of every plan, 16
+    bytes either side, and a log grid from 16 B to 1 GiB.
+    """
+    group = conservative_default(table.platform).plans[0].fallback
+    bounds = {b.upto for p in table.plans for b in p.bands if b.upto is not None}
+    probes = sorted({n for b in bounds for n in (b - 16, b, b + 16) if n >= 0} | {16 << k for k in range(27)})
+    calls = [(dtype, mc) for dtype in ("bfloat16", "float16", "float32") for mc in (True, False)]
+    sizes = sorted({*COVERED, *(p.world_size for p in table.plans if p.world_size > 1)})
+
+    def only_group(ws: int) -> bool:
+        return all(
+            decide(table, n, ws, mode, catalog.available(ws, dtype, n, mc)).algorithm == group
+            for mode in MODES
+            for dtype, mc in calls
+            for n in probes
+        )
+
+    return tuple(ws for ws in sizes if only_group(ws))
+
+
+def coverage(found: Sequence[tuple[str, Table, Table]]) -> tuple[Coverage, ...]:
+    """Per arch, the world sizes that fall to the process group for every size, on each side."""
+    rows = [Coverage(arch, _nccl_everywhere(ta), _nccl_everywhere(tb)) for arch, ta, tb in found]
+    return tuple(r for r in rows if r.before or r.after)
+
+
+# ------------------------------------------------------------------ questions
+
+_FILE = re.compile(r"\S+\.py(:\d+)?")
+
+
+def findings(source: Source) -> list[Finding]:
+    """What ``artune check`` prints for the source (``artune.cli.tables.source_findings``)."""
+    return source_findings(source)
+
+
+def _key(finding: Finding, rename: Callable[[str], str]) -> tuple:
+    """A finding without its file and line, which shift between revisions and releases."""
+    message = _FILE.sub("FILE", rename(finding.message))
+    return finding.severity, finding.arch, finding.world_size, finding.hosts, finding.mode, message
+
+
+def _questions(items: Sequence[Finding], rename: Callable[[str], str]) -> tuple[Question, ...]:
+    """One question per message and place, its world sizes and modes merged; arches with the same merged."""
+    rows = _group(
+        ((f.severity, rename(f.source or f.table), f.arch, f.hosts, rename(f.message)), f.world_size or 0, f.mode or "")
+        for f in items
+    )
+    by_arch: dict[tuple, list[str]] = {}
+    for (severity, where, arch, hosts, message), sizes, modes in rows:
+        scope = f"ws {world_sizes(s for s in sizes if s)}" if any(sizes) else ""
+        scope += f" across {hosts} hosts" if hosts > 1 else ""
+        scope += f" ({', '.join(m for m in modes if m)})" if any(modes) else ""
+        by_arch.setdefault((severity, where, scope.strip(), message), []).append(arch)
+    out = [
+        Question(sev, where, ", ".join(archs), scope, message)
+        for (sev, where, scope, message), archs in by_arch.items()
+    ]
+    return tuple(sorted(out, key=lambda q: (_SEVERITY.get(q.severity, 3), q.where, q.arch)))
+
+
+_SEVERITY = {"error": 0, "warning": 1, "note": 2}
+
+
+def split_findings(
+    before: Opened, after: Opened
+) -> tuple[tuple[Question, ...], tuple[Question, ...], tuple[Question, ...], tuple[Question, ...]]:
+    """``(new questions, not introduced here, resolved, new notes)``: AFTER's findings against BEFORE's."""
+    had = {_key(f, before.rename) for f in findings(before.source)}
+    now = findings(after.source)
+    has = {_key(f, after.rename) for f in now}
+    new = [f for f in now if _key(f, after.rename) not in had]
+    old = [f for f in now if _key(f, after.rename) in had and not f.note]
+    gone = [f for f in findings(before.source) if _key(f, before.rename) not in has and not f.note]
+
+    listed = _questions
+    return (
+        listed([f for f in new if not f.note], after.rename),
+        listed(old, after.rename),
+        listed(gone, before.rename),
+        listed([f for f in new if f.note], after.rename),
+    )
+
+
+# ------------------------------------------------------------------ evidence
+
+
+def side(opened: Opened) -> Side:
+    """A side's provenance per arch (what each table says of where its figures came from)."""
+    rows: list[tuple[str, str]] = []
+    for arch, table in _set_tables(opened.source).items():
+        text = str(table.provenance) + "".join(f"; {note}" for note in table.borrowed)
+        rows.append((arch, opened.rename(text)))
+    return Side(opened.spec, opened.label, tuple(rows))
+
+
+def copies(source: Source) -> tuple[str, ...]:
+    """Per arch, the earlier arch whose plans (bands, parameters, fallback) it repeats most, where any."""
+    tables = {arch: t for arch, t in _set_tables(source).items() if arch != "default"}
+    plans = {
+        arch: {(p.world_size, p.mode, p.hosts): (p.bands, p.params, p.fallback) for p in t.plans}
+        for arch, t in tables.items()
+    }
+    out: list[str] = []
+    for i, arch in enumerate(plans):
+        mine = plans[arch]
+        equal = {other: sum(plans[other].get(k) == v for k, v in mine.items()) for other in list(plans)[:i]}
+        best = max(equal, key=equal.__getitem__, default=None)
+        if best is not None and equal[best]:
+            out.append(f"{arch} = {best} in {equal[best]} of {len(mine)} plans")
+    return tuple(out)
+
+
+def regrets(
+    found: Sequence[tuple[str, Table, Table]], moved: Sequence[Move], logs: Sequence[str]
+) -> tuple[tuple[Regret, ...], tuple[str, ...]]:
+    """The regret of both sides' rows over the moved sizes, measured (``logs``) and modelled (the presets).
+
+    Returns the rows, and per arch that moved with nothing to weigh it, why.
+    """
+    tables = {arch: (ta, tb) for arch, ta, tb in found}
+    spans: dict[tuple[str, int, str], list[tuple[int, int | None]]] = {}
+    for move in moved:
+        for arch in move.arch.split(", "):
+            for ws in move.world_sizes:
+                for mode in move.modes:
+                    spans.setdefault((arch, ws, mode), []).append((move.lo, move.hi))
+    out: list[Regret] = []
+    why: dict[str, list[str]] = {}
+    for (arch, ws, mode), ranges in spans.items():
+        ta, tb = tables[arch]
+        out += measured_regret(logs, arch, ta, tb, ws, mode, ranges)
+        modelled = modelled_regret(arch, ta, tb, ws, mode, ranges)
+        if isinstance(modelled, Regret):
+            out.append(modelled)
+        else:
+            why.setdefault(arch, []).append(modelled)
+    weighed = {r.arch for r in out}
+    missing = [
+        f"arch {arch}: {'; '.join(dict.fromkeys(reasons))}" for arch, reasons in why.items() if arch not in weighed
+    ]
+    return tuple(out), tuple(missing)
+
+
+# ------------------------------------------------------------------ verdict
+
+
+def _span(values: Sequence[float]) -> str:
+    lo, hi = f"{min(values):.2f}", f"{max(values):.2f}"
+    return lo if lo == hi else f"{lo}-{hi}"
+
+
+def _weighed(regret: Sequence[Regret]) -> list[str]:
+    """``modelled regret 1.10-1.15 -> 1.00`` per basis: before's and after's range over the rows weighed."""
+    out = []
+    for basis in ("measured", "modelled"):
+        rows = [r for r in regret if r.basis == basis]
+        if rows:
+            out.append(f"{basis} regret {_span([r.before for r in rows])} -> {_span([r.after for r in rows])}")
+    return out
+
+
+def verdict(
+    moved: Sequence[Move],
+    arches: Sequence[ArchChange],
+    params: Sequence[ParamChange],
+    questions: Sequence[Question],
+    regret: Sequence[Regret] = (),
+) -> tuple[str, int]:
+    """One line, and the exit code: 1 when there are questions for the author, else 0."""
+    if not (moved or arches or params):
+        if questions:
+            return f"{_count(len(questions), 'question')} for the author; nothing moves.", QUESTIONS
+        return "no change: both sides run the same algorithm for every arch, world size, mode and size.", CLEAN
+    parts = []
+    arrived = ", ".join(c.arch for c in arches if c.change == "new")
+    left = ", ".join(c.arch for c in arches if c.change != "new")
+    if moved:
+        on = ", ".join(dict.fromkeys(a for m in moved for a in m.arch.split(", ")))
+        news = "; ".join([f"{arrived} new" if arrived else "", f"{left} removed" if left else ""]).strip("; ")
+        text = f"{_count(len(moved), 'range')} move{'s' if len(moved) == 1 else ''} on arch {on}"
+        parts.append(text + (f" ({news})" if news else ""))
+    else:
+        parts += [f"arch {arrived} arrives" if arrived else "", f"arch {left} leaves" if left else ""]
+    parts += [f"{_count(len(params), 'parameter')} change" if params else ""]
+    what = "; ".join([", ".join(p for p in parts if p), *_weighed(regret)])
+    if questions:
+        errors = sum(q.severity == "error" for q in questions)
+        count = _count(len(questions), "question") + " for the author" + (f" ({errors} errors)" if errors else "")
+        return f"{count}; {what}.", QUESTIONS
+    return f"nothing to question; {what}.", CLEAN
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def build_review(before: Opened, after: Opened, logs: Sequence[str] = (), command: str = "") -> Review:
+    """The review of the change from ``before`` to ``after`` (``logs``: artune measurement logs to weigh it).
+
+    ``command`` names how it was made (default: ``artune review BEFORE AFTER``).
+    """
+    family = logging.getLogger("artune.table.family")
+    level = family.level
+    family.setLevel(logging.ERROR)  # borrowing is named in the review; restored after, for the process's others
+    try:
+        return _build_review(before, after, logs, command)
+    finally:
+        family.setLevel(level)
+
+
+def _build_review(before: Opened, after: Opened, logs: Sequence[str], command: str) -> Review:
+    found = pairs(before.source, after.source)
+    diffs = [(arch, d) for arch, ta, tb in found for d in diff_tables(ta, tb)]
+    moved = moves(diffs)
+    arches = arch_changes(before, after)
+    params = param_changes(found)
+    questions, inherited, resolved, notes = split_findings(before, after)
+    regret, unmodelled = regrets(found, moved, logs)
+    line, code = verdict(moved, arches, params, questions, regret)
+    measured = "".join(f" --measured {log}" for log in logs)
+    return Review(
+        command=command or f"artune review {before.spec} {after.spec}{measured}",
+        before=side(before),
+        after=side(after),
+        moves=moved,
+        arches=arches,
+        params=params,
+        coverage=coverage(found),
+        questions=questions,
+        inherited=inherited,
+        resolved=resolved,
+        notes=notes,
+        copies=copies(after.source),
+        regret=regret,
+        unmodelled=unmodelled,
+        verdict=line,
+        exit_code=code,
+    )

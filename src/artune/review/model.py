@@ -1,0 +1,174 @@
+"""What a review says, as frozen data: the one content that the Markdown and JSON renderers both print.
+
+A ``Review`` holds, in the order a reviewer reads them: what moves (byte
+ranges whose algorithm changes, arches that arrive or leave, parameters that
+change, world sizes that run NCCL), the questions for the author (check
+findings new in AFTER, and apart from them those already in BEFORE), the
+evidence (each side's provenance, and where a measurement or the cost model
+covers an arch, the regret of the moved rows), and the verdict. Sizes are
+bytes here; the renderers format them. ``to_dict``/``from_dict`` carry every
+field, so a bot reading the JSON sees exactly what the page shows.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+#: exit codes: nothing to question, questions for the author, a side that cannot be read
+CLEAN, QUESTIONS, UNREADABLE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Move:
+    """Sizes ``lo..hi`` (inclusive; ``hi`` None: no end) at which ``before``'s route becomes ``after``'s,
+    on ``arch`` (one, or several that move alike: "10.0, 10.3") at ``world_sizes`` in ``modes``.
+
+    A route is what runs, in order: the first candidate available at run
+    time, then the next, ending in the fallback (``artune.table.diff``).
+    """
+
+    arch: str
+    world_sizes: tuple[int, ...]
+    modes: tuple[str, ...]
+    lo: int
+    hi: int | None
+    before: tuple[str, ...]
+    after: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ArchChange:
+    """An arch with rows on one side only: ``change`` is "new" or "removed"; ``other`` what the other side runs."""
+
+    arch: str
+    change: str
+    other: str
+
+
+@dataclass(frozen=True)
+class ParamChange:
+    """A parameter of ``algorithm`` that changes (``None``: the side has no value, e.g. ``num_mc_blocks = None``)."""
+
+    arch: str
+    world_sizes: tuple[int, ...]
+    modes: tuple[str, ...]
+    algorithm: str
+    param: str
+    before: str | None
+    after: str | None
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """The world sizes (2..16, and any planned) that run NCCL for every size, by the engine's own rules."""
+
+    arch: str
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Question:
+    """A check finding: ``where`` is "file:line" (or the table); ``arch`` one or several ("9.0, 10.0");
+    ``scope`` the world sizes and modes it holds at ("ws 2-8 (graph, eager)"), or ""."""
+
+    severity: str
+    where: str
+    arch: str
+    scope: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side's provenance: the source as given, the files read, and per arch where the figures came from."""
+
+    spec: str
+    label: str
+    provenance: tuple[tuple[str, str], ...]  # (arch, provenance text)
+
+
+@dataclass(frozen=True)
+class Regret:
+    """How much slower the rows' choice is than the best, over the moved sizes of one (arch, ws, mode).
+
+    ``basis`` is "modelled" (artune's cost model, ``source`` names the
+    preset) or "measured" (``source`` names the log). ``lo..hi`` spans the
+    moved sizes weighed (modelled: up to 256 MiB; measured: the logged
+    sizes). The regret is the geometric mean over ``sizes`` sizes of
+    time(choice) / time(best). Modelled: the median over the model's
+    replicates, and as ``after_high`` the 90th percentile; measured:
+    ``after_high`` is the worst size.
+    """
+
+    arch: str
+    world_size: int
+    mode: str
+    basis: str
+    source: str
+    lo: int
+    hi: int
+    sizes: int
+    before: float
+    after: float
+    after_high: float
+    best: str  # what the basis finds fastest most often there: an algorithm, or "family (algorithm)" when modelled
+
+
+@dataclass(frozen=True)
+class Review:
+    """A whole review: its sections in order, the verdict and the exit code."""
+
+    command: str  # the command that makes this review (without --out and --format, which change no content)
+    before: Side
+    after: Side
+    moves: tuple[Move, ...]
+    arches: tuple[ArchChange, ...]
+    params: tuple[ParamChange, ...]
+    coverage: tuple[Coverage, ...]
+    questions: tuple[Question, ...]  # new in AFTER
+    inherited: tuple[Question, ...]  # already in BEFORE: not introduced here
+    resolved: tuple[Question, ...]  # in BEFORE, gone from AFTER
+    notes: tuple[Question, ...]  # AFTER's notes (information, not questions)
+    copies: tuple[str, ...]  # AFTER's arches whose plans equal another arch's: "10.7 = 10.3 in 8 of 8 plans"
+    regret: tuple[Regret, ...]
+    unmodelled: tuple[str, ...]  # "arch A: why" for each arch that moved with nothing to weigh it
+    verdict: str
+    exit_code: int
+
+    @property
+    def changed(self) -> bool:
+        """Whether the two sides run anything differently (or their parameters or arches differ)."""
+        return bool(self.moves or self.arches or self.params)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data for JSON: every field, tuples as lists."""
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Review:
+        """The review ``to_dict`` gave (``ValueError``/``KeyError`` when ``data`` is not one)."""
+        return _build(cls, data)
+
+
+def _build(kind: Any, value: Any) -> Any:
+    """``value`` (JSON data) as an instance of the type ``kind``: dataclasses, tuples, unions with None."""
+    if dataclasses.is_dataclass(kind):
+        hints = typing.get_type_hints(kind)
+        return kind(**{f.name: _build(hints[f.name], value[f.name]) for f in dataclasses.fields(kind)})
+    origin = typing.get_origin(kind)
+    if origin in (typing.Union, types.UnionType):
+        if value is None:
+            return None
+        (inner,) = [a for a in typing.get_args(kind) if a is not type(None)]
+        return _build(inner, value)
+    if origin is tuple:
+        args = typing.get_args(kind)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_build(args[0], v) for v in value)
+        return tuple(_build(a, v) for a, v in zip(args, value, strict=True))
+    return kind(value)

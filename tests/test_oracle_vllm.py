@@ -1,0 +1,93 @@
+"""vLLM's released code decides; artune's reader of the same release must decide the same on every probe.
+
+Two releases, the one before the Rubin rows (0.25.0) and the newest (0.33.0),
+are downloaded once (about 330 MB each, cached under ``~/.cache/artune/releases``;
+``bench/engine_releases.py`` covers every release). Without the cached wheel
+and without the package registry, these tests skip and say so.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+
+from artune.cli import main
+from artune.formats import read_engine
+from artune.formats.releases import ReleaseUnavailable, fetch_release
+from artune.table.references import reference_set
+from oracles import vllm as oracle
+
+MiB = 1 << 20
+
+
+def release(version: str) -> Path:
+    try:
+        return fetch_release("vllm", version)
+    except ReleaseUnavailable as err:
+        pytest.skip(f"vllm=={version} is not cached and cannot be downloaded: {err}")
+
+
+def without_multicast_above_symmetric_memory(probe: oracle.Probe, engine: str, mine: str) -> bool:
+    """The one thing a plan cannot hold (artune.formats.vllm_rules): without multicast, 10.3/10.7 ws=2 sizes
+    above symmetric memory's 4 MiB and below custom all-reduce's 8 MiB default run custom_ar in vLLM."""
+    return (
+        not probe.multicast
+        and probe.arch in ("10.3", "10.7")
+        and probe.world_size == 2
+        and 4 * MiB < probe.nbytes < 8 * MiB
+        and (engine, mine) == ("custom_ar", "nccl")
+    )
+
+
+@pytest.mark.parametrize("version", ["0.25.0", "0.33.0"])
+def test_artune_decides_as_the_release_on_every_probe(version: str) -> None:
+    root = release(version)
+    probes = oracle.probes(root)
+    assert len(probes) > 25_000
+    assert {p.arch for p in probes} == set(oracle.ARCHS) and {p.world_size for p in probes} == set(range(2, 17))
+    engine = oracle.engine_decisions(root, probes)
+    mine = oracle.artune_decisions(root, probes)
+    # the answers are vLLM's: FlashInfer's all-reduce is on by default from 0.29, and takes every size
+    # two-shot symmetric memory had at world sizes 2 and 4
+    paths = {"custom_ar", "symm_mem_multimem", "nccl"}
+    paths |= {"flashinfer_ar"} if version == "0.33.0" else {"symm_mem_two_shot"}
+    assert set(engine) == paths
+    differ = [(p, e, m) for p, e, m in zip(probes, engine, mine, strict=True) if e != m]
+    unexplained = [d for d in differ if not without_multicast_above_symmetric_memory(*d)]
+    assert unexplained == [], unexplained[:5]
+    assert len(differ) < 10
+
+
+def test_reference_is_the_newest_release() -> None:
+    built = read_engine("vllm", str(release("0.33.0"))).tables
+    ref = reference_set("vllm")
+    assert set(built.tables) == set(ref.tables)
+    for arch, table in ref.tables.items():
+        assert built.tables[arch].plans == table.plans, arch
+    assert built.default is not None and ref.default is not None and built.default.plans == ref.default.plans
+
+
+def test_issue_examples_on_the_released_wheels(capsys) -> None:
+    old, new = release("0.25.0"), release("0.33.0")
+    args = ["explain", "--table", f"vllm:{old}", "--arch", "10.7", "--world-size", "8", "--size", "9MiB"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("nccl")
+    assert "vLLM 0.25.0 has no row for arch 10.7: it runs its default path there (custom_ar below 8MiB" in out
+    assert main(["explain", "--table", "vllm==0.25.0", "--arch", "9.0", "--world-size", "2", "--size", "63MiB"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("symm_mem_two_shot") and "caps custom_ar" in out
+    assert main(["diff", f"vllm:{old}", f"vllm:{new}", "--world-size", "8", "--mode", "eager"]) == 1
+    out = capsys.readouterr().out
+    rubin = out[out.index("arch=10.7") :]
+    assert "ws=8 mode=eager [8MiB, 64MiB]: A nccl | B symm_mem_multimem > nccl" in rubin
+    assert main(["check", "vllm==0.33.0"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert 1 <= len(lines) <= 8
+    assert any("10.7 = 10.3 in 3 of 3 tables: measured, or inherited?" in line for line in lines)
+    assert any("have no path on any arch" in line and "nccl" in line for line in lines)
+    assert all(": warning: " in line or ": error: " in line for line in lines)
