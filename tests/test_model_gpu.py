@@ -81,13 +81,16 @@ def test_torch_kernels_are_capped_by_their_fixed_grid_not_the_link() -> None:
     assert s_fast[0] == pytest.approx(1 / 200e3)
 
 
-def test_first_crossing() -> None:
+def test_first_crossing_is_where_the_lead_loses_for_good() -> None:
     lead = (np.array([1.0]), np.array([2.0]))
     assert gpu.first_crossing(lead, [(np.array([3.0]), np.array([1.0]))], 0.1, 100.0)[0] == pytest.approx(2.0)
     assert gpu.first_crossing(lead, [(np.array([0.5]), np.array([1.0]))], 0.1, 100.0)[0] == 0.1  # never leads
     assert gpu.first_crossing(lead, [(np.array([3.0]), np.array([5.0]))], 0.1, 100.0)[0] == 100.0  # never loses
-    # from a band's start: a rival already faster there takes over at the start
-    assert gpu.first_crossing(lead, [(np.array([3.0]), np.array([1.0]))], 0.1, 100.0, start=5.0)[0] == 5.0
+    # a steeper rival, faster at small sizes, does not end the lead's band: the lead wins from 0.5 on
+    assert gpu.first_crossing(lead, [(np.array([0.5]), np.array([3.0]))], 0.1, 100.0)[0] == 100.0
+    # and the answer moves continuously: a tiny change of the rival moves it a little
+    near = [gpu.first_crossing(lead, [(np.array([3.0 + d]), np.array([1.0]))], 0.1, 100.0)[0] for d in (0, 1e-6)]
+    assert near[1] - near[0] == pytest.approx(1e-6)
 
 
 def test_unseen_archs_extrapolate_the_round_latency_by_the_stated_rule() -> None:

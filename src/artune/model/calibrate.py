@@ -53,7 +53,7 @@ class Crossover:
     lower_bound: bool = False  # the band reaches the table's maximum
     rival: str = "2shot_pull"  # what the publisher switches to
     lead: str = "1shot_push"
-    start: int = 0  # where the lead's band starts
+    start: int = 0  # where the lead's band starts (for the record: the fit asks where the lead loses for good)
 
     @property
     def group(self) -> str:
@@ -250,7 +250,7 @@ class Problem:
         for c in self.data.crossovers:
             (lead,) = lines(gpu.KERNEL_OF[c.lead], c.preset, c.world_size, c.mode)
             rival = lines(gpu.KERNEL_OF[c.rival], c.preset, c.world_size, c.mode)
-            r = np.log(gpu.first_crossing(lead, rival, LO, HI, c.start) / c.nbytes)
+            r = np.log(gpu.first_crossing(lead, rival, LO, HI) / c.nbytes)
             out.append((np.minimum(0.0, r) if c.lower_bound else r)[:, None])
         out.append((x[:, : len(self.names)] - self.prior_centre) / self.prior_sd)
         return np.concatenate(out, axis=1)
@@ -269,7 +269,7 @@ def predicted_crossover(
     """Where the model's ``c.lead`` becomes slower than what the publisher switches to (b,)."""
     (lead,) = gpu.kernel_lines(theta, gpu.KERNEL_OF[c.lead], machine, c.world_size, c.mode, bandwidth)
     rival = gpu.kernel_lines(theta, gpu.KERNEL_OF[c.rival], machine, c.world_size, c.mode, bandwidth)
-    return gpu.first_crossing(lead, rival, LO, HI, c.start)
+    return gpu.first_crossing(lead, rival, LO, HI)
 
 
 def crossover_log_ratio(

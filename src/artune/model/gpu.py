@@ -264,20 +264,19 @@ def kernel_times(
 
 
 def first_crossing(
-    lead: tuple[np.ndarray, np.ndarray],
-    rival: list[tuple[np.ndarray, np.ndarray]],
-    lo: float,
-    hi: float,
-    start: float = 0.0,
+    lead: tuple[np.ndarray, np.ndarray], rival: list[tuple[np.ndarray, np.ndarray]], lo: float, hi: float
 ) -> np.ndarray:
-    """Where the ``lead`` line first becomes slower than the minimum of ``rival``'s lines at or above ``start``,
-    clipped to ``[lo, hi]`` (``start`` itself when the rival is already faster there, ``hi`` when never)."""
+    """Where the ``lead`` line becomes slower than the minimum of ``rival``'s lines for good, clipped to
+    ``[lo, hi]``: the intersection with the first rival line that is shallower (``hi`` when none is).
+
+    "For good" rather than "first": a steeper rival that is faster at small sizes does not end the lead's
+    band at large ones, and the answer moves continuously with the parameters (a fit cannot sit on a cliff).
+    """
     a1, s1 = lead
     out = np.full_like(a1, hi)
     for a, s in rival:
-        slower = (a1 - a) + (s1 - s) * start > 0
         with np.errstate(divide="ignore", invalid="ignore"):
-            cross = np.where(slower, start, np.where(s1 > s, (a - a1) / (s1 - s), hi))
+            cross = np.where(s < s1, (a - a1) / (s1 - s), hi)
         out = np.minimum(out, cross)
     return np.clip(out, lo, hi)
 
