@@ -34,7 +34,7 @@ UNTUNED = 100 * MiB  # SGLang's 128 MB "untuned maximum": a crossover at or abov
 LO, HI = 4 * KiB, float(1 << 30)
 ONE_SHOT = ("1shot_push", "1shot_pull")
 _RIVAL = {"2shot_push": "2shot_pull"}  # the forms do not tell push from pull
-SGLANG_PRESET = {"9.0": "h200", "10.0": "b200", "10.7": "rubin"}
+FAMILY_PRESET = {"9.0": "h200", "10.0": "b200", "10.7": "rubin"}  # the GPU each SGLang table was tuned on
 HUBER_TIME, HUBER_CROSS = 0.10, 0.30
 PRIOR_WEIGHT = 0.002
 CROSS_WEIGHT = 1.0  # per crossover group, as one sweep
@@ -105,7 +105,7 @@ def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: boo
             for i, end in enumerate(ends):
                 lead, rival = names[i], names[i + 1]
                 if _kernel(lead) != _kernel(rival) and lead != "nccl":
-                    c = Crossover("SGLang", arch, SGLANG_PRESET[arch], plan.world_size, plan.mode, end)
+                    c = Crossover("SGLang", arch, FAMILY_PRESET[arch], plan.world_size, plan.mode, end)
                     out.append(
                         replace(c, lower_bound=end >= UNTUNED, rival=_RIVAL.get(rival, rival), lead=lead, start=start)
                     )
