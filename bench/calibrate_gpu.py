@@ -1,135 +1,313 @@
-"""Calibrate the GPU cost model on part of the published data; report predicted / published on the rest.
+"""Fit the GPU cost model on published sweeps and crossovers, and validate it the way a sceptic would.
 
-    python bench/calibrate_gpu.py [--write] [--replicates 30]
+    python bench/calibrate_gpu.py [--write] [--replicates 200] [--fold-replicates 30] [--quick]
 
-Training: SGLang's SM90 (H200) and SM100 (B200) one-shot crossovers at world
-sizes 2, 4, 6, 8 (graph and eager). Held out: the same tables' world sizes 3,
-5, 7, 16; SGLang's SM107 (Rubin) table, predicted from the ``rubin`` preset;
-TensorRT-LLM's strategy tables; per-size latencies from engine pull requests
-(regret of the predicted choice). ``--write`` stores the fitted figures in
-``src/artune/model/presets.toml``. Prints Markdown for the README.
+Prints Markdown for the README, every figure of its cost-model section:
+
+1. the data: every sweep fitted (gpu-measured.md ids), and the crossovers;
+2. the per-world-size terms the data chose (forward selection, cross-validated by crossover group);
+3. the fit: parameters with bootstrap 5-95% intervals, residuals per sweep;
+4. leave one sweep out: for every sweep with a choice, terms chosen and the model fitted without
+   it, its plan scored on its own times, next to vLLM's and SGLang's hand tables on the same points
+   (``artune.model.validate.score_sweep``), per sweep and in total; where the model loses, the cheapest
+   sweep that would settle it (from a bootstrap of that fold);
+5. crossovers held out from every fit: SGLang SM107 (Rubin) and TensorRT-LLM, predicted / published,
+   under each unseen-arch rule, and the coverage of the 90% intervals; then each SGLang 9.0/10.0 group
+   predicted by a fit and bootstrap without it;
+6. the presets and their sources; what `artune plan --preset rubin --explain-uncertainty` says.
+
+``--write`` stores the fit (parameters and bootstrap replicates) in ``src/artune/model/gpu-fit.json``.
+``--quick``: fewer replicates and no per-fold term selection (for a look, not for the README).
 """
 
 from __future__ import annotations
 
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: BLAS threads only spin on a busy machine
+
 import argparse
 import math
-import re
+import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 from artune.model import calibrate as cal
-from artune.model.gpu import HardwareModel
+from artune.model import gpu, hardware, validate
+from artune.model.plan import build_plan
 from artune.model.presets import load_preset, preset_names
 from artune.sizes import human_size
 
-PRESETS_FILE = Path(__file__).resolve().parents[1] / "src" / "artune" / "model" / "presets.toml"
+FIT_FILE = Path(__file__).resolve().parents[1] / "src" / "artune" / "model" / gpu.FIT_FILE
+WHO = ("model", "vllm", "sglang")
 
 
-def _ratio_text(pt: cal.Crossover, pred: float) -> str:
-    if pt.lower_bound:
-        return "bound met" if pred >= pt.nbytes else f"{pred / pt.nbytes:.2f} (bound missed)"
-    return f"{pred / pt.nbytes:.2f}"
+def _size(n: float) -> str:
+    return ">= 1GiB" if n >= cal.HI else human_size(round(n))
 
 
-def _summary(name: str, rows: list[tuple[cal.Crossover, float]]) -> str:
-    logs = [cal.log_ratio(pred, pt) for pt, pred in rows]
-    geo = math.exp(sum(logs) / len(logs))
-    factor = math.exp(sum(abs(x) for x in logs) / len(logs))
-    worst = max(logs, key=abs)
-    within = sum(abs(x) <= math.log(2) for x in logs)
-    return f"| {name} | {len(rows)} | {geo:.2f} | {factor:.2f} | {math.exp(worst):.2f} | {within}/{len(rows)} |"
+def print_data(data: cal.Data) -> None:
+    print("## Data\n")
+    print("| sweep | source | preset | ws | mode | kernels | sizes | note |\n|---|---|---|---:|---|---|---:|---|")
+    for s in data.sweeps:
+        print(
+            f"| {s.id} | {s.source} | {s.preset} | {s.world_size} | {s.mode} | {', '.join(s.kernels)} | "
+            f"{len(s.sizes)} | {s.note} |"
+        )
+    points = sum(len(s.points()) for s in data.sweeps)
+    print(
+        f"\n{len(data.sweeps)} sweeps, {points} times; {len(data.crossovers)} crossovers "
+        "(SGLang SM90 and SM100, world sizes 2-8 and 16, graph and eager). Never fitted: SGLang SM107 "
+        f"(Rubin), TensorRT-LLM ({len(cal.held_out_crossovers())} crossovers).\n"
+    )
 
 
-def _write(values: dict[str, float], intervals: dict[str, tuple[float, float]]) -> None:
-    text = PRESETS_FILE.read_text(encoding="utf-8")
+def print_fit(central: cal.Result, replicates: np.ndarray, data: cal.Data) -> None:
+    lo, hi = np.percentile(replicates, [5, 95], axis=0)
+    print(f"## Fit ({len(replicates)} bootstrap refits: sweeps resampled within family, crossovers within group)\n")
+    print("| parameter | value | 5%..95% | meaning |\n|---|---:|---:|---|")
+    meaning = {**gpu.PARAMS, **{gpu.family_name(k, f): v for f in gpu.FAMILIES for k, v in gpu.FAMILY_PARAMS.items()}}
+    for i, name in enumerate(central.names):
+        text = meaning[name][2] if name in meaning else gpu.TERMS[name.partition("@")[0]]
+        if abs(central.values[i] / cal.prior(name)[0] - 1) < 1e-3 and hi[i] - lo[i] < 0.01 * central.values[i]:
+            text += " (at its prior: no data reaches it)"
+        print(f"| {name} | {central.values[i]:.4g} | {lo[i]:.3g}..{hi[i]:.3g} | {text} |")
+    resid = cal.residuals_of(central, data)
+    print("\n| sweep | points | median abs(residual) | worst | offset (us) |\n|---|---:|---:|---:|---:|")
+    for s in data.sweeps:
+        r = resid[s.id]
+        print(
+            f"| {s.id} | {len(r)} | {np.median(np.abs(r)):.0%} | {math.exp(r[np.argmax(np.abs(r))]) - 1:+.0%} | "
+            f"{central.offsets[s.id]:.1f} |"
+        )
+    print("\nPer-call overhead per family and mode (median of the sweeps' offsets):", cal.overheads(central, data))
+    print()
 
-    def entry(key: str) -> str:
-        lo, hi = intervals[key]
-        return f"{{ value = {values[key]:.4g}, lo = {lo:.4g}, hi = {hi:.4g} }}"
 
-    for key in ("eta_two", "eager_round", "mc_rounds"):
-        text = re.sub(rf"^{key} = .*$", f"{key} = {entry(key)}", text, flags=re.M)
-    for family in ("9.0", "10.0"):
-        text = re.sub(rf'^"{re.escape(family)}" = .*$', f'"{family}" = {entry("round_" + family)}', text, flags=re.M)
-    PRESETS_FILE.write_text(text, encoding="utf-8")
+def loo(data: cal.Data, terms: tuple[str, ...], central: cal.Result, reselect: bool, fold_replicates: int):
+    """Leave one sweep out; per fold, the terms (reselected), the scores and a suggestion where the model loses."""
+    scores, notes = [], []
+    for s in data.sweeps:
+        if not s.choice:
+            continue
+        fold_data = data.without(s.id)
+        fold_terms = cal.select_terms(fold_data) if reselect else terms
+        fold = cal.fit(fold_data, fold_terms, central)
+        score = validate.score_sweep(s, validate.predictor(fold.theta(), s.preset, s.world_size, s.mode))
+        scores.append(score)
+        suggestion = None
+        if score.geomean("model") > min(score.geomean(e) for e in validate.ENGINES) and fold_replicates:
+            reps = cal.bootstrap(fold_data, fold_terms, fold, fold_replicates)
+            fit = cal.stored_fit(fold_data, fold_terms, fold, reps)
+            model = hardware.HardwareModel(load_preset(s.preset), fit, algorithms=s.kernels)
+            lo, hi = min(s.sizes) // 2, max(s.sizes) * 2
+            suggestion = hardware.uncertain_sizes(model, s.world_size, s.mode, lo, hi)
+        notes.append((s, fold_terms, suggestion))
+    return scores, notes
+
+
+def print_loo(scores, notes) -> None:
+    print("## Leave one sweep out: the modelled plan against the hand tables, on the same points\n")
+    print(
+        "| sweep | GPU | ws | mode | sizes | model | vLLM table | SGLang table | terms chosen without it |\n"
+        "|---|---|---:|---|---:|---:|---:|---:|---|"
+    )
+    for score, (s, fold_terms, _) in zip(scores, notes, strict=True):
+        cells = " | ".join(f"{score.geomean(w):.3f} ({score.worst(w):.2f})" for w in WHO)
+        print(
+            f"| {s.id} | {s.preset} | {s.world_size} | {s.mode} | {len(score.rows)} | {cells} | "
+            f"{', '.join(fold_terms) or 'none'} |"
+        )
+    tot = {w: validate.total(scores, w) for w in WHO}
+    cells = " | ".join(f"**{tot[w][0]:.3f}** ({tot[w][1]:.2f})" for w in WHO)
+    print(f"| **total** (each sweep once) | | | | {sum(len(s.rows) for s in scores)} | {cells} | |")
+    flat = {w: math.exp(np.mean([math.log(r.regrets[w]) for s in scores for r in s.rows])) for w in WHO}
+    print(
+        "\n(geomean regret over the sweep's sizes, worst size in brackets; regret = time(choice) / time(fastest "
+        "measured). Every size counted once instead of every sweep: "
+        + ", ".join(f"{w} {flat[w]:.3f}" for w in WHO)
+        + ".)\n"
+    )
+    print("<details><summary>Every size where a choice is not the fastest</summary>\n")
+    print("| sweep | size | fastest | model | vLLM | SGLang |\n|---|---:|---|---|---|---|")
+    for score in scores:
+        for r in score.rows:
+            if max(r.regrets.values()) > 1.0:
+                cells = " | ".join(f"{r.choices[w]} {r.regrets[w]:.2f}" for w in WHO)
+                print(f"| {score.sweep.id} | {human_size(r.nbytes)} | {r.best} | {cells} |")
+    print("\n</details>\n")
+    lost = [(s, m) for s, _t, m in notes if m is not None]
+    if lost:
+        print(
+            "Where the model loses to a hand table, the cheapest sweep that would settle it (from 30 refits "
+            "of that fold):\n"
+        )
+        for s, m in lost:
+            print(f"- {s.id} ({s.preset}): {m}")
+        print()
+
+
+def print_crossovers(fit: gpu.GpuFit, central: cal.Result, data: cal.Data) -> None:
+    print("## Crossovers (where one-shot ends, and what the publisher switches to): predicted / published\n")
+    sets = {
+        "fitted: SGLang 9.0/10.0, every boundary": (data.crossovers, "between"),
+        "fitted: SGLang 9.0/10.0, one-shot ends": ([c for c in data.crossovers if c.one_shot], "between"),
+        "held out: SGLang 10.7 Rubin (rule between)": (cal.sglang_crossovers(("10.7",)), "between"),
+        "held out: SGLang 10.7 Rubin (rule nearest)": (cal.sglang_crossovers(("10.7",)), "nearest"),
+        "held out: SGLang 10.7 Rubin (rule bandwidth)": (cal.sglang_crossovers(("10.7",)), "bandwidth"),
+        "held out: TRT-LLM 9.0/10.0": (cal.TRTLLM, "between"),
+        "held out: SGLang 10.7 Rubin, every boundary (rule between)": (
+            cal.sglang_crossovers(("10.7",), every=True),
+            "between",
+        ),
+    }
+    print(
+        "| set | points | geomean ratio | geomean factor off | worst factor | within 2x | 90% coverage | "
+        "coverage, parameters only |\n|---|---:|---:|---:|---:|---:|---:|---:|"
+    )
+    rows_by_set = {}
+    for name, (points, rule) in sets.items():
+        rows = validate.intervals(fit, points, rule)
+        rows_by_set[name] = rows
+        m = validate.summary(rows)
+        print(
+            f"| {name} | {m['points']} | {m['geomean']:.2f} | {m['factor']:.2f} | {m['worst']:.2f} | "
+            f"{m['within2']}/{m['points']} | {m['coverage']:.0%} | {m['coverage_params']:.0%} |"
+        )
+    held = rows_by_set["held out: SGLang 10.7 Rubin (rule between)"] + rows_by_set["held out: TRT-LLM 9.0/10.0"]
+    m = validate.summary(held)
+    print(
+        f"| **all held out** (Rubin rule between, TRT-LLM) | {m['points']} | {m['geomean']:.2f} | "
+        f"{m['factor']:.2f} | {m['worst']:.2f} | {m['within2']}/{m['points']} | **{m['coverage']:.0%}** | "
+        f"{m['coverage_params']:.0%} |"
+    )
+    print(
+        "\n(factor off = geometric mean of max(ratio, 1/ratio); a lower bound the prediction meets counts as 1.00 and "
+        "as covered when the interval reaches it. The interval is a bootstrap prediction interval: each refit's "
+        "crossover times a miss drawn from the fitted crossovers' residuals.)\n"
+    )
+    print("<details><summary>Every crossover</summary>\n")
+    print(
+        "| set | source | arch | ws | mode | one-shot -> | published | predicted | ratio | 90% interval | covered |\n"
+        "|---|---|---|---:|---|---|---:|---:|---:|---|---|"
+    )
+    for name, rows in rows_by_set.items():
+        if "nearest" in name or "bandwidth" in name or "every" in name or "one-shot ends" in name:
+            continue
+        for r in rows:
+            c = r.crossover
+            pub = (">= " if c.lower_bound else "") + _size(c.nbytes)
+            print(
+                f"| {name.split(':')[0]} | {c.source} | {c.arch} | {c.world_size} | {c.mode} | {c.rival} | {pub} | "
+                f"{_size(r.predicted)} | {math.exp(r.log_ratio):.2f} | {_size(r.lo)}..{_size(r.hi)} | "
+                f"{'yes' if r.covers() else 'no'} |"
+            )
+    print("\n</details>\n")
+
+
+def print_group_coverage(data: cal.Data, terms: tuple[str, ...], central: cal.Result, replicates: int) -> None:
+    """Each SGLang 9.0/10.0 crossover group predicted by a fit and bootstrap that never saw that group."""
+    rows = []
+    for group in sorted({c.group for c in data.crossovers}):
+        kept = cal.Data(data.sweeps, tuple(c for c in data.crossovers if c.group != group))
+        fold = cal.fit(kept, terms, central)
+        fit = cal.stored_fit(kept, terms, fold, cal.bootstrap(kept, terms, fold, replicates))
+        rows += validate.intervals(fit, [c for c in data.crossovers if c.group == group])
+    m = validate.summary(rows)
+    worst = sorted(rows, key=lambda r: -abs(r.log_ratio))[:3]
+    print(
+        f"Held out one arch-and-mode group at a time (SGLang 9.0/10.0, {replicates} refits per fold): {m['points']} "
+        f"crossovers, geomean factor off {m['factor']:.2f}, {m['within2']}/{m['points']} within 2x, 90% coverage "
+        f"{m['coverage']:.0%} (parameters only {m['coverage_params']:.0%}); the worst: "
+        + "; ".join(
+            f"{r.crossover.arch} ws {r.crossover.world_size} {r.crossover.mode} {r.crossover.lead} -> "
+            f"{r.crossover.rival} published {_size(r.crossover.nbytes)}, predicted {_size(r.predicted)}"
+            for r in worst
+        )
+        + ".\n"
+    )
+
+
+def print_presets() -> None:
+    print("## Presets and their sources\n")
+    print("| preset | arch | NVLink GB/s per direction | SMs | multicast | sources |\n|---|---|---:|---:|---|---|")
+    for name in preset_names():
+        hw = load_preset(name)
+        print(
+            f"| {name} | {hw.arch} | {hw.nvlink_GBps:g} | {hw.sms or '-'} | {'yes' if hw.multicast else 'no'} | "
+            f"{'; '.join(hw.sources)} |"
+        )
+    print()
+
+
+def print_explain(fit: gpu.GpuFit, preset: str = "rubin", world_sizes=(2, 3, 4, 8)) -> None:
+    model = hardware.HardwareModel(load_preset(preset), fit)
+    print(f"## artune plan --preset {preset} --explain-uncertainty (world sizes {list(world_sizes)})\n")
+    print("```")
+    found = []
+    for ws in world_sizes:
+        for mode in ("graph", "eager"):
+            planned = build_plan(model, ws, mode, 4 << 10, 128 << 20, model.params())
+            print(f"ws={ws} {mode}: {planned.regret}")
+            for crossing in hardware.crossings(model, planned.plan):
+                print(f"  {crossing}")
+            m = hardware.uncertain_sizes(model, ws, mode, 4 << 10, 128 << 20)
+            if m:
+                found.append(m)
+                print(f"  uncertain: {m}")
+    best = hardware.cheapest(found)
+    print(f"cheapest sweep to run: {best}" if best else "no size where the refits disagree")
+    print("```\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--write", action="store_true", help="store the fitted figures in presets.toml")
-    parser.add_argument("--replicates", type=int, default=30, help="bootstrap refits")
+    parser.add_argument("--write", action="store_true", help=f"store the fit in {FIT_FILE.name}")
+    parser.add_argument("--replicates", type=int, default=cal.REPLICATES, help="bootstrap refits")
+    parser.add_argument("--fold-replicates", type=int, default=30, help="refits per lost fold (suggestions)")
+    parser.add_argument("--quick", action="store_true", help="30 refits, no per-fold selection")
     args = parser.parse_args()
     started = time.monotonic()
-    points = cal.sglang_crossovers() + list(cal.TRTLLM)
-    train = cal.training(points)
-    base = {n: load_preset(n) for n in preset_names()}
-    values = cal.fit(train, base)
-    intervals = cal.bootstrap(train, base, args.replicates)
-    presets = cal.calibrated_presets(values, intervals)
+    replicates = 30 if args.quick else args.replicates
+    data = cal.default_data()
+    print_data(data)
+
+    log: list[str] = []
+    mark = time.monotonic()
+    terms = cal.select_terms(data, log=log)
+    mark = _stage("term selection", mark)
+    print("## Per-world-size terms chosen by the data\n")
+    print(f"Candidates: {', '.join(gpu.TERMS)} at world sizes {sorted({c.world_size for c in data.crossovers})}.\n")
+    for line in log:
+        print(f"- {line}")
+    print(f"\nKept: {', '.join(terms) or 'none'}.\n")
+
+    central = cal.fit(data, terms)
+    reps = cal.bootstrap(data, terms, central, replicates)
+    fit = cal.stored_fit(data, terms, central, reps)
     if args.write:
-        _write(values, intervals)
+        FIT_FILE.write_text(fit.to_json(), encoding="utf-8")
+    mark = _stage("fit and bootstrap", mark)
+    print_fit(central, reps, data)
 
-    print(
-        f"Fitted on {len(train)} SGLang crossovers (SM90, SM100; world sizes 2, 4, 6, 8; graph and eager), "
-        f"{args.replicates} bootstrap refits:\n"
-    )
-    print("| figure | value | 5%..95% |\n|---|---:|---:|")
-    for key in cal.PARAMS:
-        lo, hi = intervals[key]
-        print(f"| {key} | {values[key]:.3g} | {lo:.3g}..{hi:.3g} |")
+    scores, notes = loo(data, terms, central, reselect=not args.quick, fold_replicates=args.fold_replicates)
+    mark = _stage("leave one sweep out", mark)
+    print_loo(scores, notes)
+    print_crossovers(fit, central, data)
+    print_group_coverage(data, terms, central, 30 if args.quick else 60)
+    mark = _stage("crossovers and group coverage", mark)
+    print_presets()
+    print_explain(fit)
+    print(f"({time.monotonic() - started:.0f} s{', fit written to ' + str(FIT_FILE) if args.write else ''})")
 
-    groups: dict[str, list[tuple[cal.Crossover, float]]] = {}
-    lines = [
-        "",
-        "| set | source | arch | ws | mode | one-shot -> | published | predicted | predicted / published |",
-        "|---|---|---|---:|---|---|---:|---:|---:|",
-    ]
-    for pt in points:
-        model = HardwareModel(presets[pt.preset], replicates=1)
-        pred = cal.predicted_end(model, pt.world_size, pt.mode, pt.rival)
-        if pt in train:
-            group = "train: SGLang 9.0/10.0 ws 2,4,6,8"
-        elif pt.arch == "10.7":
-            group = "held out: SGLang 10.7 Rubin"
-        elif pt.source == "SGLang":
-            group = "held out: SGLang 9.0/10.0 ws 3,5,7,16"
-        else:
-            group = "held out: TRT-LLM 9.0/10.0"
-        groups.setdefault(group, []).append((pt, pred))
-        shown = (">= " if pt.lower_bound else "") + human_size(pt.nbytes)
-        lines.append(
-            f"| {group.split(':')[0]} | {pt.source} | {pt.arch} | {pt.world_size} | {pt.mode} | {pt.rival} | {shown} | "
-            f"{human_size(round(pred))} | {_ratio_text(pt, pred)} |"
-        )
-    print("\nOne-shot crossover (one-shot -> what the publisher switches to), predicted against published:\n")
-    print("| set | points | geomean ratio | geomean factor off | worst ratio | within 2x |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name in sorted(groups):
-        print(_summary(name, groups[name]))
-    held = [r for name, rows in groups.items() if name.startswith("held") for r in rows]
-    print(_summary("all held out", held))
-    print("\n(a lower bound that the prediction meets counts as ratio 1.00)")
-    print("\n<details><summary>Every crossover</summary>\n" + "\n".join(lines) + "\n\n</details>")
 
-    # how far off Rubin's assumed round latency is: the value that would centre Rubin (post hoc, not a prediction)
-    rubin = groups["held out: SGLang 10.7 Rubin"]
-    geo = math.exp(sum(cal.log_ratio(p, pt) for pt, p in rubin) / len(rubin))
-    print(
-        f"\nRubin's round latency was assumed equal to B200's ({presets['rubin'].round_us.value:.3g} us); "
-        f"the crossovers scale with it, so centring Rubin's ratios would need about "
-        f"{presets['rubin'].round_us.value / geo:.3g} us (post hoc, not used)."
-    )
-
-    print("\nRegret of the predicted choice on published per-size latencies (held out):\n")
-    print("| table | sizes | geomean regret | worst | sizes where the choice differs |\n|---|---:|---:|---:|---|")
-    for table in cal.LATENCIES:
-        rows = cal.regret_rows(table, HardwareModel(presets[table.preset], replicates=1))
-        geo = math.exp(sum(math.log(r.regret) for r in rows) / len(rows))
-        worst = max(rows, key=lambda r: r.regret)
-        wrong = ", ".join(f"{human_size(r.nbytes)} {r.choice} (best {r.best})" for r in rows if r.regret > 1.0)
-        print(f"| {table.source} | {len(rows)} | {geo:.3f} | {worst.regret:.2f} | {wrong or 'none'} |")
-    print(f"\n({time.monotonic() - started:.0f} s)")
+def _stage(name: str, since: float) -> float:
+    """Say on stderr how long a stage took (the README's figures stay on stdout)."""
+    now = time.monotonic()
+    print(f"calibrate_gpu: {name} {now - since:.0f} s", file=sys.stderr)
+    return now
 
 
 if __name__ == "__main__":

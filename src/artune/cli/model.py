@@ -40,6 +40,17 @@ def register(commands: Any) -> None:
     plan.add_argument("--sizes", default=None, metavar="LO..HI", help="size range (default: measured, or 4KiB..128MiB)")
     plan.add_argument("--cores", type=int, help="the measured machine's cores (with --from; default: this machine's)")
     plan.add_argument("--out", metavar="FILE", help="write the table here (default: print it)")
+    plan.add_argument(
+        "--explain-uncertainty",
+        action="store_true",
+        help="GPU: each crossover's 90%% interval, and the cheapest sweep that would settle the uncertain sizes",
+    )
+    plan.add_argument(
+        "--unseen-rule",
+        choices=("between", "nearest", "bandwidth"),
+        default="between",
+        help="GPU of no fitted arch family (Rubin): how its round latency extrapolates (default: between)",
+    )
     plan.set_defaults(run=run_plan)
 
 
@@ -107,6 +118,8 @@ def run_plan(args: argparse.Namespace) -> int:
     from artune.model.plan import build_table
     from artune.table.io import dump_table, dumps_table
 
+    if args.explain_uncertainty and args.logs:
+        raise ArtuneError("plan: --explain-uncertainty is for GPU plans (--preset or --hardware)")
     world_sizes = parse_world_sizes(args.world_size)
     params: dict[str, dict[str, Any]] = {}
     if args.logs:
@@ -124,11 +137,11 @@ def run_plan(args: argparse.Namespace) -> int:
                 f"{format_size(low)}..{format_size(high)}; the model does not extrapolate that far: measure them"
             )
     else:
-        from artune.model.gpu import HardwareModel
+        from artune.model.hardware import HardwareModel
         from artune.model.presets import load_hardware, load_preset
 
         hardware = load_preset(args.preset) if args.preset else load_hardware(args.hardware)
-        model = HardwareModel(hardware)
+        model = HardwareModel(hardware, unseen_rule=args.unseen_rule)
         params = model.params()
         modes = args.mode or list(MODES)
         lo, hi = _size_range(args.sizes, (4 << 10, 128 << 20))
@@ -138,9 +151,32 @@ def run_plan(args: argparse.Namespace) -> int:
     for p in plans:
         bands = ", ".join(f"<= {format_bound(b.upto)} {b.candidates[0]}" for b in p.plan.bands)
         print(f"ws={p.plan.world_size} {p.plan.mode}: {bands}; then {p.plan.fallback}; {p.regret}", file=sys.stderr)
+    if args.explain_uncertainty:
+        explain_uncertainty(model, plans, lo, hi)
     if args.out:
         dump_table(table, args.out)
         print(f"artune plan: wrote {args.out} (modelled, not measured)", file=sys.stderr)
     else:
         print(dumps_table(table))
     return 0
+
+
+def explain_uncertainty(model: Any, plans: list[Any], lo: int, hi: int) -> None:
+    """Per plan: crossovers with their 90% intervals and the uncertain sizes; then the cheapest sweep to run."""
+    from artune.model.hardware import cheapest, crossings, uncertain_sizes
+
+    found = []
+    print(f"artune plan: uncertainty ({model.fit.source})", file=sys.stderr)
+    for p in plans:
+        print(f"ws={p.plan.world_size} {p.plan.mode}: {p.regret}", file=sys.stderr)
+        for crossing in crossings(model, p.plan):
+            print(f"  crossover {crossing}", file=sys.stderr)
+        m = uncertain_sizes(model, p.plan.world_size, p.plan.mode, lo, hi)
+        if m is not None:
+            found.append(m)
+            print(f"  uncertain: {m}", file=sys.stderr)
+    best = cheapest(found)
+    if best is None:
+        print("cheapest sweep to run: none; the refits agree on the fastest algorithm at every size", file=sys.stderr)
+    else:
+        print(f"cheapest sweep to run on {model.device}: {best}", file=sys.stderr)

@@ -7,10 +7,18 @@
 - ``bootstrap``: the uncertainty of parameters and predictions;
 - ``cost``: a fitted model of one machine from ``artune tune``'s logs, and
   where it refuses to predict;
-- ``gpu`` and ``presets``: the GPU model from hardware figures
-  (``presets.toml``, every figure with its source);
-- ``calibrate``: the GPU factors fitted on published crossovers, and the
-  report of predicted against published on the data held out;
+- ``sweeps``: published per-size GPU latency sweeps, as fit and validation
+  data;
+- ``gpu``: the GPU forms (one-shot, two-shot, multimem, NCCL's protocols) in
+  physical parameters per arch family, and the stored fit (``gpu-fit.json``);
+- ``presets``: GPU hardware figures from TOML (``presets.toml``), every
+  figure with its source;
+- ``calibrate``: the joint robust fit on sweeps and SGLang's crossovers,
+  per-world-size terms chosen by cross-validation, and the bootstrap;
+- ``validate``: leave one sweep out against the engines' hand tables, and
+  held-out crossovers (Rubin, TensorRT-LLM) with interval coverage;
+- ``hardware``: one GPU's model for ``plan``, crossover intervals, and the
+  cheapest sweep that would settle what it is unsure of;
 - ``plan``: tables from a model, every plan ``modelled`` with its predicted
   regret band;
 - ``report``: what ``artune model fit`` prints and plots.

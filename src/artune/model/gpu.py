@@ -1,200 +1,359 @@
-"""The GPU cost model: the forms with parameters from hardware figures and a few calibrated factors.
+"""The GPU cost model: latency forms of the NVLink kernels, in physical parameters per arch family.
 
-A ``Hardware`` is what a preset (``presets.toml``) or a user's TOML says of
-one GPU: NVLink bandwidth per direction, the per-round latency of a
-peer-memory synchronisation (graph mode), the per-call overhead, SM count,
-multicast. ``Factors`` are what is calibrated across GPUs on published data
-(``bench/calibrate_gpu.py``): how much of the link each kernel family reaches,
-how much slower a round is in eager mode, and a multicast operation's
-latency in rounds. The four algorithms, with SGLang's names:
+Every kernel is the minimum of one or more straight lines in the message
+size ``n`` (bytes per rank): ``time = a + s n`` microseconds. With ``p``
+ranks, ``R`` a synchronisation round (``round@F`` of the arch family ``F``,
+times ``eager_round`` for a call timed on its own) and ``B`` the link
+bandwidth a one-shot kernel reaches (``link@F`` times the GPU's NVLink
+bandwidth per direction), the forms are:
 
-- ``1shot_push`` (form ``one_shot``): overhead + round + (p-1) n / (B eta1);
-- ``2shot_pull`` (``two_shot``): overhead + 2 rounds + 2 (p-1)/p n / (B eta2);
-- ``2shot_pull_mc`` (``multicast``, where the hardware has it):
-  overhead + c_mc rounds + n / (B eta_mc);
-- ``nccl`` (``ring``, NCCL's own model from its ``tuning.cc`` figures):
-  the fastest of ring LL / LL128 / Simple (and NVLS with multicast):
-  base + 2 (p-1) hop latency + bytes / bus bandwidth.
+- ``one_shot``: ``R + (p-1) n / B`` (every rank reads all peers' inputs);
+- ``two_shot``: ``2 R + 2 (p-1)/p n / B`` (reduce-scatter, all-gather);
+- ``multimem``: ``mc_rounds R + n / B`` (NVLink SHARP: the switch reduces);
+- ``nccl``: NCCL's own structure (its ``tuning.cc``): ring LL, LL128 and
+  Simple, ``base + 2 (p-1) hop + 2 (p-1)/p n / B``, and NVLS with few and
+  with all channels, ``base + n / B``, each with its own efficiency (NCCL's
+  bandwidth ramps up with the size); ``nccl/auto`` is their minimum,
+  ``nccl/ring`` and ``nccl/nvls`` forced; ``nccl:eager`` adds NCCL's own
+  host cost to a call timed on its own.
 
-Uncertainty: each calibrated figure carries its bootstrap 5-95% interval;
-replicates draw each figure independently from a log-normal with that
-interval (correlations between figures are dropped, which widens the band).
+Each byte term has an efficiency per kernel (``CLASS/IMPL:bytes``, relative
+to the custom one-shot's). The torch symmetric-memory kernels launch a fixed
+grid (24 blocks, 8 for multimem: gpu-facts.md) whatever the GPU, so they
+have extra rounds (``CLASS/torch:rounds``) and a bandwidth cap
+(``CLASS/torch:GBps``): the slower of the link and their blocks. A
+multicast operation's latency is ``mc_rounds`` rounds of its family. A
+per-call overhead common to every kernel (the launch) does not change which
+is fastest; a sweep's own offset absorbs it in the fit
+(``artune.model.calibrate``), and the median offset per family and mode is
+kept as the launch overhead (``GpuFit.overhead_us``).
+
+Arch families: ``9`` (Hopper, 9.x) and ``10`` (Blackwell, 10.0-10.6, as
+SGLang's SM100 rule). An arch of no fitted family (Rubin, 10.7) takes the
+newest family's parameters with its own NVLink bandwidth; its round latency
+follows ``UNSEEN_RULES`` (see ``round_for``).
+
+Per-world-size terms (``eager_round@ws3``, ``two_shot_bytes@ws3``, ...) are
+factors the data chose (``calibrate.select_terms``); absent, they are 1.
 """
 
 from __future__ import annotations
 
+import json
 import math
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
 
 import numpy as np
 
+from artune.errors import ArtuneError
 from artune.model.cost import VERSION
-from artune.model.forms import FORMS, Context
 
-REPLICATES = 200
-SEED = 7
-_Z90 = 1.6449  # a 5-95% interval spans 2 x 1.645 standard deviations
-# NCCL's tuning.cc figures (us): base latency per protocol, NVLink per-step latency, bandwidth factor
-_NCCL_RING = {"LL": (6.6, 0.6, 0.5), "LL128": (14.0, 1.9, 0.92), "Simple": (8.4, 3.4, 1.0)}
-_NCCL_NVLS_HW_US = 25.0
+Theta = Mapping[str, np.ndarray]  # parameter name -> values, one per replicate (shape (b,))
+
+#: NCCL's tuning.cc figures (gpu-facts.md) centre the NCCL priors
+PARAMS: dict[str, tuple[float, float, str]] = {
+    # name: (prior centre, prior sd of the log, meaning)
+    "mc_rounds": (3.0, 0.7, "a multicast operation's latency, in rounds"),
+    "eager_round": (1.0, 0.7, "a round's cost in a call timed on its own, relative to pipelined calls"),
+    "two_shot/custom:bytes": (1.0, 0.5, "custom two-shot per-byte cost, relative to custom one-shot's"),
+    "multimem/custom:bytes": (1.0, 0.7, "custom multimem per-byte cost, relative to custom one-shot's"),
+    "one_shot/torch:bytes": (1.5, 0.7, "torch one-shot per-byte cost, relative to custom one-shot's"),
+    "two_shot/torch:bytes": (1.5, 0.7, "torch two-shot per-byte cost, relative to custom one-shot's"),
+    "multimem/torch:bytes": (1.5, 0.7, "torch multimem per-byte cost, relative to custom one-shot's"),
+    "one_shot/torch:rounds": (1.0, 1.0, "torch one-shot extra rounds"),
+    "two_shot/torch:rounds": (1.0, 1.0, "torch two-shot extra rounds"),
+    "multimem/torch:rounds": (1.0, 1.0, "torch multimem extra rounds"),
+    "one_shot/torch:GBps": (300.0, 1.0, "torch one-shot's bandwidth with its fixed blocks (24 x 512 threads), GB/s"),
+    "two_shot/torch:GBps": (300.0, 1.0, "torch two-shot's bandwidth with its fixed blocks (24 x 1024), GB/s"),
+    "multimem/torch:GBps": (300.0, 1.0, "torch multimem's bandwidth with its fixed blocks (8 x 1024), GB/s"),
+    "nccl:ll": (6.6, 0.5, "NCCL ring LL base latency, us"),
+    "nccl:ll_hop": (0.6, 0.7, "NCCL ring LL latency per step, us"),
+    "nccl:ll_bytes": (2.0, 0.5, "NCCL ring LL per-byte cost, relative to custom one-shot's"),
+    "nccl:ll128": (14.0, 0.5, "NCCL ring LL128 base latency, us"),
+    "nccl:ll128_hop": (1.9, 0.7, "NCCL ring LL128 latency per step, us"),
+    "nccl:ll128_bytes": (1.1, 0.5, "NCCL ring LL128 per-byte cost, relative to custom one-shot's"),
+    "nccl:simple": (8.4, 0.5, "NCCL ring Simple base latency, us"),
+    "nccl:simple_hop": (3.4, 0.7, "NCCL ring Simple latency per step, us"),
+    "nccl:ring_bytes": (1.0, 0.5, "NCCL ring Simple per-byte cost, relative to custom one-shot's"),
+    "nccl:nvls_small": (10.0, 0.7, "NCCL NVLS base latency with few channels, us"),
+    "nccl:nvls_small_bytes": (2.0, 0.7, "NCCL NVLS per-byte cost with few channels, relative to custom one-shot's"),
+    "nccl:nvls": (25.0, 0.7, "NCCL NVLS at all channels: its line's intercept, us (tuning.cc latency 25)"),
+    "nccl:nvls_bytes": (1.0, 0.5, "NCCL NVLS per-byte cost, relative to custom one-shot's"),
+    "nccl:eager": (3.0, 1.0, "NCCL's extra per-call cost in a call timed on its own, us"),
+}
+FAMILY_PARAMS: dict[str, tuple[float, float, str]] = {
+    "round": (2.0, 1.0, "one synchronisation round, us (pipelined calls)"),
+    "link": (0.7, 0.5, "fraction of the NVLink bandwidth per direction a custom one-shot reaches"),
+}
+#: per-world-size terms the data may choose (``calibrate.select_terms``): factor name -> meaning
+TERMS: dict[str, str] = {
+    "eager_round": "a round's cost in a call timed on its own at this world size, relative to eager_round",
+    "graph_round": "a round's cost in pipelined calls at this world size",
+    "two_shot_bytes": "two-shot per-byte cost at this world size",
+    "multimem_bytes": "multimem per-byte cost at this world size",
+}
+TERM_PRIOR_SD = 0.7
+FAMILIES = ("9", "10")
+UNSEEN_RULES = ("between", "nearest", "bandwidth")
+KERNELS = (
+    "one_shot/custom",
+    "two_shot/custom",
+    "multimem/custom",
+    "one_shot/torch",
+    "two_shot/torch",
+    "multimem/torch",
+    "nccl/auto",
+    "nccl/ring",
+    "nccl/nvls",
+)
+#: the catalog's GPU algorithms and the kernel each one runs (SGLang's kernels and vLLM's are custom)
+KERNEL_OF: dict[str, str] = {
+    "1shot_push": "one_shot/custom",
+    "1shot_pull": "one_shot/custom",
+    "2shot_pull": "two_shot/custom",
+    "2shot_push": "two_shot/custom",
+    "2shot_lamport": "two_shot/custom",
+    "2shot_pull_mc": "multimem/custom",
+    "symm_mem_one_shot": "one_shot/torch",
+    "symm_mem_two_shot": "two_shot/torch",
+    "symm_mem_multimem": "multimem/torch",
+    "nccl": "nccl/auto",
+}
+
+
+def family_name(name: str, family: str) -> str:
+    return f"{name}@{family}"
+
+
+def term_name(term: str, world_size: int) -> str:
+    return f"{term}@ws{world_size}"
+
+
+def family_of(arch: str) -> tuple[str, bool]:
+    """The fitted family for ``arch`` and whether ``arch`` belongs to it (``False``: borrowed, unseen)."""
+    major, _, minor = arch.partition(".")
+    if major == "9":
+        return "9", True
+    if major == "10" and minor.isdigit() and int(minor) < 7:
+        return "10", True
+    try:
+        newer = float(arch) >= 10.0
+    except ValueError:
+        raise ArtuneError(f"arch {arch!r}: expected a compute capability such as 9.0 or 10.7") from None
+    return ("10" if newer else "9"), False
 
 
 @dataclass(frozen=True)
-class Figure:
-    """A value with its 5-95% interval (``lo == hi == value`` when exact)."""
+class Machine:
+    """What the forms need of a GPU: its family, NVLink GB/s per direction, multicast, and the unseen rule."""
 
-    value: float
-    lo: float
-    hi: float
+    arch: str
+    nvlink_GBps: float
+    multicast: bool = True
+    unseen_rule: str = "between"
+    round_us: float | None = None  # a user's own figure overrides the family's
+
+    @property
+    def family(self) -> str:
+        return family_of(self.arch)[0]
+
+    @property
+    def seen(self) -> bool:
+        return family_of(self.arch)[1]
+
+
+def round_for(theta: Theta, machine: Machine, family_bandwidth: Mapping[str, float]) -> np.ndarray:
+    """A round's latency (us) on ``machine``, per replicate.
+
+    A fitted family: its own ``round@F``. An arch of no fitted family
+    extrapolates from the newest, ``round = round@10 (B / B_10)^(g beta)``,
+    where ``beta`` is the power law in NVLink bandwidth through the two fitted
+    families (the round latency grew with the link from Hopper to Blackwell)
+    and ``g`` says how much of that trend carries on: ``nearest`` g = 0 (the
+    newest family's latency), ``bandwidth`` g = 1 (the trend holds),
+    ``between`` g = ``unseen:share`` (1/2 in the central fit, drawn uniform
+    in [0, 1] per replicate: nothing measured says which).
+    """
+    if machine.round_us is not None:
+        return np.full_like(theta["round@10"], machine.round_us)
+    own = theta[family_name("round", machine.family)]
+    if machine.seen:
+        return own
+    share = {"nearest": 0.0, "bandwidth": 1.0}.get(machine.unseen_rule)
+    if share is None and machine.unseen_rule != "between":
+        raise ArtuneError(f"unseen rule {machine.unseen_rule!r}: expected one of {', '.join(UNSEEN_RULES)}")
+    g = theta.get("unseen:share", np.full_like(own, 0.5)) if share is None else share
+    b9, b10 = family_bandwidth["9"], family_bandwidth["10"]
+    beta = np.log(theta["round@10"] / theta["round@9"]) / math.log(b10 / b9)
+    return theta["round@10"] * (machine.nvlink_GBps / b10) ** (g * beta)
+
+
+def _get(theta: Theta, name: str, like: np.ndarray) -> np.ndarray:
+    value = theta.get(name)
+    return np.ones_like(like) if value is None else value
+
+
+def kernel_lines(
+    theta: Theta,
+    kernel: str,
+    machine: Machine,
+    p: int,
+    mode: str,
+    family_bandwidth: Mapping[str, float],
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The kernel's lines ``(us at 0 bytes, us per byte)``, each of shape ``(b,)``; its time is their minimum."""
+    fam = machine.family
+    cls, _, impl = kernel.partition("/")
+    bw = theta[family_name("link", fam)] * machine.nvlink_GBps * 1e3  # bytes per us
+    per_byte = 1.0 / bw
+    eager = mode == "eager"
+    if cls == "nccl":
+        extra = theta["nccl:eager"] if eager else 0.0 * bw
+        bus = 2 * (p - 1) / p
+        ring = [
+            (
+                theta[f"nccl:{proto}"] + 2 * (p - 1) * theta[f"nccl:{proto}_hop"] + extra,
+                bus * theta[f"nccl:{slope}"] * per_byte,
+            )
+            for proto, slope in (("ll", "ll_bytes"), ("ll128", "ll128_bytes"), ("simple", "ring_bytes"))
+        ]
+        nvls = [(theta[f"nccl:{k}"] + extra, theta[f"nccl:{k}_bytes"] * per_byte) for k in ("nvls_small", "nvls")]
+        if impl == "nvls":
+            return nvls
+        if impl == "ring" or not machine.multicast:
+            return ring
+        return ring + nvls
+    rnd = round_for(theta, machine, family_bandwidth)
+    if eager:
+        rnd = rnd * theta["eager_round"] * _get(theta, term_name("eager_round", p), rnd)
+    else:
+        rnd = rnd * _get(theta, term_name("graph_round", p), rnd)
+    if cls == "one_shot":
+        rounds, moved = 1.0, float(p - 1)  # bytes through the link per byte of message
+    elif cls == "two_shot":
+        rounds, moved = 2.0, 2 * (p - 1) / p * _get(theta, term_name("two_shot_bytes", p), rnd)
+    elif cls == "multimem":
+        rounds, moved = theta["mc_rounds"], _get(theta, term_name("multimem_bytes", p), rnd)
+    else:
+        raise KeyError(kernel)
+    efficiency = 1.0 if kernel == "one_shot/custom" else theta[f"{kernel}:bytes"]
+    slope = moved * efficiency * per_byte
+    if impl == "torch":
+        # torch launches a fixed grid whatever the GPU: the slower of the link and those blocks
+        rounds = rounds + theta[f"{kernel}:rounds"]
+        slope = np.maximum(slope, moved / (theta[f"{kernel}:GBps"] * 1e3))
+    return [(rnd * rounds, slope * np.ones_like(rnd))]
+
+
+def kernel_times(
+    theta: Theta,
+    kernel: str,
+    machine: Machine,
+    p: int,
+    sizes: Sequence[float] | np.ndarray,
+    mode: str,
+    family_bandwidth: Mapping[str, float],
+) -> np.ndarray:
+    """Predicted microseconds, shape ``(b, len(sizes))``, without the per-call overhead common to all kernels."""
+    n = np.asarray(sizes, dtype=float)[None, :]
+    lines = kernel_lines(theta, kernel, machine, p, mode, family_bandwidth)
+    return np.minimum.reduce([a[:, None] + s[:, None] * n for a, s in lines])
+
+
+def first_crossing(
+    lead: tuple[np.ndarray, np.ndarray], rival: list[tuple[np.ndarray, np.ndarray]], lo: float, hi: float
+) -> np.ndarray:
+    """Where the ``lead`` line becomes slower than the minimum of ``rival``'s lines for good, clipped to
+    ``[lo, hi]``: the intersection with the first rival line that is shallower (``hi`` when none is).
+
+    "For good" rather than "first": a steeper rival that is faster at small sizes does not end the lead's
+    band at large ones, and the answer moves continuously with the parameters (a fit cannot sit on a cliff).
+    """
+    a1, s1 = lead
+    out = np.full_like(a1, hi)
+    for a, s in rival:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cross = np.where(s < s1, (a - a1) / (s1 - s), hi)
+        out = np.minimum(out, cross)
+    return np.clip(out, lo, hi)
+
+
+# ------------------------------------------------------------------ the fitted model
+
+
+@dataclass(frozen=True)
+class GpuFit:
+    """The fitted parameters: central values, bootstrap replicates and what they were fitted on."""
+
+    names: tuple[str, ...]
+    central: np.ndarray  # (k,)
+    replicates: np.ndarray  # (b, k)
+    family_bandwidth: Mapping[str, float] = field(hash=False)
+    crossover_residuals: tuple[float, ...] = ()  # log(pred / published) of the training crossovers
+    overhead_us: Mapping[str, float] = field(default_factory=dict, hash=False)  # per "family/mode"
+    source: str = ""
+    offsets: Mapping[str, float] = field(default_factory=dict, hash=False)  # per fitted sweep, us
+
+    def theta(self, which: str = "central") -> dict[str, np.ndarray]:
+        """The parameters as ``name -> (b,)`` (``central``: b = 1; ``replicates``: the bootstrap)."""
+        values = self.central[None, :] if which == "central" else self.replicates
+        return {name: values[:, i] for i, name in enumerate(self.names)}
+
+    def value(self, name: str) -> float:
+        return float(self.central[self.names.index(name)])
+
+    def to_json(self) -> str:
+        data: dict[str, Any] = {
+            "version": VERSION,
+            "source": self.source,
+            "family_bandwidth": dict(self.family_bandwidth),
+            "overhead_us": dict(self.overhead_us),
+            "offsets": {k: float(f"{v:.6g}") for k, v in self.offsets.items()},
+            "names": list(self.names),
+            "central": [float(f"{v:.6g}") for v in self.central],
+            "crossover_residuals": [round(v, 4) for v in self.crossover_residuals],
+        }
+        rows = ",\n".join("  " + json.dumps([float(f"{v:.5g}") for v in row]) for row in self.replicates)
+        head = json.dumps(data, indent=1)
+        return f'{head[:-2]},\n "replicates": [\n{rows}\n ]\n}}\n'  # one replicate per line
 
     @classmethod
-    def exact(cls, value: float) -> Figure:
-        return cls(value, value, value)
-
-    def draw(self, rng: np.random.Generator, count: int) -> np.ndarray:
-        """``count`` log-normal draws centred on ``value`` with this interval (the value itself when exact)."""
-        if self.lo >= self.hi or self.value <= 0:
-            return np.full(count, self.value)
-        sigma = math.log(self.hi / self.lo) / (2 * _Z90)
-        return self.value * np.exp(rng.normal(0.0, sigma, count))
-
-
-@dataclass(frozen=True)
-class Factors:
-    """Calibrated across GPUs: link efficiencies, eager round factor, multicast latency in rounds."""
-
-    eta_one: Figure
-    eta_two: Figure
-    eta_mc: Figure
-    eager_round: Figure
-    mc_rounds: Figure
-    eta_ring: Figure
-    source: str = ""
+    def from_json(cls, text: str, origin: str = "gpu-fit.json") -> GpuFit:
+        try:
+            data = json.loads(text)
+            names = tuple(data["names"])
+            central = np.array(data["central"], dtype=float)
+            replicates = np.array(data["replicates"], dtype=float).reshape(-1, len(names))
+            return cls(
+                names,
+                central,
+                replicates,
+                {k: float(v) for k, v in data["family_bandwidth"].items()},
+                tuple(float(v) for v in data.get("crossover_residuals", ())),
+                {k: float(v) for k, v in data.get("overhead_us", {}).items()},
+                str(data.get("source", "")),
+                {k: float(v) for k, v in data.get("offsets", {}).items()},
+            )
+        except (ValueError, KeyError, TypeError) as err:
+            raise ArtuneError(f"{origin}: not a GPU fit file ({err}); rerun bench/calibrate_gpu.py --write") from None
 
 
-@dataclass(frozen=True)
-class Hardware:
-    """One GPU's figures, each with where it comes from (``sources``)."""
-
-    name: str
-    arch: str
-    device: str
-    nvlink_GBps: float  # per GPU, per direction
-    round_us: Figure  # one peer-memory synchronisation round, graph mode
-    overhead_us: float  # per call, graph mode
-    eager_overhead_us: float  # added per call in eager mode (launch)
-    sms: int | None
-    multicast: bool
-    factors: Factors
-    sources: tuple[str, ...] = ()
-
-    def with_factors(self, factors: Factors) -> Hardware:
-        return replace(self, factors=factors)
+FIT_FILE = "gpu-fit.json"
 
 
-ALGORITHMS = ("1shot_push", "2shot_pull", "2shot_pull_mc", "nccl")
+def bundled_fit() -> GpuFit:
+    """The fit ``bench/calibrate_gpu.py --write`` stored with the package."""
+    path = resources.files("artune.model").joinpath(FIT_FILE)
+    return GpuFit.from_json(path.read_text(encoding="utf-8"), FIT_FILE)
 
 
-class HardwareModel:
-    """Predicts the GPU algorithms from a ``Hardware``; the ``Predictor`` ``artune.model.plan`` needs."""
+def __getattr__(name: str) -> Any:
+    """``artune.model.gpu.HardwareModel`` stays importable (``artune.review`` uses it); it lives in ``hardware``."""
+    if name == "HardwareModel":
+        from artune.model.hardware import HardwareModel
 
-    kind = "cuda"
-    baseline = "nccl"
-    version = VERSION
-    open_ended = False  # as the engines' tables: NCCL above the largest size planned
-
-    def __init__(self, hardware: Hardware, replicates: int = REPLICATES, seed: int = SEED) -> None:
-        self.hw = hardware
-        self.arch = hardware.arch
-        self.device = hardware.device
-        self.inputs = (
-            f"preset {hardware.name}: NVLink {hardware.nvlink_GBps:g} GB/s per direction, "
-            f"round {hardware.round_us.value:.3g} us, overhead {hardware.overhead_us:g} us, "
-            f"multicast {'yes' if hardware.multicast else 'no'}; factors {hardware.factors.source}"
-        )
-        rng = np.random.default_rng(seed)
-        f = hardware.factors
-        self._draws = {
-            "round": hardware.round_us.draw(rng, replicates),
-            "eta_one": f.eta_one.draw(rng, replicates),
-            "eta_two": f.eta_two.draw(rng, replicates),
-            "eta_mc": f.eta_mc.draw(rng, replicates),
-            "eager": f.eager_round.draw(rng, replicates),
-            "mc_rounds": f.mc_rounds.draw(rng, replicates),
-            "eta_ring": f.eta_ring.draw(rng, replicates),
-        }
-        self._point = {
-            "round": np.array([hardware.round_us.value]),
-            "eta_one": np.array([f.eta_one.value]),
-            "eta_two": np.array([f.eta_two.value]),
-            "eta_mc": np.array([f.eta_mc.value]),
-            "eager": np.array([f.eager_round.value]),
-            "mc_rounds": np.array([f.mc_rounds.value]),
-            "eta_ring": np.array([f.eta_ring.value]),
-        }
-
-    def refusal(self, world_size: int) -> str | None:
-        """The GPU model refuses only world sizes below 2 (one NVLink domain is assumed)."""
-        return None if world_size >= 2 else f"world size {world_size}: an all-reduce needs at least 2 ranks"
-
-    def candidates(self, world_size: int, mode: str) -> list[str]:
-        """The algorithms this hardware runs (multicast only where it exists)."""
-        return [a for a in ALGORITHMS if a != "2shot_pull_mc" or self.hw.multicast]
-
-    def params(self) -> dict[str, dict[str, int | str]]:
-        """Kernel grid sizes for SGLang's algorithms (SM count where the preset gives it)."""
-        sms: int | str = self.hw.sms if self.hw.sms else "sms"
-        pull: int | str = min(192, self.hw.sms) if self.hw.sms else "min(192,sms)"
-        return {"1shot_push": {"blocks": sms}, "2shot_pull": {"blocks": pull}, "2shot_pull_mc": {"blocks": pull}}
-
-    def _theta(self, algorithm: str, world_size: int, mode: str, d: dict[str, np.ndarray]) -> np.ndarray:
-        """Per replicate, the form's parameter vector (overhead, round, us per MB of peer bytes)."""
-        b = self.hw.nvlink_GBps * 1e3  # bytes per us
-        over = self.hw.overhead_us + (self.hw.eager_overhead_us if mode == "eager" else 0.0)
-        rnd = d["round"] * (d["eager"] if mode == "eager" else 1.0)
-        ones = np.ones_like(rnd)
-        if algorithm == "1shot_push":
-            return np.column_stack([over * ones, rnd, 1e6 / (b * d["eta_one"])])
-        if algorithm == "2shot_pull":
-            return np.column_stack([over * ones, rnd, 1e6 / (b * d["eta_two"])])
-        if algorithm == "2shot_pull_mc":
-            return np.column_stack([over * ones, rnd * d["mc_rounds"], 1e6 / (b * d["eta_mc"])])
-        raise KeyError(algorithm)
-
-    def _nccl_lines(self, world_size: int, mode: str, d: dict[str, np.ndarray]) -> list[tuple[np.ndarray, np.ndarray]]:
-        """NCCL's own cost model, one line ``(us, us per byte)`` per protocol, per replicate."""
-        b = self.hw.nvlink_GBps * 1e3 * d["eta_ring"]
-        over = self.hw.overhead_us + (self.hw.eager_overhead_us if mode == "eager" else 0.0)
-        steps = 2 * (world_size - 1)
-        bus = 2 * (world_size - 1) / world_size
-        lines = [(over + base + steps * hop + 0 * b, bus / (b * factor)) for base, hop, factor in _NCCL_RING.values()]
-        if self.hw.multicast:
-            lines.append((over + _NCCL_NVLS_HW_US + 0 * b, 1.0 / (self.hw.nvlink_GBps * 1e3 * d["eta_mc"])))
-        return lines
-
-    def lines(self, algorithm: str, world_size: int, mode: str = "graph") -> list[tuple[float, float]]:
-        """The central prediction as straight lines ``(us at 0 bytes, us per byte)``; NCCL is their minimum."""
-        if algorithm == "nccl":
-            return [(float(a[0]), float(s[0])) for a, s in self._nccl_lines(world_size, mode, self._point)]
-        t0, t1 = self._predict(algorithm, world_size, [0, 1_000_000], mode, self._point)[0]
-        return [(float(t0), float(t1 - t0) / 1e6)]
-
-    def _predict(self, algorithm: str, world_size: int, sizes: Sequence[int], mode: str, d: dict[str, np.ndarray]):
-        n = np.asarray(sizes, dtype=float)
-        if algorithm == "nccl":
-            lines = self._nccl_lines(world_size, mode, d)
-            return np.minimum.reduce([a[:, None] + s[:, None] * n[None, :] for a, s in lines])
-        form = FORMS[{"1shot_push": "one_shot", "2shot_pull": "two_shot", "2shot_pull_mc": "multicast"}[algorithm]]
-        theta = self._theta(algorithm, world_size, mode, d)
-        link = [form.params.index(k) for k in ("overhead_us", "round_us", "peer_us_per_MB")]
-        x = form.matrix(np.full_like(n, world_size), n, Context())[:, link]
-        return theta @ x.T
-
-    def samples(self, algorithm: str, world_size: int, sizes: Sequence[int], mode: str = "graph") -> np.ndarray:
-        """Predicted microseconds per replicate, shape ``(replicates, len(sizes))``."""
-        return self._predict(algorithm, world_size, sizes, mode, self._draws)
-
-    def predict(self, algorithm: str, world_size: int, sizes: Sequence[int], mode: str = "graph") -> np.ndarray:
-        """Predicted microseconds with the central figures."""
-        return self._predict(algorithm, world_size, sizes, mode, self._point)[0]
+        return HardwareModel
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,214 @@
+"""One GPU's model: predicted times per algorithm, crossovers with intervals, and what to measure next.
+
+``HardwareModel`` is the ``Predictor`` ``artune.model.plan`` needs for a
+GPU: a preset or a user's hardware file (``artune.model.presets``) with the
+fitted parameters of its arch family (``gpu.bundled_fit``). Its samples are
+the bootstrap replicates, so a plan's predicted regret band and a
+crossover's interval come from refits on resampled published data.
+
+``explain`` answers "how sure, and what would make it surer": per plan, each
+crossover between neighbouring bands with its 90% interval (replicates, plus
+a residual drawn from the training crossovers' misses, the way a bootstrap
+prediction interval is made), and the cheapest sweep that would settle the
+sizes where the replicates disagree on the fastest algorithm.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+
+import numpy as np
+
+from artune.model import gpu
+from artune.model.cost import VERSION
+from artune.model.forms import log_spaced
+from artune.model.presets import Hardware
+from artune.sizes import human_size
+
+ALGORITHMS = ("1shot_push", "2shot_pull", "2shot_pull_mc", "nccl")
+LEVEL = 0.9
+DISAGREE = 0.10  # a size is uncertain when at least this share of replicates picks another algorithm
+SEED = 7
+
+
+class HardwareModel:
+    """Predicts the GPU algorithms on ``hardware`` from ``fit`` (the bundled one by default)."""
+
+    kind = "cuda"
+    baseline = "nccl"
+    version = VERSION
+    open_ended = False  # as the engines' tables: NCCL above the largest size planned
+
+    def __init__(
+        self,
+        hardware: Hardware,
+        fit: gpu.GpuFit | None = None,
+        unseen_rule: str = "between",
+        algorithms: Sequence[str] = ALGORITHMS,
+    ) -> None:
+        self.hw = hardware
+        self.algorithms = tuple(algorithms)  # catalog names, or kernels (``class/impl``)
+        self.fit = fit if fit is not None else gpu.bundled_fit()
+        self.machine = hardware.machine(unseen_rule)
+        self.arch = hardware.arch
+        self.device = hardware.device
+        family, seen = gpu.family_of(hardware.arch)
+        how = f"family {family}" if seen else f"no fitted family: family {family}'s, round latency rule {unseen_rule}"
+        self.inputs = (
+            f"preset {hardware.name}: NVLink {hardware.nvlink_GBps:g} GB/s per direction, "
+            f"multicast {'yes' if hardware.multicast else 'no'}, {how}; {self.fit.source}"
+        )
+        self._central = self.fit.theta("central")
+        self._replicates = self.fit.theta("replicates")
+
+    def refusal(self, world_size: int) -> str | None:
+        """The GPU model refuses only world sizes below 2 (one NVLink domain is assumed)."""
+        return None if world_size >= 2 else f"world size {world_size}: an all-reduce needs at least 2 ranks"
+
+    def candidates(self, world_size: int, mode: str) -> list[str]:
+        """The algorithms this hardware runs (multicast only where it exists)."""
+        return [a for a in self.algorithms if self.hw.multicast or "multimem" not in gpu.KERNEL_OF.get(a, a)]
+
+    def params(self) -> dict[str, dict[str, int | str]]:
+        """Kernel grid sizes for SGLang's algorithms (SM count where the preset gives it)."""
+        sms: int | str = self.hw.sms if self.hw.sms else "sms"
+        pull: int | str = min(192, self.hw.sms) if self.hw.sms else "min(192,sms)"
+        return {"1shot_push": {"blocks": sms}, "2shot_pull": {"blocks": pull}, "2shot_pull_mc": {"blocks": pull}}
+
+    def overhead(self, mode: str) -> float:
+        """The per-call overhead common to all kernels (the fitted sweeps' median offset), us."""
+        return self.fit.overhead_us.get(f"{self.machine.family}/{mode}", 0.0)
+
+    def _times(self, theta: gpu.Theta, algorithm: str, world_size: int, sizes: Sequence[int], mode: str):
+        kernel = gpu.KERNEL_OF.get(algorithm, algorithm)
+        t = gpu.kernel_times(theta, kernel, self.machine, world_size, sizes, mode, self.fit.family_bandwidth)
+        return t + self.overhead(mode)
+
+    def samples(self, algorithm: str, world_size: int, sizes: Sequence[int], mode: str = "graph") -> np.ndarray:
+        """Predicted microseconds per bootstrap replicate, shape ``(replicates, len(sizes))``."""
+        return self._times(self._replicates, algorithm, world_size, sizes, mode)
+
+    def predict(self, algorithm: str, world_size: int, sizes: Sequence[int], mode: str = "graph") -> np.ndarray:
+        """Predicted microseconds with the central fit."""
+        return self._times(self._central, algorithm, world_size, sizes, mode)[0]
+
+    def crossover(
+        self, lead: str, rival: str, world_size: int, mode: str, start: int = 0, residuals: bool = True
+    ) -> tuple[float, np.ndarray]:
+        """Where ``lead`` first becomes slower than ``rival`` at or above ``start``: central, and per replicate.
+
+        Found on a grid of 16 sizes per octave (1 KiB to 1 GiB); ``residuals``
+        multiplies each replicate's value by a drawn training-crossover miss
+        (a prediction interval, not only the parameters' spread).
+        """
+        grid = np.geomspace(1 << 10, 1 << 30, 20 * 16 + 1)
+        grid = grid[grid >= start] if start else grid
+
+        def first(lead_t: np.ndarray, rival_t: np.ndarray) -> np.ndarray:
+            slower = lead_t > rival_t  # (b, grid)
+            return np.where(slower.any(axis=1), grid[np.argmax(slower, axis=1)], grid[-1])
+
+        central = first(
+            self.predict(lead, world_size, grid, mode)[None], self.predict(rival, world_size, grid, mode)[None]
+        )
+        draws = first(self.samples(lead, world_size, grid, mode), self.samples(rival, world_size, grid, mode))
+        if residuals and self.fit.crossover_residuals:
+            rng = np.random.default_rng(SEED)
+            draws = draws * np.exp(rng.choice(np.array(self.fit.crossover_residuals), len(draws)))
+        return float(central[0]), np.clip(draws, grid[0], grid[-1])
+
+
+@dataclass(frozen=True)
+class Crossing:
+    """A crossover between two neighbouring bands of a plan, with its interval."""
+
+    lead: str
+    rival: str
+    at: int  # the plan's bound
+    lo: float
+    hi: float
+
+    def __str__(self) -> str:
+        def size(n: float) -> str:
+            return ">= 1GiB" if n >= 1 << 30 else human_size(round(n))
+
+        interval = f"{LEVEL:.0%} interval {size(self.lo)}..{size(self.hi)}"
+        return f"{self.lead} -> {self.rival} at {human_size(self.at)} ({interval})"
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """A sweep to run: where the replicates disagree, which algorithms, how many measurements."""
+
+    world_size: int
+    mode: str
+    sizes: tuple[int, ...]
+    algorithms: tuple[str, ...]
+    disagreement: float  # the largest share of replicates picking another algorithm at one size
+    expected_regret: float  # the central plan's expected regret over those sizes (replicates)
+
+    @property
+    def count(self) -> int:
+        return len(self.sizes) * len(self.algorithms)
+
+    def __str__(self) -> str:
+        return (
+            f"world size {self.world_size} {self.mode}: {', '.join(self.algorithms)} at {len(self.sizes)} sizes "
+            f"{human_size(self.sizes[0])}..{human_size(self.sizes[-1])} ({self.count} measurements; up to "
+            f"{self.disagreement:.0%} of refits pick another algorithm there, expected regret "
+            f"{self.expected_regret:.3f})"
+        )
+
+
+def crossings(model: HardwareModel, plan) -> list[Crossing]:
+    """The plan's crossovers between neighbouring bands, each with its interval."""
+    tail = (1 - LEVEL) / 2 * 100
+    out = []
+    bands = list(plan.bands)
+    pairs = [(a, b.candidates[0]) for a, b in pairwise(bands)]
+    if bands and bands[-1].upto is not None and bands[-1].candidates[0] != plan.fallback:
+        pairs.append((bands[-1], plan.fallback))
+    for i, (band, rival) in enumerate(pairs):
+        start = plan.bands[i - 1].upto + 1 if i else 0
+        _central, draws = model.crossover(band.candidates[0], rival, plan.world_size, plan.mode, start)
+        lo, hi = np.percentile(draws, [tail, 100 - tail])
+        out.append(Crossing(band.candidates[0], rival, int(band.upto), float(lo), float(hi)))
+    return out
+
+
+def uncertain_sizes(
+    model: HardwareModel, world_size: int, mode: str, lo: int, hi: int, per_octave: int = 4
+) -> Measurement | None:
+    """The sizes where the replicates disagree with the central choice, as one sweep to run (or ``None``)."""
+    names = model.candidates(world_size, mode)
+    sizes = log_spaced(lo, hi, per_octave, itemsize=2)
+    reps = np.stack([model.samples(a, world_size, sizes, mode) for a in names])  # (algs, b, sizes)
+    central = np.stack([model.predict(a, world_size, sizes, mode) for a in names])  # (algs, sizes)
+    pick = np.argmin(central, axis=0)
+    rep_pick = np.argmin(reps, axis=0)  # (b, sizes)
+    other = (rep_pick != pick[None, :]).mean(axis=0)
+    regret = reps[pick, :, np.arange(len(sizes))].T / reps.min(axis=0)  # (b, sizes)
+    where = np.flatnonzero(other >= DISAGREE)
+    if not len(where):
+        return None
+    first, last = max(0, where[0] - 1), min(len(sizes) - 1, where[-1] + 1)
+    span = sizes[first : last + 1][:: max(1, per_octave // 2)]  # two sizes per octave suffice to place a crossover
+    algs = {int(pick[i]) for i in where}
+    for i in where:
+        counts = np.bincount(rep_pick[:, i], minlength=len(names)) / rep_pick.shape[0]
+        algs |= {j for j in np.flatnonzero(counts >= DISAGREE)}
+    expected = float(np.exp(np.log(regret[:, first : last + 1]).mean()))
+    return Measurement(
+        world_size, mode, tuple(span), tuple(names[j] for j in sorted(algs)), float(other.max()), expected
+    )
+
+
+def cheapest(measurements: Sequence[Measurement]) -> Measurement | None:
+    """The sweep that buys the most expected regret per measurement."""
+    useful = [m for m in measurements if m.expected_regret > 1.0]
+    if not useful:
+        return None
+    return max(useful, key=lambda m: math.log(m.expected_regret) * len(m.sizes) / m.count)
