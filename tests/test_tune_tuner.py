@@ -227,3 +227,19 @@ def test_every_fixed_single_algorithm_rule_is_scored() -> None:
     name, value = regret.best_fixed()
     assert name in regret.rules[1:] and value == min(regret.geomean(i) for i in range(1, len(regret.rules)))
     assert regret.losses() == []  # the tuned table beats every fixed rule on this machine
+
+
+def test_a_band_between_two_coarse_sizes_is_found_by_the_probe() -> None:
+    """Two-shot wins only between 1.5 and 3 MiB: both coarse neighbours (1 and 4 MiB) go to one-shot."""
+
+    def island(size: int, params: Mapping[str, ParamValue]) -> float:
+        return linear_cost(*ONE)(size, params) * (0.8 if 3 << 19 <= size < 3 << 20 else 1.2)
+
+    costs = {"gloo": linear_cost(400.0, 0.5), "shm_one_shot": linear_cost(*ONE), "shm_two_shot": island}
+    result = tune_world(CachedBench(SyntheticBench(costs, noise=0.03, seed=5)), CONFIG)  # type: ignore[arg-type]
+    coarse = set(CONFIG.sweep_sizes())
+    assert 2 << 20 in {p.size for p in result.picks} - coarse  # the probe between 1 and 4 MiB
+    assert [b.candidates[0] for b in result.plan.bands] == ["shm_one_shot", "shm_two_shot", "shm_one_shot"]
+    first, second = (b.upto + 1 for b in result.plan.bands[:2])  # type: ignore[operator]
+    assert (3 << 19) / CONFIG.resolution <= first <= (3 << 19) * CONFIG.resolution
+    assert (3 << 20) / CONFIG.resolution <= second <= (3 << 20) * CONFIG.resolution

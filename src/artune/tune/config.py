@@ -9,10 +9,11 @@ leaves its share to the later phases; one that overran leaves less.
 
 | phase | default share | what |
 |---|---|---|
-| sweep | 30% | every algorithm at the coarse sizes |
-| settle | 10% | the coarse sizes whose pick is unsure, the two candidates again |
+| sweep | 25% | every algorithm at the coarse sizes |
+| probe | 10% | between two coarse sizes won by one algorithm: it and its rivals at the midpoint |
+| settle | 10% | the sizes whose pick is unsure, the two candidates again |
 | params | 10% | each declared tunable at up to three sizes the algorithm won |
-| bisect | 25% | each crossover, two algorithms per midpoint (unsure midpoints again) |
+| bisect | 20% | each crossover, two algorithms per midpoint (unsure midpoints again) |
 | regret | 25% | every algorithm and the rules' choices at off-grid sizes |
 
 ``TuneConfig.full()``: powers of 4 from 256 B to 64 MiB, crossovers to
@@ -28,10 +29,11 @@ from artune.tune.evidence import Rule
 from artune.tune.grid import powers
 
 PHASES: tuple[tuple[str, float], ...] = (
-    ("sweep", 0.30),
+    ("sweep", 0.25),
+    ("probe", 0.10),
     ("settle", 0.10),
     ("params", 0.10),
-    ("bisect", 0.25),
+    ("bisect", 0.20),
     ("regret", 0.25),
 )
 FULL_BUDGET_S = 60.0

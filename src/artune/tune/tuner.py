@@ -1,4 +1,5 @@
-"""Tuning one world size: sweep, re-measuring unsure sizes, parameter search, bisection, plan and regret.
+"""Tuning one world size: sweep, probes between coarse sizes, re-measuring unsure sizes, parameter search,
+bisection, plan and regret.
 
 ``tune_world`` is collective when the bench is: every rank calls it with the
 same configuration and a bench holding the same known measurements, and
@@ -10,6 +11,7 @@ and ``evidence`` for the one statistic they use.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import statistics
@@ -24,7 +26,7 @@ from artune.tune.bench import WARMUP_SHARE, CachedBench
 from artune.tune.config import Budget, TuneConfig
 from artune.tune.derive import Crossover, Pick, bisect_crossover, changes, pick_all, plan_from
 from artune.tune.evidence import Evidence, spread, usable, wrong
-from artune.tune.grid import off_grid_sizes
+from artune.tune.grid import midpoint, off_grid_sizes
 from artune.tune.regret import TUNED, Regret, regret_candidates, regret_from, single_rules
 from artune.tune.search import ParamSearch, search_algorithm, search_sizes
 
@@ -104,6 +106,35 @@ def _sweep(bench: CachedBench, config: TuneConfig, budget: Budget, names: tuple[
     per_size = budget.allowance("sweep", bench.spent_s) / len(sizes)
     defaults = [Candidate(n) for n in names]
     return {s: bench.measure(defaults, [s], per_size) for s in sizes}
+
+
+def _probe(
+    bench: CachedBench,
+    config: TuneConfig,
+    budget: Budget,
+    names: tuple[str, ...],
+    by_size: dict[int, list[Evidence]],
+    banned: dict[Candidate, str],
+) -> None:
+    """Between two coarse sizes that the same algorithm won, measure it against its rivals there (the
+    runner-up, or the fastest it was kept over, at either end) at their geometric midpoint: a band the
+    coarse grid stepped over shows up as a change of winner, which is then bisected. ``by_size`` gains
+    the midpoints."""
+    bench.phase("probe")
+    todo = []
+    for a, b in itertools.pairwise(pick_all(by_size, config.rule, names, banned)):
+        mid = midpoint(a.size, b.size, config.itemsize)
+        if a.winner != b.winner or not a.size < mid < b.size or mid in by_size:
+            continue
+        rivals = [p.against.b for p in (a, b) if p.against is not None]
+        cands = [c for c in dict.fromkeys([a.winner, *rivals]) if c not in banned]
+        if len(cands) > 1:
+            todo.append((mid, cands))
+    if not todo:
+        return
+    per_probe = budget.allowance("probe", bench.spent_s) / len(todo)
+    for mid, cands in todo:
+        by_size[mid] = bench.measure(cands, [mid], per_probe)
 
 
 def _seconds_to_decide(pick: Pick, at: list[Evidence]) -> float:
@@ -206,8 +237,9 @@ def tune_world(
 ) -> WorldResult:
     """Tune one world size in the bench's mode (``bench.mode``, default eager; collective: call it on every rank).
 
-    Phases: the coarse sweep, the unsure coarse sizes measured again, the
-    tunables of the winners, the crossovers, the plan, the regret against
+    Phases: the coarse sweep, a probe between every two coarse sizes won by
+    the same algorithm, the unsure picks measured again, the tunables of the
+    winners, the crossovers, the plan, the regret against
     ``fixed`` (default: the bundled CPU rule, DeepSpeed's 1 MiB switch; NCCL
     for every size when the baseline is NCCL) and against every fixed
     single-algorithm rule. When a candidate turns out to give wrong numbers
@@ -226,6 +258,8 @@ def tune_world(
     hosts = getattr(bench, "hosts", 1)
 
     by_size = _sweep(bench, config, budget, names)
+    banned = _wrong_candidates(bench.used())
+    _probe(bench, config, budget, names, by_size, banned)
     banned = _wrong_candidates(bench.used())
     _settle(bench, config, budget, names, by_size, banned)
     picks = pick_all(by_size, config.rule, names, banned)
