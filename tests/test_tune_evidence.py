@@ -29,8 +29,9 @@ from artune.tune.evidence import (
     median_interval,
     paired_ratios,
 )
+from artune.tune.regret import choice
 from artune.tune.synthetic import SyntheticBench, linear_cost
-from artune.tune.tuner import tune_world
+from artune.tune.tuner import plan_table, tune_world
 
 A, B = Candidate("shm_one_shot"), Candidate("shm_two_shot")
 RULE = Rule()
@@ -118,6 +119,21 @@ def test_verdicts_at_the_edges_of_the_tie_band() -> None:
     assert RULE.verdict(0.90, 1.10) == UNSURE
 
 
+def test_a_verdict_across_calls_taken_at_different_moments() -> None:
+    """A tie in a quick call and a clear lead in a slow one: the lead decides, though pooled rounds tie."""
+    quick = [timed(A, np.full(600, 10.0), "q"), timed(B, np.full(600, 10.1), "q")]
+    slow = [timed(A, np.full(60, 70.0), "s"), timed(B, np.full(60, 60.0), "s")]
+    a, b = Evidence((quick[0], slow[0])), Evidence((quick[1], slow[1]))
+    c = RULE.compare(b, a)
+    assert c.ratio == pytest.approx(1.01) and c.low >= 1 / 1.03  # pooled: the quick call's 600 rounds tie
+    assert c.verdict == FASTER and [v for _, v in c.calls] == [TIE_VERDICT, FASTER]
+    assert c.swapped().verdict == SLOWER and "per call: 0.990 tie, 1.167 slower" in c.swapped().describe()
+    # faster in one call, slower in another: the side whose worst call loses less
+    assert RULE.across(UNSURE, [(0.8, FASTER), (1.05, SLOWER)]) == FASTER
+    assert RULE.across(UNSURE, [(0.96, FASTER), (1.25, SLOWER)]) == SLOWER
+    assert RULE.across(TIE_VERDICT, [(1.0, TIE_VERDICT), (0.99, UNSURE)]) == TIE_VERDICT
+
+
 def test_swapped_and_rounds_to_decide() -> None:
     rng = np.random.default_rng(2)
     a = timed(A, 100.0 * (1 + rng.normal(0, 0.03, 30)))
@@ -187,3 +203,47 @@ def test_identical_candidates_get_no_crossover_in_95_of_100_noisy_trials() -> No
         result = tune_world(CachedBench(SyntheticBench(costs, seed=seed, **NOISY)), TRIALS)  # type: ignore[arg-type]
         invented += bool(result.crossovers) or [b.candidates for b in result.plan.bands] != [("shm_one_shot",)]
     assert invented <= 5
+
+
+def quick(size: int, params: Mapping[str, ParamValue]) -> float:
+    """The machine's quick regime: cache-resident, one-shot 10% ahead below 48 KiB and 1% above."""
+    return 2.0 + size / 30000.0
+
+
+def quick_two(size: int, params: Mapping[str, ParamValue]) -> float:
+    return quick(size, params) * (1.1 if size < 48 << 10 else 1.01)
+
+
+def slow(size: int, params: Mapping[str, ParamValue]) -> float:
+    """The slow regime (this VM, for seconds at a time): 46 us more per call, 8x less bandwidth."""
+    return 46.0 + size / 4000.0
+
+
+def slow_two(size: int, params: Mapping[str, ParamValue]) -> float:
+    return slow(size, params) * (1.1 if size < 48 << 10 else 0.85)
+
+
+def test_a_machine_with_two_regimes_gets_the_robust_choice_in_95_of_100_trials() -> None:
+    """Half the calls are slow, where two-shot leads by 15% from 48 KiB; the quick ones tie there. The
+    quick calls fit ten times the rounds, so pooled rounds say "tie" and one-shot would keep the sizes:
+    the close calls are looked at again at another moment, and a candidate faster in one call and slower
+    in none takes the size (``Rule.across``)."""
+    config = TuneConfig(budget_s=10.0, min_size=1024, max_size=4 << 20, regret_sizes=2)
+    robust = 0
+    for seed in range(100):
+        costs = {"gloo": linear_cost(400.0, 0.5), "shm_one_shot": quick, "shm_two_shot": quick_two}
+        bench = SyntheticBench(
+            costs,  # type: ignore[arg-type]
+            noise=0.03,
+            seed=seed,
+            max_samples=600,
+            slow_costs={"shm_one_shot": slow, "shm_two_shot": slow_two},
+            slow_share=0.5,
+        )
+        result = tune_world(CachedBench(bench), config)
+        table = plan_table(result.plan)
+        robust += all(
+            choice(table, size, 2, result.algorithms).algorithm == "shm_two_shot"
+            for size in (256 << 10, 1 << 20, 3 << 20)
+        )
+    assert robust >= 95

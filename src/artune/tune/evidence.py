@@ -46,6 +46,17 @@ on the table before (two-shot over one-shot from 64 KiB to 1 MiB), and a tie
 costs at most 3% at that size. ``level`` is 99% (0.5% in each tail) because
 one tuning run takes a few tens of decisions.
 
+**Across calls.** A decision may rest on several harness calls, taken at
+different moments (the tuner measures a close call again later, and an
+unsure one until it decides). This VM's ratio of two algorithms changes
+between such moments: for seconds at a time every call pays about 46 us more
+and two-shot leads one-shot by 15-27% at 256-512 KiB, where at other moments
+they tie (one regime or the other for a whole call). Pooling the rounds would
+let the quick regime outvote the slow one (it fits more rounds into a
+second), so each call also gets its own verdict: faster in some call and
+slower in none is faster; faster in one and slower in another goes to the
+side whose worst call loses less; otherwise the pooled verdict stands.
+
 **Verdicts** (of ``a`` against ``b``): ``faster`` (interval below the band),
 ``slower`` (above it), ``tie`` (inside it), ``unsure`` (it overlaps an edge of
 the band: more rounds would decide, so the tuner measures again there while
@@ -220,6 +231,7 @@ class Comparison:
     verdict: str
     level: float = LEVEL
     tie: float = TIE
+    calls: tuple[tuple[float, str], ...] = ()  # (ratio, verdict) per harness call, when more than one paired
 
     @property
     def lead(self) -> float:
@@ -245,11 +257,12 @@ class Comparison:
 
     def swapped(self) -> Comparison:
         """``b`` against ``a``."""
-        flip = {FASTER: SLOWER, SLOWER: FASTER}.get(self.verdict, self.verdict)
+        flip = {FASTER: SLOWER, SLOWER: FASTER}
         inv = lambda x: math.inf if x == 0 else (0.0 if math.isinf(x) else 1.0 / x)  # noqa: E731
+        calls = tuple((inv(r), flip.get(v, v)) for r, v in self.calls)
         return Comparison(
-            self.b, self.a, self.size, inv(self.ratio), inv(self.high), inv(self.low), self.rounds, flip,
-            self.level, self.tie,
+            self.b, self.a, self.size, inv(self.ratio), inv(self.high), inv(self.low), self.rounds,
+            flip.get(self.verdict, self.verdict), self.level, self.tie, calls,
         )  # fmt: skip
 
     def interval(self) -> str:
@@ -266,7 +279,8 @@ class Comparison:
     def describe(self) -> str:
         """One phrase: ``shm_two_shot/shm_one_shot 0.861x [0.842, 0.880] over 313 rounds: faster``."""
         over = f"over {self.rounds} rounds" if self.rounds else "unpaired"
-        return f"{self.a.key}/{self.b.key} {self.interval()} {over}: {self.verdict}"
+        each = f" (per call: {', '.join(f'{r:.3f} {v}' for r, v in self.calls)})" if self.calls else ""
+        return f"{self.a.key}/{self.b.key} {self.interval()} {over}{each}: {self.verdict}"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -320,8 +334,8 @@ def _turns_by_call(m: Timed) -> dict[str, np.ndarray]:
     return {c.call: _turns(c) for c in calls_of(m) if c.call and c.status == "ok"}
 
 
-def paired_ratios(a: Timed, b: Timed) -> np.ndarray:
-    """Per-round ``a / b`` over every harness call that timed both (empty when none did)."""
+def ratios_by_call(a: Timed, b: Timed) -> list[np.ndarray]:
+    """Per-round ``a / b`` of each harness call that timed both, in call order."""
     theirs = _turns_by_call(b)
     ratios = []
     for call, ta in _turns_by_call(a).items():
@@ -329,7 +343,14 @@ def paired_ratios(a: Timed, b: Timed) -> np.ndarray:
         if tb is None or len(ta) != len(tb):
             continue
         ok = (ta > 0) & (tb > 0)
-        ratios.append(ta[ok] / tb[ok])
+        if ok.any():
+            ratios.append(ta[ok] / tb[ok])
+    return ratios
+
+
+def paired_ratios(a: Timed, b: Timed) -> np.ndarray:
+    """Per-round ``a / b`` over every harness call that timed both (empty when none did)."""
+    ratios = ratios_by_call(a, b)
     return np.concatenate(ratios) if ratios else np.zeros(0)
 
 
@@ -370,18 +391,39 @@ class Rule:
             if ok_b:
                 return Comparison(ca, cb, size, math.inf, math.inf, math.inf, 0, SLOWER, self.level, self.tie)
             return Comparison(ca, cb, size, math.nan, math.nan, math.nan, 0, TIE_VERDICT, self.level, self.tie)
-        ratios = paired_ratios(a, b)
-        if len(ratios):
+        by_call = ratios_by_call(a, b)
+        if by_call:
+            ratios = np.concatenate(by_call)
             ratio, low, high = median_interval(ratios, self.level)
-            return Comparison(
-                ca, cb, size, ratio, low, high, len(ratios), self.verdict(low, high), self.level, self.tie
-            )
+            verdict, calls = self.verdict(low, high), ()
+            if len(by_call) > 1:
+                calls = tuple(
+                    (m, self.verdict(lo, hi)) for m, lo, hi in (median_interval(r, self.level) for r in by_call)
+                )
+                verdict = self.across(verdict, calls)
+            return Comparison(ca, cb, size, ratio, low, high, len(ratios), verdict, self.level, self.tie, calls)
         part = math.sqrt(self.level)
         ma, la, ha = median_interval(np.concatenate([_turns(m) for m in calls_of(a)]), part)
         mb, lb, hb = median_interval(np.concatenate([_turns(m) for m in calls_of(b)]), part)
         low = la / hb if hb > 0 and math.isfinite(hb) else 0.0
         high = ha / lb if lb > 0 else math.inf
         return Comparison(ca, cb, size, ma / mb, low, high, 0, self.verdict(low, high), self.level, self.tie)
+
+    def across(self, pooled: str, calls: Sequence[tuple[float, str]]) -> str:
+        """The verdict over harness calls taken at different moments, from the pooled one and each call's
+        ``(ratio, verdict)``: faster in some call (or pooled) and slower in none is faster; the reverse
+        slower; faster in one and slower in another goes to the side whose worst call loses less (the
+        machine changed between them); otherwise the pooled verdict."""
+        verdicts = {pooled, *(v for _, v in calls)}
+        if FASTER in verdicts and SLOWER in verdicts:
+            worst_a = max(r for r, _ in calls)  # a's time over b's in a's worst call
+            worst_b = max(1.0 / r for r, _ in calls)
+            return FASTER if worst_a < worst_b else SLOWER
+        if FASTER in verdicts:
+            return FASTER
+        if SLOWER in verdicts:
+            return SLOWER
+        return pooled
 
     def faster(self, a: Timed, b: Timed) -> bool:
         """True when ``a`` is faster than ``b`` beyond the tie band (a failed ``b`` is always beaten)."""

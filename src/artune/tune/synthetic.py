@@ -18,7 +18,10 @@ turn, odd rounds in reverse order, as many rounds as fit the budget (within
   rank: heavy tails);
 - ``1 + slow_rank`` on the last rank;
 
-and a sample is the slowest rank's time, as the harness records it. Every
+and a sample is the slowest rank's time, as the harness records it. With
+``slow_share``, a call is in the machine's other regime with that
+probability (a whole call, as on the 2-core VM this models), and then an
+algorithm with a cost in ``slow_costs`` takes that cost instead. Every
 call is recorded in ``calls`` so tests can see exactly what was measured.
 """
 
@@ -65,6 +68,8 @@ class SyntheticBench:
     tail: float = 0.0
     tail_scale: float = 1.0
     slow_rank: float = 0.0
+    slow_costs: Mapping[str, Cost] = field(default_factory=dict)
+    slow_share: float = 0.0
     calls: list[tuple[tuple[Candidate, ...], tuple[int, ...], float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
@@ -90,7 +95,8 @@ class SyntheticBench:
             call = f"synthetic-{len(self.calls)}-{size}"
             status = {c: self.failing(c, size) for c in candidates}
             live = [c for c in candidates if not status[c]]
-            costs = [self.costs[c.algorithm](size, c.params_dict) for c in live]
+            regime = self.slow_costs if self.slow_share and self._rng.random() < self.slow_share else {}
+            costs = [regime.get(c.algorithm, self.costs[c.algorithm])(size, c.params_dict) for c in live]
             round_us = max(sum(costs), 1e-9)
             iters = int(min(self.max_samples, max(self.min_samples, budget_s / len(sizes) * 1e6 / round_us)))
             if max_iters is not None:

@@ -25,7 +25,7 @@ from artune.table.model import Plan, Platform, Provenance, Table
 from artune.tune.bench import WARMUP_SHARE, CachedBench
 from artune.tune.config import Budget, TuneConfig
 from artune.tune.derive import Crossover, Pick, bisect_crossover, changes, pick_all, plan_from
-from artune.tune.evidence import Evidence, spread, usable, wrong
+from artune.tune.evidence import TIE_VERDICT, UNSURE, Evidence, spread, usable, wrong
 from artune.tune.grid import midpoint, off_grid_sizes
 from artune.tune.regret import TUNED, Regret, regret_candidates, regret_from, single_rules
 from artune.tune.search import ParamSearch, search_algorithm, search_sizes
@@ -151,6 +151,15 @@ def _seconds_to_decide(pick: Pick, at: list[Evidence]) -> float:
     return max(0.0, rounds) * per_round_us * 1e-6 * (1.0 + WARMUP_SHARE)
 
 
+def _second_look(pick: Pick) -> list[Candidate] | None:
+    """The pair to measure again at another moment when ``pick`` is a close call (a tie or unsure against
+    its rival) seen in one harness call only, else ``None``."""
+    c = pick.against
+    if c is None or c.verdict not in (TIE_VERDICT, UNSURE) or c.calls:
+        return None
+    return [pick.winner, c.b]
+
+
 def _settle(
     bench: CachedBench,
     config: TuneConfig,
@@ -159,23 +168,29 @@ def _settle(
     by_size: dict[int, list[Evidence]],
     banned: dict[Candidate, str],
 ) -> None:
-    """Measure again, the two candidates in one call, the coarse sizes whose pick is unsure (the fastest
-    against the kept candidate), up to ``SETTLE_PASSES`` times within the phase's allowance. Each gets the
-    rounds it needs to decide if its ratio holds, at most an equal share of what is left (a ratio on the
-    edge of the band: an equal share of this pass). ``by_size`` is updated."""
+    """Measure again, the two candidates in one call, the close picks: first every tie or unsure pick seen
+    in one call only (the machine may be in another state by now: ``evidence``, across calls), then, up to
+    ``SETTLE_PASSES`` times, the picks still unsure (the fastest against the kept candidate), within the
+    phase's allowance. An unsure pick gets the rounds it needs to decide if its ratio holds, at most an
+    equal share of what is left; a tie (or a ratio on the edge of the band) an equal share of this pass.
+    ``by_size`` is updated."""
     bench.phase("settle")
     allowance = budget.allowance("settle", bench.spent_s)
     began = bench.spent_s
     for done in range(SETTLE_PASSES):
-        unsure = [p for p in pick_all(by_size, config.rule, names, banned) if p.unsure is not None]
+        todo = []
+        for p in pick_all(by_size, config.rule, names, banned):
+            pair = list(p.unsure) if p.unsure is not None else (_second_look(p) if done == 0 else None)
+            if pair:
+                todo.append((p, pair))
         left = allowance - (bench.spent_s - began)
-        if not unsure or left <= 0:
+        if not todo or left <= 0:
             break
-        cap = left / len(unsure)
-        for p in unsure:
-            want = _seconds_to_decide(p, by_size[p.size])
+        cap = left / len(todo)
+        for p, pair in todo:
+            want = _seconds_to_decide(p, by_size[p.size]) if p.unsure is not None else math.inf
             share = min(cap, want) if math.isfinite(want) else cap / (SETTLE_PASSES - done)
-            fresh = {e.candidate: e for e in bench.more(list(p.unsure or ()), p.size, share)}
+            fresh = {e.candidate: e for e in bench.more(pair, p.size, share)}
             by_size[p.size] = [fresh.get(e.candidate, e) for e in by_size[p.size]]
 
 
