@@ -55,7 +55,10 @@ def _rounds(c: Comparison | None) -> str:
 
 
 def _interval(c: Comparison | None) -> str:
-    return c.interval() if c is not None else "-"
+    if c is None:
+        return "-"
+    each = f"; per call {', '.join(f'{r:.3f} {v}' for r, v in c.calls)}" if c.calls else ""
+    return c.interval() + each
 
 
 def regret_line(result: WorldResult) -> str:
@@ -145,11 +148,13 @@ def world_blocks(result: WorldResult) -> list[Block]:
     blocks.append(
         Para(
             "Time ratio: the winner's time over its rival's, the median over paired rounds, with its "
-            f"{result.config.rule.level:.0%} interval. A fastest winner is compared with the runner-up; a kept "
+            f"{result.config.rule.level:.0%} interval, and each call's ratio and verdict where there were several "
+            "(the verdict is then across calls: a lead in one call and no loss in another wins). A fastest winner "
+            "is compared with the runner-up; a kept "
             "winner (incumbent or simpler) with the fastest, which it ties (the interval inside the "
             f"±{result.config.rule.tie:.0%} band) or may tie (unsure: the interval crosses an edge of the band "
             f"after the re-measurements the budget allowed). {result.remeasured} calls were taken again where a "
-            "decision was unsure."
+            "decision was close or unsure."
         )
     )
 

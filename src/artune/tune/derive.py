@@ -7,7 +7,9 @@ The rules (they are what ``artune tune`` promises; "faster", "tie" and
    the reference (``nwrong == 0``) and it has a finite time. A candidate that
    gave wrong numbers at any size is banned everywhere.
 2. At each size the *fastest* is the candidate with the lowest paired time
-   ratio against the one with the lowest median; the *contenders* are the
+   ratio against the one with the lowest median that no other candidate is
+   faster than (across calls, a lead in one call can outweigh the pooled
+   ratio: ``evidence``); the *contenders* are the
    candidates the fastest is not faster than (a tie, or unsure), itself
    included. Among them the *incumbent* (the winner at the next smaller size)
    stays; otherwise the simplest wins: the process-group baseline first, then
@@ -135,7 +137,10 @@ def pick(
         return Pick(size, ok[0].candidate, "only usable", ok[0].candidate, None)
     reference = min(ok, key=lambda m: (m.time_us, simpler(m.candidate)))
     ratios = {m.candidate: rule.compare(m, reference).ratio if m is not reference else 1.0 for m in ok}
-    fastest = min(ok, key=lambda m: (ratios[m.candidate], simpler(m.candidate)))
+    order = sorted(ok, key=lambda m: (ratios[m.candidate], simpler(m.candidate)))
+    # the fastest is one no other candidate is faster than (the verdict across calls can overrule the pooled
+    # ratio); the lowest ratio when every one of them is beaten by another
+    fastest = next((m for m in order if not any(rule.faster(x, m) for x in ok if x is not m)), order[0])
     against = {m.candidate: rule.compare(fastest, m) for m in ok if m is not fastest}
     contenders = [m for m in ok if m is fastest or against[m.candidate].verdict != FASTER]
     names = {m.candidate for m in contenders}
