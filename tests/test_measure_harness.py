@@ -71,6 +71,7 @@ def test_measure_two_ranks(tmp_path: Path) -> None:
         assert gloo.iters >= 3 and 0 < gloo.time_us < float("inf")
         assert gloo.p20_us <= gloo.time_us <= gloo.p80_us <= gloo.p99_us
         assert gloo.world_size == 2 and gloo.dtype == "float32" and gloo.count == size // 4
+        assert gloo.burst == 3 and gloo.iters % 3 == 0 and len(gloo.call) == 16  # turns of 3, the call named
 
         skip = by[size, "skip"]
         assert skip.status == "invalid" and skip.nwrong > 0 and "wrong elements" in skip.error
@@ -87,6 +88,8 @@ def test_measure_two_ranks(tmp_path: Path) -> None:
 
         missing = by[size, "not_here"]
         assert missing.status == "invalid" and "not runnable here" in missing.error
+        assert missing.call == skip.call == ""  # no samples, nothing to pair
+    assert len({by[size, "gloo"].call for size in SIZES}) == len(SIZES)  # one name per timed size
 
     (m,) = bf16
     assert m.ok and m.nwrong == 0 and m.dtype == "bfloat16" and m.redop == "max" and m.count == 2048

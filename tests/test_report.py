@@ -51,7 +51,7 @@ def test_report_files_are_written(result: WorldResult, tmp_path: Path) -> None:
     md = (tmp_path / "report.md").read_text()
     assert "Regret on 8 off-grid sizes" in md and "fixed 1 MiB rule (DeepSpeed)" in md
     assert "geometric mean" in md and "Speedup over gloo" in md
-    assert "shm_one_shot -> shm_two_shot" in md and "confidence" in md
+    assert "shm_one_shot -> shm_two_shot" in md and "Picks at the coarse sizes" in md and "99% interval" in md
     assert "artune check: clean." in md and "Wall time: 12.3s" in md
     # the winner at the largest size keeps every larger one: said as such, never as a huge bound
     assert "inf) | shm_two_shot" in md and "TiB" not in md
@@ -71,3 +71,27 @@ def test_a_failed_choice_reads_failed_not_inf() -> None:
     from artune.report.summary import _r
 
     assert (_r(float("inf")), _r(float("nan")), _r(1.23456)) == ("failed", "-", "1.235")
+
+
+def test_a_fixed_rule_that_beats_the_table_is_flagged_loudly(result: WorldResult, tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from artune.measure.records import Candidate
+    from artune.report import loss_warning
+    from artune.tune.regret import Regret, RegretPoint
+
+    one, two = Candidate("shm_one_shot"), Candidate("shm_two_shot")
+    # at both sizes the tuned table chose the slower algorithm; always two-shot chose right
+    points = tuple(
+        RegretPoint(size, two, 10.0, ((one, 12.0), (one, 12.0), (two, 10.0)), 100.0) for size in (5000, 9000)
+    )
+    losing = replace(result, regret=Regret(points, ("tuned table", "fixed 1 MiB rule (DeepSpeed)", "always two")))
+    warning = loss_warning(losing)
+    assert "LOSES to always two (1.000)" in warning and "fixed 1 MiB rule" not in warning  # a tie is no loss
+    assert loss_warning(result) == ""
+    table = build_table([losing], cpu_platform())
+    write_report([losing], table, tmp_path)
+    md = (tmp_path / "report.md").read_text()
+    assert md.count("> **WARNING: ws=2") == 2  # at the top and in the world size's section
+    assert "| always two | 1.000 | 1.000 |" in md
+    assert '<p class="alert"><strong>WARNING' in (tmp_path / "report.html").read_text()

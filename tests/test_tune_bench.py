@@ -30,13 +30,28 @@ def test_known_pairs_are_not_measured_again() -> None:
     assert cached.measured == 5 and cached.calls == 3
 
 
+def test_more_adds_a_call_that_pairs_with_its_partner() -> None:
+    inner = bench()
+    cached = CachedBench(inner)
+    first = cached.measure([G, A, B], [4096], 1.0)
+    more = cached.more([A, B], 4096, 0.5)
+    assert inner.calls[-1][:2] == ((A, B), (4096,)) and cached.remeasured == 1
+    assert [len(e.calls) for e in more] == [2, 2] and more[0].calls[0] is first[1].calls[0]
+    assert more[0].calls[1].call == more[1].calls[1].call != first[0].calls[0].call  # one new interleaved call
+    assert cached.get(G, 4096) is first[0]  # gloo was not measured again
+    assert len(cached.used()) == 5
+
+
 def test_a_log_replays_without_measuring(tmp_path: object) -> None:
     first = CachedBench(bench())
     ms = first.measure([G, A, B], [256, 65536], 1.0)
     replay_inner = bench(seed=7)
-    replay = CachedBench(replay_inner, known=ms)
+    first.more([A, B], 256, 0.5)
+    known = first.used()
+    replay = CachedBench(replay_inner, known=known)
     assert replay.measure([G, A, B], [256, 65536], 1.0) == ms
-    assert replay_inner.calls == [] and replay.reused == 6 and replay.measured == 0 and replay.spent_s == 0
+    assert replay.more([A, B], 256, 0.5) == [first.get(A, 256), first.get(B, 256)]  # the second call, from the log
+    assert replay_inner.calls == [] and replay.reused == 8 and replay.measured == 0 and replay.spent_s == 0
 
 
 class SlowBench:

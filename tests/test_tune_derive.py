@@ -1,4 +1,5 @@
-"""The tuner's rules on synthetic measurements: noise, winners, bisection, bands, sizes."""
+"""The tuner's rules on synthetic measurements: winners, bisection, bands, sizes (the statistic itself:
+``test_tune_evidence``)."""
 
 from __future__ import annotations
 
@@ -10,87 +11,114 @@ from hypothesis import strategies as st
 
 from artune.measure.records import Candidate, Measurement
 from artune.table.model import Band
+from artune.tune.bench import CachedBench
 from artune.tune.derive import Crossover, bands_from, bisect_crossover, changes, pick, pick_all, plan_from
+from artune.tune.evidence import Rule, usable
 from artune.tune.grid import midpoint, off_grid_sizes, powers, quantize
-from artune.tune.noise import NoiseRule, margin, spread, usable
 from artune.tune.synthetic import SyntheticBench, linear_cost
 
 A, B, G = Candidate("shm_one_shot"), Candidate("shm_two_shot"), Candidate("gloo")
 PREF = ("gloo", "shm_one_shot", "shm_two_shot")
-RULE = NoiseRule()
+RULE = Rule()
 
 
-def m(cand: Candidate, t: float, spread_pct: float = 0.0, size: int = 4096, **kw: object) -> Measurement:
-    """A measurement with median ``t`` and p20/p80 at ``t * (1 -/+ spread/2)``."""
-    half = t * spread_pct / 200.0
-    samples = (t - half, t - half, t, t + half, t + half)
-    return Measurement(cand, size, "float32", 2, samples, kw.pop("nwrong", 0), **kw)  # type: ignore[arg-type]
+def call(times: dict[Candidate, float], size: int = 4096, rounds: int = 60, jitter: float = 0.01) -> list[Measurement]:
+    """One interleaved call: each candidate's ``rounds`` turns of 3 samples around its time, the machine's
+    speed shared by the turns of a round (so the paired ratios are tight), ``jitter`` of its own."""
+    name = f"test-{size}-{sorted(c.key for c in times)}-{rounds}"
+    out = []
+    for i, (cand, t) in enumerate(times.items()):
+        samples = []
+        for r in range(rounds):
+            machine = 1.0 + 0.2 * math.sin(r)  # drift between rounds: cancels in the pairs
+            own = 1.0 + jitter * math.sin(7.0 * r + 2.0 * i + 1.0)
+            samples += [t * machine * own] * 3
+        out.append(Measurement(cand, size, "float32", 2, tuple(samples), 0, burst=3, call=name))
+    return out
 
 
-# ------------------------------------------------------------------ noise
-
-
-def test_spread_and_margin() -> None:
-    a, b = m(A, 100.0, 10.0), m(B, 120.0)
-    assert spread(a) == pytest.approx(0.10)
-    assert margin(a, b) == pytest.approx(0.2)
-    assert margin(b, a) == pytest.approx(100 / 120 - 1)
-
-
-def test_noise_is_the_larger_spread_clamped_to_floor_and_cap() -> None:
-    rule = NoiseRule(floor=0.05, cap=0.20)
-    assert rule.noise(m(A, 100.0, 0.0), m(B, 100.0, 0.0)) == 0.05
-    assert rule.noise(m(A, 100.0, 12.5), m(B, 100.0, 0.0)) == pytest.approx(0.125)
-    assert rule.noise(m(A, 100.0, 90.0), m(B, 100.0)) == 0.20
-
-
-def test_beats_needs_more_than_noise() -> None:
-    assert not RULE.beats(m(A, 100.0), m(B, 104.0))
-    assert RULE.beats(m(A, 100.0), m(B, 106.0))
-    assert RULE.tied(m(A, 100.0), m(B, 96.0))
-    wide = m(A, 100.0, 25.0)  # spread 25%, capped at 20%: a 15% lead is noise
-    assert not RULE.beats(wide, m(B, 115.0))
-
-
-def test_failed_or_wrong_measurements_are_never_usable() -> None:
-    assert not usable(m(A, 10.0, nwrong=3))
-    assert not usable(Measurement(A, 4096, "float32", 2, (), 0, "timeout", "slow"))
-    assert not usable(m(A, 10.0, nwrong=-1))  # not checked
-    assert RULE.beats(m(B, 1000.0), Measurement(A, 4096, "float32", 2, (), 0, "runtime", "boom"))
+def failed(cand: Candidate, status: str, size: int = 4096) -> Measurement:
+    return Measurement(cand, size, "float32", 2, (), 0, status, "boom")
 
 
 # ------------------------------------------------------------------ winners
 
 
-def test_pick_fastest_by_more_than_noise() -> None:
-    found = pick(4096, [m(G, 400.0), m(A, 10.0), m(B, 30.0)], RULE, PREF)
-    assert found is not None and found.winner == A and found.why == "fastest"
+def test_pick_fastest_beyond_the_tie_band() -> None:
+    found = pick(4096, call({G: 400.0, A: 10.0, B: 30.0}), RULE, PREF)
+    assert found is not None and found.winner == A and found.why == "fastest" and found.verdict == "faster"
+    assert found.against is not None and found.against.b == B and found.against.ratio == pytest.approx(1 / 3, 0.02)
 
 
-def test_pick_within_noise_prefers_simpler_then_incumbent() -> None:
-    ms = [m(G, 400.0), m(A, 10.2), m(B, 10.0)]  # B is 2% faster: noise
+def test_pick_within_the_tie_band_prefers_simpler_then_incumbent() -> None:
+    ms = call({G: 400.0, A: 10.2, B: 10.0})  # B is 2% faster: a tie
     assert pick(4096, ms, RULE, PREF).winner == A  # type: ignore[union-attr]
+    assert pick(4096, ms, RULE, PREF).verdict == "tie"  # type: ignore[union-attr]
     assert pick(4096, ms, RULE, PREF, incumbent=B).winner == B  # type: ignore[union-attr]
     assert pick(4096, ms, RULE, ("gloo", "shm_two_shot", "shm_one_shot")).winner == B  # type: ignore[union-attr]
 
 
+def test_a_five_percent_lead_takes_the_band_from_the_incumbent() -> None:
+    """The old rule kept the incumbent for anything under the p20-p80 spread of single calls; paired
+    rounds resolve 5% with calls far noisier than that."""
+    ms = call({G: 400.0, A: 10.5, B: 10.0})  # the machine drifts by 20% between rounds
+    found = pick(4096, ms, RULE, PREF, incumbent=A)
+    assert found is not None and found.winner == B and found.verdict == "faster", found
+
+
+def test_an_unsure_pick_keeps_the_incumbent_and_says_which_pair_to_measure() -> None:
+    ms = call({A: 10.35, B: 10.0}, rounds=12, jitter=0.05)  # 3.5% apart, too few rounds to tell from 3%
+    found = pick(4096, ms, RULE, PREF, incumbent=A)
+    assert found is not None and found.winner == A and found.verdict == "unsure"
+    assert found.unsure == (B, A)
+
+
+def test_a_lead_in_one_call_outweighs_a_pooled_tie() -> None:
+    """Two calls at one size: B ties A in a quick one with many rounds and leads by 15% in a slow one."""
+    from artune.tune.evidence import Evidence
+
+    quick, slow = call({A: 10.0, B: 10.1}, rounds=600), call({A: 70.0, B: 60.0}, rounds=60)
+    slow = [Measurement(m.candidate, m.size_bytes, "float32", 2, m.samples_us, 0, burst=3, call="slow") for m in slow]
+    pooled = [Evidence((q, s)) for q, s in zip(quick, slow, strict=True)]
+    c = RULE.compare(pooled[1], pooled[0])
+    assert c.ratio > 1.0 and c.verdict == "faster"  # pooled rounds say B is no faster; the slow call decides
+    found = pick(4096, pooled, RULE, PREF, incumbent=A)
+    assert found is not None and found.winner == B and found.fastest == B and found.verdict == "faster"
+
+
 def test_pick_never_chooses_wrong_or_failed() -> None:
-    wrong = m(A, 5.0, nwrong=7)
-    timed_out = Measurement(B, 4096, "float32", 2, (), 0, "timeout", "peer did not answer")
-    assert pick(4096, [m(G, 400.0), wrong, timed_out], RULE, PREF).winner == G  # type: ignore[union-attr]
-    assert pick(4096, [m(G, 400.0), m(A, 5.0)], RULE, PREF, banned={A}).winner == G  # type: ignore[union-attr]
+    good = call({G: 400.0, A: 5.0})
+    wrong = Measurement(A, 4096, "float32", 2, good[1].samples_us, 7, burst=3, call=good[1].call)
+    timed_out = failed(B, "timeout")
+    assert pick(4096, [good[0], wrong, timed_out], RULE, PREF).winner == G  # type: ignore[union-attr]
+    assert pick(4096, good, RULE, PREF, banned={A}).winner == G  # type: ignore[union-attr]
     assert pick(4096, [wrong, timed_out], RULE, PREF) is None
+    assert not usable(wrong) and not usable(timed_out)
 
 
 def test_incumbent_keeps_bands_from_flipping_on_noise() -> None:
-    # two equally fast algorithms, the measured order alternating by 3%: one band, no crossover
+    # two equally fast algorithms, the measured order alternating by 2%: one band, no crossover
     by_size = {}
     for i, size in enumerate(powers(256, 1 << 20, 4)):
         fast, slow = (A, B) if i % 2 else (B, A)
-        by_size[size] = [m(G, 500.0, size=size), m(fast, 10.0, size=size), m(slow, 10.3, size=size)]
+        by_size[size] = call({G: 500.0, fast: 10.0, slow: 10.2}, size=size)
     picks = pick_all(by_size, RULE, PREF)
     assert {p.winner for p in picks} == {A}
     assert changes(picks) == []
+
+
+def test_an_earlier_algorithm_comes_back() -> None:
+    """one-shot, two-shot, one-shot: each change of winner is a crossover of its own."""
+    times = {256: (5.0, 9.0), 4096: (9.0, 6.0), 65536: (40.0, 60.0)}
+    by_size = {s: call({G: 500.0, A: a, B: b}, size=s) for s, (a, b) in times.items()}
+    picks = pick_all(by_size, RULE, PREF)
+    assert [p.winner for p in picks] == [A, B, A]
+    crossings = [
+        Crossover(x.winner, y.winner, (x.size, y.size), x.size, y.size, y.size, None) for x, y in changes(picks)
+    ]
+    bands = bands_from(picks, crossings, "gloo")
+    assert [b.candidates for b in bands] == [("shm_one_shot",), ("shm_two_shot",), ("shm_one_shot",)]
+    assert [b.upto for b in bands] == [4095, 65535, None]
 
 
 # ------------------------------------------------------------------ bisection
@@ -116,22 +144,35 @@ def test_bisection_finds_the_crossover_within_resolution(one: tuple[float, float
     true = _equal_time(one, two)
     lo = 4 ** math.floor(math.log(true, 4))
     resolution = 2**0.25
-    found = bisect_crossover(bench.measure, A, B, lo, lo * 4, RULE, resolution, 0.1)
+    found = bisect_crossover(CachedBench(bench), A, B, lo, lo * 4, RULE, resolution, 0.1)
     assert found.hi / found.lo <= resolution * 1.0001
-    # the bound lies between the equal-time size and where the upper one leads by the noise floor
+    # the bound lies between the equal-time size and where the upper one leads by the tie band
     # (the lower band keeps ties), give or take the bisection's resolution
-    assert true / resolution <= found.at <= _lead_size(one, two, RULE.floor + 0.02) * resolution
+    assert true / resolution <= found.at <= _lead_size(one, two, RULE.tie + 0.01) * resolution
     assert found.at % 4 == 0
-    assert found.confidence > 1.0
-    assert len(found.steps) <= 4 and len(bench.calls) <= len(found.steps) + 1
+    assert found.lead is not None and found.lead.verdict == "faster"
+    assert len(found.steps) <= 4 and len(bench.calls) <= sum(s.calls for s in found.steps) + 1
     assert all(call[0] == (A, B) and len(call[1]) == 1 for call in bench.calls)  # only the two, one size
 
 
 def test_bisection_keeps_ties_in_the_lower_band() -> None:
     bench = SyntheticBench({"shm_one_shot": linear_cost(10, 1.0), "shm_two_shot": linear_cost(10, 1.02)}, noise=0.0)
-    found = bisect_crossover(bench.measure, A, B, 1024, 4096, RULE, 1.1, 0.1)
+    found = bisect_crossover(CachedBench(bench), A, B, 1024, 4096, RULE, 1.1, 0.1)
     assert found.lo >= 4096 / 1.2  # B never won a midpoint: everything moved up to the top
     assert all(step.winner == A.key for step in found.steps)
+    assert all(step.comparison.verdict == "tie" for step in found.steps)
+
+
+def test_an_unsure_midpoint_is_measured_again() -> None:
+    """4% apart with 8% noise: one call leaves the interval across the band's edge, more calls decide."""
+    costs = {"shm_one_shot": lambda s, p: 100.0, "shm_two_shot": lambda s, p: 96.0}
+    bench = SyntheticBench(costs, noise=0.08, seed=2, max_samples=60)  # type: ignore[arg-type]
+    cached = CachedBench(bench)
+    found = bisect_crossover(cached, A, B, 1024, 4096, RULE, 2.5, 0.01)
+    (step,) = found.steps
+    assert step.calls > 1 and len(bench.calls) == 1 + step.calls
+    calls = cached.get(A, step.size).calls  # type: ignore[union-attr]
+    assert len(calls) == step.calls and step.comparison.rounds == sum(m.iters // m.burst for m in calls)
 
 
 # ------------------------------------------------------------------ bands and plans
@@ -139,28 +180,22 @@ def test_bisection_keeps_ties_in_the_lower_band() -> None:
 
 def test_bands_end_at_crossovers_and_the_top_band_reaches_every_size() -> None:
     picks = pick_all(
-        {
-            s: [m(G, 500.0 + s, size=s), m(A, 1 + s / 100, size=s), m(B, 30 + s / 1000, size=s)]
-            for s in (256, 4096, 65536)
-        },
+        {s: call({G: 500.0 + s, A: 1 + s / 100, B: 30 + s / 1000}, size=s) for s in (256, 4096, 65536)},
         RULE,
         PREF,
     )
-    cross = Crossover(A, B, (256, 4096), 1024, 1280, 1152, 0.2, 0.05)
+    cross = Crossover(A, B, (256, 4096), 1024, 1280, 1152, None)
     bands = bands_from(picks, [cross], "gloo")
     assert bands == (Band(1151, ("shm_one_shot",)), Band(None, ("shm_two_shot",)))  # open-ended: every larger size
 
 
 def test_trailing_fallback_band_is_dropped_and_equal_bands_merge() -> None:
     picks = pick_all(
-        {
-            256: [m(G, 500.0, size=256), m(A, 5.0, size=256)],
-            1 << 20: [m(G, 10.0, size=1 << 20), m(A, 50.0, size=1 << 20)],
-        },
+        {256: call({G: 500.0, A: 5.0}, size=256), 1 << 20: call({G: 10.0, A: 50.0}, size=1 << 20)},
         RULE,
         PREF,
     )
-    cross = Crossover(A, G, (256, 1 << 20), 4096, 5120, 4608, 0.3, 0.05)
+    cross = Crossover(A, G, (256, 1 << 20), 4096, 5120, 4608, None)
     plan = plan_from(2, picks, [cross], "gloo", {"shm_one_shot": {"x": 1}, "shm_two_shot": {"y": 2}})
     assert plan.bands == (Band(4607, ("shm_one_shot",)),)
     assert plan.fallback == "gloo"

@@ -231,7 +231,7 @@ def run_tune(args: argparse.Namespace) -> int:
 def _print_summary(
     results: list[Any], table_path: Path, out: Path, findings: list[Any], installed: str, wall: float
 ) -> None:
-    from artune.report import regret_line
+    from artune.report import loss_warning, regret_line
     from artune.sizes import format_span
 
     for r in results:
@@ -243,6 +243,9 @@ def _print_summary(
         if params:
             print(f"  parameters: {params}")
         print(f"  {regret_line(r)}")
+        warning = loss_warning(r)
+        if warning:
+            print(f"artune tune: {warning}", file=sys.stderr)
         print(f"  {r.measured} measured, {r.reused} reused from the log, {r.wall_s:.1f}s in the ranks")
     for f in findings:
         print(f"check: {f}")
@@ -297,7 +300,7 @@ def run_verify(args: argparse.Namespace) -> int:
         settings.from_env().shm_bytes,
         "the table's shared-memory bands could not be measured",
     )
-    rule = TuneConfig().noise
+    rule = TuneConfig().rule
     drifted = 0
     checked = 0
     for plan in plans:

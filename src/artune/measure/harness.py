@@ -413,6 +413,7 @@ def _measure_size(
             if failure is not None:
                 outcome[j] = failure
         samples = control.max(samples)  # the slowest rank of each iteration
+        call = _call_name(nbytes, [cands[j] for j in live], samples)
         log.debug(
             "%s: %d candidates, estimated round %.1f us, %d samples each",
             format_size(nbytes),
@@ -420,6 +421,8 @@ def _measure_size(
             round_s * 1e6,
             samples.shape[1],
         )
+    else:
+        call = ""
     results: list[Measurement] = []
     rows = dict(zip(live, samples, strict=True))
     for j, cand in enumerate(cands):
@@ -436,9 +439,20 @@ def _measure_size(
                 status=failure.status if failure else "ok",
                 error=failure.error if failure else "",
                 redop=op,
+                burst=schedule.burst,
+                call=call if row is not None else "",
             )
         )
     return results
+
+
+def _call_name(nbytes: int, cands: Sequence[Candidate], samples: np.ndarray) -> str:
+    """A name for one size's timed rounds, the same on every rank (the samples are, after the MAX): the
+    measurements it names were timed in turns with each other, so their samples pair up round by round."""
+    digest = hashlib.blake2b(digest_size=8)
+    digest.update(f"{nbytes} {' '.join(c.key for c in cands)}".encode())
+    digest.update(np.ascontiguousarray(samples, dtype=np.float64).tobytes())
+    return digest.hexdigest()
 
 
 def _timed_loop(
@@ -451,7 +465,10 @@ def _timed_loop(
     """Run rounds of turns: untimed rounds for the warm-up, then timed rounds for the budget.
 
     In a round each call takes its turn: ``settle`` untimed calls, then
-    ``burst`` timed ones. Rounds run in blocks of about a tenth of the
+    ``burst`` timed ones; odd rounds take the turns in reverse order, so no
+    call always runs first or always follows the same one (a position in the
+    round can be worth a percent or two: the paired comparison of
+    ``artune.tune.evidence`` would otherwise read it as a difference). Rounds run in blocks of about a tenth of the
     phase's time; between blocks (outside any timed call) the ranks agree on
     the elapsed time by a MAX all-reduce, so every rank stops after the same
     round, and a phase lasts about its time even when the estimate
@@ -466,11 +483,11 @@ def _timed_loop(
     clock = time.perf_counter_ns
     time_burst = (timer if timer is not None else WallTimer()).burst
 
-    def run(rounds: int, samples: np.ndarray) -> None:
+    def run(rounds: int, samples: np.ndarray, start: int) -> None:
         nonlocal active
         for i in range(rounds):
             first = i * burst
-            for j in active:
+            for j in active if (start + i) % 2 == 0 else active[::-1]:
                 call = calls[j]
                 try:
                     for _ in range(settle):
@@ -489,7 +506,7 @@ def _timed_loop(
         block = max(1, min(most, math.ceil(0.1 * seconds / round_s)))
         while True:
             blocks.append(np.zeros((k, block * burst)))
-            run(block, blocks[-1])
+            run(block, blocks[-1], done)
             done += block
             elapsed = float(control.max(np.array([(clock() - began) * 1e-9]))[0])
             if done >= most or (done >= least and elapsed >= seconds):

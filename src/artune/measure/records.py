@@ -124,6 +124,13 @@ class Measurement:
     checked). ``status`` is ``"ok"``, or ``"timeout"``, ``"runtime"`` (the
     call raised), ``"invalid"`` (unavailable here, or wrong results), with
     ``error`` saying why; a measurement that is not ok has ``time_us == inf``.
+
+    How the samples pair up with other candidates' (``artune.tune.evidence``):
+    the harness times candidates in turns of ``burst`` calls, so samples
+    ``[i * burst, (i + 1) * burst)`` are the turn of round ``i``; measurements
+    with the same non-empty ``call`` were timed in one harness call, round by
+    round in turns with each other (``""``: unknown, as in logs written before
+    calls were named).
     """
 
     candidate: Candidate
@@ -135,12 +142,16 @@ class Measurement:
     status: str = "ok"
     error: str = ""
     redop: str = "sum"
+    burst: int = 1
+    call: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ArtuneError(f"Measurement(): status {self.status!r} is not one of {', '.join(STATUSES)}")
         if not isinstance(self.samples_us, tuple):
             object.__setattr__(self, "samples_us", tuple(float(s) for s in self.samples_us))
+        if self.burst < 1:
+            raise ArtuneError(f"Measurement(): burst must be >= 1, got {self.burst}")
 
     @property
     def ok(self) -> bool:
@@ -209,8 +220,9 @@ class Measurement:
     def failed(self, status: str, error: str) -> Measurement:
         """A copy marked as failed with ``status`` and ``error`` (samples dropped)."""
         return Measurement(
-            self.candidate, self.size_bytes, self.dtype, self.world_size, (), self.nwrong, status, error, self.redop
-        )
+            self.candidate, self.size_bytes, self.dtype, self.world_size, (), self.nwrong, status, error, self.redop,
+            self.burst, self.call,
+        )  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data for one JSON line; derived figures are included for readers and ignored on read."""
@@ -239,6 +251,8 @@ class Measurement:
             "algbw_GBps": round(self.algbw_GBps, 4),
             "busbw_GBps": round(self.busbw_GBps, 4),
             "samples_us": [round(s, 3) for s in self.samples_us],
+            "burst": self.burst,
+            "call": self.call,
         }
 
     @classmethod
@@ -255,6 +269,8 @@ class Measurement:
                 status=str(data.get("status", "ok")),
                 error=str(data.get("error", "")),
                 redop=str(data.get("redop", "sum")),
+                burst=int(data.get("burst", 1)),
+                call=str(data.get("call", "")),
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ArtuneError(f"Measurement.from_dict(): malformed measurement ({err!r}): {dict(data)!r}") from None

@@ -3,7 +3,8 @@
 ``write_report(results, table, out_dir)`` writes, per world size,
 ``latency-ws<N>.png`` and ``speedup-ws<N>.png``, and one ``report.md`` and
 ``report.html`` with the same content (bands, speedup over the process group,
-crossovers with their confidence, parameters, regret against the fixed rule).
+regret against the fixed rules, the picks and crossovers with how sure each
+is, parameters).
 """
 
 from __future__ import annotations
@@ -13,12 +14,12 @@ from pathlib import Path
 
 from artune.report.document import to_html, to_markdown
 from artune.report.plots import write_plots
-from artune.report.summary import RunInfo, regret_line, report_blocks
+from artune.report.summary import RunInfo, loss_warning, regret_line, report_blocks
 from artune.table.check import Finding
 from artune.table.model import Table
 from artune.tune.tuner import WorldResult
 
-__all__ = ["RunInfo", "regret_line", "write_report"]
+__all__ = ["RunInfo", "loss_warning", "regret_line", "write_report"]
 
 
 def write_report(

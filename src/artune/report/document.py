@@ -23,6 +23,13 @@ class Para:
 
 
 @dataclass(frozen=True)
+class Alert:
+    """A paragraph the reader must not miss (bold, and red in HTML)."""
+
+    text: str
+
+
+@dataclass(frozen=True)
 class Bullets:
     """A bulleted list."""
 
@@ -45,7 +52,7 @@ class Image:
     alt: str
 
 
-Block = Heading | Para | Bullets | Grid | Image
+Block = Heading | Para | Alert | Bullets | Grid | Image
 
 
 def _md_cell(text: str) -> str:
@@ -60,6 +67,8 @@ def to_markdown(blocks: Sequence[Block]) -> str:
             out.append("#" * block.level + " " + block.text)
         elif isinstance(block, Para):
             out.append(block.text)
+        elif isinstance(block, Alert):
+            out.append(f"> **{block.text}**")
         elif isinstance(block, Bullets):
             out.append("\n".join(f"- {item}" for item in block.items))
         elif isinstance(block, Grid):
@@ -76,7 +85,7 @@ _STYLE = (
     "body{font-family:system-ui,sans-serif;max-width:60em;margin:2em auto;padding:0 1em;color:#222}"
     "table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.25em .6em;"
     "text-align:right}th{background:#f4f4f4}td:first-child,th:first-child{text-align:left}"
-    "img{max-width:100%}code{background:#f4f4f4}"
+    "img{max-width:100%}code{background:#f4f4f4}.alert{color:#b00;border-left:4px solid #b00;padding-left:.6em}"
 )
 
 
@@ -93,6 +102,8 @@ def to_html(blocks: Sequence[Block], title: str) -> str:
             out.append(f"<h{level}>{html.escape(block.text)}</h{level}>")
         elif isinstance(block, Para):
             out.append(f"<p>{html.escape(block.text)}</p>")
+        elif isinstance(block, Alert):
+            out.append(f'<p class="alert"><strong>{html.escape(block.text)}</strong></p>')
         elif isinstance(block, Bullets):
             out.append("<ul>" + "".join(f"<li>{html.escape(i)}</li>" for i in block.items) + "</ul>")
         elif isinstance(block, Grid):

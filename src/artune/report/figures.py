@@ -1,6 +1,7 @@
 """The figures a report shows, computed from a tuning result (pure, no plotting).
 
-- ``latency_series``: per candidate, its measured medians (with p20/p80) by size;
+- ``latency_series``: per candidate, its measured medians (with p20/p80) by size, every call
+  at a size pooled;
 - ``band_spans``: the plan's bands clipped to the measured range, the
   fallback above the last band;
 - ``speedups``: at every size where the table's choice and the process-group
@@ -13,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from artune.measure.records import Candidate
-from artune.tune.noise import usable
+from artune.tune.evidence import usable
 from artune.tune.regret import choice, geomean
 from artune.tune.tuner import WorldResult, plan_table
 
@@ -46,7 +47,7 @@ class Speedup:
 def latency_series(result: WorldResult) -> dict[str, list[Point]]:
     """Usable measurements per candidate key, sorted by size (the baseline's first)."""
     series: dict[str, dict[int, Point]] = {}
-    for m in result.measurements:
+    for m in result.pooled():
         if usable(m):
             series.setdefault(m.candidate.key, {})[m.size_bytes] = Point(m.size_bytes, m.time_us, m.p20_us, m.p80_us)
     order = sorted(series, key=lambda k: (k != result.baseline, k))
@@ -67,7 +68,7 @@ def speedups(result: WorldResult) -> list[Speedup]:
     """The table's choice against the baseline at every size where both were measured."""
     table = plan_table(result.plan)
     times: dict[tuple[Candidate, int], float] = {
-        (m.candidate, m.size_bytes): m.time_us for m in result.measurements if usable(m)
+        (m.candidate, m.size_bytes): m.time_us for m in result.pooled() if usable(m)
     }
     base = Candidate(result.baseline)
     out: list[Speedup] = []

@@ -1,10 +1,12 @@
 """The report's text: what an engine PR would say about the measured table.
 
 Per world size: the bands, the speedup over the process-group baseline (max
-and geometric mean), every crossover with its confidence (the upper
-algorithm's lead over the lower one at the top of the final bracket, against
-the noise there), the parameters found, and the regret of the tuned table and
-of the fixed published rule on sizes the tuner never measured.
+and geometric mean), the regret of the tuned table, of the fixed published
+rule and of every fixed single-algorithm rule on sizes the tuner never
+measured (with a loud warning when a fixed rule beats the table), the pick
+at every coarse size and every crossover with how sure it is (the paired
+time ratio, its interval and the verdict of ``artune.tune.evidence``), and
+the parameters found.
 """
 
 from __future__ import annotations
@@ -13,11 +15,12 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from artune.report.document import Block, Bullets, Grid, Heading, Image, Para
+from artune.report.document import Alert, Block, Bullets, Grid, Heading, Image, Para
 from artune.report.figures import speedup_summary, speedups
 from artune.sizes import format_size, format_span, human_size
 from artune.table.check import Finding
 from artune.table.model import Table
+from artune.tune.evidence import Comparison
 from artune.tune.tuner import WorldResult
 
 
@@ -45,16 +48,45 @@ def _us(value: float) -> str:
     return "-" if math.isnan(value) else ("failed" if math.isinf(value) else f"{value:.1f}")
 
 
+def _rounds(c: Comparison | None) -> str:
+    if c is None:
+        return "-"
+    return str(c.rounds) if c.rounds else "unpaired"
+
+
+def _interval(c: Comparison | None) -> str:
+    if c is None:
+        return "-"
+    each = f"; per call {', '.join(f'{r:.3f} {v}' for r, v in c.calls)}" if c.calls else ""
+    return c.interval() + each
+
+
 def regret_line(result: WorldResult) -> str:
-    """The one-line regret verdict of one world size."""
+    """The one-line regret verdict of one world size: the tuned table, the published rule, the best fixed rule."""
     g = result.regret
     worst_t, worst_f = g.worst_point(True), g.worst_point(False)
     at_t = f" at {human_size(worst_t.size)}" if worst_t else ""
     at_f = f" at {human_size(worst_f.size)}" if worst_f else ""
+    best, best_value = g.best_fixed()
+    best_text = f"; best fixed rule {best} {_r(best_value)} geomean" if best and best != g.fixed_rule else ""
     return (
         f"Regret on {len(g.points)} off-grid sizes the tuner never measured: tuned table "
         f"{_r(g.tuned_geomean)} geomean, {_r(g.tuned_worst)} worst{at_t}; {g.fixed_rule} "
-        f"{_r(g.fixed_geomean)} geomean, {_r(g.fixed_worst)} worst{at_f}."
+        f"{_r(g.fixed_geomean)} geomean, {_r(g.fixed_worst)} worst{at_f}{best_text}."
+    )
+
+
+def loss_warning(result: WorldResult) -> str:
+    """``""``, or a loud line naming every fixed rule whose regret beats the tuned table's."""
+    g = result.regret
+    losses = g.losses()
+    if not losses:
+        return ""
+    names = ", ".join(f"{name} ({_r(value)})" for name, value in losses)
+    return (
+        f"WARNING: ws={result.world_size}{'' if result.mode == 'eager' else ' ' + result.mode}: the tuned table "
+        f"(regret {_r(g.tuned_geomean)} geomean) LOSES to {names} on the off-grid sizes: rerun 'artune tune' on a "
+        "quieter machine, or use that rule"
     )
 
 
@@ -84,6 +116,47 @@ def world_blocks(result: WorldResult) -> list[Block]:
             )
         )
     blocks.append(Para(regret_line(result)))
+    warning = loss_warning(result)
+    if warning:
+        blocks.append(Alert(warning))
+    g = result.regret
+    blocks.append(
+        Grid(
+            ("rule", "regret geomean", "worst"),
+            tuple((name, _r(g.geomean(i)), _r(g.worst(i))) for i, name in enumerate(g.rules)),
+        )
+    )
+
+    blocks.append(Heading("Picks at the coarse sizes", 3))
+    blocks.append(
+        Grid(
+            ("size", "winner", "why", "against", "time ratio [interval]", "rounds", "verdict"),
+            tuple(
+                (
+                    human_size(p.size),
+                    p.winner.key,
+                    p.why,
+                    p.against.b.key if p.against is not None else "-",
+                    _interval(p.against),
+                    _rounds(p.against),
+                    p.verdict,
+                )
+                for p in result.picks
+            ),
+        )
+    )
+    blocks.append(
+        Para(
+            "Time ratio: the winner's time over its rival's, the median over paired rounds, with its "
+            f"{result.config.rule.level:.0%} interval, and each call's ratio and verdict where there were several "
+            "(the verdict is then across calls: a lead in one call and no loss in another wins). A fastest winner "
+            "is compared with the runner-up; a kept "
+            "winner (incumbent or simpler) with the fastest, which it ties (the interval inside the "
+            f"±{result.config.rule.tie:.0%} band) or may tie (unsure: the interval crosses an edge of the band "
+            f"after the re-measurements the budget allowed). {result.remeasured} calls were taken again where a "
+            "decision was close or unsure."
+        )
+    )
 
     blocks.append(Heading("Crossovers", 3))
     if result.crossovers:
@@ -95,23 +168,23 @@ def world_blocks(result: WorldResult) -> list[Block]:
                     format_size(c.at),
                     f"({human_size(c.lo)}, {human_size(c.hi)}] from ({human_size(c.coarse[0])}, "
                     f"{human_size(c.coarse[1])}]",
-                    f"{c.margin:+.1%}" if math.isfinite(c.margin) else "-",
-                    f"{c.noise:.1%}",
-                    f"{c.confidence:.1f}" if math.isfinite(c.confidence) else "-",
-                    str(len(c.steps)),
+                    _interval(c.lead),
+                    _rounds(c.lead),
+                    c.lead.verdict if c.lead is not None else "-",
+                    ", ".join(f"{human_size(st.size)} {st.comparison.verdict}" for st in c.steps) or "-",
                 )
             )
         blocks.append(
             Grid(
-                ("hand-over", "bound", "final bracket", "upper's lead", "noise", "confidence", "steps"),
+                ("hand-over", "bound", "final bracket", "upper/lower at top", "rounds", "verdict", "steps"),
                 tuple(crows),
             )
         )
         blocks.append(
             Para(
-                "The upper algorithm's lead is measured at the top of the final bracket; confidence = lead / "
-                "noise (above 1: not noise). Within noise the lower band keeps the size, so bounds never "
-                "flip on noise."
+                "The upper algorithm's time over the lower one's at the top of the final bracket, with its "
+                "interval; each bisection step's verdict (the upper one takes a midpoint only when faster: the "
+                "lower band keeps ties and what stays unsure)."
             )
         )
     else:
@@ -121,7 +194,9 @@ def world_blocks(result: WorldResult) -> list[Block]:
         blocks.append(Heading("Parameters", 3))
         prow = []
         for s in result.searches:
-            trials = ", ".join(f"{t.value}: {_x(t.gain)}" for t in s.trials)
+            trials = ", ".join(
+                f"{t.value}: {_x(t.gain)}" + (f" ({'/'.join(t.verdicts)})" if t.comparisons else "") for t in s.trials
+            )
             prow.append(
                 (
                     f"{s.algorithm}.{s.param}",
@@ -137,21 +212,14 @@ def world_blocks(result: WorldResult) -> list[Block]:
         (
             f"{human_size(p.size)} ({p.size})",
             f"{p.best.key} {_us(p.best_us)}",
-            f"{p.tuned.key} {_r(p.tuned_regret)}",
-            f"{p.fixed.key} {_r(p.fixed_regret)}",
+            *(f"{cand.key} {_r(p.regret(i))}" for i, (cand, _t) in enumerate(p.choices)),
             _x(p.baseline_us / p.tuned_us) if math.isfinite(p.tuned_us) else "-",
         )
-        for p in result.regret.points
+        for p in g.points
     )
     blocks.append(
         Grid(
-            (
-                "size",
-                "best (us)",
-                "tuned choice, regret",
-                f"{result.regret.fixed_rule}, regret",
-                f"tuned speedup over {result.baseline}",
-            ),
+            ("size", "best (us)", *(f"{name}, regret" for name in g.rules), f"tuned speedup over {result.baseline}"),
             rrows,
         )
     )
@@ -161,7 +229,9 @@ def world_blocks(result: WorldResult) -> list[Block]:
         Para(
             f"{result.measured} measurements taken, {result.reused} reused from the log, {result.calls} harness "
             f"calls, {result.spent_s:.1f}s of the measuring budget spent, {result.wall_s:.1f}s wall time in the ranks; "
-            f"median spread (p20-p80 / median) {result.noise_median:.1%}."
+            f"median spread of single calls (p20-p80 / median) {result.noise_median:.1%}. Budget by phase: "
+            + (", ".join(f"{name} {seconds:.1f}s" for name, seconds in result.phase_s) or "-")
+            + "."
         )
     )
     blocks.append(Image(f"latency-{result.tag}.png", f"latency vs size, world size {ws}{mode}"))
@@ -196,14 +266,22 @@ def report_blocks(
         blocks.append(Para("artune check findings: " + "; ".join(f.message for f in findings)))
     else:
         blocks.append(Para("artune check: clean."))
-    blocks.append(
-        Para(
-            "Rules: only candidates whose results matched the reference are chosen; a difference counts only "
-            "when it exceeds the noise (the larger p20-p80 spread of the two, relative to the median, "
-            "clamped to the floor and cap above); within noise the incumbent band, then the simpler "
-            "algorithm, is kept."
+    for result in results:
+        warning = loss_warning(result)
+        if warning:
+            blocks.append(Alert(warning))
+    if results:
+        rule = results[0].config.rule
+        blocks.append(
+            Para(
+                "Rules: only candidates whose results matched the reference are chosen. One candidate is faster "
+                "than another when the "
+                f"{rule.level:.0%} interval of their time ratio (per round of interleaved turns, the median "
+                f"over rounds) lies outside the ±{rule.tie:.0%} tie band; inside it the incumbent band, then "
+                "the simpler algorithm, is kept; where the interval crosses an edge of the band the two are "
+                "measured again while the budget lasts."
+            )
         )
-    )
     for result in results:
         blocks.extend(world_blocks(result))
     return blocks

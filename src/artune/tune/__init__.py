@@ -1,24 +1,27 @@
 """Deriving a dispatch table from measurements: ``artune tune`` and ``artune verify``.
 
 The pipeline per world size (``tune_world``): a coarse sweep of every
-algorithm, a search of each winning algorithm's declared tunables, bisection
-of every crossover, the plan, and the regret on off-grid sizes against the
-fixed published rule. The rules that make it safe (only correct candidates,
-never a flip on noise) are in ``artune.tune.derive`` and
-``artune.tune.noise``; the budget split is in ``artune.tune.config``.
+algorithm, the coarse sizes whose pick is unsure measured again, a search of
+each winning algorithm's declared tunables, bisection of every crossover, the
+plan, and the regret on off-grid sizes against the fixed published rule and
+every fixed single-algorithm rule. The rules that make it safe (only correct
+candidates, never a flip for a difference the evidence cannot tell from a
+tie) are in ``artune.tune.derive`` and ``artune.tune.evidence``; the budget
+split is in ``artune.tune.config``.
 
-Modules: ``noise`` (the noise rule), ``grid`` (which sizes), ``bench`` (where
-measurements come from, the resumable cache), ``derive`` (winners,
-bisection, bands), ``search`` (tunables), ``regret``, ``tuner``
-(orchestration), ``build`` (the table), ``verify``, ``session`` (ranks,
-torchrun), ``synthetic`` (a modelled bench for tests and dry runs).
+Modules: ``evidence`` (the rule for "faster": a paired interval and a tie
+band), ``grid`` (which sizes), ``bench`` (where measurements come from, the
+resumable cache), ``derive`` (winners, bisection, bands), ``search``
+(tunables), ``regret``, ``tuner`` (orchestration), ``build`` (the table),
+``verify``, ``session`` (ranks, torchrun), ``synthetic`` (a modelled bench
+with a machine's noise, for tests and dry runs).
 """
 
 from artune.tune.bench import Bench, CachedBench
 from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
 from artune.tune.derive import Crossover, Pick
-from artune.tune.noise import NoiseRule
+from artune.tune.evidence import Comparison, Evidence, Rule
 from artune.tune.regret import Regret
 from artune.tune.search import ParamSearch
 from artune.tune.tuner import WorldResult, tune_world
@@ -29,11 +32,13 @@ __all__ = [
     "Bench",
     "BoundCheck",
     "CachedBench",
+    "Comparison",
     "Crossover",
-    "NoiseRule",
+    "Evidence",
     "ParamSearch",
     "Pick",
     "Regret",
+    "Rule",
     "TuneConfig",
     "WorldResult",
     "build_table",

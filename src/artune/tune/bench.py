@@ -10,6 +10,10 @@ again, and new measurements are handed to ``record`` (rank 0 appends them to
 the log). Each size is one harness call with every missing candidate
 interleaved (the harness measures sizes one after the other anyway; one call
 per size lets each size have its own iteration cap and progress step).
+What it returns is ``Evidence``: every call that timed the candidate at that
+size so far. ``more`` adds one call where a decision was unsure; the log
+keeps every call, in order, so a rerun over it takes the n-th call of a key
+from the log where this run asks for it the n-th time.
 
 Budgets must be identical on every rank (the harness derives iteration
 counts from them). So the time a call took is *agreed*: a bench with an
@@ -29,10 +33,14 @@ import logging
 import math
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
 
 from artune.measure.records import Candidate, Measurement, measurement_key
 from artune.table.model import ParamValue
+from artune.tune.evidence import Evidence
 
 if TYPE_CHECKING:
     from artune.communicator import Communicator
@@ -118,15 +126,26 @@ class CachedBench:
         self.redop = redop
         self.record = record
         self.progress: Progress = progress or NoProgress()
-        self._known: dict[str, Measurement] = {m.key: m for m in known}
-        self._used: dict[str, Measurement] = {}
+        self._known: dict[str, list[Measurement]] = {}
+        for m in known:
+            self._known.setdefault(m.key, []).append(m)
+        self._from_log = {key: len(ms) for key, ms in self._known.items()}
+        self._used: dict[str, int] = {}  # key -> how many of its calls this run has used, in order of first use
+        self._pooled: dict[tuple[str, int], Evidence] = {}
         self.measured = 0  # measurements taken by this run
-        self._from_log = frozenset(self._known)
         self.calls = 0
+        self.remeasured = 0  # calls taken again (``more``) where a decision was unsure
+        self.spent_by_phase: dict[str, float] = {}  # budget seconds per ``phase``
+        self._phase = ""
         self.spent_s = 0.0  # seconds of measuring, from the samples (identical on every rank)
         self.wall_s = 0.0  # this rank's wall time inside the harness (for reports only, never for decisions)
         self._requested_s = 0.0
         self._cost_s = 0.0
+
+    def phase(self, name: str) -> None:
+        """Count what follows against phase ``name`` (and show it on the progress bar)."""
+        self._phase = name
+        self.progress.phase(name)
 
     @property
     def overshoot(self) -> float:
@@ -148,39 +167,64 @@ class CachedBench:
         """The measurement key of ``candidate`` at ``size`` on this bench."""
         return measurement_key(candidate, size, self.dtype, self.redop, self.world_size)
 
-    def get(self, candidate: Candidate, size: int) -> Measurement | None:
-        """The known measurement of ``candidate`` at ``size``, or ``None``."""
-        return self._known.get(self.key(candidate, size))
+    def get(self, candidate: Candidate, size: int) -> Evidence | None:
+        """What this run used of ``candidate`` at ``size`` so far, or ``None``."""
+        key = self.key(candidate, size)
+        used = self._used.get(key, 0)
+        if not used:
+            return None
+        found = self._pooled.get((key, used))
+        if found is None:  # one object per state: its medians are computed once
+            found = self._pooled[(key, used)] = Evidence(tuple(self._known[key][:used]))
+        return found
 
     @property
     def reused(self) -> int:
         """How many measurements this run took from the log instead of measuring them."""
-        return sum(1 for key in self._used if key in self._from_log)
+        return sum(min(n, self._from_log.get(key, 0)) for key, n in self._used.items())
 
     def used(self) -> list[Measurement]:
-        """Every measurement this run asked for (new or reused), in order of first request."""
-        return list(self._used.values())
+        """Every measurement (call) this run used, new or reused, keys in order of first use."""
+        return [m for key, n in self._used.items() for m in self._known[key][:n]]
 
-    def measure(self, candidates: Sequence[Candidate], sizes: Sequence[int], budget_s: float) -> list[Measurement]:
-        """Each candidate at each size; only unknown pairs are measured, with their share of ``budget_s``."""
+    def measure(self, candidates: Sequence[Candidate], sizes: Sequence[int], budget_s: float) -> list[Evidence]:
+        """Each candidate at each size; only pairs this run has not used yet are measured (or taken from the
+        log), with their share of ``budget_s``."""
         candidates = list(dict.fromkeys(candidates))
         sizes = list(dict.fromkeys(sizes))
         pairs = max(1, len(candidates) * len(sizes))
         for size in sizes:
-            missing = [c for c in candidates if self.key(c, size) not in self._known]
-            if missing:
-                self._measure_one(missing, size, budget_s * len(missing) / pairs)
-        out: list[Measurement] = []
-        for size in sizes:
-            for candidate in candidates:
-                key = self.key(candidate, size)
-                found = self._known.get(key)
-                if found is None:
-                    raise RuntimeError(f"CachedBench.measure(): the bench returned no measurement for {key}")
-                if key not in self._used:
-                    self._used[key] = found
-                out.append(found)
-        return out
+            fresh = [c for c in candidates if self._used.get(self.key(c, size), 0) == 0]
+            self._take(fresh, size, budget_s * len(fresh) / pairs)
+        return [self._evidence(c, s) for s in sizes for c in candidates]
+
+    def more(self, candidates: Sequence[Candidate], size: int, budget_s: float) -> list[Evidence]:
+        """One more call of ``candidates`` at ``size``, interleaved (each one's next call from the log, when
+        there is one): where a decision was unsure."""
+        candidates = list(dict.fromkeys(candidates))
+        self._take(candidates, size, budget_s)
+        self.remeasured += 1
+        return [self._evidence(c, size) for c in candidates]
+
+    def _take(self, candidates: list[Candidate], size: int, budget_s: float) -> None:
+        """The next call of each of ``candidates`` at ``size``: from the log when it has one, else measured
+        (every missing one in one harness call)."""
+        if not candidates:
+            return
+        keys = [self.key(c, size) for c in candidates]
+        missing = [
+            c for c, k in zip(candidates, keys, strict=True) if self._used.get(k, 0) >= len(self._known.get(k, ()))
+        ]
+        if missing:
+            self._measure_one(missing, size, budget_s * len(missing) / len(candidates))
+        for k in keys:
+            self._used[k] = self._used.get(k, 0) + 1
+
+    def _evidence(self, candidate: Candidate, size: int) -> Evidence:
+        found = self.get(candidate, size)
+        if found is None:
+            raise RuntimeError(f"CachedBench: the bench returned no measurement for {self.key(candidate, size)}")
+        return found
 
     def _measure_one(self, missing: list[Candidate], size: int, share: float) -> None:
         share = max(MIN_CALL_BUDGET_S, share)
@@ -197,6 +241,7 @@ class CachedBench:
         self.calls += 1
         self.wall_s += wall
         self.spent_s += spent
+        self.spent_by_phase[self._phase] = self.spent_by_phase.get(self._phase, 0.0) + spent
         self._requested_s += handed
         self._cost_s += spent
         self.progress.advance(spent)
@@ -211,7 +256,9 @@ class CachedBench:
             wall,
         )
         for m in got:
-            self._known[m.key] = m
+            # decide on what the log keeps (microseconds to 3 decimals), so a rerun over it decides the same
+            m = replace(m, samples_us=tuple(np.round(np.asarray(m.samples_us, dtype=np.float64), 3).tolist()))
+            self._known.setdefault(m.key, []).append(m)
             self.measured += 1
             if self.record is not None:
                 self.record(m)
@@ -220,7 +267,7 @@ class CachedBench:
         """The mean time per call of ``candidate`` at ``size`` from the nearest sizes measured (same
         algorithm), interpolated on log-log axes; ``None`` when there is nothing to go by."""
         points: dict[int, float] = {}
-        for m in self._known.values():
+        for m in (m for calls in self._known.values() for m in calls):
             same = m.candidate.algorithm == candidate.algorithm and m.samples_us and m.status == "ok"
             if same and (m.size_bytes not in points or m.candidate == candidate):
                 points[m.size_bytes] = sum(m.samples_us) / len(m.samples_us)

@@ -15,17 +15,18 @@ def _mode(result: WorldResult) -> str:
 
 
 def provenance_notes(results: Sequence[WorldResult]) -> str:
-    """Budget, noise and regret figures in one line (the table's ``provenance.notes``)."""
+    """Budget, rule and regret figures in one line (the table's ``provenance.notes``)."""
     if not results:
         return ""
     parts = [results[0].config.describe()]
     for r in results:
         g = r.regret
+        best, best_value = g.best_fixed()
         parts.append(
             f"ws={r.world_size}{_mode(r)}: {r.measured} measurements ({r.reused} reused from the log), "
             f"median spread {r.noise_median:.1%}, regret on {len(g.points)} off-grid sizes "
             f"{g.tuned_geomean:.3f} geomean / {g.tuned_worst:.3f} worst "
-            f"({r.fixed_rule} {g.fixed_geomean:.3f} / {g.fixed_worst:.3f})"
+            f"({r.fixed_rule} {g.fixed_geomean:.3f} / {g.fixed_worst:.3f}; best fixed rule {best} {best_value:.3f})"
         )
     return "; ".join(parts)
 

@@ -1,4 +1,4 @@
-"""What one tuning run does: sizes, resolution, noise rule and the time budget split.
+"""What one tuning run does: sizes, resolution, the rule for "faster" and the time budget split.
 
 The budget is seconds of measuring, split across the phases by weight. What
 a phase spent is counted from its measurements' samples (see
@@ -9,10 +9,12 @@ leaves its share to the later phases; one that overran leaves less.
 
 | phase | default share | what |
 |---|---|---|
-| sweep | 40% | every algorithm at the coarse sizes |
-| params | 10% | each declared tunable at up to two sizes the algorithm won |
-| bisect | 25% | each crossover, two algorithms per midpoint |
-| regret | 25% | every algorithm and both rules' choices at off-grid sizes |
+| sweep | 25% | every algorithm at the coarse sizes |
+| probe | 10% | between two coarse sizes won by one algorithm: it and its rivals at the midpoint |
+| settle | 10% | the sizes whose pick is unsure, the two candidates again |
+| params | 10% | each declared tunable at up to three sizes the algorithm won |
+| bisect | 20% | each crossover, two algorithms per midpoint (unsure midpoints again) |
+| regret | 25% | every algorithm and the rules' choices at off-grid sizes |
 
 ``TuneConfig.full()``: powers of 4 from 256 B to 64 MiB, crossovers to
 within 2^(1/4) (19%), 12 off-grid sizes, 60 s. ``TuneConfig.quick()``:
@@ -23,10 +25,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from artune.tune.evidence import Rule
 from artune.tune.grid import powers
-from artune.tune.noise import NoiseRule
 
-PHASES: tuple[tuple[str, float], ...] = (("sweep", 0.40), ("params", 0.10), ("bisect", 0.25), ("regret", 0.25))
+PHASES: tuple[tuple[str, float], ...] = (
+    ("sweep", 0.25),
+    ("probe", 0.10),
+    ("settle", 0.10),
+    ("params", 0.10),
+    ("bisect", 0.20),
+    ("regret", 0.25),
+)
 FULL_BUDGET_S = 60.0
 QUICK_BUDGET_S = 15.0
 
@@ -44,7 +53,7 @@ class TuneConfig:
     seed: int = 0
     dtype: str = "float32"
     itemsize: int = 4
-    noise: NoiseRule = field(default_factory=NoiseRule)
+    rule: Rule = field(default_factory=Rule)
     phases: tuple[tuple[str, float], ...] = PHASES
     quick: bool = False
 
@@ -77,8 +86,7 @@ class TuneConfig:
         """One line for provenance notes and reports."""
         split = ", ".join(f"{name} {share:.0%}" for name, share in self.phases)
         return (
-            f"budget {self.budget_s:g}s per world size ({split}); noise = p20-p80 spread, "
-            f"floor {self.noise.floor:.0%}, cap {self.noise.cap:.0%}; "
+            f"budget {self.budget_s:g}s per world size ({split}); {self.rule.describe()}; "
             f"crossovers bisected to {self.resolution:.2f}x"
         )
 

@@ -1,71 +1,102 @@
 """From measurements to a plan: the winner at each size, crossovers by bisection, bands.
 
-The rules (they are what ``artune tune`` promises; see also ``noise``):
+The rules (they are what ``artune tune`` promises; "faster", "tie" and
+"unsure" are the verdicts of ``artune.tune.evidence``, the one rule):
 
 1. Only *usable* candidates are chosen: the run finished, its result matched
    the reference (``nwrong == 0``) and it has a finite time. A candidate that
    gave wrong numbers at any size is banned everywhere.
-2. At each size, the candidates within noise of the fastest are *tied*. Among
-   tied candidates the *incumbent* (the winner at the next smaller size)
+2. At each size the *fastest* is the candidate with the lowest paired time
+   ratio against the one with the lowest median that no other candidate is
+   faster than (across calls, a lead in one call can outweigh the pooled
+   ratio: ``evidence``); the *contenders* are the
+   candidates the fastest is not faster than (a tie, or unsure), itself
+   included. Among them the *incumbent* (the winner at the next smaller size)
    stays; otherwise the simplest wins: the process-group baseline first, then
-   the order in which the bench lists its algorithms. So a band never flips on
-   noise, and the tuner never prefers a variant for a difference it cannot
-   tell from noise.
+   the order in which the bench lists its algorithms. So a band never flips
+   for a difference inside the tie band. When the fastest against the kept
+   candidate is *unsure*, the pick says so (``Pick.unsure``): the tuner then
+   measures the two again there, while its budget lasts, rather than keep the
+   incumbent on too little evidence.
 3. Where the winner changes between two coarse sizes, the crossover is found
    by bisection between them (geometric midpoints, quantized to tidy sizes):
    at each midpoint only the two algorithms are measured, and the upper one
-   takes the midpoint only if it beats the lower one by more than noise (the
-   lower band keeps ties, rule 2). Bisection stops when the bracket is within
-   the resolution; the band bound is the bracket's geometric midpoint.
-4. Bands end at the crossovers; the winner at the largest measured size keeps
-   every larger size (an open-ended last band, ``upto = "inf"``), unless it is
-   the fallback (the process group), which needs no band.
+   takes the midpoint only if it is faster than the lower one (the lower band
+   keeps ties, and what is still unsure after the re-measurements the step's
+   budget allows). Bisection stops when the bracket is within the
+   resolution; the band bound is the bracket's geometric midpoint.
+4. Bands end at the crossovers, and an earlier algorithm may come back
+   (one-shot, two-shot, one-shot: each change of winner is a crossover of its
+   own). The winner at the largest measured size keeps every larger size (an
+   open-ended last band, ``upto = "inf"``), unless it is the fallback (the
+   process group), which needs no band.
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from artune.measure.records import Candidate, Measurement
 from artune.table.model import Band, Plan, freeze_params
+from artune.tune.evidence import FASTER, UNSURE, Comparison, Rule, Timed, usable
 from artune.tune.grid import midpoint
-from artune.tune.noise import NoiseRule, Timed, margin, usable
 
 MeasureFn = Callable[[Sequence[Candidate], Sequence[int], float], list[Measurement]]
+
+#: re-measurements of one unsure bisection step at most (each with the step's budget)
+EXTRA_CALLS = 2
+
+
+class Sampler(Protocol):
+    """Where the tuner's evidence comes from (``artune.tune.bench.CachedBench``)."""
+
+    def measure(self, candidates: Sequence[Candidate], sizes: Sequence[int], budget_s: float) -> Sequence[Timed]:
+        """Each candidate at each size (sizes outer), measured the first time it is asked for."""
+        ...
+
+    def more(self, candidates: Sequence[Candidate], size: int, budget_s: float) -> Sequence[Timed]:
+        """One more interleaved call of ``candidates`` at ``size``, pooled with what was known."""
+        ...
 
 
 @dataclass(frozen=True)
 class Pick:
-    """The winner at one size and why."""
+    """The winner at one size, why, and how sure."""
 
     size: int
     winner: Candidate
-    why: str
+    why: str  # "fastest", "incumbent", "simpler" or "only usable"
     fastest: Candidate
-    margin: float  # how much faster the winner is than the runner-up (negative: kept within noise)
-    noise: float
+    against: Comparison | None  # the winner against the fastest (kept), or against the runner-up (fastest)
+    unsure: tuple[Candidate, Candidate] | None = None  # (fastest, winner): more rounds could change the pick
+
+    @property
+    def verdict(self) -> str:
+        """How sure the pick is: the verdict of ``against`` (``only usable`` without a rival)."""
+        return self.against.verdict if self.against is not None else "only usable"
 
 
 @dataclass(frozen=True)
 class Step:
-    """One bisection step: the midpoint measured and who took it."""
+    """One bisection step: the midpoint measured, who took it, on what evidence."""
 
     size: int
     winner: str
-    margin: float  # how much faster the upper candidate was (negative: slower)
-    noise: float
+    comparison: Comparison  # the upper candidate against the lower one
+    calls: int = 1  # harness calls behind it (more than one: it was unsure)
 
 
 @dataclass(frozen=True)
 class Crossover:
     """Where the band of ``below`` ends and the band of ``above`` begins.
 
-    ``below`` wins (or ties) at ``lo``, ``above`` beats it by more than noise
-    at ``hi``; the band bound ``at`` is the first size given to ``above``.
-    ``margin``/``noise`` are the upper candidate's lead at ``hi``.
+    ``below`` wins (or ties) at ``lo``, ``above`` is faster at ``hi``; the
+    band bound ``at`` is the first size given to ``above``. ``lead`` is the
+    upper candidate against the lower one at ``hi`` (``None``: not measured
+    there).
     """
 
     below: Candidate
@@ -74,14 +105,8 @@ class Crossover:
     lo: int
     hi: int
     at: int
-    margin: float
-    noise: float
+    lead: Comparison | None
     steps: tuple[Step, ...] = ()
-
-    @property
-    def confidence(self) -> float:
-        """``margin / noise`` at ``hi``: above 1 means the crossover is not noise."""
-        return self.margin / self.noise if self.noise > 0 else math.inf
 
     @property
     def resolution(self) -> float:
@@ -98,7 +123,7 @@ def preference_key(preference: Sequence[str]) -> Callable[[Candidate], tuple[int
 def pick(
     size: int,
     measurements: Sequence[Timed],
-    rule: NoiseRule,
+    rule: Rule,
     preference: Sequence[str],
     incumbent: Candidate | None = None,
     banned: Collection[Candidate] = (),
@@ -107,24 +132,33 @@ def pick(
     ok = [m for m in measurements if usable(m) and m.candidate not in banned]
     if not ok:
         return None
-    fastest = min(ok, key=lambda m: (m.time_us, preference_key(preference)(m.candidate)))
-    tied = [m for m in ok if not rule.beats(fastest, m)]
-    by_name = {m.candidate: m for m in tied}
-    if incumbent is not None and incumbent in by_name:
-        chosen, why = by_name[incumbent], "fastest" if incumbent == fastest.candidate else "incumbent"
+    simpler = preference_key(preference)
+    if len(ok) == 1:
+        return Pick(size, ok[0].candidate, "only usable", ok[0].candidate, None)
+    reference = min(ok, key=lambda m: (m.time_us, simpler(m.candidate)))
+    ratios = {m.candidate: rule.compare(m, reference).ratio if m is not reference else 1.0 for m in ok}
+    order = sorted(ok, key=lambda m: (ratios[m.candidate], simpler(m.candidate)))
+    # the fastest is one no other candidate is faster than (the verdict across calls can overrule the pooled
+    # ratio); the lowest ratio when every one of them is beaten by another
+    fastest = next((m for m in order if not any(rule.faster(x, m) for x in ok if x is not m)), order[0])
+    against = {m.candidate: rule.compare(fastest, m) for m in ok if m is not fastest}
+    contenders = [m for m in ok if m is fastest or against[m.candidate].verdict != FASTER]
+    names = {m.candidate for m in contenders}
+    if incumbent is not None and incumbent in names:
+        chosen, why = incumbent, "incumbent"
     else:
-        chosen = min(tied, key=lambda m: preference_key(preference)(m.candidate))
-        why = "fastest" if chosen is fastest else "simpler"
-    others = [m for m in ok if m is not chosen]
-    if not others:
-        return Pick(size, chosen.candidate, "only usable", fastest.candidate, math.inf, rule.floor)
-    runner = min(others, key=lambda m: m.time_us)
-    return Pick(size, chosen.candidate, why, fastest.candidate, margin(chosen, runner), rule.noise(chosen, runner))
+        chosen, why = min(names, key=simpler), "simpler"
+    if chosen == fastest.candidate:
+        runner = max(against.values(), key=lambda c: c.ratio)  # the closest rival
+        return Pick(size, chosen, "fastest", chosen, runner)
+    kept = against[chosen].swapped()
+    unsure = (fastest.candidate, chosen) if kept.verdict == UNSURE else None
+    return Pick(size, chosen, why, fastest.candidate, kept, unsure)
 
 
 def pick_all(
     by_size: Mapping[int, Sequence[Timed]],
-    rule: NoiseRule,
+    rule: Rule,
     preference: Sequence[str],
     banned: Collection[Candidate] = (),
 ) -> list[Pick]:
@@ -139,47 +173,54 @@ def pick_all(
     return picks
 
 
+def _by_candidate(got: Sequence[Timed]) -> dict[Candidate, Timed]:
+    return {m.candidate: m for m in got}
+
+
 def bisect_crossover(
-    measure: MeasureFn,
+    sampler: Sampler,
     below: Candidate,
     above: Candidate,
     lo: int,
     hi: int,
-    rule: NoiseRule,
+    rule: Rule,
     resolution: float,
     budget_per_step: float,
     itemsize: int = 4,
-    at_hi: tuple[Timed, Timed] | None = None,
+    extra_calls: int = EXTRA_CALLS,
 ) -> Crossover:
     """Refine the crossover between ``below`` (wins at ``lo``) and ``above`` (wins at ``hi``) (rule 3).
 
-    ``at_hi`` is ``(below, above)`` measured at ``hi`` when known, for the
-    reported margin; the steps' measurements replace it as ``hi`` moves down
-    (when neither is available, both are measured at ``hi`` once more).
+    A step whose comparison is unsure is measured again, up to
+    ``extra_calls`` times with ``budget_per_step`` each. The lead at ``hi``
+    comes from what the sampler knows there (measured once when it knows
+    nothing), then from the step that moved ``hi``.
     """
     coarse = (lo, hi)
     steps: list[Step] = []
-    lead = (margin(at_hi[1], at_hi[0]), rule.noise(at_hi[1], at_hi[0])) if at_hi else (math.nan, rule.floor)
+    got = _by_candidate(sampler.measure([below, above], [hi], budget_per_step))
+    lead: Comparison | None = rule.compare(got[above], got[below])
     while hi / lo > resolution:
         mid = midpoint(lo, hi, itemsize)
         if not lo < mid < hi:
             break
-        got = {m.candidate: m for m in measure([below, above], [mid], budget_per_step)}
-        low_m, up_m = got[below], got[above]
-        step_margin, step_noise = margin(up_m, low_m), rule.noise(up_m, low_m)
-        if rule.beats(up_m, low_m):
-            hi, lead = mid, (step_margin, step_noise)
-            steps.append(Step(mid, above.key, step_margin, step_noise))
+        got = _by_candidate(sampler.measure([below, above], [mid], budget_per_step))
+        found = rule.compare(got[above], got[below])
+        calls = 1
+        while found.verdict == UNSURE and calls <= extra_calls:
+            got = _by_candidate(sampler.more([below, above], mid, budget_per_step))
+            found = rule.compare(got[above], got[below])
+            calls += 1
+        if found.verdict == FASTER:
+            hi, lead = mid, found
+            steps.append(Step(mid, above.key, found, calls))
         else:
             lo = mid
-            steps.append(Step(mid, below.key, step_margin, step_noise))
-    if math.isnan(lead[0]):  # hi never moved and its measurements were not given: measure it
-        got = {m.candidate: m for m in measure([below, above], [hi], budget_per_step)}
-        lead = (margin(got[above], got[below]), rule.noise(got[above], got[below]))
+            steps.append(Step(mid, below.key, found, calls))
     at = midpoint(lo, hi, itemsize)
     if not lo < at <= hi:
         at = hi
-    return Crossover(below, above, coarse, lo, hi, at, lead[0], lead[1], tuple(steps))
+    return Crossover(below, above, coarse, lo, hi, at, lead, tuple(steps))
 
 
 def bands_from(

@@ -5,17 +5,19 @@ current best candidate of the algorithm (defaults at first) and one variant
 per declared value are measured together, interleaved, at up to three sizes
 where the algorithm won the coarse sweep (its two largest and its smallest:
 a parameter applies to every size the algorithm serves). A value is kept
-only when
+only when (verdicts of ``artune.tune.evidence``, against the current best)
 
 - it is usable (correct, finished) at every size,
-- it beats the current best by more than noise at one size at least,
-- it is not slower than the current best by more than noise at any size, and
+- it is faster at one size at least,
+- it is slower at none, and
 - its geometric-mean gain over the sizes is above 1 (the best such value wins).
 
-Otherwise the current best stays: a parameter never changes on noise. The
-search sizes are fresh (the geometric midpoint between two coarse sizes the
-algorithm won, when there is one), so the current best is measured in the
-same interleaved call as its variants rather than taken from the sweep.
+Otherwise the current best stays: a parameter never changes on noise. A
+value that would qualify but for an unsure verdict is measured once more
+with the current best at those sizes (a third of the parameter's budget).
+The search sizes are fresh (the geometric midpoint between two coarse sizes
+the algorithm won, when there is one), so the current best is measured in
+the same interleaved call as its variants rather than taken from the sweep.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from dataclasses import dataclass
 
 from artune.measure.records import Candidate
 from artune.table.model import ParamValue
-from artune.tune.derive import MeasureFn, Pick
+from artune.tune.derive import Pick, Sampler
+from artune.tune.evidence import FASTER, SLOWER, UNSURE, Comparison, Rule, Timed, usable, wrong
 from artune.tune.grid import midpoint
-from artune.tune.noise import NoiseRule, usable
 
 
 @dataclass(frozen=True)
@@ -37,8 +39,13 @@ class Trial:
 
     value: ParamValue
     gain: float  # geometric mean of t_best / t_value over the sizes (inf: best failed; 0: value failed)
-    noise: float
+    comparisons: tuple[Comparison, ...] = ()  # the value against the current best, per size
     wrong: bool = False
+
+    @property
+    def verdicts(self) -> tuple[str, ...]:
+        """The verdict at each size."""
+        return tuple(c.verdict for c in self.comparisons)
 
 
 @dataclass(frozen=True)
@@ -79,62 +86,68 @@ def _with(base: Candidate, param: str, value: ParamValue) -> Candidate:
     return Candidate.of(base.algorithm, params)
 
 
+def _trial(value: ParamValue, pairs: Sequence[tuple[Timed, Timed]], rule: Rule) -> Trial:
+    """One value against the current best: ``pairs`` is (best, value) at each size."""
+    if not all(usable(m) for _, m in pairs):
+        return Trial(value, 0.0, (), any(wrong(m) for _, m in pairs))
+    if not all(usable(b) for b, _ in pairs):
+        return Trial(value, math.inf)
+    found = tuple(rule.compare(m, b) for b, m in pairs)
+    gain = math.exp(sum(-math.log(c.ratio) for c in found) / len(found))
+    return Trial(value, gain, found)
+
+
+def _qualifies(trial: Trial, sure: bool = True) -> bool:
+    """Faster somewhere, slower nowhere, a gain above 1 (``sure=False``: an unsure verdict may stand in
+    for the faster one)."""
+    if math.isinf(trial.gain):
+        return True
+    won = FASTER in trial.verdicts or (not sure and UNSURE in trial.verdicts)
+    return bool(trial.comparisons) and won and SLOWER not in trial.verdicts and trial.gain > 1.0
+
+
 def search_param(
-    measure: MeasureFn,
+    sampler: Sampler,
     base: Candidate,
     param: str,
     values: Sequence[ParamValue],
     sizes: Sequence[int],
-    rule: NoiseRule,
+    rule: Rule,
     budget_s: float,
 ) -> ParamSearch:
-    """Measure ``base`` and each value of ``param`` at ``sizes`` in one call; keep a value only if it
-    beats ``base`` by more than noise (see the module rules)."""
+    """Measure ``base`` and each value of ``param`` at ``sizes`` in one call; keep a value only if it is
+    faster than ``base`` (see the module rules), measuring again once where that is unsure."""
     variants = {v: _with(base, param, v) for v in dict.fromkeys(values)}
     variants = {v: c for v, c in variants.items() if c != base}
-    got = measure([base, *variants.values()], list(sizes), budget_s)
-    at = {(m.candidate, m.size_bytes): m for m in got}
-    trials: list[Trial] = []
-    best: tuple[float, ParamValue] | None = None
-    for value, cand in variants.items():
-        pairs = [(at[(base, s)], at[(cand, s)]) for s in sizes]
-        wrong = any(m.nwrong > 0 or m.status == "invalid" for _, m in pairs)
-        if not all(usable(m) for _, m in pairs):
-            trials.append(Trial(value, 0.0, rule.floor, wrong))
-            continue
-        if not all(usable(b) for b, _ in pairs):
-            trials.append(Trial(value, math.inf, rule.floor))
-            if best is None or best[0] < math.inf:
-                best = (math.inf, value)
-            continue
-        gain = math.exp(sum(math.log(b.time_us / m.time_us) for b, m in pairs) / len(pairs))
-        noise = max(rule.noise(b, m) for b, m in pairs)
-        trials.append(Trial(value, gain, noise))
-        clear_win = any(rule.beats(m, b) for b, m in pairs)
-        never_worse = not any(rule.beats(b, m) for b, m in pairs)
-        if clear_win and never_worse and gain > 1.0 and (best is None or gain > best[0]):
-            best = (gain, value)
+
+    def trials() -> list[Trial]:
+        at = {(m.candidate, m.size_bytes): m for m in got}
+        return [_trial(v, [(at[(base, s)], at[(c, s)]) for s in sizes], rule) for v, c in variants.items()]
+
+    got = list(sampler.measure([base, *variants.values()], list(sizes), budget_s * 2 / 3))
+    found = trials()
+    maybe = [t for t in found if _qualifies(t, sure=False) and not _qualifies(t)]
+    if maybe:
+        again = [variants[t.value] for t in maybe]
+        where = [s for s in sizes if any(t.comparisons[sizes.index(s)].verdict == UNSURE for t in maybe)]
+        for size in where:
+            fresh = {m.candidate: m for m in sampler.more([base, *again], size, budget_s / 3 / len(where))}
+            got = [fresh.get(m.candidate, m) if m.size_bytes == size else m for m in got]
+        found = trials()
+    best = max((t for t in found if _qualifies(t)), key=lambda t: t.gain, default=None)
     if best is None:
-        reason = "no value beats the current setting by more than noise"
-        return ParamSearch(base.algorithm, param, tuple(sizes), base, tuple(trials), None, reason)
-    gain, value = best
-    reason = f"{param}={value} is {gain:.2f}x the current setting (noise {_pct(trials, value)})"
-    return ParamSearch(base.algorithm, param, tuple(sizes), base, tuple(trials), value, reason)
-
-
-def _pct(trials: Sequence[Trial], value: ParamValue) -> str:
-    for t in trials:
-        if t.value == value:
-            return f"{t.noise:.0%}"
-    return "?"
+        reason = "no value is faster than the current setting"
+        return ParamSearch(base.algorithm, param, tuple(sizes), base, tuple(found), None, reason)
+    reason = f"{param}={best.value} is {best.gain:.2f}x the current setting ({', '.join(best.verdicts)})"
+    return ParamSearch(base.algorithm, param, tuple(sizes), base, tuple(found), best.value, reason)
 
 
 def search_algorithm(
-    measure: MeasureFn,
+    sampler: Sampler,
     name: str,
     tunables: dict[str, tuple[ParamValue, ...]],
     sizes: Sequence[int],
-    rule: NoiseRule,
+    rule: Rule,
     budget_s: float,
 ) -> tuple[Candidate, list[ParamSearch]]:
     """Coordinate search over ``name``'s tunables; returns the best candidate and each parameter's search."""
@@ -142,7 +155,7 @@ def search_algorithm(
     searches: list[ParamSearch] = []
     params = [p for p in sorted(tunables) if tunables[p]]
     for param in params:
-        found = search_param(measure, base, param, tunables[param], sizes, rule, budget_s / len(params))
+        found = search_param(sampler, base, param, tunables[param], sizes, rule, budget_s / len(params))
         searches.append(found)
         if found.chosen is not None:
             base = _with(base, param, found.chosen)

@@ -30,7 +30,7 @@ from artune.measure.timers import TimingSpec
 from artune.table.model import Plan
 from artune.tune.bench import CachedBench, CommBench
 from artune.tune.config import TuneConfig
-from artune.tune.noise import NoiseRule
+from artune.tune.evidence import Rule
 from artune.tune.tuner import WorldResult, tune_world
 from artune.tune.verify import Check, verify_plan
 
@@ -58,7 +58,7 @@ class VerifyRequest:
 
     plan: Plan
     budget_s: float
-    rule: NoiseRule
+    rule: Rule
     peer_timeout: float | None = None
     log_level: int = logging.WARNING
 
@@ -150,7 +150,7 @@ def verify_rank(ctx: RankContext, request: VerifyRequest) -> list[Check] | None:
     _configure_logging(ctx, request.log_level)
     with Communicator(table=cpu_default(), timeout=request.peer_timeout) as comm:
         bench = CachedBench(CommBench(comm))
-        checks = verify_plan(bench.measure, request.plan, bench.algorithms, request.rule, request.budget_s)
+        checks = verify_plan(bench, request.plan, bench.algorithms, request.rule, request.budget_s)
     return checks if ctx.rank == 0 else None
 
 

@@ -1,25 +1,44 @@
-"""A synthetic bench: measurements from a cost model and a seeded noise generator.
+"""A synthetic bench: measurements from a cost model and a seeded model of a noisy machine.
 
 It stands in for the measurement harness wherever timing noise must not
 decide the outcome: the tuner's tests (known crossovers, known noise, wrong
 candidates, tunables) and dry runs of the report. Each algorithm has a cost
-function ``cost(size_bytes, params) -> microseconds``; every sample is that
-cost times ``1 + noise * N(0, 1)`` (clipped to stay positive), and a call
-takes as many samples as fit its budget (like the harness, within
-``[min_samples, max_samples]``). Every call is recorded in ``calls`` so tests
-can see exactly what was measured.
+function ``cost(size_bytes, params) -> microseconds``. A call is timed the
+way the harness times it: rounds of turns, each candidate ``burst`` calls in
+turn, odd rounds in reverse order, as many rounds as fit the budget (within
+``[min_samples, max_samples]`` samples). Each call's time is its cost times
+
+- ``1 + noise * N(0, 1)`` per rank (clipped to stay positive);
+- the machine's speed, ``exp(x)``, where ``x`` drifts from turn to turn
+  (an AR(1) walk of standard deviation ``drift`` whose correlation lasts
+  about ``drift_turns`` turns), shared by every candidate and every rank, and
+  carried from one call to the next (``drift``);
+- with probability ``tail`` per rank, a spike of ``1 + tail_scale * P``
+  where ``P`` is Pareto-distributed with infinite variance (a descheduled
+  rank: heavy tails);
+- ``1 + slow_rank`` on the last rank;
+
+and a sample is the slowest rank's time, as the harness records it. With
+``slow_share``, a call is in the machine's other regime with that
+probability (a whole call, as on the 2-core VM this models), and then an
+algorithm with a cost in ``slow_costs`` takes that cost instead. Every
+call is recorded in ``calls`` so tests can see exactly what was measured.
 """
 
 from __future__ import annotations
 
-import random
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from artune.measure.records import Candidate, Measurement
 from artune.table.model import ParamValue
 
 Cost = Callable[[int, Mapping[str, ParamValue]], float]
+
+TAIL_SHAPE = 1.5  # Pareto shape: a finite mean, an infinite variance
 
 
 def linear_cost(latency_us: float, gbps: float) -> Cost:
@@ -29,7 +48,7 @@ def linear_cost(latency_us: float, gbps: float) -> Cost:
 
 @dataclass
 class SyntheticBench:
-    """A ``Bench`` whose measurements come from ``costs`` with relative noise ``noise``."""
+    """A ``Bench`` whose measurements come from ``costs`` on a modelled noisy machine (see the module)."""
 
     costs: Mapping[str, Cost]
     noise: float = 0.02
@@ -43,10 +62,19 @@ class SyntheticBench:
     params: Mapping[str, Mapping[str, tuple[ParamValue, ...]]] = field(default_factory=dict)
     wrong: Callable[[Candidate, int], bool] = lambda candidate, size: False
     failing: Callable[[Candidate, int], str] = lambda candidate, size: ""  # a status, or "" when it runs
+    burst: int = 3
+    drift: float = 0.0
+    drift_turns: float = 50.0
+    tail: float = 0.0
+    tail_scale: float = 1.0
+    slow_rank: float = 0.0
+    slow_costs: Mapping[str, Cost] = field(default_factory=dict)
+    slow_share: float = 0.0
     calls: list[tuple[tuple[Candidate, ...], tuple[int, ...], float]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self._rng = random.Random(self.seed)
+        self._rng = np.random.default_rng(self.seed)
+        self._x = 0.0  # the machine's log speed now
 
     @property
     def algorithms(self) -> tuple[str, ...]:
@@ -64,19 +92,53 @@ class SyntheticBench:
         self.calls.append((tuple(candidates), tuple(sizes), budget_s))
         out = []
         for size in sizes:
-            round_us = sum(self.costs[c.algorithm](size, c.params_dict) for c in candidates)
+            call = f"synthetic-{len(self.calls)}-{size}"
+            status = {c: self.failing(c, size) for c in candidates}
+            live = [c for c in candidates if not status[c]]
+            regime = self.slow_costs if self.slow_share and self._rng.random() < self.slow_share else {}
+            costs = [regime.get(c.algorithm, self.costs[c.algorithm])(size, c.params_dict) for c in live]
+            round_us = max(sum(costs), 1e-9)
             iters = int(min(self.max_samples, max(self.min_samples, budget_s / len(sizes) * 1e6 / round_us)))
             if max_iters is not None:
                 iters = max(self.min_samples, min(iters, max_iters))
+            samples = self._timed(costs, math.ceil(iters / self.burst)) if live else {}
+            rows = dict(zip(live, samples, strict=True)) if live else {}
             for cand in candidates:
-                out.append(self._one(cand, size, iters))
+                nwrong = size // 4 if self.wrong(cand, size) else 0
+                if status[cand]:
+                    m = Measurement(
+                        cand, size, self.dtype, self.world_size, (), nwrong, status[cand], "synthetic failure"
+                    )
+                else:
+                    m = Measurement(
+                        cand, size, self.dtype, self.world_size, rows[cand], nwrong, "ok", burst=self.burst, call=call
+                    )
+                out.append(m)
         return out
 
-    def _one(self, cand: Candidate, size: int, iters: int) -> Measurement:
-        status = self.failing(cand, size)
-        nwrong = size // 4 if self.wrong(cand, size) else 0
-        if status:
-            return Measurement(cand, size, self.dtype, self.world_size, (), nwrong, status, "synthetic failure")
-        base = self.costs[cand.algorithm](size, cand.params_dict)
-        samples = tuple(max(base * 0.05, base * (1.0 + self.noise * self._rng.gauss(0.0, 1.0))) for _ in range(iters))
-        return Measurement(cand, size, self.dtype, self.world_size, samples, nwrong, "ok")
+    def _timed(self, costs: list[float], rounds: int) -> list[tuple[float, ...]]:
+        """``rounds`` rounds of turns of every cost: each one's samples, in time order."""
+        k, b, w = len(costs), self.burst, max(1, self.world_size)
+        turns = rounds * k
+        # the machine's speed per turn: an AR(1) walk in log space, continued from the last call
+        rho = math.exp(-1.0 / max(self.drift_turns, 1e-9))
+        steps = self._rng.standard_normal(turns) * self.drift * math.sqrt(1.0 - rho * rho)
+        speed = []
+        x = self._x
+        for step in steps.tolist():
+            x = rho * x + step
+            speed.append(x)
+        self._x = x
+        per_rank = 1.0 + self.noise * self._rng.standard_normal((turns, b, w))
+        if self.tail > 0:
+            hit = self._rng.random((turns, b, w)) < self.tail
+            per_rank *= np.where(hit, 1.0 + self.tail_scale * self._rng.pareto(TAIL_SHAPE, (turns, b, w)), 1.0)
+        if self.slow_rank:
+            per_rank[:, :, -1] *= 1.0 + self.slow_rank
+        factor = np.maximum(per_rank, 0.05).max(axis=2) * np.exp(speed)[:, None]  # the slowest rank per call
+        # turn t of round r belongs to candidate t % k, or k - 1 - t % k in odd rounds (reversed order)
+        slot = np.arange(turns) % k
+        owner = np.where((np.arange(turns) // k) % 2 == 0, slot, k - 1 - slot)
+        out = np.empty((k, rounds, b))
+        out[owner, np.arange(turns) // k] = factor * np.asarray(costs)[owner][:, None]
+        return [tuple(row.ravel().tolist()) for row in out]

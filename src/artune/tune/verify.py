@@ -4,13 +4,16 @@ For every band bound of a plan (where one algorithm hands over to the next,
 or to the fallback) the two algorithms are re-measured together, just below
 the bound (the lower band's side) and just above it (the upper band's side),
 by a factor of sqrt(2) or less when a band is narrower. The bound *holds*
-when neither side's algorithm is beaten on its own side by more than noise
-(the tuner's noise rule); drift is reported per bound as the margins on both
-sides. An open-ended last band claims that its algorithm beats the fallback
-at every larger size: it is re-measured against the fallback at a few sizes
+when neither side's algorithm is slower on its own side (the tuner's rule,
+``artune.tune.evidence``: the paired interval beyond the tie band); drift is
+reported per bound as the time ratio and its interval on both sides. An
+open-ended last band claims that its algorithm beats the fallback at every
+larger size: it is re-measured against the fallback at a few sizes
 across it (from its first size to the largest size ``artune tune``
-measures), and it *holds* when the fallback beats it by more than noise at
-none of them. So a one-band table is verified too.
+measures), and it *holds* when it is slower than the fallback at none of
+them. So a one-band table is verified too. A side whose verdict is unsure
+is measured again (up to ``EXTRA_CALLS`` times, within the check's share of
+the budget); one still unsure holds, and says so.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from artune.measure.records import Candidate
 from artune.sizes import format_size, format_span
 from artune.table.model import Plan
 from artune.tune.config import TuneConfig
-from artune.tune.derive import MeasureFn
+from artune.tune.derive import EXTRA_CALLS, Sampler
+from artune.tune.evidence import SLOWER, UNSURE, Comparison, Rule
 from artune.tune.grid import midpoint, quantize
-from artune.tune.noise import NoiseRule, margin, usable
 
 SIDE_FACTOR = math.sqrt(2.0)
 
@@ -42,6 +45,17 @@ class Bound:
     upper_to: int | None  # the upper band's last size (None: no end, the fallback)
 
 
+def _verdict(holds: bool, unsure: bool) -> str:
+    if not holds:
+        return "DRIFTED"
+    return "holds (unsure: too few rounds to be sure; a larger --budget decides)" if unsure else "holds"
+
+
+def _side(size: int, c: Comparison) -> str:
+    """``at 16KiB shm_one_shot/shm_two_shot 0.912x [0.900, 0.925]: faster``."""
+    return f"at {format_size(size)} {c.describe()}"
+
+
 @dataclass(frozen=True)
 class BoundCheck:
     """The re-measurement of one bound."""
@@ -50,36 +64,36 @@ class BoundCheck:
     bound: Bound
     below_size: int
     above_size: int
-    below_margin: float  # how much faster the lower algorithm is just below the bound
-    below_noise: float
-    above_margin: float  # how much faster the upper algorithm is just above the bound
-    above_noise: float
-    below_lost: bool  # the upper algorithm beat the lower one by more than noise below the bound
-    above_lost: bool  # the lower algorithm beat the upper one by more than noise above the bound
+    below: Comparison  # the lower algorithm against the upper one, just below the bound
+    above: Comparison  # the upper algorithm against the lower one, just above the bound
+
+    @property
+    def below_lost(self) -> bool:
+        """The lower algorithm is slower than the upper one below the bound (or failed there)."""
+        return self.below.verdict == SLOWER
+
+    @property
+    def above_lost(self) -> bool:
+        """The upper algorithm is slower than the lower one above the bound (or failed there)."""
+        return self.above.verdict == SLOWER
 
     @property
     def holds(self) -> bool:
-        """Neither side is lost by more than noise."""
+        """Neither side is lost."""
         return not self.below_lost and not self.above_lost
 
+    @property
+    def unsure(self) -> bool:
+        """A side is still unsure after the re-measurements (it holds, but not surely)."""
+        return UNSURE in (self.below.verdict, self.above.verdict)
+
     def describe(self) -> str:
-        """One line: the bound, both sides' margins and the verdict."""
+        """One line: the bound, both sides' ratios and the verdict."""
         b = self.bound
-
-        def side(size: int, winner: Candidate, loser: Candidate, lead: float, noise: float) -> str:
-            if math.isinf(lead):
-                text = f"{loser.key} failed" if lead > 0 else f"{winner.key} failed"
-            elif lead >= 0:
-                text = f"{winner.key} {lead:.0%} faster"
-            else:
-                text = f"{loser.key} {-lead:.0%} faster"
-            return f"at {format_size(size)} {text} (noise {noise:.0%})"
-
-        verdict = "holds" if self.holds else "DRIFTED"
+        verdict = _verdict(self.holds, self.unsure)
         return (
             f"ws={self.world_size} bound {format_size(b.at)} ({b.lower.key} -> {b.upper.key}): "
-            f"{side(self.below_size, b.lower, b.upper, self.below_margin, self.below_noise)}; "
-            f"{side(self.above_size, b.upper, b.lower, self.above_margin, self.above_noise)}: {verdict}"
+            f"{_side(self.below_size, self.below)}; {_side(self.above_size, self.above)}: {verdict}"
         )
 
 
@@ -139,28 +153,28 @@ class BandCheck:
     world_size: int
     band: OpenBand
     sizes: tuple[int, ...]
-    margins: tuple[float, ...]  # how much faster the band's algorithm is at each size
-    noises: tuple[float, ...]
-    lost: tuple[bool, ...]  # the fallback beat it by more than noise (or it failed) at each size
+    comparisons: tuple[Comparison, ...]  # the band's algorithm against the fallback at each size
+
+    @property
+    def lost(self) -> tuple[bool, ...]:
+        """Whether the band's algorithm is slower than the fallback (or failed) at each size."""
+        return tuple(c.verdict == SLOWER for c in self.comparisons)
 
     @property
     def holds(self) -> bool:
-        """The fallback beats the band's algorithm by more than noise at none of the sizes."""
+        """The band's algorithm is slower than the fallback at none of the sizes."""
         return not any(self.lost)
 
+    @property
+    def unsure(self) -> bool:
+        """A size is still unsure after the re-measurements (it holds, but not surely)."""
+        return any(c.verdict == UNSURE for c in self.comparisons)
+
     def describe(self) -> str:
-        """One line: the band, the margin at each size and the verdict."""
+        """One line: the band, the ratio at each size and the verdict."""
         b = self.band
-        parts = []
-        for size, lead, noise in zip(self.sizes, self.margins, self.noises, strict=True):
-            if math.isinf(lead):
-                text = f"{b.fallback.key if lead > 0 else b.algorithm.key} failed"
-            elif lead >= 0:
-                text = f"{b.algorithm.key} {lead:.0%} faster"
-            else:
-                text = f"{b.fallback.key} {-lead:.0%} faster"
-            parts.append(f"at {format_size(size)} {text} (noise {noise:.0%})")
-        verdict = "holds" if self.holds else "DRIFTED"
+        parts = [_side(size, c) for size, c in zip(self.sizes, self.comparisons, strict=True)]
+        verdict = _verdict(self.holds, self.unsure)
         return (
             f"ws={self.world_size} band {format_span(b.lower, None)} ({b.algorithm.key} over fallback "
             f"{b.fallback.key}): {'; '.join(parts)}: {verdict}"
@@ -180,53 +194,58 @@ def sides(bound: Bound, itemsize: int = 4, factor: float = SIDE_FACTOR) -> tuple
     return below, max(above, below + itemsize)
 
 
+def _settled(
+    sampler: Sampler, rule: Rule, a: Candidate, b: Candidate, size: int, got: Comparison, budget_s: float
+) -> Comparison:
+    """``got`` (``a`` against ``b`` at ``size``), measured again while unsure, up to ``EXTRA_CALLS`` times."""
+    for _ in range(EXTRA_CALLS):
+        if got.verdict != UNSURE:
+            break
+        at = {m.candidate: m for m in sampler.more([a, b], size, budget_s)}
+        got = rule.compare(at[a], at[b])
+    return got
+
+
 def verify_plan(
-    measure: MeasureFn,
+    sampler: Sampler,
     plan: Plan,
     available: Collection[str],
-    rule: NoiseRule,
+    rule: Rule,
     budget_s: float,
     itemsize: int = 4,
     top: int = TuneConfig.max_size,
 ) -> list[Check]:
     """Re-measure both sides of every bound of ``plan``, then its open-ended last band across
-    ``[lower, top]`` against the fallback (collective when ``measure`` is)."""
+    ``[lower, top]`` against the fallback (collective when ``sampler`` is).
+
+    Each check gets an equal share of ``budget_s``: half for the first call, the rest for measuring
+    again a side whose verdict is unsure.
+    """
     found = bounds_of(plan, available)
     band = open_band_of(plan, available)
     share = budget_s / max(1, len(found) + (band is not None))
     checks: list[Check] = []
     for bound in found:
         below, above = sides(bound, itemsize)
-        got = measure([bound.lower, bound.upper], [below, above], share)
+        got = sampler.measure([bound.lower, bound.upper], [below, above], share / 2)
         at = {(m.candidate, m.size_bytes): m for m in got}
-        lo_l, lo_u = at[(bound.lower, below)], at[(bound.upper, below)]
-        hi_l, hi_u = at[(bound.lower, above)], at[(bound.upper, above)]
-        checks.append(
-            BoundCheck(
-                plan.world_size,
-                bound,
-                below,
-                above,
-                margin(lo_l, lo_u),
-                rule.noise(lo_l, lo_u),
-                margin(hi_u, hi_l),
-                rule.noise(hi_u, hi_l),
-                rule.beats(lo_u, lo_l) or not usable(lo_l),
-                rule.beats(hi_l, hi_u) or not usable(hi_u),
-            )
-        )
+        extra = share / 2 / (2 * EXTRA_CALLS)
+        lower_side = rule.compare(at[(bound.lower, below)], at[(bound.upper, below)])
+        lower_side = _settled(sampler, rule, bound.lower, bound.upper, below, lower_side, extra)
+        upper_side = rule.compare(at[(bound.upper, above)], at[(bound.lower, above)])
+        upper_side = _settled(sampler, rule, bound.upper, bound.lower, above, upper_side, extra)
+        checks.append(BoundCheck(plan.world_size, bound, below, above, lower_side, upper_side))
     if band is not None:
         sizes = across(band.lower, top, itemsize)
-        at = {(m.candidate, m.size_bytes): m for m in measure([band.algorithm, band.fallback], sizes, share)}
-        pairs = [(at[(band.algorithm, size)], at[(band.fallback, size)]) for size in sizes]
-        checks.append(
-            BandCheck(
-                plan.world_size,
-                band,
-                tuple(sizes),
-                tuple(margin(a, f) for a, f in pairs),
-                tuple(rule.noise(a, f) for a, f in pairs),
-                tuple(rule.beats(f, a) or not usable(a) for a, f in pairs),
+        got = sampler.measure([band.algorithm, band.fallback], sizes, share / 2)
+        at = {(m.candidate, m.size_bytes): m for m in got}
+        extra = share / 2 / (len(sizes) * EXTRA_CALLS)
+        found_ = tuple(
+            _settled(
+                sampler, rule, band.algorithm, band.fallback, size,
+                rule.compare(at[(band.algorithm, size)], at[(band.fallback, size)]), extra,
             )
-        )
+            for size in sizes
+        )  # fmt: skip
+        checks.append(BandCheck(plan.world_size, band, tuple(sizes), found_))
     return checks

@@ -1,0 +1,437 @@
+"""When is one candidate faster than another? The tuner's one rule, decided on paired evidence.
+
+Every decision the tuner takes (which algorithm wins a size, where a band
+ends, whether a parameter value helps, whether a table still holds) asks one
+question: is ``a`` faster than ``b`` at this size? ``Rule.compare`` answers it,
+and nothing else in the tuner does.
+
+**The unit is the round.** The harness times candidates in turns: round after
+round, each candidate runs ``burst`` timed calls (eager calls on a CPU or with
+CUDA events, graph replays in graph mode: the statistic does not care which),
+odd rounds in reverse order. Two turns of one round are adjacent in time, so
+what the machine does between rounds (another job starts, a clock steps down,
+a core is taken away) hits both alike. Per round the statistic takes the
+ratio of the two turns' medians, ``q = median(a's turn) / median(b's turn)``:
+drift between rounds cancels in it, a spike in one call of a turn does not
+move the turn's median, and a slow rank is in both turns (each sample is
+already the slowest rank's time).
+
+**The interval.** The estimate is the median of ``q`` over every round in
+which both were timed (pooled over the harness calls that timed both). Its
+interval at ``level`` is the distribution-free one for a median: the order
+statistics of ``q`` that a sign test at that level cannot reject. It is valid
+for any distribution of ``q``, heavy tails and two-regime machines included,
+needs no resampling, and is a pure function of the sorted ratios, so every
+rank reaches the same decision bit for bit (decisions are collective: a rank
+that decided otherwise would run another sequence of calls and hang its
+peers). A bootstrap of the ratio of medians would need a shared random stream
+and a few hundred medians per decision for the same answer. Two candidates
+never timed in one call (a log from before calls were named) fall back to
+the two medians' own intervals over turns, each at ``sqrt(level)``, combined
+into one for the ratio: wider, and blind to drift between the calls.
+
+**The tie band.** A difference is acted on only when the whole interval lies
+outside ``[1 / (1 + tie), 1 + tie]``. The interval covers the noise of the
+rounds it saw, not two effects it cannot see, which this 2-core VM shows:
+
+- a candidate's position in the round: two parameter variants that run the
+  same code (``chunk_bytes`` above the message size) came out 0.5% to 2.3%
+  apart with intervals excluding 1, before odd rounds were reversed;
+- the machine changing between calls: the same pair's ratio moves from call
+  to call (one-shot against two-shot at 256 B: 1.07, then 0.94, in three
+  calls within a minute) as other work comes and goes.
+
+So ``tie`` is 3%: above both effects, below the 5-15% leads that were left
+on the table before (two-shot over one-shot from 64 KiB to 1 MiB), and a tie
+costs at most 3% at that size. ``level`` is 99% (0.5% in each tail) because
+one tuning run takes a few tens of decisions.
+
+**Across calls.** A decision may rest on several harness calls, taken at
+different moments (the tuner measures a close call again later, and an
+unsure one until it decides). This VM's ratio of two algorithms changes
+between such moments: for seconds at a time every call pays about 46 us more
+and two-shot leads one-shot by 15-27% at 256-512 KiB, where at other moments
+they tie (one regime or the other for a whole call). Pooling the rounds would
+let the quick regime outvote the slow one (it fits more rounds into a
+second), so each call also gets its own verdict: faster in some call and
+slower in none is faster; faster in one and slower in another goes to the
+side whose worst call loses less; otherwise the pooled verdict stands.
+
+**Verdicts** (of ``a`` against ``b``): ``faster`` (interval below the band),
+``slower`` (above it), ``tie`` (inside it), ``unsure`` (it overlaps an edge of
+the band: more rounds would decide, so the tuner measures again there while
+its budget lasts, then keeps the incumbent). A candidate that failed or gave
+wrong numbers is slower than any that ran (``usable``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+from typing import Protocol
+
+import numpy as np
+
+from artune.measure.records import Candidate, Measurement
+from artune.measure.stats import summarize
+
+TIE = 0.03
+LEVEL = 0.99
+FASTER, SLOWER, TIE_VERDICT, UNSURE = "faster", "slower", "tie", "unsure"
+VERDICTS = (FASTER, SLOWER, TIE_VERDICT, UNSURE)
+_EXACT_UP_TO = 1000  # rounds; beyond, the sign test's ranks come from the normal approximation
+
+
+class Timed(Protocol):
+    """What the tuner reads of one candidate at one size: a ``Measurement`` (one call) or ``Evidence``."""
+
+    @property
+    def candidate(self) -> Candidate: ...
+
+    @property
+    def size_bytes(self) -> int: ...
+
+    @property
+    def time_us(self) -> float: ...
+
+    @property
+    def p20_us(self) -> float: ...
+
+    @property
+    def p80_us(self) -> float: ...
+
+    @property
+    def nwrong(self) -> int: ...
+
+    @property
+    def status(self) -> str: ...
+
+
+def usable(m: Timed) -> bool:
+    """True when ``m`` ran, gave correct results and has a finite time: only these are ever chosen."""
+    return m.status == "ok" and m.nwrong == 0 and math.isfinite(m.time_us) and m.time_us > 0
+
+
+def wrong(m: Timed) -> bool:
+    """True when ``m`` gave wrong numbers (``nwrong > 0`` or status ``invalid``): never choose it anywhere."""
+    return m.nwrong > 0 or m.status == "invalid"
+
+
+def spread(m: Timed) -> float:
+    """``(p80 - p20) / median`` of ``m``: the dispersion of single calls (reported, never decided on)."""
+    if not usable(m):
+        return math.inf
+    return max(0.0, (m.p80_us - m.p20_us) / m.time_us)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Every harness call that timed one candidate at one size, pooled: what the tuner decides on.
+
+    A first measurement is one call; where a decision was unsure the tuner
+    adds calls (``CachedBench.more``). Times are over all samples; the
+    comparison pairs the rounds of calls that timed both candidates.
+    """
+
+    calls: tuple[Measurement, ...]
+
+    def __post_init__(self) -> None:
+        if not self.calls:
+            raise ValueError("Evidence(): needs at least one measurement")
+        first = self.calls[0]
+        if any((m.candidate, m.size_bytes) != (first.candidate, first.size_bytes) for m in self.calls):
+            raise ValueError(f"Evidence(): calls of other candidates or sizes than {first.key}")
+
+    @property
+    def candidate(self) -> Candidate:
+        """The candidate."""
+        return self.calls[0].candidate
+
+    @property
+    def size_bytes(self) -> int:
+        """The message size."""
+        return self.calls[0].size_bytes
+
+    @property
+    def status(self) -> str:
+        """``ok`` when every call ran, else the first failure's status."""
+        return next((m.status for m in self.calls if m.status != "ok"), "ok")
+
+    @property
+    def nwrong(self) -> int:
+        """Wrong elements over the calls' checks (``-1`` when a call was not checked and none was wrong)."""
+        counts = [m.nwrong for m in self.calls]
+        if any(n > 0 for n in counts):
+            return sum(n for n in counts if n > 0)
+        return 0 if all(n == 0 for n in counts) else -1
+
+    @cached_property
+    def samples_us(self) -> tuple[float, ...]:
+        """Every call's samples, in call order."""
+        return tuple(s for m in self.calls for s in m.samples_us)
+
+    @cached_property
+    def _summary(self) -> tuple[float, float, float]:
+        if self.status != "ok" or not self.samples_us:
+            return math.inf, math.inf, math.inf
+        s = summarize(self.samples_us)
+        return s.median, s.p20, s.p80
+
+    @property
+    def time_us(self) -> float:
+        """Median of all samples (``inf`` when a call failed)."""
+        return self._summary[0]
+
+    @property
+    def p20_us(self) -> float:
+        """20th percentile of all samples."""
+        return self._summary[1]
+
+    @property
+    def p80_us(self) -> float:
+        """80th percentile of all samples."""
+        return self._summary[2]
+
+    @property
+    def iters(self) -> int:
+        """Samples over all calls."""
+        return len(self.samples_us)
+
+    @cached_property
+    def turns(self) -> dict[str, np.ndarray]:
+        """Per named call, the median of each of its turns (what ``paired_ratios`` pairs)."""
+        return {m.call: _turns(m) for m in self.calls if m.call and m.status == "ok"}
+
+
+def calls_of(m: Timed) -> tuple[Measurement, ...]:
+    """The harness calls behind ``m``."""
+    if isinstance(m, Evidence):
+        return m.calls
+    if isinstance(m, Measurement):
+        return (m,)
+    return tuple(getattr(m, "calls", ()))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """``a`` against ``b`` at one size: the ratio of their times, its interval and the verdict."""
+
+    a: Candidate
+    b: Candidate
+    size: int
+    ratio: float  # a's time over b's (below 1: a is faster); inf when only a failed, 0 when only b did
+    low: float
+    high: float
+    rounds: int  # paired rounds behind the interval (0: unpaired, from the two medians' intervals)
+    verdict: str
+    level: float = LEVEL
+    tie: float = TIE
+    calls: tuple[tuple[float, str], ...] = ()  # (ratio, verdict) per harness call, when more than one paired
+
+    @property
+    def lead(self) -> float:
+        """How much faster ``a`` is than ``b`` by the estimate: ``1 / ratio - 1`` (negative: slower)."""
+        if self.ratio == 0:
+            return math.inf
+        return 1.0 / self.ratio - 1.0 if math.isfinite(self.ratio) else -1.0
+
+    def rounds_to_decide(self) -> float:
+        """Paired rounds in all after which this interval would clear the edge of the tie band it
+        overlaps, if the ratio stayed where it is and the interval shrank as ``1 / sqrt(rounds)``
+        (``inf`` when no number would: the ratio sits on the edge, or there is no interval yet)."""
+        if self.verdict != UNSURE or not self.rounds or not (self.low > 0 and math.isfinite(self.high)):
+            return math.inf
+        r = math.log(self.ratio)
+        edges = [math.log(e) for e in (1.0 / (1.0 + self.tie), 1.0 + self.tie) if self.low < e < self.high]
+        if not edges:
+            return math.inf
+        edge = min(edges, key=lambda e: abs(e - r))
+        half = math.log(self.high) - r if edge > r else r - math.log(self.low)
+        distance = abs(edge - r)
+        return self.rounds * (half / distance) ** 2 if distance > 0 else math.inf
+
+    def swapped(self) -> Comparison:
+        """``b`` against ``a``."""
+        flip = {FASTER: SLOWER, SLOWER: FASTER}
+        inv = lambda x: math.inf if x == 0 else (0.0 if math.isinf(x) else 1.0 / x)  # noqa: E731
+        calls = tuple((inv(r), flip.get(v, v)) for r, v in self.calls)
+        return Comparison(
+            self.b, self.a, self.size, inv(self.ratio), inv(self.high), inv(self.low), self.rounds,
+            flip.get(self.verdict, self.verdict), self.level, self.tie, calls,
+        )  # fmt: skip
+
+    def interval(self) -> str:
+        """``0.861x [0.842, 0.880]``: the ratio and its interval (``failed`` when one of them did not run)."""
+        if math.isinf(self.ratio):
+            return f"{self.a.key} failed"
+        if self.ratio == 0:
+            return f"{self.b.key} failed"
+        if math.isnan(self.ratio):
+            return "-"
+        high = "inf" if math.isinf(self.high) else f"{self.high:.3f}"
+        return f"{self.ratio:.3f}x [{self.low:.3f}, {high}]"
+
+    def describe(self) -> str:
+        """One phrase: ``shm_two_shot/shm_one_shot 0.861x [0.842, 0.880] over 313 rounds: faster``."""
+        over = f"over {self.rounds} rounds" if self.rounds else "unpaired"
+        each = f" (per call: {', '.join(f'{r:.3f} {v}' for r, v in self.calls)})" if self.calls else ""
+        return f"{self.a.key}/{self.b.key} {self.interval()} {over}{each}: {self.verdict}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _sign_rank(n: int, level: float) -> int:
+    """The largest ``k`` with ``P(Binomial(n, 1/2) < k) <= (1 - level) / 2`` (0: no interval at ``level``).
+
+    The interval for a median is then the ``k``-th smallest and ``k``-th
+    largest of ``n`` values. Exact in integers up to 1000 values (so every
+    rank gets the same ``k``), the normal approximation with continuity
+    correction above.
+    """
+    tail = Fraction(1.0 - level) / 2
+    if n > _EXACT_UP_TO:
+        z = statistics.NormalDist().inv_cdf(1.0 - float(tail))
+        return max(0, math.floor((n + 1 - z * math.sqrt(n)) / 2))
+    limit = tail * 2**n
+    total, k = 0, 0
+    while k <= n:
+        term = math.comb(n, k)
+        if total + term > limit:
+            break
+        total += term
+        k += 1
+    return k
+
+
+def median_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
+    """``(median, low, high)`` of ``values``: the distribution-free interval for the median at ``level``
+    (``low = 0``, ``high = inf`` when there are too few values for one)."""
+    ordered = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(ordered)
+    if n == 0:
+        return math.nan, 0.0, math.inf
+    mid = float(np.median(ordered))
+    k = _sign_rank(n, level)
+    if k == 0:
+        return mid, 0.0, math.inf
+    return mid, float(ordered[k - 1]), float(ordered[n - k])
+
+
+def _turns(m: Measurement) -> np.ndarray:
+    """The median of each turn of ``m`` (its samples ``burst`` at a time)."""
+    samples = np.asarray(m.samples_us, dtype=np.float64)
+    rounds = len(samples) // m.burst
+    return np.median(samples[: rounds * m.burst].reshape(rounds, m.burst), axis=1)
+
+
+def _turns_by_call(m: Timed) -> dict[str, np.ndarray]:
+    if isinstance(m, Evidence):
+        return m.turns
+    return {c.call: _turns(c) for c in calls_of(m) if c.call and c.status == "ok"}
+
+
+def ratios_by_call(a: Timed, b: Timed) -> list[np.ndarray]:
+    """Per-round ``a / b`` of each harness call that timed both, in call order."""
+    theirs = _turns_by_call(b)
+    ratios = []
+    for call, ta in _turns_by_call(a).items():
+        tb = theirs.get(call)
+        if tb is None or len(ta) != len(tb):
+            continue
+        ok = (ta > 0) & (tb > 0)
+        if ok.any():
+            ratios.append(ta[ok] / tb[ok])
+    return ratios
+
+
+def paired_ratios(a: Timed, b: Timed) -> np.ndarray:
+    """Per-round ``a / b`` over every harness call that timed both (empty when none did)."""
+    ratios = ratios_by_call(a, b)
+    return np.concatenate(ratios) if ratios else np.zeros(0)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The rule for "faster": a ``level`` interval of the paired time ratio must clear the ``tie`` band."""
+
+    tie: float = TIE
+    level: float = LEVEL
+
+    def __post_init__(self) -> None:
+        if not (0.0 <= self.tie < 1.0 and 0.5 <= self.level < 1.0):
+            raise ValueError(f"Rule(): need 0 <= tie < 1 and 0.5 <= level < 1, got tie={self.tie}, level={self.level}")
+
+    @property
+    def band(self) -> tuple[float, float]:
+        """The ratios that count as equally fast: ``[1 / (1 + tie), 1 + tie]``."""
+        return 1.0 / (1.0 + self.tie), 1.0 + self.tie
+
+    def verdict(self, low: float, high: float) -> str:
+        """``faster``/``slower``/``tie``/``unsure`` of an interval ``[low, high]`` of a time ratio."""
+        lo_band, hi_band = self.band
+        if high < lo_band:
+            return FASTER
+        if low > hi_band:
+            return SLOWER
+        if low >= lo_band and high <= hi_band:
+            return TIE_VERDICT
+        return UNSURE
+
+    def compare(self, a: Timed, b: Timed) -> Comparison:
+        """``a`` against ``b``: paired over the rounds of calls that timed both, else from each one's turns."""
+        ca, cb, size = a.candidate, b.candidate, a.size_bytes
+        ok_a, ok_b = usable(a), usable(b)
+        if not ok_a or not ok_b:
+            if ok_a:
+                return Comparison(ca, cb, size, 0.0, 0.0, 0.0, 0, FASTER, self.level, self.tie)
+            if ok_b:
+                return Comparison(ca, cb, size, math.inf, math.inf, math.inf, 0, SLOWER, self.level, self.tie)
+            return Comparison(ca, cb, size, math.nan, math.nan, math.nan, 0, TIE_VERDICT, self.level, self.tie)
+        by_call = ratios_by_call(a, b)
+        if by_call:
+            ratios = np.concatenate(by_call)
+            ratio, low, high = median_interval(ratios, self.level)
+            verdict, calls = self.verdict(low, high), ()
+            if len(by_call) > 1:
+                calls = tuple(
+                    (m, self.verdict(lo, hi)) for m, lo, hi in (median_interval(r, self.level) for r in by_call)
+                )
+                verdict = self.across(verdict, calls)
+            return Comparison(ca, cb, size, ratio, low, high, len(ratios), verdict, self.level, self.tie, calls)
+        part = math.sqrt(self.level)
+        ma, la, ha = median_interval(np.concatenate([_turns(m) for m in calls_of(a)]), part)
+        mb, lb, hb = median_interval(np.concatenate([_turns(m) for m in calls_of(b)]), part)
+        low = la / hb if hb > 0 and math.isfinite(hb) else 0.0
+        high = ha / lb if lb > 0 else math.inf
+        return Comparison(ca, cb, size, ma / mb, low, high, 0, self.verdict(low, high), self.level, self.tie)
+
+    def across(self, pooled: str, calls: Sequence[tuple[float, str]]) -> str:
+        """The verdict over harness calls taken at different moments, from the pooled one and each call's
+        ``(ratio, verdict)``: faster in some call (or pooled) and slower in none is faster; the reverse
+        slower; faster in one and slower in another goes to the side whose worst call loses less (the
+        machine changed between them); otherwise the pooled verdict."""
+        verdicts = {pooled, *(v for _, v in calls)}
+        if FASTER in verdicts and SLOWER in verdicts:
+            worst_a = max(r for r, _ in calls)  # a's time over b's in a's worst call
+            worst_b = max(1.0 / r for r, _ in calls)
+            return FASTER if worst_a < worst_b else SLOWER
+        if FASTER in verdicts:
+            return FASTER
+        if SLOWER in verdicts:
+            return SLOWER
+        return pooled
+
+    def faster(self, a: Timed, b: Timed) -> bool:
+        """True when ``a`` is faster than ``b`` beyond the tie band (a failed ``b`` is always beaten)."""
+        return self.compare(a, b).verdict == FASTER
+
+    def describe(self) -> str:
+        """One line for reports and provenance notes."""
+        return (
+            f"faster = the {self.level:.0%} interval of the paired per-round time ratio clears a "
+            f"±{self.tie:.0%} tie band"
+        )
