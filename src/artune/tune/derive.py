@@ -39,12 +39,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from artune.measure.records import Candidate, Measurement
+from artune.measure.records import Candidate
 from artune.table.model import Band, Plan, freeze_params
 from artune.tune.evidence import FASTER, UNSURE, Comparison, Rule, Timed, usable
 from artune.tune.grid import midpoint
-
-MeasureFn = Callable[[Sequence[Candidate], Sequence[int], float], list[Measurement]]
 
 #: re-measurements of one unsure bisection step at most (each with the step's budget)
 EXTRA_CALLS = 2
