@@ -117,3 +117,17 @@ def test_one_interleaved_call_per_size() -> None:
     assert [(m.candidate, m.size_bytes) for m in got] == [(c, s) for s in (4096, 65536) for c in (G, A, B)]
     assert [call[:2] for call in inner.calls] == [((G, A, B), (4096,)), ((G, A, B), (65536,))]
     assert inner.calls[0][2] == pytest.approx(3.0 / 6)
+
+
+def test_together_gives_every_candidate_a_shared_call() -> None:
+    inner = bench()
+    cached = CachedBench(inner)
+    cached.measure([G, A], [4096], 1.0)
+    assert len(inner.calls) == 1
+    both = cached.together([G, A], 4096, 1.0)  # they share the sweep's call: nothing to measure
+    assert len(inner.calls) == 1 and both[0].calls[0].call == both[1].calls[0].call
+    three = cached.together([A, B], 4096, 1.0)  # B is new, A was measured without it: one call of both
+    assert inner.calls[-1][:2] == ((A, B), (4096,)) and len(three[0].calls) == 2 and len(three[1].calls) == 1
+    assert three[0].calls[1].call == three[1].calls[0].call
+    fresh = cached.together([A, B], 65536, 1.0)  # neither known: their first call, together
+    assert inner.calls[-1][:2] == ((A, B), (65536,)) and fresh[0].calls[0].call == fresh[1].calls[0].call

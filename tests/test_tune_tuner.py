@@ -265,3 +265,19 @@ def test_a_parameter_value_whose_gain_is_unsure_is_measured_again() -> None:
         chosen.append(found.chosen)
         again += any(len(cands) == 2 for cands, _sizes, _budget in inner.calls)  # the current setting and one value
     assert 1 not in chosen and chosen.count(2) >= 7 and again >= 3
+
+
+def test_the_current_setting_is_timed_with_its_variants_even_where_the_sweep_measured_it() -> None:
+    """The default was measured before (the sweep) at a search size: it is measured again with the variants
+    there, never compared with them across calls (the machine may have changed in between)."""
+    from artune.tune.evidence import Rule
+    from artune.tune.search import search_param
+
+    inner = bench()
+    cached = CachedBench(inner)
+    base = Candidate("shm_two_shot")
+    cached.measure([Candidate("gloo"), Candidate("shm_one_shot"), base], [4 << 20], 1.0)  # the sweep
+    found = search_param(cached, base, "chunk_bytes", (1 << 20, 4 << 20), [4 << 20], Rule(), 1.0)
+    assert found.chosen == 4 << 20
+    assert all(c.rounds > 0 for t in found.trials for c in t.comparisons)  # every comparison paired
+    assert inner.calls[-1][0][0] == base and len(inner.calls[-1][0]) == 3  # the default and both values

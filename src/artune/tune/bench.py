@@ -198,6 +198,20 @@ class CachedBench:
             self._take(fresh, size, budget_s * len(fresh) / pairs)
         return [self._evidence(c, s) for s in sizes for c in candidates]
 
+    def together(self, candidates: Sequence[Candidate], size: int, budget_s: float) -> list[Evidence]:
+        """Each candidate at ``size`` with one harness call at least that timed them all, interleaved: what
+        is known when there is one, else one more call of them all (the first for those not measured yet),
+        so a comparison of any two of them is paired."""
+        candidates = list(dict.fromkeys(candidates))
+        known = [self.get(c, size) for c in candidates]
+        if all(e is None for e in known):
+            return self.measure(candidates, [size], budget_s)
+        if all(e is not None for e in known):
+            shared = set.intersection(*({m.call for m in e.calls if m.call} for e in known if e is not None))
+            if shared:
+                return [e for e in known if e is not None]
+        return self.more(candidates, size, budget_s)
+
     def more(self, candidates: Sequence[Candidate], size: int, budget_s: float) -> list[Evidence]:
         """One more call of ``candidates`` at ``size``, interleaved (each one's next call from the log, when
         there is one): where a decision was unsure."""

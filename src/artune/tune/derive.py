@@ -39,12 +39,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from artune.measure.records import Candidate, Measurement
+from artune.measure.records import Candidate
 from artune.table.model import Band, Plan, freeze_params
 from artune.tune.evidence import FASTER, UNSURE, Comparison, Rule, Timed, usable
 from artune.tune.grid import midpoint
-
-MeasureFn = Callable[[Sequence[Candidate], Sequence[int], float], list[Measurement]]
 
 #: re-measurements of one unsure bisection step at most (each with the step's budget)
 EXTRA_CALLS = 2
@@ -59,6 +57,10 @@ class Sampler(Protocol):
 
     def more(self, candidates: Sequence[Candidate], size: int, budget_s: float) -> Sequence[Timed]:
         """One more interleaved call of ``candidates`` at ``size``, pooled with what was known."""
+        ...
+
+    def together(self, candidates: Sequence[Candidate], size: int, budget_s: float) -> Sequence[Timed]:
+        """``candidates`` at ``size`` with a call that timed them all (one more when none did yet)."""
         ...
 
 
@@ -191,20 +193,21 @@ def bisect_crossover(
 ) -> Crossover:
     """Refine the crossover between ``below`` (wins at ``lo``) and ``above`` (wins at ``hi``) (rule 3).
 
-    A step whose comparison is unsure is measured again, up to
-    ``extra_calls`` times with ``budget_per_step`` each. The lead at ``hi``
-    comes from what the sampler knows there (measured once when it knows
-    nothing), then from the step that moved ``hi``.
+    Each size is measured with both candidates in one call (``together``: a
+    size another phase measured already gets a call of the two). A step
+    whose comparison is unsure is measured again, up to ``extra_calls``
+    times with ``budget_per_step`` each. The lead at ``hi`` is the two
+    compared there, then at the step that moved ``hi``.
     """
     coarse = (lo, hi)
     steps: list[Step] = []
-    got = _by_candidate(sampler.measure([below, above], [hi], budget_per_step))
+    got = _by_candidate(sampler.together([below, above], hi, budget_per_step))
     lead: Comparison | None = rule.compare(got[above], got[below])
     while hi / lo > resolution:
         mid = midpoint(lo, hi, itemsize)
         if not lo < mid < hi:
             break
-        got = _by_candidate(sampler.measure([below, above], [mid], budget_per_step))
+        got = _by_candidate(sampler.together([below, above], mid, budget_per_step))
         found = rule.compare(got[above], got[below])
         calls = 1
         while found.verdict == UNSURE and calls <= extra_calls:

@@ -26,9 +26,10 @@ rank reaches the same decision bit for bit (decisions are collective: a rank
 that decided otherwise would run another sequence of calls and hang its
 peers). A bootstrap of the ratio of medians would need a shared random stream
 and a few hundred medians per decision for the same answer. Two candidates
-never timed in one call (a log from before calls were named) fall back to
-the two medians' own intervals over turns, each at ``sqrt(level)``, combined
-into one for the ratio: wider, and blind to drift between the calls.
+never timed in one call (a log from before calls were named) are always
+``unsure``: between two calls this VM can change its speed sevenfold, which
+no interval over either call's rounds sees (the tuner measures such a pair
+together). Their ratio and the medians' intervals are kept for the record.
 
 **The tie band.** A difference is acted on only when the whole interval lies
 outside ``[1 / (1 + tie), 1 + tie]``. The interval covers the noise of the
@@ -402,12 +403,14 @@ class Rule:
                 )
                 verdict = self.across(verdict, calls)
             return Comparison(ca, cb, size, ratio, low, high, len(ratios), verdict, self.level, self.tie, calls)
+        # never timed in one call: the medians' own intervals, for the record; the verdict stays unsure,
+        # since the machine may have been in another state for each (48 against 7 us at 64 KiB, seen here)
         part = math.sqrt(self.level)
         ma, la, ha = median_interval(np.concatenate([_turns(m) for m in calls_of(a)]), part)
         mb, lb, hb = median_interval(np.concatenate([_turns(m) for m in calls_of(b)]), part)
         low = la / hb if hb > 0 and math.isfinite(hb) else 0.0
         high = ha / lb if lb > 0 else math.inf
-        return Comparison(ca, cb, size, ma / mb, low, high, 0, self.verdict(low, high), self.level, self.tie)
+        return Comparison(ca, cb, size, ma / mb, low, high, 0, UNSURE, self.level, self.tie)
 
     def across(self, pooled: str, calls: Sequence[tuple[float, str]]) -> str:
         """The verdict over harness calls taken at different moments, from the pooled one and each call's

@@ -15,9 +15,9 @@ only when (verdicts of ``artune.tune.evidence``, against the current best)
 Otherwise the current best stays: a parameter never changes on noise. A
 value that would qualify but for an unsure verdict is measured once more
 with the current best at those sizes (a third of the parameter's budget).
-The search sizes are fresh (the geometric midpoint between two coarse sizes
-the algorithm won, when there is one), so the current best is measured in
-the same interleaved call as its variants rather than taken from the sweep.
+The current best is measured in the same interleaved call as its variants
+(``together``), never taken from the sweep alone: only rounds timed in
+turns compare two candidates.
 """
 
 from __future__ import annotations
@@ -124,7 +124,8 @@ def search_param(
         at = {(m.candidate, m.size_bytes): m for m in got}
         return [_trial(v, [(at[(base, s)], at[(c, s)]) for s in sizes], rule) for v, c in variants.items()]
 
-    got = list(sampler.measure([base, *variants.values()], list(sizes), budget_s * 2 / 3))
+    group = [base, *variants.values()]
+    got = [m for size in sizes for m in sampler.together(group, size, budget_s * 2 / 3 / len(sizes))]
     found = trials()
     maybe = [t for t in found if _qualifies(t, sure=False) and not _qualifies(t)]
     if maybe:

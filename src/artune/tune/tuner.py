@@ -134,7 +134,7 @@ def _probe(
         return
     per_probe = budget.allowance("probe", bench.spent_s) / len(todo)
     for mid, cands in todo:
-        by_size[mid] = bench.measure(cands, [mid], per_probe)
+        by_size[mid] = bench.together(cands, mid, per_probe)
 
 
 def _seconds_to_decide(pick: Pick, at: list[Evidence]) -> float:
