@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from artune.errors import TableError
+from artune.formats.releases import display_path
 
 MAX_SOURCE_BYTES = 4 << 20
 
@@ -53,8 +54,6 @@ def read_source(path: Path, commit: str | None = None) -> SourceFile:
         raise TableError(f"{path}: cannot read: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
         raise TableError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
-    from artune.formats.releases import display_path
-
     return SourceFile(display_path(path), text, git_commit(path) if commit is None else commit)
 
 
