@@ -71,6 +71,21 @@ def test_forms_follow_the_documented_structure() -> None:
     assert len(gpu.kernel_lines(th, "nccl/auto", replace(m, multicast=False), 8, "graph", BW)) == 3
 
 
+def test_nccl_ring_steps_cost_rounds_of_the_family() -> None:
+    """A ring step is a flag exchange over NVLink: on Blackwell (round 3 us) it costs twice Hopper's (1.5 us)."""
+    th = truth(**{"nccl:ll_hop": 0.4})
+
+    def ll_step(machine: gpu.Machine, mode: str = "graph") -> float:
+        ll_at = [gpu.kernel_lines(th, "nccl/ring", machine, p, mode, BW)[0][0][0] for p in (2, 3)]
+        return (ll_at[1] - ll_at[0]) / 2  # two more steps from 2 ranks to 3
+
+    hopper, blackwell = gpu.Machine("9.0", 450.0), gpu.Machine("10.0", 900.0)
+    assert ll_step(hopper) == pytest.approx(0.4 * 1.5)
+    assert ll_step(blackwell) == pytest.approx(0.4 * 3.0)
+    assert ll_step(hopper, "eager") == pytest.approx(0.4 * 1.5)  # NCCL's eager cost is its own, per call
+    assert ll_step(replace(hopper, round_us=5.0)) == pytest.approx(0.4 * 5.0)  # a measured round counts too
+
+
 def test_torch_kernels_are_capped_by_their_fixed_grid_not_the_link() -> None:
     th = truth(**{"two_shot/torch:bytes": 1.0, "two_shot/torch:GBps": 200.0})
     slow = gpu.Machine("9.0", 100.0)  # the link is the limit

@@ -11,11 +11,16 @@ bandwidth per direction), the forms are:
 - ``two_shot``: ``2 R + 2 (p-1)/p n / B`` (reduce-scatter, all-gather);
 - ``multimem``: ``mc_rounds R + n / B`` (NVLink SHARP: the switch reduces);
 - ``nccl``: NCCL's own structure (its ``tuning.cc``): ring LL, LL128 and
-  Simple, ``base + 2 (p-1) hop + 2 (p-1)/p n / B``, and NVLS with few and
+  Simple, ``base + 2 (p-1) hop R + 2 (p-1)/p n / B``, and NVLS with few and
   with all channels, ``base + n / B``, each with its own efficiency (NCCL's
   bandwidth ramps up with the size); ``nccl/auto`` is their minimum,
   ``nccl/ring`` and ``nccl/nvls`` forced; ``nccl:eager`` adds NCCL's own
-  host cost to a call timed on its own.
+  host cost to a call timed on its own. A ring step's latency ``hop`` is
+  counted in rounds ``R`` of the family: a step is a flag exchange over the
+  same NVLink a custom kernel's round is, so NCCL's step latency grows with
+  the family's as the custom kernels' does (NCCL's own small-message
+  latency is worse on Blackwell than on Hopper and grows faster with the
+  world size: gpu-measured.md DS12d).
 
 Each byte term has an efficiency per kernel (``CLASS/IMPL:bytes``, relative
 to the custom one-shot's). The torch symmetric-memory kernels launch a fixed
@@ -53,7 +58,8 @@ from artune.model.cost import VERSION
 
 Theta = Mapping[str, np.ndarray]  # parameter name -> values, one per replicate (shape (b,))
 
-#: NCCL's tuning.cc figures (gpu-facts.md) centre the NCCL priors
+#: NCCL's tuning.cc figures (gpu-facts.md) centre the NCCL priors; its NVLink step latencies
+#: (0.6, 1.9, 3.4 us) are in rounds of the round's prior (2 us)
 PARAMS: dict[str, tuple[float, float, str]] = {
     # name: (prior centre, prior sd of the log, meaning)
     "mc_rounds": (3.0, 0.7, "a multicast operation's latency, in rounds"),
@@ -70,13 +76,13 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "two_shot/torch:GBps": (300.0, 1.0, "torch two-shot's bandwidth with its fixed blocks (24 x 1024), GB/s"),
     "multimem/torch:GBps": (300.0, 1.0, "torch multimem's bandwidth with its fixed blocks (8 x 1024), GB/s"),
     "nccl:ll": (6.6, 0.5, "NCCL ring LL base latency, us"),
-    "nccl:ll_hop": (0.6, 0.7, "NCCL ring LL latency per step, us"),
+    "nccl:ll_hop": (0.3, 0.7, "NCCL ring LL latency per step, rounds"),
     "nccl:ll_bytes": (2.0, 0.5, "NCCL ring LL per-byte cost, relative to custom one-shot's"),
     "nccl:ll128": (14.0, 0.5, "NCCL ring LL128 base latency, us"),
-    "nccl:ll128_hop": (1.9, 0.7, "NCCL ring LL128 latency per step, us"),
+    "nccl:ll128_hop": (0.95, 0.7, "NCCL ring LL128 latency per step, rounds"),
     "nccl:ll128_bytes": (1.1, 0.5, "NCCL ring LL128 per-byte cost, relative to custom one-shot's"),
     "nccl:simple": (8.4, 0.5, "NCCL ring Simple base latency, us"),
-    "nccl:simple_hop": (3.4, 0.7, "NCCL ring Simple latency per step, us"),
+    "nccl:simple_hop": (1.7, 0.7, "NCCL ring Simple latency per step, rounds"),
     "nccl:ring_bytes": (1.0, 0.5, "NCCL ring Simple per-byte cost, relative to custom one-shot's"),
     "nccl:nvls_small": (10.0, 0.7, "NCCL NVLS base latency with few channels, us"),
     "nccl:nvls_small_bytes": (2.0, 0.7, "NCCL NVLS per-byte cost with few channels, relative to custom one-shot's"),
@@ -210,12 +216,13 @@ def kernel_lines(
     bw = theta[family_name("link", fam)] * machine.nvlink_GBps * 1e3  # bytes per us
     per_byte = 1.0 / bw
     eager = mode == "eager"
+    rnd = round_for(theta, machine, family_bandwidth)
     if cls == "nccl":
         extra = theta["nccl:eager"] if eager else 0.0 * bw
         bus = 2 * (p - 1) / p
         ring = [
             (
-                theta[f"nccl:{proto}"] + 2 * (p - 1) * theta[f"nccl:{proto}_hop"] + extra,
+                theta[f"nccl:{proto}"] + 2 * (p - 1) * theta[f"nccl:{proto}_hop"] * rnd + extra,
                 bus * theta[f"nccl:{slope}"] * per_byte,
             )
             for proto, slope in (("ll", "ll_bytes"), ("ll128", "ll128_bytes"), ("simple", "ring_bytes"))
@@ -226,7 +233,6 @@ def kernel_lines(
         if impl == "ring" or not machine.multicast:
             return ring
         return ring + nvls
-    rnd = round_for(theta, machine, family_bandwidth)
     if eager:
         rnd = rnd * theta["eager_round"] * _get(theta, term_name("eager_round", p), rnd)
     else:
