@@ -12,7 +12,7 @@ import pytest
 from artune.cli import main
 from artune.measure.records import Candidate, Header, Measurement, MeasurementLog
 from artune.model.forms import FORMS
-from artune.model.hardware import HardwareModel, crossings, uncertain_sizes
+from artune.model.hardware import Crossing, HardwareModel, crossings, uncertain_sizes
 from artune.model.plan import build_plan
 from artune.model.presets import load_hardware, load_preset, preset_names
 from artune.table import check_table, load_table
@@ -204,6 +204,15 @@ def test_explain_uncertainty_prints_intervals_and_the_cheapest_sweep(capsys) -> 
     assert "cheapest sweep to run" in err
     assert main(["plan", "--from", "x.jsonl", "--world-size", "3", "--explain-uncertainty"]) == 2
     assert "--explain-uncertainty is for GPU plans" in capsys.readouterr().err
+
+
+def test_a_crossing_says_when_the_plans_bound_is_not_the_crossover() -> None:
+    MiB = 1 << 20
+    assert str(Crossing("a", "b", 2 * MiB, 2.1 * MiB, MiB, 4 * MiB)) == "a -> b at 2MiB (90% interval 1MiB..4MiB)"
+    late = str(Crossing("a", "b", 64 * MiB, 14 * MiB, 3 * MiB, 60 * MiB))
+    assert late.startswith("a -> b at 64MiB, where it is 5% faster (crossover 14MiB")
+    top = str(Crossing("a", "nccl", 128 * MiB, 200 * MiB, 60 * MiB, 1 << 30))
+    assert "the top of the planned sizes (crossover 200MiB, 90% interval 60MiB..>= 1GiB)" in top
 
 
 def test_crossings_and_uncertain_sizes_come_from_the_refits() -> None:

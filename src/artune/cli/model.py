@@ -150,7 +150,8 @@ def run_plan(args: argparse.Namespace) -> int:
         print(f"artune plan: refused: {why}", file=sys.stderr)
     for p in plans:
         bands = ", ".join(f"<= {format_bound(b.upto)} {b.candidates[0]}" for b in p.plan.bands)
-        print(f"ws={p.plan.world_size} {p.plan.mode}: {bands}; then {p.plan.fallback}; {p.regret}", file=sys.stderr)
+        route = f"{bands}; then {p.plan.fallback}" if bands else f"{p.plan.fallback} at every size"
+        print(f"ws={p.plan.world_size} {p.plan.mode}: {route}; {p.regret}", file=sys.stderr)
     if args.explain_uncertainty:
         explain_uncertainty(model, plans, lo, hi)
     if args.out:

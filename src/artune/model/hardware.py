@@ -25,6 +25,7 @@ import numpy as np
 from artune.model import gpu
 from artune.model.cost import VERSION
 from artune.model.forms import log_spaced
+from artune.model.plan import SWITCH_MARGIN
 from artune.model.presets import Hardware
 from artune.sizes import human_size
 
@@ -128,7 +129,8 @@ class Crossing:
     lead: str
     rival: str
     at: int  # the plan's bound
-    lo: float
+    crossover: float  # where the central fit's lead becomes slower than the rival
+    lo: float  # the crossover's interval
     hi: float
 
     def __str__(self) -> str:
@@ -136,7 +138,13 @@ class Crossing:
             return ">= 1GiB" if n >= 1 << 30 else human_size(round(n))
 
         interval = f"{LEVEL:.0%} interval {size(self.lo)}..{size(self.hi)}"
-        return f"{self.lead} -> {self.rival} at {human_size(self.at)} ({interval})"
+        head = f"{self.lead} -> {self.rival} at {human_size(self.at)}"
+        if abs(math.log(self.at / self.crossover)) <= math.log(1.1):
+            return f"{head} ({interval})"
+        if self.at < self.crossover:  # the planned sizes end first; the fallback takes over there
+            return f"{head}, the top of the planned sizes (crossover {size(self.crossover)}, {interval})"
+        # nearly parallel lines: the plan keeps the lead until the rival is SWITCH_MARGIN faster, far on
+        return f"{head}, where it is {SWITCH_MARGIN:.0%} faster (crossover {size(self.crossover)}, {interval})"
 
 
 @dataclass(frozen=True)
@@ -173,9 +181,9 @@ def crossings(model: HardwareModel, plan) -> list[Crossing]:
         pairs.append((bands[-1], plan.fallback))
     for i, (band, rival) in enumerate(pairs):
         start = plan.bands[i - 1].upto + 1 if i else 0
-        _central, draws = model.crossover(band.candidates[0], rival, plan.world_size, plan.mode, start)
+        central, draws = model.crossover(band.candidates[0], rival, plan.world_size, plan.mode, start)
         lo, hi = np.percentile(draws, [tail, 100 - tail])
-        out.append(Crossing(band.candidates[0], rival, int(band.upto), float(lo), float(hi)))
+        out.append(Crossing(band.candidates[0], rival, int(band.upto), central, float(lo), float(hi)))
     return out
 
 
