@@ -91,8 +91,8 @@ def _gpu_rank(ctx: RankContext) -> list[str]:
     """One rank per GPU (or several on one GPU): the Communicator, each CUDA algorithm, the timers."""
     import artune
     from artune.measure.cuda_timing import _capture
-    from artune.measure.harness import measure
-    from artune.measure.timers import TimingSpec, make_timer
+    from artune.measure.harness import make_timer, measure
+    from artune.measure.timers import TimingSpec
     from artune.table.bundled import cpu_default
 
     out: list[str] = []

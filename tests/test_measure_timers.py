@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from artune.measure.cuda_timing import EventTimer, GraphTimer
-from artune.measure.harness import Schedule, _timed_loop
-from artune.measure.timers import TimingSpec, WallTimer, make_timer
+from artune.measure.harness import Schedule, _timed_loop, make_timer
+from artune.measure.timers import TimingSpec, WallTimer
 
 
 class FakeGpu:

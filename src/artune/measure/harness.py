@@ -47,10 +47,11 @@ import torch
 import torch.distributed as dist
 
 from artune.errors import ArtuneError, PeerTimeout
+from artune.measure.cuda_timing import EventTimer, GraphTimer
 from artune.measure.records import Candidate, Measurement
 from artune.measure.reducers import Reducer
 from artune.measure.stats import summarize
-from artune.measure.timers import Timer, WallTimer
+from artune.measure.timers import Timer, TimingSpec, WallTimer
 from artune.sizes import format_size
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,13 @@ Progress = Callable[[int, int, str], None]
 
 _STATUS_PRIORITY = ("runtime", "invalid", "timeout")  # the root cause first: peers of a crash time out
 _OPS = ("sum", "max", "min")
+
+
+def make_timer(spec: TimingSpec) -> Timer:
+    """The timer for ``spec``: the host's clock, CUDA events, or CUDA-graph replays."""
+    if spec.timer == "wall":
+        return WallTimer()
+    return EventTimer() if spec.timer == "events" else GraphTimer(spec.calls_per_graph, spec.flush_l2)
 
 
 def dtype_name(dtype: torch.dtype) -> str:

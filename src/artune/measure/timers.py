@@ -18,8 +18,8 @@ ranks); the timer owns only the clock.
   outside the timed region (SGLang's benchmark does; vLLM's does not).
 
 ``TimingSpec`` is the recorded description of the timer, so a measurement log
-says how its figures were taken. CUDA timers live in a module imported only
-when CUDA is used.
+says how its figures were taken. This module is the leaf: the CUDA timers
+import it, and ``artune.measure.harness.make_timer`` picks one for a spec.
 """
 
 from __future__ import annotations
@@ -98,12 +98,3 @@ class WallTimer:
             start = clock()
             call()
             out[first + b] = clock() - start
-
-
-def make_timer(spec: TimingSpec) -> Timer:
-    """The timer for ``spec`` (CUDA ones import torch.cuda machinery only here)."""
-    if spec.timer == "wall":
-        return WallTimer()
-    from artune.measure.cuda_timing import EventTimer, GraphTimer
-
-    return EventTimer() if spec.timer == "events" else GraphTimer(spec.calls_per_graph, spec.flush_l2)

@@ -354,12 +354,3 @@ def bundled_fit() -> GpuFit:
     """The fit ``bench/calibrate_gpu.py --write`` stored with the package."""
     path = resources.files("artune.model").joinpath(FIT_FILE)
     return GpuFit.from_json(path.read_text(encoding="utf-8"), FIT_FILE)
-
-
-def __getattr__(name: str) -> Any:
-    """``artune.model.gpu.HardwareModel`` stays importable (``artune.review`` uses it); it lives in ``hardware``."""
-    if name == "HardwareModel":
-        from artune.model.hardware import HardwareModel
-
-        return HardwareModel
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -64,7 +64,7 @@ def _preset(arch: str) -> Any:
     """The cost model of ``arch``'s preset (``None`` when no preset is for it, or the model is not installed)."""
     try:
         from artune.model.calibrate import FAMILY_PRESET
-        from artune.model.gpu import HardwareModel
+        from artune.model.hardware import HardwareModel
         from artune.model.presets import bundled, load_preset
     except ModuleNotFoundError:  # a build without the model stage
         return None

@@ -313,7 +313,8 @@ class CommBench:
     ) -> None:
         import torch
 
-        from artune.measure.timers import TimingSpec, make_timer
+        from artune.measure.harness import make_timer
+        from artune.measure.timers import TimingSpec
 
         self.comm = comm
         self.world_size = comm.world_size
