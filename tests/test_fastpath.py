@@ -109,6 +109,34 @@ def test_repeated_calls_run_from_c_and_only_for_their_own_signature(path: str) -
             assert res["ran"] == 0, rank
 
 
+def _explicit_params(ctx: RankContext, path: str) -> dict[str, Any]:
+    """A call that names its parameters (as the tuner's variants do) is routed once, like any other."""
+    import artune
+
+    os.environ["ARTUNE_SHM_NATIVE"] = "1" if path == "n" else "0"
+    wrong = []
+    numel = 16 << 10  # 64 KiB of float32: 16 chunks of 4 KiB, or one of 1 MiB
+    with artune.Communicator(timeout=20) as comm:
+        spy = comm._fast = _Spy(comm._fast)
+        for repeat in range(3):
+            for chunk in (4096, 1 << 20):
+                t = torch.arange(numel, dtype=torch.float32) + ctx.rank
+                comm.all_reduce(t, algorithm="shm_two_shot", params={"chunk_bytes": chunk})
+                if not torch.equal(t, _expected(ctx.world_size, numel, torch.float32, "sum")):
+                    wrong.append(f"chunk {chunk}, repeat {repeat}")
+        routes = {key[4]: route[0] for key, route in comm._routes.items()}
+        return {"wrong": wrong, "ran": spy.ran, "routes": len(routes), "distinct": len(set(map(id, routes.values())))}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("path", PATHS)
+def test_calls_with_explicit_parameters_are_routed_once(path: str) -> None:
+    for rank, res in enumerate(run_ranks(_explicit_params, 2, path, timeout=100)):
+        assert res["wrong"] == [], rank
+        assert res["routes"] == 2 == res["distinct"], rank  # one bound route per parameter set
+        assert res["ran"] == (2 * 2 if path == "n" else 0), rank  # both, after their first sight, from C
+
+
 def _many_signatures(ctx: RankContext, path: str) -> dict[str, Any]:
     import artune
 

@@ -12,10 +12,10 @@ Rules it follows (documented here because users rely on them):
   rank 0 logs it once per process at WARNING with the reason and the fix.
   Across hosts, ``hier_shm`` uses shared memory inside each host, and plans
   are those for the number of hosts (``hosts``).
-- A signature (shape, dtype, device, op, algorithm) is decided and routed
-  the first time it is seen; repeats reuse the route, and one that is a
-  compiled shm step runs from C without Python in between
-  (``artune.communicator.fastpath``).
+- A signature (shape, dtype, device, op, algorithm, and the parameters a
+  call names) is decided and routed the first time it is seen; repeats
+  reuse the route, and one that is a compiled shm step runs from C without
+  Python in between (``artune.communicator.fastpath``).
 - Per call, ranks compare element count, dtype, op and algorithm before any
   data moves (inside the shared-memory round, or a header-only round before
   a process-group call); a mismatch raises ``CallMismatch`` on every rank.
@@ -68,7 +68,7 @@ from artune.table.selection import select_table
 
 log = logging.getLogger(__name__)
 
-_MAX_ROUTES = 4096  # distinct call signatures (shape, dtype, device, op, algorithm) remembered; cleared when full
+_MAX_ROUTES = 4096  # distinct call signatures (shape, dtype, device, op, route key) remembered; cleared when full
 _TORCH_OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.MAX: "max", dist.ReduceOp.MIN: "min"}
 
 
@@ -216,8 +216,11 @@ class Communicator:
         reason = self._algorithms.shm_unavailable_reason
         self.shm_unavailable_reason: str | None = reason if shm else "disabled (shm=False)"
         self._available: dict[tuple[torch.dtype, str, str, str], frozenset[str]] = {}
-        self._routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, str | None], tuple] = {}
-        self._graph_routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, str | None], tuple] = {}
+        self._routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, object], tuple] = {}
+        self._graph_routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, object], tuple] = {}
+        #: one object per (algorithm, explicit parameters) seen: the route key of such calls, so that they
+        #: take the cached routes and the compiled router (which matches keys by identity) as plain ones do
+        self._param_keys: dict[tuple[str | None, tuple], tuple[str | None, tuple]] = {}
         #: repeated calls with a compiled route run from C; its busy flag guards against overlapping calls
         #: from threads (they would desynchronise ranks), whichever path they take
         self._fast: fastpath.Router = fastpath.make_router()
@@ -327,8 +330,16 @@ class Communicator:
         overlap: one from a second thread while another runs raises ``ArtuneError``.
         """
         if params is None or (algorithm is not None and not params):
+            route_key: object = algorithm
+        else:
+            frozen = (algorithm, tuple(params.items()))  # insertion order: another order is another key, as right
             try:
-                if self._fast(tensor, op, algorithm):  # a compiled route seen before: the whole call in C
+                route_key = self._param_keys.get(frozen) or self._new_params_key(frozen)
+            except TypeError:  # an unhashable value: such calls are routed afresh each time
+                route_key = False
+        if route_key is not False:
+            try:
+                if self._fast(tensor, op, route_key):  # a compiled route seen before: the whole call in C
                     return tensor
             except PeerTimeout as err:
                 self._break(err)
@@ -343,18 +354,18 @@ class Communicator:
             )
         try:
             captured = modes.capturing(tensor)
-            key = (tensor.shape, tensor.dtype, tensor.device, op, algorithm)
+            key = (tensor.shape, tensor.dtype, tensor.device, op, route_key)
             if captured and key not in self._graph_routes:
                 raise ArtuneError(
                     f"all_reduce(): a call ({tensor.numel()} x {tensor.dtype} on {tensor.device}, op {op!r}) was "
                     "first seen inside a CUDA graph capture, where ranks cannot agree on it; run it once "
                     "before capturing (a warm-up call), so every rank agrees and its graph route is bound"
                 )
-            if params is None or (algorithm is not None and not params):
-                # one dict lookup per call once a (shape, dtype, device, op, algorithm) has been seen
+            if route_key is not False:
+                # one dict lookup per call once a (shape, dtype, device, op, route key) has been seen
                 route = (self._graph_routes if captured else self._routes).get(key)
                 if route is None:
-                    route = self._first_sight(key, tensor, op, algorithm)
+                    route = self._first_sight(key, tensor, op, algorithm, params)
             else:
                 route = self._route(tensor, op, algorithm, params, modes.call_mode(captured, self.mode))
             run, agree = route
@@ -378,25 +389,39 @@ class Communicator:
         self._broken = f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
         self._fast.clear()
 
-    def _first_sight(self, key: tuple, tensor: torch.Tensor, op: object, algorithm: str | None) -> tuple:
+    def _new_params_key(self, frozen: tuple[str | None, tuple]) -> tuple[str | None, tuple]:
+        """Make ``frozen`` (algorithm, parameter items) the route key of the calls that pass them."""
+        if len(self._param_keys) >= _MAX_ROUTES:
+            self._forget_routes()
+        self._param_keys[frozen] = frozen
+        return frozen
+
+    def _forget_routes(self) -> None:
+        """Drop the remembered routes and route keys (the compiled router keeps its few, each still valid)."""
+        self._routes.clear()
+        self._graph_routes.clear()
+        self._param_keys.clear()
+
+    def _first_sight(
+        self, key: tuple, tensor: torch.Tensor, op: object, algorithm: str | None, params: Mapping[str, object] | None
+    ) -> tuple:
         """Bind the routes of a new call signature: its eager one, and its graph one for later captures.
 
         A graph route that cannot exist (a forced algorithm that cannot be
         captured) is stored as one that raises, so the capture gets the reason.
         """
-        route = self._route(tensor, op, algorithm, None, self.mode)  # type: ignore[arg-type]
+        route = self._route(tensor, op, algorithm, params, self.mode)  # type: ignore[arg-type]
         try:
-            graph = self._route(tensor, op, algorithm, None, "graph")  # type: ignore[arg-type]
+            graph = self._route(tensor, op, algorithm, params, "graph")  # type: ignore[arg-type]
             graph = (graph[0], None)  # no agreement inside a capture
         except ArtuneError as err:
             graph = (functools.partial(_raise, err), None)
         if len(self._routes) >= _MAX_ROUTES:
-            self._routes.clear()
-            self._graph_routes.clear()
+            self._forget_routes()
         self._routes[key] = route
         self._graph_routes[key] = graph
         if route[1] is None and tensor.device.type == "cpu":  # no agreement round to run: C can take it
-            self._fast.add(tensor.dtype, op, algorithm, tensor.numel(), route[0])
+            self._fast.add(tensor.dtype, op, key[4], tensor.numel(), route[0])
         return route
 
     def _route(
@@ -480,8 +505,7 @@ class Communicator:
         try:
             self._closed = True
             self._fast.clear()  # bound calls hold views over the shared memory
-            self._routes.clear()
-            self._graph_routes.clear()
+            self._forget_routes()
             self._algorithms.close()
         finally:
             self._fast.leave()

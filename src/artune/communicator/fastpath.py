@@ -3,11 +3,13 @@
 At a few KiB an all-reduce's round takes well under a microsecond, so the
 Python around it (building a route key, hashing it, the guard against
 overlapping calls) would be most of the call. ``Router`` (in ``_native.c``)
-is that lookup and guard in C: ``router(tensor, op, algorithm)`` matches
-the call against the routes it was given (by the identity of dtype, op and
-algorithm, and the element count; the tensor must be a contiguous CPU
-tensor) and runs the compiled step, or returns False and the Communicator
-takes its general path. Which algorithm a signature runs is still decided
+is that lookup and guard in C: ``router(tensor, op, key)`` matches the
+call against the routes it was given (by the identity of dtype, op and key,
+and the element count; the tensor must be a contiguous CPU tensor) and runs
+the compiled step, or returns False and the Communicator takes its general
+path. The key is the forced algorithm (or None), or for a call that names
+its parameters the one object the Communicator keeps for that algorithm and
+those parameters. Which algorithm a signature runs is still decided
 once, on first sight, by the general path; the router only remembers it. It
 holds the 16 signatures seen last for the first time (decode loops use a
 few); one it dropped takes the general path, still correct.
@@ -31,11 +33,11 @@ from artune.algorithms.shm import native
 class Router(Protocol):
     """What the Communicator needs from its fast path (``_native.Router`` or ``Gate``)."""
 
-    def __call__(self, tensor: torch.Tensor, op: object, algorithm: str | None, /) -> bool:
+    def __call__(self, tensor: torch.Tensor, op: object, key: object, /) -> bool:
         """Run the call if a compiled route matches it; False when the caller must."""
         ...
 
-    def add(self, dtype: torch.dtype, op: object, algorithm: str | None, numel: int, route: object, /) -> bool:
+    def add(self, dtype: torch.dtype, op: object, key: object, numel: int, route: object, /) -> bool:
         """Remember ``route`` for this signature when it is a compiled step; True when taken."""
         ...
 
@@ -63,10 +65,10 @@ class Gate:
     def __init__(self) -> None:
         self._lock = threading.Lock()
 
-    def __call__(self, tensor: torch.Tensor, op: object, algorithm: str | None, /) -> bool:
+    def __call__(self, tensor: torch.Tensor, op: object, key: object, /) -> bool:
         return False
 
-    def add(self, dtype: torch.dtype, op: object, algorithm: str | None, numel: int, route: object, /) -> bool:
+    def add(self, dtype: torch.dtype, op: object, key: object, numel: int, route: object, /) -> bool:
         return False
 
     def clear(self) -> None:
