@@ -8,6 +8,9 @@ turns of ``--turn`` back-to-back calls:
   Communicator);
 - ``router``: ``comm.all_reduce(t)``, which a repeated call takes into C
   through the compiled ``Router`` (``artune.communicator.fastpath``);
+- ``params``: the call naming its parameters
+  (``params={"chunk_bytes": 1 MiB}``, the default, as the tuner's variants
+  do): routed once like ``router``, plus freezing the parameters per call;
 - ``general``: the same call with the router swapped for a ``Gate`` (no
   routes), so it takes the Python path every call: the route lookup by key,
   the busy guard, the autograd and contiguity checks.
@@ -33,6 +36,7 @@ from artune.sizes import format_size, parse_size
 
 
 def _rank(ctx: RankContext, nbytes: int, turns: int, turn: int) -> dict[str, list[float]]:
+    from artune.algorithms.shm.algorithms import DEFAULT_CHUNK_BYTES
     from artune.communicator import Communicator
     from artune.communicator.fastpath import Gate
 
@@ -42,6 +46,7 @@ def _rank(ctx: RankContext, nbytes: int, turns: int, turn: int) -> dict[str, lis
         comm.all_reduce(t, algorithm="shm_one_shot")  # first sight: routes it
         step = comm._routes[(t.shape, t.dtype, t.device, "sum", "shm_one_shot")][0]
         router, gate = comm._fast, Gate()
+        named = {"chunk_bytes": DEFAULT_CHUNK_BYTES}
 
         def general() -> None:
             comm._fast = gate
@@ -51,6 +56,7 @@ def _rank(ctx: RankContext, nbytes: int, turns: int, turn: int) -> dict[str, lis
         ways = {
             "round": lambda: step(t),
             "router": lambda: comm.all_reduce(t, algorithm="shm_one_shot"),
+            "params": lambda: comm.all_reduce(t, algorithm="shm_one_shot", params=named),
             "general": general,
         }
         means: dict[str, list[float]] = {name: [] for name in ways}
