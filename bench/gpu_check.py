@@ -99,6 +99,7 @@ def _gpu_rank(ctx: RankContext) -> list[str]:
     with artune.Communicator(table=cpu_default(), timeout=60) as comm:
         out.append(f"- algorithms: {', '.join(comm.algorithms)}; CUDA baseline {comm.baseline_for('cuda')}")
         out.append(f"- CUDA table: {comm.table_for('cuda').name}")
+        out.append(f"- NVLink multicast on every rank: {comm.multicast}")
         for name, why in sorted(comm.unavailable.items()):
             out.append(f"- not available: `{name}`: {why}")
         for name, why in sorted(comm.disabled.items()):

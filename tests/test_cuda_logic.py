@@ -165,3 +165,27 @@ def test_cuda_table_is_the_given_one_the_cached_one_or_the_conservative_default(
     dump_table(given, tmp_path / "tables" / "abc.toml")
     cached = devices.cuda_table(cpu_table, platform, "abc", settings)
     assert "measured CUDA table" in cached.origin and cached.platform.arch == "10.7"
+
+
+def _multicast_facts(ctx) -> dict[str, object]:
+    import artune
+    from artune.algorithms import open_algorithms
+
+    with artune.Communicator(timeout=20) as comm:
+        plain = comm.multicast
+    algos = open_algorithms(None, timeout=20.0, use_shm=False, cuda=True)  # asked for CUDA on a CPU-only host
+    try:
+        return {"plain": plain, "asked": algos.multicast, "why": dict(algos.unavailable)}
+    finally:
+        algos.close()
+
+
+def test_a_machine_without_cuda_algorithms_says_nothing_of_multicast_and_one_without_cuda_says_no() -> None:
+    from artune.launch import run_ranks
+
+    if torch.cuda.is_available():
+        pytest.skip("this host has CUDA: bench/gpu_check.py reports the real fact")
+    for res in run_ranks(_multicast_facts, 2, timeout=100):
+        assert res["plain"] is None  # a gloo group opens no CUDA algorithms: CPU tables decide for any machine
+        assert res["asked"] is False
+        assert "no CUDA device" in str(res["why"]["symm_mem_multimem"])

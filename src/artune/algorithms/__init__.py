@@ -60,6 +60,8 @@ class AlgorithmSet:
     shm_unavailable_reason: str | None = None
     #: algorithms known to the catalog that are not open here, with why (identical on every rank)
     unavailable: dict[str, str] = field(default_factory=dict)
+    #: NVLink multicast on every rank (CUDA algorithms opened); None where they were not
+    multicast: bool | None = None
     _closed: bool = field(default=False, repr=False)
 
     def close(self) -> None:
@@ -130,16 +132,17 @@ def open_algorithms(
         assert hosts is not None
         reason = _open_hier(by_name, group, hosts, timeout, buffer_bytes, reason)
     unavailable: dict[str, str] = {}
+    multicast: bool | None = None
     if cuda if cuda is not None else parts.get("cuda") == "nccl":
         from artune.algorithms.cuda import open_cuda_algorithms
         from artune.algorithms.engines import open_engine_algorithms
 
-        found, unavailable = open_cuda_algorithms(group, same_host=same_host, buffer_bytes=cuda_buffer_bytes)
+        found, unavailable, multicast = open_cuda_algorithms(group, same_host=same_host, buffer_bytes=cuda_buffer_bytes)
         by_name.update(found)
         engines, why = open_engine_algorithms(group, timeout=timeout)
         by_name.update(engines)
         unavailable.update(why)
-    return AlgorithmSet(by_name, channel, reason, unavailable)
+    return AlgorithmSet(by_name, channel, reason, unavailable, multicast)
 
 
 def _open_hier(

@@ -255,6 +255,12 @@ class Communicator:
         """The process group's own algorithm (``gloo`` on CPU): always available, the reference."""
         return self._baseline
 
+    @property
+    def multicast(self) -> bool | None:
+        """Whether NVLink multicast works on every rank (CUDA tensors' decisions take the table's plans for
+        that machine); ``None`` where the CUDA algorithms were not opened. Not yet run on a GPU."""
+        return self._algorithms.multicast
+
     def baseline_for(self, device: torch.device | str) -> str:
         """The process-group algorithm for tensors on ``device`` (``nccl`` for CUDA on a NCCL group)."""
         return self._baselines.get(torch.device(device).type, self._baseline)
@@ -297,10 +303,11 @@ class Communicator:
         usable = self._usable(tensor, op, mode)
         nbytes = tensor.numel() * tensor.element_size()
         table = self.table_for(tensor.device)
+        multicast = self.multicast if tensor.device.type == "cuda" else None  # an engine's plans differ by it
         fits = set(usable)
         skipped: list[str] = []
         while True:
-            decision = decide(table, nbytes, self.world_size, mode, frozenset(fits), self.hosts)
+            decision = decide(table, nbytes, self.world_size, mode, frozenset(fits), self.hosts, multicast)
             if decision.algorithm not in fits:
                 break
             why = self._algorithms.by_name[decision.algorithm].unfit(nbytes, tensor.dtype)

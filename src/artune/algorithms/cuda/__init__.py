@@ -4,7 +4,9 @@
 backend reduces CUDA tensors. It decides, identically on every rank, which
 of ``symm_mem_one_shot``, ``symm_mem_two_shot`` and ``symm_mem_multimem``
 can run here, allocates and rendezvous one symmetric buffer for them, and
-returns the reason for every one it leaves out (``rules``). Nothing fails at
+returns the reason for every one it leaves out (``rules``), and whether
+NVLink multicast works on every rank (what an engine's table plans by).
+Nothing fails at
 call time: a dtype, op or size the kernels cannot take is refused by
 ``unavailable`` / ``unfit`` and the Communicator's fallback runs instead.
 """
@@ -47,8 +49,9 @@ def _first_reasons(per_rank: list[object], names: list[str]) -> dict[str, str | 
 
 def open_cuda_algorithms(
     group: Any, *, same_host: bool, buffer_bytes: int | None = None
-) -> tuple[dict[str, Algorithm], dict[str, str]]:
-    """The symmetric-memory algorithms that can run on ``group`` here, and why each missing one cannot.
+) -> tuple[dict[str, Algorithm], dict[str, str], bool]:
+    """The symmetric-memory algorithms that can run on ``group`` here, why each missing one cannot, and
+    whether every rank's symmetric buffer got a multicast address (False where none could be set up).
 
     Collective: every rank calls it (also one without CUDA, which reports why).
     """
@@ -62,7 +65,7 @@ def open_cuda_algorithms(
     reasons = _first_reasons(_gather(local, group), names)
     wanted = [name for name in names if reasons[name] is None]
     if not wanted:
-        return {}, {n: r for n, r in reasons.items() if r}
+        return {}, {n: r for n, r in reasons.items() if r}, False
 
     from artune.algorithms.cuda.symm_mem import SymmMemAlgorithm, SymmMemBuffer
 
@@ -83,7 +86,7 @@ def open_cuda_algorithms(
         if buffer is not None:
             buffer.close()
         why = str(problems[0])[:300]
-        return {}, {**{n: r for n, r in reasons.items() if r}, **dict.fromkeys(wanted, why)}
+        return {}, {**{n: r for n, r in reasons.items() if r}, **dict.fromkeys(wanted, why)}, False
     everywhere = all(bool(m) for m in _gather(buffer.multicast, group))
     found: dict[str, Algorithm] = {}
     for name in wanted:
@@ -94,4 +97,4 @@ def open_cuda_algorithms(
             reasons[name] = reason
     if not found:
         buffer.close()
-    return found, {n: r for n, r in reasons.items() if r}
+    return found, {n: r for n, r in reasons.items() if r}, everywhere
