@@ -339,7 +339,7 @@ class Communicator:
         if params is None or (algorithm is not None and not params):
             route_key: object = algorithm
         else:
-            frozen = (algorithm, tuple(params.items()))  # insertion order: another order is another key, as right
+            frozen = (algorithm, tuple(params.items()))  # the same params in another order: a second key, as good
             try:
                 route_key = self._param_keys.get(frozen) or self._new_params_key(frozen)
             except TypeError:  # an unhashable value: such calls are routed afresh each time
@@ -428,7 +428,7 @@ class Communicator:
         self._routes[key] = route
         self._graph_routes[key] = graph
         if route[1] is None and tensor.device.type == "cpu":  # no agreement round to run: C can take it
-            self._fast.add(tensor.dtype, op, key[4], tensor.numel(), route[0])
+            self._fast.add(tensor.dtype, op, key[-1], tensor.numel(), route[0])  # by the call's route key
         return route
 
     def _route(

@@ -1,10 +1,11 @@
 """CUDA timers: events on the current stream (eager) and CUDA-graph replays (graph). Not yet run on a GPU.
 
 ``artune.measure.harness.make_timer`` chooses them; torch is imported only
-when one runs. The event and stream factories are parameters so that the arithmetic (which
-events bracket which call, the division by calls per graph, where the L2
-flush goes) is tested on CPU with a fake clock; on a GPU they are
-``torch.cuda.Event(enable_timing=True)`` and ``torch.cuda.current_stream``.
+when one runs. The event and stream factories are parameters so that the
+arithmetic (which events bracket which call, the division by calls per
+graph, where the L2 flush goes) is tested on CPU with a fake clock; on a GPU
+they are ``torch.cuda.Event(enable_timing=True)`` and
+``torch.cuda.current_stream``.
 """
 
 from __future__ import annotations

@@ -58,8 +58,8 @@ from artune.model.cost import VERSION
 
 Theta = Mapping[str, np.ndarray]  # parameter name -> values, one per replicate (shape (b,))
 
-#: NCCL's tuning.cc figures (gpu-facts.md) centre the NCCL priors; its NVLink step latencies
-#: (0.6, 1.9, 3.4 us) are in rounds of the round's prior (2 us)
+#: NCCL's tuning.cc figures (gpu-facts.md) centre the NCCL priors; the step latencies are in rounds,
+#: centred on its NVLink ones (0.6, 1.9, 3.4 us) over the round's prior (2 us)
 PARAMS: dict[str, tuple[float, float, str]] = {
     # name: (prior centre, prior sd of the log, meaning)
     "mc_rounds": (3.0, 0.7, "a multicast operation's latency, in rounds"),
