@@ -211,8 +211,9 @@ def test_a_crossing_says_when_the_plans_bound_is_not_the_crossover() -> None:
     assert str(Crossing("a", "b", 2 * MiB, 2.1 * MiB, MiB, 4 * MiB)) == "a -> b at 2MiB (90% interval 1MiB..4MiB)"
     late = str(Crossing("a", "b", 64 * MiB, 14 * MiB, 3 * MiB, 60 * MiB))
     assert late.startswith("a -> b at 64MiB, where it is 5% faster (crossover 14MiB")
-    top = str(Crossing("a", "nccl", 128 * MiB, 200 * MiB, 60 * MiB, 1 << 30))
+    top = str(Crossing("a", "nccl", 128 * MiB, 200 * MiB, 60 * MiB, 1 << 30, last=True))
     assert "the top of the planned sizes (crossover 200MiB, 90% interval 60MiB..>= 1GiB)" in top
+    assert "before the crossover (crossover 200MiB" in str(Crossing("a", "b", 128 * MiB, 200 * MiB, MiB, 1 << 30))
 
 
 def test_crossings_and_uncertain_sizes_come_from_the_refits() -> None:

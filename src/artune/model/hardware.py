@@ -132,6 +132,7 @@ class Crossing:
     crossover: float  # where the central fit's lead becomes slower than the rival
     lo: float  # the crossover's interval
     hi: float
+    last: bool = False  # the plan's last band, ending at the top of its sizes where the fallback takes over
 
     def __str__(self) -> str:
         def size(n: float) -> str:
@@ -141,8 +142,9 @@ class Crossing:
         head = f"{self.lead} -> {self.rival} at {human_size(self.at)}"
         if abs(math.log(self.at / self.crossover)) <= math.log(1.1):
             return f"{head} ({interval})"
-        if self.at < self.crossover:  # the planned sizes end first; the fallback takes over there
-            return f"{head}, the top of the planned sizes (crossover {size(self.crossover)}, {interval})"
+        if self.at < self.crossover:
+            why = "the top of the planned sizes" if self.last else "before the crossover"
+            return f"{head}, {why} (crossover {size(self.crossover)}, {interval})"
         # nearly parallel lines: the plan keeps the lead until the rival is SWITCH_MARGIN faster, far on
         return f"{head}, where it is {SWITCH_MARGIN:.0%} faster (crossover {size(self.crossover)}, {interval})"
 
@@ -183,7 +185,8 @@ def crossings(model: HardwareModel, plan) -> list[Crossing]:
         start = plan.bands[i - 1].upto + 1 if i else 0
         central, draws = model.crossover(band.candidates[0], rival, plan.world_size, plan.mode, start)
         lo, hi = np.percentile(draws, [tail, 100 - tail])
-        out.append(Crossing(band.candidates[0], rival, int(band.upto), central, float(lo), float(hi)))
+        last = band is bands[-1]
+        out.append(Crossing(band.candidates[0], rival, int(band.upto), central, float(lo), float(hi), last))
     return out
 
 
