@@ -36,6 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
+from artune.algorithms.shm.algorithms import DEFAULT_CHUNK_BYTES
 from artune.measure.records import MeasurementLog
 from artune.model.cost import CostModel, fit_points
 from artune.model.fit import Points
@@ -59,7 +60,7 @@ def _fit(times: dict[int, dict[str, float]], sizes: list[int], ws: int, names: l
         for a in names
     }
     return fit_points(
-        points, kind="cpu", arch="", device="", cores=os.cpu_count(), chunk_bytes=1 << 20, inputs="replay",
+        points, kind="cpu", arch="", device="", cores=os.cpu_count(), chunk_bytes=DEFAULT_CHUNK_BYTES, inputs="replay",
         replicates=100,
     )  # fmt: skip
 
