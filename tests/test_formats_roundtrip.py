@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from artune.cli import main
+from artune.errors import TableError
 from artune.formats import read_engine
 from artune.formats.nccl_write import export_nccl
 from artune.formats.sglang_write import CPU_ROLES, as_written, export_sglang
@@ -49,7 +50,7 @@ def test_vllm_reference_round_trips_exactly(tmp_path: Path, arch: str) -> None:
     assert decision_mismatches(reimport_vllm(tmp_path, out.text, arch), table) == []
 
 
-@pytest.mark.parametrize("arch", ["9.0", "10.0", "10.7"])
+@pytest.mark.parametrize("arch", ["9.0", "10.7"])
 def test_sglang_reference_round_trips_exactly(tmp_path: Path, arch: str) -> None:
     table = reference_set("sglang").tables[arch]
     out = export_sglang(table, "test", standalone=True)
@@ -60,8 +61,19 @@ def test_sglang_reference_round_trips_exactly(tmp_path: Path, arch: str) -> None
 def test_sglang_export_writes_the_engines_own_float_text() -> None:
     text = export_sglang(reference_set("sglang").tables["10.7"], "test").text
     assert "def _sm107_configs(num_sm: int) -> dict[int, AllReduceConfig]:" in text
-    assert "graph=Heuristic(2.438 * MB, 2.438 * MB, 128 * MB, Range(2.438 * MB, 128 * MB))," in text
+    assert "graph=_pack_heuristic(2.438 * MB, 2.438 * MB, 128 * MB, Range(2.438 * MB, 128 * MB))," in text
     assert "num_pull_blocks=min(192, num_sm)," in text and "num_mc_blocks=96," in text
+    # SM100's 2shot_push rows: 0.5.23's threshold in the fifth slot, after an empty multicast range
+    sm100 = export_sglang(reference_set("sglang").tables["10.0"], "test")
+    assert sm100.dropped == []
+    assert "graph=_pack_heuristic(0.625 * MB, 0.625 * MB, 128 * MB, Range(0, 0), 8 * MB)," in sm100.text
+
+
+def test_a_standalone_file_with_two_shot_push_names_what_reads_it(tmp_path: Path) -> None:
+    out = export_sglang(reference_set("sglang").tables["10.0"], "test", standalone=True)
+    assert "two_shot_push_threshold: int = 0" in out.text
+    with pytest.raises(TableError, match="give the checkout or the release"):
+        reimport_sglang(tmp_path, out.text, "10.0")
 
 
 def test_vllm_projection_states_what_it_drops(tmp_path: Path) -> None:
@@ -252,3 +264,12 @@ def test_cli_export_prints_paste_ready_text_and_projection_on_stderr(tmp_path: P
     assert main(["export", "reference:sglang", "--to", "sglang"]) == 2  # a set: pick an arch
     assert main(["export", "reference:sglang@10.7", "--to", "nccl-tuner"]) == 0
     assert "is not an NCCL algorithm" in capsys.readouterr().err
+
+
+def test_sglang_export_names_a_missing_block_count() -> None:
+    params = freeze_params({"1shot_push": {"blocks": 8}})  # none for 2shot_pull's pull grid
+    bands = (Band(MiB, ("1shot_push",)), Band(8 * MiB, ("2shot_pull",)))
+    table = Table(Platform("cuda", "9.0"), Provenance("modelled"), (Plan(4, "graph", bands, "nccl", params),))
+    out = export_sglang(table, "test")
+    assert "num_push_blocks=8," in out.text and "num_pull_blocks=num_sm," in out.text
+    assert out.dropped[0] == "ws=4: no blocks parameter for the pull kernels; written as num_sm"

@@ -91,3 +91,66 @@ def test_the_reader_keeps_the_rows_as_written_and_says_why_they_differ() -> None
     assert decision.algorithm == "nccl"
     assert "as written: 1shot_push (16MiB, 128MiB]" in decision.reason and "16MiB default workspace" in decision.reason
     assert "10.0" in " ".join(tables.resolve("10.3").borrowed)  # SGLang's dispatch, not a family chain
+
+
+# ------------------------------------------------------------------ the writer, through SGLang's own code
+
+CONFIGS = "sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py"
+
+
+def _pasted(root: Path, tmp_path: Path, text: str) -> Path:
+    """A copy of the release with the exported function in place of its own, as a maintainer pastes it."""
+    import ast
+    import shutil
+
+    copy = tmp_path / "release"
+    shutil.copytree(root, copy)
+    path = copy / CONFIGS
+    lines = path.read_text().splitlines(keepends=True)
+    name = next(line for line in text.splitlines() if line.startswith("def ")).split("(")[0].removeprefix("def ")
+    (fn,) = [n for n in ast.parse("".join(lines)).body if isinstance(n, ast.FunctionDef) and n.name == name]
+    first = min(d.lineno for d in fn.decorator_list) if fn.decorator_list else fn.lineno
+    path.write_text("".join(lines[: first - 1]) + text + "".join(lines[fn.end_lineno :]))
+    return copy
+
+
+@pytest.mark.parametrize("arch", ["9.0", "10.0", "10.7"])
+def test_an_exported_reference_table_runs_in_the_release_as_the_original(tmp_path: Path, arch: str) -> None:
+    """export(reference:sglang) pasted into 0.5.23's configs file: SGLang's own code decides every probe as before."""
+    from artune.formats.sglang_write import export_sglang
+
+    root = release("0.5.23")
+    out = export_sglang(reference_set("sglang").tables[arch], "test")
+    assert out.dropped == []
+    probes = oracle.probes(root, [arch])
+    assert oracle.engine_decisions(_pasted(root, tmp_path, out.text), probes) == oracle.engine_decisions(root, probes)
+
+
+def test_a_measured_table_with_two_shot_push_runs_in_the_release_as_artune_decides(tmp_path: Path) -> None:
+    """A table SGLang's own rows never had (2shot_push at 2 ranks, multicast at 4), exported and pasted in: the
+    release runs what artune decides from the table, at every probe of those world sizes."""
+    from artune.formats.sglang_write import export_sglang
+    from artune.table.family import TableSet
+    from artune.table.model import Band, Plan, Platform, Provenance, Table, freeze_params
+
+    KiB = 1 << 10
+    blocks = freeze_params({n: {"blocks": 96} for n in ("1shot_push", "2shot_push", "2shot_pull", "2shot_pull_mc")})
+    two = (Band(48 * KiB, ("1shot_push",)), Band(3 * MiB, ("2shot_push",)), Band(12 * MiB, ("2shot_pull",)))
+    four = (
+        Band(96 * KiB, ("1shot_push",)),
+        Band(6 * MiB, ("2shot_pull_mc", "2shot_pull")),
+        Band(8 * MiB, ("2shot_pull",)),
+    )
+    plans = tuple(
+        Plan(ws, mode, bands, "nccl", blocks) for ws, bands in ((2, two), (4, four)) for mode in ("graph", "eager")
+    )
+    table = Table(Platform("cuda", "10.0"), Provenance("measured", device="test"), plans, rules="sglang")
+    out = export_sglang(table, "test")
+    assert out.dropped == []
+    pasted = _pasted(release("0.5.23"), tmp_path, out.text)
+    probes = oracle.probes(pasted, ["10.0"], [2, 4])  # around the pasted rows' own bounds
+    engine = oracle.engine_decisions(pasted, probes)
+    ours = decide_all(TableSet("test", "cuda", {"10.0": table}, rules="sglang"), probes)
+    wrong = [(p, e, a) for p, e, a in zip(probes, engine, ours, strict=True) if e != a]
+    assert not wrong, f"{len(wrong)} of {len(probes)} differ, first: {wrong[:5]}"
+    assert {"1shot_push", "2shot_push", "2shot_pull_mc", "2shot_pull", "nccl"} <= set(engine)

@@ -37,7 +37,7 @@ import enum
 import math
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import cache
 from pathlib import Path
@@ -453,13 +453,13 @@ def _grid() -> list[int]:
     return sorted({p for k in range(4, 29) for p in (1 << k, 3 << (k - 1))} - {3 << 28})
 
 
-def probes(root: Path) -> list[Probe]:
+def probes(root: Path, archs: Iterable[str] = ARCHS, world_sizes: Iterable[int] = WORLD_SIZES) -> list[Probe]:
     """Every arch, world size 2-16, both modes, multicast on and off: each bound, +-1 and +-16 bytes around it,
     and the log grid."""
     out: list[Probe] = []
-    for arch in ARCHS:
+    for arch in archs:
         engine = _engine(root, arch)
-        for ws in WORLD_SIZES:
+        for ws in world_sizes:
             around = {b + d for b in engine.bounds(ws) for d in (-16, -1, 0, 1, 16)}
             sizes = sorted(s for s in around | set(_grid()) if s >= 0)
             for mode in MODES:

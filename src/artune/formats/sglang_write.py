@@ -1,20 +1,31 @@
-"""Write a table as SGLang's ``_smXYZ_configs(num_sm)`` (the shape with ``two_shot_push``, "B").
+"""Write a table as SGLang 0.5.23's ``_smXYZ_configs(num_sm)``, to paste into its configs file.
 
-Projection, per world size and mode: ``2shot_push`` gets the range from
-its first to its last size, ``1shot_push`` the sizes up to the last one
-where it is a candidate, ``1shot_pull`` likewise (at least the push bound),
-``2shot_pull_mc`` the range from its first to its last size, and
-``2shot_pull`` the sizes up to its last one; ``nccl`` the rest. Block counts
-come from the plan's ``blocks`` parameters (``"sms"`` is written
-``num_sm``). A CPU table maps by role, stated on stderr: ``shm_one_shot``
-is written as one-shot push, ``shm_two_shot`` as two-shot pull, the process
-group as SGLang's nccl fallback, with ``blocks = num_sm``. An engine's table is
-written as its file writes it (``Plan.written``: SGLang clips the rows to its
-workspace again when it runs them). The text is read back with
-``artune.formats.sglang_read`` and compared, as written, with the table:
-every difference is listed in ``Export.dropped``. ``standalone`` wraps the
-function in the record classes and the capability dispatch, so that the
-output is a whole configs file ``artune import sglang`` reads.
+SGLang 0.5.23 (``configs/custom_all_reduce_v2.py``) tries, per mode,
+``1shot_push`` up to its threshold, ``2shot_push`` up to its own,
+``1shot_pull``, the multicast ``2shot_pull`` inside its range, then
+``2shot_pull``; NCCL above. Projection, per world size and mode: each
+threshold is the last size where its algorithm is a candidate (a later one
+at least the earlier ones, so an algorithm the table does not use is
+switched off the way SGLang does it: equal adjacent thresholds), and the
+multicast range runs from its first size to its last. Rows are written as
+0.5.23 writes its own, ``_pack_heuristic(push, pull, two_shot, Range(mc),
+two_shot_push)`` (the fifth slot is ``two_shot_push_threshold``; it and the
+range are left out when unused, which keeps the row valid for 0.5.19-0.5.22
+too). Block counts come from the plan's ``blocks`` parameters (``"sms"`` is
+written ``num_sm``). A CPU table maps by role, stated on stderr:
+``shm_one_shot`` is written as one-shot push, ``shm_two_shot`` as two-shot
+pull, the process group as SGLang's nccl fallback, with ``blocks = num_sm``.
+An engine's table is written as its file writes it (``Plan.written``: SGLang
+clips the rows to its workspace again when it runs them).
+
+The rows are read back by 0.5.23's own order (``artune.table.references.sglang.table_of``,
+which ``tests/test_oracle_sglang.py`` holds equal to the release's code) and
+compared, as written, with the table: every difference is listed in
+``Export.dropped``. ``standalone`` wraps the function in the record classes
+and a capability dispatch, so that the output is a whole configs file; where
+no row sets ``two_shot_push_threshold`` ``artune import sglang`` reads it
+alone (with one, only a 0.5.23 communicator says where that algorithm goes,
+so artune reads it from a checkout with the function pasted in).
 """
 
 from __future__ import annotations
@@ -23,10 +34,10 @@ import math
 
 from artune.errors import TableError
 from artune.formats.header import Export, differences, provenance_lines
-from artune.formats.sglang_read import build
-from artune.formats.source import SourceFile
+from artune.formats.sglang_rules import Heuristic
 from artune.sizes import MAX_SIZE
 from artune.table.model import MODES, Band, ParamValue, Plan, Table
+from artune.table.references.sglang import Blocks, table_of
 
 KB = 1024
 MB = 1024 * KB
@@ -56,9 +67,7 @@ class Heuristic(NamedTuple):
     one_shot_pull_threshold: int
     two_shot_pull_threshold: int
     mc: Range = Range(0, 0)
-    two_shot_push: Range = Range(0, 0)
-    two_shot_push_mc: Range = Range(0, 0)
-
+{push_field}
 
 class AllReduceConfig(NamedTuple):
     graph: Heuristic
@@ -66,6 +75,10 @@ class AllReduceConfig(NamedTuple):
     num_push_blocks: int
     num_pull_blocks: int
     num_mc_blocks: Optional[int]
+
+
+def _pack_heuristic(*args) -> Heuristic:
+    return Heuristic(*(int(p) if isinstance(p, float) else p for p in args))
 
 """
 
@@ -103,25 +116,29 @@ def _spans(plan: Plan, name: str) -> tuple[int, int] | None:
     return None if lo is None or hi is None else (lo, hi)
 
 
-def _range(span: tuple[int, int] | None) -> str:
-    return "Range(0, 0)" if span is None else f"Range({size_expr(span[0], lower=True)}, {size_expr(span[1])})"
+def row(plan: Plan) -> Heuristic:
+    """The plan's row in 0.5.23's order: each threshold the last size of its algorithm, at least the earlier ones."""
+
+    def last(name: str, floor: int = 0) -> int:
+        span = _spans(plan, name)
+        return max(span[1] if span else 0, floor)
+
+    push = last("1shot_push")
+    two_shot_push = last("2shot_push")
+    pull = last("1shot_pull", push)
+    mc = _spans(plan, "2shot_pull_mc") or (0, 0)
+    return Heuristic(push, pull, last("2shot_pull", pull), mc, two_shot_push)
 
 
-def heuristic(plan: Plan) -> str:
-    """``Heuristic(...)`` for one plan."""
-    push = _spans(plan, "1shot_push")
-    pull = _spans(plan, "1shot_pull")
-    two = _spans(plan, "2shot_pull")
-    push_hi = push[1] if push else 0
-    pull_hi = max(pull[1] if pull else 0, push_hi)
-    two_hi = max(two[1] if two else 0, pull_hi)
-    args = [size_expr(push_hi), size_expr(pull_hi), size_expr(two_hi)]
-    mc, tsp = _spans(plan, "2shot_pull_mc"), _spans(plan, "2shot_push")
-    if mc or tsp:
-        args.append(_range(mc))
-    if tsp:
-        args.append(_range(tsp))
-    return f"Heuristic({', '.join(args)})"
+def heuristic(h: Heuristic) -> str:
+    """``_pack_heuristic(...)`` for one row, as 0.5.23 writes its own (unused trailing slots left out)."""
+    args = [size_expr(h.one_shot_push), size_expr(h.one_shot_pull), size_expr(h.two_shot_pull)]
+    lo, hi = (int(v) for v in h.mc)
+    if hi or h.two_shot_push:
+        args.append(f"Range({size_expr(lo, lower=True)}, {size_expr(hi)})" if hi else "Range(0, 0)")
+    if h.two_shot_push:
+        args.append(size_expr(h.two_shot_push))
+    return f"_pack_heuristic({', '.join(args)})"
 
 
 def _blocks(plans: list[Plan], names: tuple[str, ...]) -> ParamValue | None:
@@ -184,34 +201,42 @@ def export_sglang(table: Table, command: str, arch: str | None = None, standalon
     if arch != table.platform.arch:
         lines.append(f"# written as arch {arch} (the table is for {table.platform.arch})")
     lines += ["", "", "@cache", f"def {name}(num_sm: int) -> dict[int, AllReduceConfig]:", "    return {"]
+    figures: dict[int, tuple[Heuristic, Heuristic]] = {}
+    blocks: dict[int, Blocks] = {}
     for ws in sorted({p.world_size for p in work.plans}):
         plans = {m: p for m in MODES if (p := work.plan(ws, m)) is not None}
         graph = plans.get("graph") or plans["eager"]
-        eager = plans.get("eager") or graph
         every = list(plans.values())
+        figures[ws] = (row(graph), row(plans.get("eager") or graph))
+        push, pull = _blocks(every, _PUSH_GRID), _blocks(every, _PULL_GRID)
+        used = {name for plan in every for name in plan.algorithms}
+        for grid, value in (("push", push), ("pull", pull)):
+            if value is None and used & set(_PUSH_GRID if grid == "push" else _PULL_GRID):
+                notes.append(f"ws={ws}: no blocks parameter for the {grid} kernels; written as num_sm")
+        blocks[ws] = Blocks(push or "sms", pull or "sms", _blocks(every, ("2shot_pull_mc",)))
         lines += [
             f"        {ws}: AllReduceConfig(",
-            f"            graph={heuristic(graph)},",
-            f"            eager={heuristic(eager)},",
-            f"            num_push_blocks={_block_expr(_blocks(every, _PUSH_GRID))},",
-            f"            num_pull_blocks={_block_expr(_blocks(every, _PULL_GRID))},",
-            f"            num_mc_blocks={_block_expr(_blocks(every, ('2shot_pull_mc',)))},",
+            f"            graph={heuristic(figures[ws][0])},",
+            f"            eager={heuristic(figures[ws][1])},",
+            f"            num_push_blocks={_block_expr(blocks[ws].push)},",
+            f"            num_pull_blocks={_block_expr(blocks[ws].pull)},",
+            f"            num_mc_blocks={_block_expr(blocks[ws].mc)},",
             "        ),",
         ]
     lines += ["    }", ""]
     body = "\n".join(lines)
-    module = _module(body, name, arch)
-    written = as_written(build(SourceFile("<export>", module)).tables.tables[arch])
+    written = as_written(table_of(arch, figures, blocks.__getitem__, table.provenance))
     dropped = [*notes, *differences(work, written)]
     if any(p.open_ended for p in work.plans):
         dropped.append(
             "an open-ended band is written as 1 << 50 (artune reads it back as open-ended); SGLang clips it to its "
             "workspace, 16 MiB by default, and runs nccl above"
         )
-    return Export(module if standalone else body, dropped)
+    push = any(h.two_shot_push for rows in figures.values() for h in rows)
+    return Export(_module(body, name, arch, push) if standalone else body, dropped)
 
 
-def _module(body: str, name: str, arch: str) -> str:
+def _module(body: str, name: str, arch: str, push: bool) -> str:
     major, _, minor = arch.partition(".")
     dispatch = (
         "\n\n@cache\ndef _get_all_reduce_configs() -> dict[int, AllReduceConfig]:\n"
@@ -221,4 +246,5 @@ def _module(body: str, name: str, arch: str) -> str:
         f"        return {name}(num_sm)\n"
         "    return {}\n"
     )
-    return _PRELUDE + body + dispatch
+    field = "    two_shot_push_threshold: int = 0  # SGLang 0.5.23: tried after 1shot_push\n" if push else ""
+    return _PRELUDE.replace("{push_field}\n", field) + body + dispatch

@@ -175,12 +175,14 @@ def _params(algorithms: tuple[str, ...], blocks: Blocks) -> dict[str, dict[str, 
     return {name: {"blocks": grid[name]} for name in algorithms if grid.get(name) is not None}
 
 
-def _table(
+def table_of(
     arch: str,
     figures: dict[int, tuple[Heuristic, Heuristic]],
     blocks_for: Callable[[int], Blocks],
     provenance: Provenance,
 ) -> Table:
+    """The table SGLang 0.5.23 runs from ``figures`` (world size -> graph and eager rows) and their block counts:
+    each row clipped to the default workspace, the row as written kept in ``Plan.written``."""
     plans = []
     for world_size, rows in sorted(figures.items()):
         blocks = blocks_for(world_size)
@@ -215,7 +217,7 @@ def _provenance(device: str, notes: str) -> Provenance:
 def table_set() -> TableSet:
     """SGLang's SM90, SM100 and SM107 tables keyed by arch, with its default as the set's default."""
     tables = {
-        "9.0": _table(
+        "9.0": table_of(
             "9.0",
             SM90,
             _sm90_blocks,
@@ -225,7 +227,7 @@ def table_set() -> TableSet:
                 "blocks: push = 132 SMs, pull 64, multicast 128 // world size from 4 ranks",
             ),
         ),
-        "10.0": _table(
+        "10.0": table_of(
             "10.0",
             SM100,
             _sm100_blocks,
@@ -235,7 +237,7 @@ def table_set() -> TableSet:
                 "blocks: push = 148 SMs, pull = 148 at 2 ranks else 96",
             ),
         ),
-        "10.7": _table(
+        "10.7": table_of(
             "10.7",
             SM107,
             _sm107_blocks,
@@ -246,7 +248,7 @@ def table_set() -> TableSet:
             ),
         ),
     }
-    default = _table(
+    default = table_of(
         "default",
         DEFAULT,
         _default_blocks,
