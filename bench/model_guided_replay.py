@@ -60,9 +60,15 @@ def _fit(times: dict[int, dict[str, float]], sizes: list[int], ws: int, names: l
         for a in names
     }
     return fit_points(
-        points, kind="cpu", arch="", device="", cores=os.cpu_count(), chunk_bytes=DEFAULT_CHUNK_BYTES, inputs="replay",
+        points,
+        kind="cpu",
+        arch="",
+        device="",
+        cores=os.cpu_count(),
+        chunk_bytes=DEFAULT_CHUNK_BYTES,
+        inputs="replay",
         replicates=100,
-    )  # fmt: skip
+    )
 
 
 def _disagreement(model: CostModel, ws: int, sizes: list[int], names: list[str]) -> np.ndarray:
