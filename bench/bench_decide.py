@@ -41,7 +41,7 @@ def main() -> None:
     sizes = [rng.randrange(0, 256 << 20) for _ in range(args.reps)]
     tables = [("bundled:cpu ws=2", cpu_default(), 2, "eager", frozenset({"gloo", "shm_one_shot", "shm_two_shot"}))]
     try:
-        from artune.table.references import reference_set
+        from artune.formats.references import reference_set
 
         sm107 = reference_set("sglang").resolve("10.7")
         names = frozenset(a for p in sm107.plans for a in p.algorithms)

@@ -24,9 +24,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-from artune.cli.tables import open_source, source_findings
 from artune.errors import ArtuneError
 from artune.formats.releases import ReleaseUnavailable, fetch_release
+from artune.sources import open_source, source_findings
 
 sys.path.insert(0, str(Path(__file__).parent))  # the oracles live beside this script
 

@@ -10,10 +10,10 @@ import pytest
 from artune.errors import TableError
 from artune.formats import read_engine
 from artune.formats.pyeval import Interpreter, Unsupported, constants
+from artune.formats.references import reference_set
 from artune.table.check import copied_archs, shadowed_rules, unaligned_rules
 from artune.table.decide import decide
-from artune.table.references import reference_set
-from artune.table.references.rules import Rule, below, upto
+from artune.table.priority import SizeRule, below, upto
 from formats_helpers import available, decision_mismatches
 
 FIXTURES = Path(__file__).parent / "fixtures" / "engines"
@@ -30,8 +30,8 @@ def messages(imported) -> list[str]:
 
 
 def _figures(name: str):
-    from artune.formats.source import read_source
-    from artune.formats.vllm_figures import FILES, read_figures
+    from artune.formats.files import read_source
+    from artune.formats.vllm.figures import FILES, read_figures
 
     root = FIXTURES / name
     return read_figures([read_source(root / f) for f in FILES if (root / f).is_file()])
@@ -421,7 +421,7 @@ def test_shadowed_and_alignment_unreachable_rules() -> None:
     assert shadowed_rules([upto("2shot_pull_mc", 4096), upto("2shot_pull", 1024)]) == []
     # custom_ar needs 16-byte sizes, symmetric memory 4: symm below custom_ar still runs for 4-byte sizes
     assert shadowed_rules([below("custom_ar", 1 << 20), below("symm_mem_two_shot", 1 << 19)]) == []
-    assert shadowed_rules([Rule("1shot_push", 5, 4)]) == []
+    assert shadowed_rules([SizeRule("1shot_push", 5, 4)]) == []
 
 
 def test_sglang_band_the_alignment_rule_makes_unreachable(tmp_path: Path) -> None:

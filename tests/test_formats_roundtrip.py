@@ -10,14 +10,14 @@ import pytest
 from artune.cli import main
 from artune.errors import TableError
 from artune.formats import read_engine
-from artune.formats.nccl_write import export_nccl
-from artune.formats.sglang_write import CPU_ROLES, as_written, export_sglang
-from artune.formats.vllm_write import export_vllm
+from artune.formats.nccl.write import export_nccl
+from artune.formats.references import reference_set
+from artune.formats.sglang.write import CPU_ROLES, as_written, export_sglang
+from artune.formats.vllm.write import export_vllm
 from artune.machine import cpu_platform
 from artune.table.diff import diff_tables
 from artune.table.io import loads_table
 from artune.table.model import Band, Plan, Platform, Provenance, Table, freeze_params
-from artune.table.references import reference_set
 from artune.tune.bench import CachedBench
 from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
@@ -233,7 +233,7 @@ def test_cli_import_writes_published_tables_with_file_and_commit(tmp_path: Path,
     table = loads_table((tmp_path / "sglang-10.7.toml").read_text())
     assert table.provenance.source == "published"
     assert "custom_all_reduce_v2.py" in table.provenance.notes
-    from artune.formats.source import git_commit
+    from artune.formats.files import git_commit
 
     commit = git_commit(FIXTURES)
     if commit:  # the fixtures sit in this project's work tree when it is a git checkout

@@ -188,8 +188,8 @@ def test_vllm_custom_ar_runs_one_stage_or_two_by_vllms_rule() -> None:
 
 
 def test_hand_tables_decide_through_the_reference_tables() -> None:
+    from artune.formats.references import reference_set
     from artune.table.decide import decide
-    from artune.table.references import reference_set
 
     measured = ["nccl/auto", "multimem/torch", "two_shot/torch"]
     # vLLM 10.3 world size 2: no custom_ar column, so torch two-shot below its limit, NCCL above

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from artune.formats.references import reference_set
 from artune.formats.releases import ReleaseUnavailable, fetch_release
 from artune.table.decide import decide
-from artune.table.references import reference_set
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
 from oracles import Probe, decide_all
@@ -117,7 +117,7 @@ def _pasted(root: Path, tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize("arch", ["9.0", "10.0", "10.7"])
 def test_an_exported_reference_table_runs_in_the_release_as_the_original(tmp_path: Path, arch: str) -> None:
     """export(reference:sglang) pasted into 0.5.23's configs file: SGLang's own code decides every probe as before."""
-    from artune.formats.sglang_write import export_sglang
+    from artune.formats.sglang.write import export_sglang
 
     root = release("0.5.23")
     out = export_sglang(reference_set("sglang").tables[arch], "test")
@@ -129,7 +129,7 @@ def test_an_exported_reference_table_runs_in_the_release_as_the_original(tmp_pat
 def test_a_measured_table_with_two_shot_push_runs_in_the_release_as_artune_decides(tmp_path: Path) -> None:
     """A table SGLang's own rows never had (2shot_push at 2 ranks, multicast at 4), exported and pasted in: the
     release runs what artune decides from the table, at every probe of those world sizes."""
-    from artune.formats.sglang_write import export_sglang
+    from artune.formats.sglang.write import export_sglang
     from artune.table.family import TableSet
     from artune.table.model import Band, Plan, Platform, Provenance, Table, freeze_params
 

@@ -19,8 +19,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
 
 from artune.cli import main
 from artune.formats import read_engine
+from artune.formats.references import reference_set
 from artune.formats.releases import ReleaseUnavailable, fetch_release
-from artune.table.references import reference_set
 from oracles import vllm as oracle
 
 MiB = 1 << 20

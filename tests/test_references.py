@@ -2,7 +2,7 @@
 
 The expected decisions are re-implemented here straight from the published
 figures (``/work/shared/reference/published-tables.md``), independently of
-``artune.table.references``: the thresholds are re-typed as the engines write
+``artune.formats.references``: the thresholds are re-typed as the engines write
 them and each engine's first-match rule is coded again.
 """
 
@@ -17,10 +17,10 @@ import pytest
 
 from artune.catalog import SPECS
 from artune.errors import ArtuneError
+from artune.formats.references import REFERENCES, reference_set
 from artune.table.decide import decide
 from artune.table.io import digest, dumps_table, loads_table
 from artune.table.model import Band
-from artune.table.references import REFERENCES, reference_set
 
 KiB = KB = 1024
 MiB = MB = 1024 * 1024
@@ -453,8 +453,8 @@ def test_vllm_unsupported_world_sizes_use_nccl(ws: int) -> None:
 
 def test_vllm_issue_examples() -> None:
     """The 8 MiB cap (exclusive) sends 9.0 ws=2 past it to symmetric memory where FlashInfer is off."""
-    from artune.formats.vllm_rules import table_set
-    from artune.table.references.vllm import DISPATCH, _provenance
+    from artune.formats.vllm.reference import DISPATCH, _provenance
+    from artune.formats.vllm.rules import table_set
 
     off = table_set(replace(DISPATCH, flashinfer_on=False), "test", _provenance, _provenance("9.0"))
     for n, want in ((8 * MiB - 16, "custom_ar"), (8 * MiB, "symm_mem_two_shot"), (63 * MiB, "symm_mem_two_shot")):

@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from artune.cli.tables import SOURCES, Source, open_source
 from artune.errors import TableError
 from artune.sizes import format_span
+from artune.sources import SOURCES, Source, open_source
 from artune.table.diff import diff_tables
 from artune.table.io import dump_table, dumps_table
 from artune.table.model import MODES, Table
@@ -91,15 +91,15 @@ def run_export(args: argparse.Namespace) -> int:
     tables = _export_tables(source, args.arch, args.to)
     command = _command(args)
     if args.to == "vllm":
-        from artune.formats.vllm_write import export_vllm
+        from artune.formats.vllm.write import export_vllm
 
         out = export_vllm(tables, command)
     elif args.to == "sglang":
-        from artune.formats.sglang_write import export_sglang
+        from artune.formats.sglang.write import export_sglang
 
         out = export_sglang(tables[0], command, args.arch, args.standalone)
     else:
-        from artune.formats.nccl_write import export_nccl
+        from artune.formats.nccl.write import export_nccl
 
         out = export_nccl(tables[0], command)
     print(out.text, end="")

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from artune.cli.tables import SOURCES
 from artune.errors import ArtuneError
+from artune.sources import SOURCES
 
 _EPILOG = """examples:
   artune review vllm==0.25.0 vllm==0.33.0

@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
-from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
@@ -16,19 +14,16 @@ from rich.text import Text
 
 from artune import catalog, settings
 from artune.catalog import DTYPES, SPECS
-from artune.errors import ArtuneError, TableError
+from artune.errors import ArtuneError
+from artune.formats.references import reference_set
 from artune.sizes import format_size, format_span, parse_size
-from artune.table.check import Finding, check_table, modelled_summary
+from artune.sources import SOURCES, open_source, open_tables, selected_source, source_findings
+from artune.table.check import modelled_summary
 from artune.table.decide import decide
-from artune.table.family import TableSet
-from artune.table.io import dumps_table, load_table, table_to_dict
+from artune.table.io import dumps_table, table_to_dict
 from artune.table.model import MODES, Plan, Table
 from artune.table.overrides import apply_overrides, parse_overrides
 from artune.table.selection import select_table
-
-REFERENCE_PREFIX = "reference:"
-BUNDLED_PREFIX = "bundled:"
-SOURCES = "FILE|reference:NAME|bundled:cpu|vllm:PATH|sglang:PATH[@ARCH]"
 
 
 def register(commands: Any) -> None:
@@ -91,112 +86,11 @@ def register(commands: Any) -> None:
     show.set_defaults(run=run_show)
 
 
-# ------------------------------------------------------------------ sources
-
-
-@dataclass(frozen=True)
-class Source:
-    """What a command-line table name stands for: its tables, the set they form, an engine file's findings."""
-
-    tables: list[Table]
-    table_set: TableSet | None = None
-    findings: tuple[Finding, ...] = ()
-
-
-_ARCH_SUFFIX = re.compile(r"^[A-Za-z0-9_.]+(/multinode)?$")
-
-
-def open_source(spec: str) -> Source:
-    """A file, ``reference:NAME``, ``bundled:cpu``, ``vllm:PATH`` or ``sglang:PATH``; ``@ARCH`` picks one arch."""
-    head, at, arch = spec.rpartition("@")
-    if not (at and head and _ARCH_SUFFIX.match(arch)):
-        head, arch = spec, ""
-    source = _open(head)
-    if not arch:
-        return source
-    if source.table_set is None:
-        raise TableError(f"{spec}: @{arch} picks an arch from a set of tables (reference:, vllm:, sglang:)")
-    if arch in source.table_set.tables:
-        return Source([source.table_set.tables[arch]], source.table_set, source.findings)
-    return Source([source.table_set.resolve(arch)], source.table_set, source.findings)
-
-
-def _open(spec: str) -> Source:
-    from artune.formats import engine_source, read_engine
-
-    engine = engine_source(spec)
-    if engine is not None:
-        imported = read_engine(*engine)
-        tables = imported.tables
-        return Source(
-            [*tables.tables.values(), *([tables.default] if tables.default else [])], tables, imported.findings
-        )
-    if spec.startswith(REFERENCE_PREFIX):
-        from artune.table.references import reference_set
-
-        tables = reference_set(spec[len(REFERENCE_PREFIX) :])
-        return Source([*tables.tables.values(), *([tables.default] if tables.default else [])], tables)
-    if spec.startswith(BUNDLED_PREFIX):
-        from artune.table.bundled import cpu_default
-
-        if spec != "bundled:cpu":
-            raise TableError(f"{spec}: unknown bundled table; there is bundled:cpu")
-        return Source([cpu_default()])
-    return Source([load_table(spec)])
-
-
-def open_tables(spec: str) -> list[Table]:
-    """Every table a command-line name stands for (see ``open_source``)."""
-    return open_source(spec).tables
-
-
 def _label(table: Table) -> str:
     return f"{table.name} arch={table.platform.arch}"
 
 
 # ------------------------------------------------------------------ check
-
-
-def _selected() -> Source:
-    """The table a Communicator here would use, composed with the tables below it (``artune.table.selection``)."""
-    return Source([select_table(None, settings.from_env())])
-
-
-def coverage_notes(table: Table) -> list[Finding]:
-    """Notes on what an artune table does not cover, and which table answers there instead.
-
-    On a composed table, its plans taken from a later table; on a CPU table
-    by itself, what the bundled default would answer for it.
-    """
-    if table.rules != "artune":
-        return []
-    if not any(p.origin for p in table.plans) and table.platform.kind == "cpu":
-        from artune.table.bundled import cpu_default
-        from artune.table.selection import compose
-
-        table = compose([("this table", table), (f"the bundled default ({cpu_default().name})", cpu_default())])
-    return [
-        Finding(
-            table.name,
-            table.platform.arch,
-            plan.origin,
-            plan.world_size,
-            plan.mode,
-            severity="note",
-            hosts=plan.hosts,
-        )
-        for plan in table.plans
-        if plan.origin
-    ]
-
-
-def source_findings(source: Source, max_world_size: int | None = None) -> list[Finding]:
-    """What ``artune check`` prints for one source: an engine file's own findings (arch copies, holes,
-    clips, shadowed rows), then each table's lints and coverage notes."""
-    found = list(source.findings)
-    for table in source.tables:
-        found += [*check_table(table, max_world_size), *coverage_notes(table)]
-    return found
 
 
 def run_check(args: argparse.Namespace) -> int:
@@ -205,7 +99,7 @@ def run_check(args: argparse.Namespace) -> int:
     unreadable = 0
     for spec in args.tables or [None]:
         try:
-            source = open_source(spec) if spec is not None else _selected()
+            source = open_source(spec) if spec is not None else selected_source()
         except ArtuneError as err:
             print(f"{err}", file=sys.stderr)
             unreadable += 1
@@ -226,8 +120,6 @@ def run_check(args: argparse.Namespace) -> int:
 
 def _resolve_for_explain(args: argparse.Namespace) -> Table:
     if args.reference:
-        from artune.table.references import reference_set
-
         if not args.arch:
             raise ArtuneError("explain: --reference needs --arch, e.g. --arch 10.7")
         return reference_set(args.reference).resolve(args.arch)
@@ -424,7 +316,7 @@ def as_written(table: Table) -> Table:
 
 def run_show(args: argparse.Namespace) -> int:
     """Print each table as a chart, TOML or JSON."""
-    tables = [t for spec in args.tables for t in open_tables(spec)] if args.tables else _selected().tables
+    tables = [t for spec in args.tables for t in open_tables(spec)] if args.tables else selected_source().tables
     if args.as_written:
         tables = [as_written(t) for t in tables]
     if args.format == "json":

@@ -1,34 +1,62 @@
-"""The engines' own files in and out.
+"""The engines' own files in and out, one package per engine beside the shared evaluator.
 
-Readers turn an engine's table file (from a checkout, a released wheel, or a
-pull request) into artune tables: ``vllm_read`` (constant expressions,
-restricted evaluation) and ``sglang_read`` (the configs' and the
-communicator's code, interpreted by ``pyeval``, never run). Writers print paste-ready text in the engine's
-current shape: ``vllm_write``, ``sglang_write``, ``nccl_write``. A table
-source ``vllm:PATH`` or ``sglang:PATH`` is accepted wherever a table is.
+``artune.formats.vllm`` and ``artune.formats.sglang`` each hold the engine's
+reader (``read``: its table file, from a checkout, a released wheel or a pull
+request, turned into artune tables), its dispatch rules as its code runs them
+(``rules``), its published tables (``reference``) and its writer (``write``:
+paste-ready text in the engine's current shape); ``artune.formats.nccl``
+writes NCCL's tuner-plugin format. Shared by all of them: ``pyeval`` (the
+Python subset the readers interpret, never run), ``files``, ``gitrev``,
+``releases`` and ``engine``. A table source ``vllm:PATH`` or ``sglang:PATH``
+is accepted wherever a table is; ``READERS`` is where an engine is registered.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from artune.errors import TableError
 from artune.formats.engine import EngineImport
 from artune.formats.pyeval import Raised, Unsupported
+from artune.formats.sglang import read as sglang_read
+from artune.formats.vllm import read as vllm_read
 
-ENGINES = ("vllm", "sglang")
+
+@dataclass(frozen=True)
+class EngineReader:
+    """One engine's reader: how ``ENGINE:PATH`` is read, and which files of a checkout it looks for."""
+
+    name: str
+    read: Callable[[str], EngineImport]
+    files: tuple[str, ...]
+
+
+READERS: dict[str, EngineReader] = {
+    reader.name: reader
+    for reader in (
+        EngineReader("vllm", vllm_read.read_vllm, vllm_read.FILES),
+        EngineReader("sglang", sglang_read.read_sglang, sglang_read.FILES),
+    )
+}
+ENGINES = tuple(READERS)
 _SUBSET = (
     "artune reads engine files without running them, in the Python subset artune.formats.pyeval documents: "
     "point it at the engine's own table file, or report the construct with the file"
 )
 
 
+def engine_reader(engine: str) -> EngineReader:
+    """The registered reader of ``engine``; ``TableError`` naming the known engines otherwise."""
+    reader = READERS.get(engine)
+    if reader is None:
+        raise TableError(f"{engine}: unknown engine; known: {', '.join(ENGINES)}")
+    return reader
+
+
 def read_engine(engine: str, path: str) -> EngineImport:
     """Read ``engine``'s tables from ``path`` (a checkout or the table file); ``TableError`` when it cannot."""
-    if engine == "vllm":
-        from artune.formats.vllm_read import read_vllm as read
-    elif engine == "sglang":
-        from artune.formats.sglang_read import read_sglang as read
-    else:
-        raise TableError(f"{engine}: unknown engine; known: {', '.join(ENGINES)}")
+    read = engine_reader(engine).read
     try:
         return read(path)
     except Raised:
@@ -55,4 +83,4 @@ def engine_source(spec: str) -> tuple[str, str] | None:
     return None
 
 
-__all__ = ["ENGINES", "EngineImport", "engine_source", "read_engine"]
+__all__ = ["ENGINES", "READERS", "EngineImport", "EngineReader", "engine_reader", "engine_source", "read_engine"]

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from artune.formats.source import SourceFile
+from artune.formats.files import SourceFile
 from artune.sizes import format_span
 from artune.table.check import Finding, shadowed_rules, unaligned_rules
 from artune.table.family import TableSet
-from artune.table.references.rules import Rule
+from artune.table.priority import SizeRule
 
 
 @dataclass(frozen=True)
@@ -68,7 +68,7 @@ class FindingSink:
             out.append(Finding(self.table, arch, f"{message}; at {where}", ws, None, places[0][0]))
         return tuple(out)
 
-    def rules(self, source: str, arch: str, world_size: int, mode: str | None, rules: Sequence[Rule]) -> None:
+    def rules(self, source: str, arch: str, world_size: int, mode: str | None, rules: Sequence[SizeRule]) -> None:
         """Shadowed and alignment-unreachable rules of one first-match list."""
         for index, by in shadowed_rules(rules):
             message = f"{rules[index].algorithm} is shadowed by {' and '.join(by)}: it can never be reached"

@@ -7,7 +7,7 @@ a temporary folder laid out like the checkout, and the normal reader reads
 that folder: one reader, whichever side. The work tree, the index and the
 checked-out branch are never touched.
 
-Which files: the readers' ``FILES`` and the release members
+Which files: the registered readers' files (``artune.formats.READERS``) and the release members
 (``artune.formats.releases.MEMBERS``), each with and without SGLang
 checkouts' ``python/`` prefix (wheels have none), so that whatever the
 reader looks for at the base is there if the base has it.
@@ -15,7 +15,6 @@ reader looks for at the base is there if the base has it.
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -26,7 +25,6 @@ from pathlib import Path, PurePosixPath
 from artune.errors import TableError
 
 GIT_TIMEOUT_S = 60
-_READERS = {"vllm": "artune.formats.vllm_read", "sglang": "artune.formats.sglang_read"}
 _CHECKOUT_PREFIX = "python/"  # SGLang's package sits under python/ in its repository, not in its wheel
 
 
@@ -50,12 +48,10 @@ class RevisionTree:
 
 def engine_members(engine: str) -> tuple[str, ...]:
     """Every file or folder (ending ``/``) an engine's reader may look for, relative to a checkout."""
+    from artune.formats import engine_reader
     from artune.formats.releases import MEMBERS
 
-    if engine not in _READERS:
-        raise TableError(f"{engine}: unknown engine; known: {', '.join(_READERS)}")
-    reader = importlib.import_module(_READERS[engine])
-    names = (*getattr(reader, "FILES", ()), *MEMBERS[engine])
+    names = (*engine_reader(engine).files, *MEMBERS[engine])
     out: list[str] = []
     for name in names:
         bare = name.removeprefix(_CHECKOUT_PREFIX)

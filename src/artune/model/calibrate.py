@@ -90,7 +90,7 @@ def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: boo
     NCCL above the last band, ...), a boundary at SGLang's untuned maximum
     being a lower bound. NCCL is never a lead (its lines are a minimum).
     """
-    from artune.table.references import reference_set
+    from artune.formats.references import reference_set
 
     out: list[Crossover] = []
     tables = reference_set("sglang").tables

@@ -10,7 +10,7 @@ kernels the sweep measured at that size, and their regret
   faster (``artune.model.plan``'s rule).
 - An engine's choice is its reference table's decision
   (``artune.table.decide.decide`` on
-  ``artune.table.references.reference_set(engine).resolve(arch)``, so it
+  ``artune.formats.references.reference_set(engine).resolve(arch)``, so it
   follows whatever rules those tables implement), with ``available``
   the engine algorithms whose kernel the sweep measured at that size: the
   engine's first match among what ran. vLLM's ``custom_ar`` runs one stage
@@ -68,8 +68,8 @@ _ENGINE_NAMES = (*gpu.KERNEL_OF, "custom_ar")
 
 def hand_choice(engine: str, arch: str, world_size: int, mode: str, nbytes: int, measured: Sequence[str]) -> str:
     """The measured column the engine's hand table picks at ``nbytes`` (``nccl`` when nothing else ran)."""
+    from artune.formats.references import reference_set
     from artune.table.decide import decide
-    from artune.table.references import reference_set
 
     available = {name for name in _ENGINE_NAMES if stand_in(engine_kernel(name, world_size, nbytes), measured)}
     log = logging.getLogger("artune.table.family")

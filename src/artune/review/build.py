@@ -1,7 +1,7 @@
 """Build a ``Review`` from two table sources: what moves, the questions, the evidence, the verdict.
 
 Each side is opened as every command opens a table source
-(``artune.cli.tables.open_source``); ``--base REV`` reads the base side
+(``artune.sources.open_source``); ``--base REV`` reads the base side
 from git (``artune.formats.gitrev``) with the same reader. What moves is
 ``artune.table.diff`` per arch: routes, so that run-time availability stays
 out of the comparison, and the engine's own rules (its caps, clips, world
@@ -13,14 +13,12 @@ rows with the cost model (``artune.review.evidence``).
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from artune import catalog
 from artune.catalog import SPECS
-from artune.cli.tables import Source, open_source, source_findings
 from artune.errors import ArtuneError, TableError
 from artune.review.evidence import measured_regret, modelled_regret
 from artune.review.model import (
@@ -35,6 +33,7 @@ from artune.review.model import (
     Review,
     Side,
 )
+from artune.sources import Source, open_source, source_findings
 from artune.table.check import Finding
 from artune.table.decide import decide
 from artune.table.diff import Difference, diff_tables
@@ -97,7 +96,7 @@ def _resolve(source: Source, arch: str) -> Table:
     if source.table_set is not None:
         if arch == "default" and source.table_set.default is not None:
             return source.table_set.default
-        return source.table_set.resolve(arch)
+        return source.table_set.resolve(arch, quiet=True)  # the review names what is borrowed
     found = [t for t in source.tables if t.platform.arch == arch]
     return found[0] if found else source.tables[0]
 
@@ -251,7 +250,7 @@ _FILE = re.compile(r"\S+\.py(:\d+)?")
 
 
 def findings(source: Source) -> list[Finding]:
-    """What ``artune check`` prints for the source (``artune.cli.tables.source_findings``)."""
+    """What ``artune check`` prints for the source (``artune.sources.source_findings``)."""
     return source_findings(source)
 
 
@@ -421,16 +420,6 @@ def build_review(before: Opened, after: Opened, logs: Sequence[str] = (), comman
 
     ``command`` names how it was made (default: ``artune review BEFORE AFTER``).
     """
-    family = logging.getLogger("artune.table.family")
-    level = family.level
-    family.setLevel(logging.ERROR)  # borrowing is named in the review; restored after, for the process's others
-    try:
-        return _build_review(before, after, logs, command)
-    finally:
-        family.setLevel(level)
-
-
-def _build_review(before: Opened, after: Opened, logs: Sequence[str], command: str) -> Review:
     found = pairs(before.source, after.source)
     diffs = [(arch, d) for arch, ta, tb in found for d in diff_tables(ta, tb)]
     moved = moves(diffs)

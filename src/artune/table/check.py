@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from artune.catalog import SPECS, Conditions
 from artune.sizes import format_bound
 from artune.table.model import MODES, Plan, Provenance, Table
-from artune.table.references.rules import Rule
+from artune.table.priority import SizeRule
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,8 @@ class Finding:
     severity: str = "warning"
     hosts: int = 1
     multicast: bool | None = None  # the plan's machine (Plan.multicast); None: any
+    #: the finding's kind, stable across releases, as a linter's rule codes are (``check --ignore CODE``)
+    code: str = ""
 
     @property
     def note(self) -> bool:
@@ -230,7 +232,7 @@ def runs_wherever(earlier: str, later: str) -> bool:
     return a.world_sizes is None or (b.world_sizes is not None and b.world_sizes <= a.world_sizes)
 
 
-def _uncovered(rule: Rule, earlier: Sequence[Rule]) -> list[tuple[int, int]]:
+def _uncovered(rule: SizeRule, earlier: Sequence[SizeRule]) -> list[tuple[int, int]]:
     """The parts of ``rule`` that no rule of ``earlier`` covers."""
     parts = [(rule.lo, rule.hi)]
     for other in earlier:
@@ -247,13 +249,13 @@ def _uncovered(rule: Rule, earlier: Sequence[Rule]) -> list[tuple[int, int]]:
     return parts
 
 
-def _earlier_covering(rules: Sequence[Rule], index: int) -> list[Rule]:
+def _earlier_covering(rules: Sequence[SizeRule], index: int) -> list[SizeRule]:
     """The non-empty rules before ``rules[index]`` that can run wherever it can: they take its sizes."""
     later = rules[index].algorithm
     return [r for r in rules[:index] if not r.empty and runs_wherever(r.algorithm, later)]
 
 
-def shadowed_rules(rules: Sequence[Rule]) -> list[tuple[int, tuple[str, ...]]]:
+def shadowed_rules(rules: Sequence[SizeRule]) -> list[tuple[int, tuple[str, ...]]]:
     """First-match rules that never win: every size they cover is taken by earlier rules that can run there too.
 
     Returns ``(index, names of the shadowing rules)`` per shadowed, non-empty rule.
@@ -269,7 +271,7 @@ def shadowed_rules(rules: Sequence[Rule]) -> list[tuple[int, tuple[str, ...]]]:
     return out
 
 
-def unaligned_rules(rules: Sequence[Rule]) -> list[tuple[int, int, int]]:
+def unaligned_rules(rules: Sequence[SizeRule]) -> list[tuple[int, int, int]]:
     """Rules whose only sizes left after earlier rules hold no multiple of the algorithm's alignment.
 
     The engine never sends such a size, so the rule is unreachable. Returns

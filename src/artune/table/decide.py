@@ -15,7 +15,7 @@ Rules, in order (the ``reason`` of every decision names the ones applied):
    apply to it: a plan written for one kind of machine never decides a call
    that may run on the other. Then the plan for ``(world_size, hosts, mode)``
    among them. A table with an engine's
-   rules (``Table.rules``, ``artune.table.rules``) stops here: without that
+   rules (``Table.rules``, ``artune.table.gaps``) stops here: without that
    exact plan the engine's fallback runs every size, and the reason says why
    in the engine's terms. artune's own rules go on: only plans for the same
    number of hosts apply (ranks on one board and ranks spanning hosts have
@@ -41,8 +41,8 @@ from types import MappingProxyType
 
 from artune.catalog import SPECS
 from artune.sizes import format_span
+from artune.table.gaps import gap_policy
 from artune.table.model import MODES, ParamValue, Plan, Table
-from artune.table.rules import rules_for
 
 _KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
 
@@ -255,13 +255,13 @@ class Decider:
         if table.forced:
             note = f"user override: {table.forced} forced for every size"
             return _ForcedPlan(table, table.plan(world_size, mode, hosts, multicast), table.forced, note)
-        rules = rules_for(table.rules)
-        if not rules.nearest:
+        policy = gap_policy(table.rules)
+        if not policy.nearest:
             plan = table.plan(world_size, mode, hosts, multicast)
             if plan is not None:
                 return _CompiledPlan(table, plan, plan.fallback, "")
-            fallback = rules.fallback or _KIND_DEFAULT.get(table.platform.kind, "nccl")
-            return _CompiledPlan(table, None, fallback, rules.missing(world_size, mode, hosts))
+            fallback = policy.fallback or _KIND_DEFAULT.get(table.platform.kind, "nccl")
+            return _CompiledPlan(table, None, fallback, policy.missing(world_size, mode, hosts))
         topology = [p for p in mine if p.hosts == hosts]
         note = ""
         if not topology and hosts > 1:

@@ -42,7 +42,7 @@ class TableSet:
     ``default`` is what the origin itself uses for archs it does not know
     (SGLang has one); when absent, artune's conservative default applies.
     ``rules`` names how an arch without a table of its own is served
-    (``artune.table.rules``): artune's family chain, or, for an engine's set,
+    (``artune.table.gaps``): artune's family chain, or, for an engine's set,
     the engine's own choice, which ``engine_arch`` answers (the table the
     engine runs on that arch, its ``borrowed`` note saying why; ``None``: the
     set's default).
@@ -55,9 +55,14 @@ class TableSet:
     rules: str = "artune"
     engine_arch: Callable[[str], Table | None] | None = field(default=None, hash=False, compare=False)
 
-    def resolve(self, arch: str) -> Table:
+    def resolve(self, arch: str, *, quiet: bool = False) -> Table:
         """The table for ``arch``: its own, then the engine's choice (an engine's set) or a family member's,
-        then the set's default, or a conservative one."""
+        then the set's default, or a conservative one.
+
+        Borrowing is logged at WARNING, since a borrowed table was measured on another machine; ``quiet``
+        leaves that to a caller that reports it itself (the borrowed table's ``borrowed`` note says it).
+        """
+        warn = (lambda note: None) if quiet else (lambda note: log.warning("%s", note))
         if arch in self.tables:
             return self.tables[arch]
         if self.rules != "artune":
@@ -69,20 +74,20 @@ class TableSet:
                     f"(family {arch} -> {' -> '.join(family_chain(arch))}); "
                     f"measure instead: artune tune on a {arch} machine"
                 )
-                log.warning("%s", note)
+                warn(note)
                 return self.tables[relative].with_changes(borrowed=(note,))
         if self.default is not None:
             note = (
                 f"arch {arch} has no table or family member in {self.name}; using its default table; "
                 f"measure instead: artune tune on a {arch} machine"
             )
-            log.warning("%s", note)
+            warn(note)
             return self.default.with_changes(borrowed=(note,))
         note = (
             f"arch {arch} has no table or family member in {self.name}; using the conservative default "
             f"(the process group for every size); measure instead: artune tune on a {arch} machine"
         )
-        log.warning("%s", note)
+        warn(note)
         return conservative_default(Platform(self.kind, arch)).with_changes(borrowed=(note,))
 
     def _engine_resolve(self, arch: str) -> Table:

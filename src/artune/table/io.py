@@ -20,6 +20,7 @@ import tomli_w
 
 from artune.errors import SizeError, TableError
 from artune.sizes import UNBOUNDED, format_size, parse_bound, parse_size
+from artune.table.gaps import NAMES as GAP_POLICIES
 from artune.table.model import (
     KINDS,
     MODES,
@@ -32,7 +33,6 @@ from artune.table.model import (
     Table,
     freeze_params,
 )
-from artune.table.rules import NAMES as RULES
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -292,7 +292,7 @@ def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
     if len(plans_value) > MAX_PLANS:
         raise r.fail("plan", f"{len(plans_value)} plans, more than {MAX_PLANS}")
     plans = tuple(r.plan(p, f"plan {i + 1}") for i, p in enumerate(plans_value))
-    rules = r.text(data, "rules", "top level", RULES) if "rules" in data else "artune"
+    rules = r.text(data, "rules", "top level", GAP_POLICIES) if "rules" in data else "artune"
     return Table(platform, provenance, plans, schema, rules, origin=origin)
 
 

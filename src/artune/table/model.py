@@ -11,7 +11,7 @@ run time wins). Above the last band, or when no candidate is available, the
 plan's ``fallback`` runs.
 
 A table names the ``rules`` it decides by where it has no plan for a call
-(``artune.table.rules``): artune's own (nearest world size, other mode) or an
+(``artune.table.gaps``): artune's own (nearest world size, other mode) or an
 engine's (its process group, as the engine does). A plan read from an
 engine's file holds the bands the engine runs (its caps and workspace clips
 applied) and, in ``written``, the bands as the file writes them.
@@ -167,7 +167,7 @@ class Plan:
 class Table:
     """A dispatch table for one platform.
 
-    ``rules`` names how it decides where it has no plan (``artune.table.rules``).
+    ``rules`` names how it decides where it has no plan (``artune.table.gaps``).
     ``origin`` (a path or ``reference:NAME``) and ``borrowed`` (how a
     fallback between arches reached this table) are for messages and are not
     part of the content (``artune.table.io.digest``). ``memo`` holds what other

@@ -40,10 +40,10 @@ from typing import Any
 
 from artune.errors import TableError
 from artune.formats.engine import short
+from artune.formats.files import SourceFile
 from artune.formats.pyeval import assignments, constants
 from artune.formats.pyeval.expressions import Evaluator
 from artune.formats.pyeval.values import Scope, Symbol, Unsupported
-from artune.formats.source import SourceFile
 
 _COMM = "vllm/distributed/device_communicators/"
 UTILS = _COMM + "all_reduce_utils.py"
@@ -134,7 +134,7 @@ def int_arch(key: int) -> str:
     return f"{key // 10}.{key % 10}"
 
 
-class _Reader:
+class _FigureReader:
     """The files' constant bindings by name (the first file that binds a name wins), and their nodes."""
 
     def __init__(self, files: list[SourceFile]) -> None:
@@ -414,7 +414,7 @@ def _flashinfer_facts(source: SourceFile, tree: ast.Module) -> dict[str, Any]:
     return out
 
 
-def read_code(reader: _Reader) -> Code:
+def read_code(reader: _FigureReader) -> Code:
     """The facts of vLLM's code in the files read (defaults where a file is absent)."""
     facts: dict[str, Any] = {}
     found: list[str] = []
@@ -460,7 +460,7 @@ def read_figures(files: list[SourceFile]) -> Figures:
     Without ``all_reduce_utils.py`` (vLLM 0.10.1 and older) ``custom_ar`` is
     ``None``, provided ``custom_all_reduce.py`` is there to say what runs.
     """
-    reader = _Reader(files)
+    reader = _FigureReader(files)
     predates = "custom_all_reduce.py" in reader.trees and CUSTOM_AR not in reader.nodes
     custom_ar = None if predates else reader.size_table(CUSTOM_AR, required=True)
     symm = reader.size_table(SYMM_MEM)

@@ -4,7 +4,7 @@ Figures from SGLang 0.5.23's custom all-reduce v2 configs
 (``sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py``
 in the released wheel): per arch and world size, a graph-mode and an
 eager-mode row plus kernel block counts. The rules are the release's, as
-``artune.formats.sglang_rules`` writes them out (and tests hold equal to
+``artune.formats.sglang.rules`` writes them out (and tests hold equal to
 the released code):
 
 1. ``1shot_push`` if ``nbytes <= one_shot_push_threshold``
@@ -44,12 +44,12 @@ from collections.abc import Callable
 from types import MappingProxyType
 from typing import NamedTuple
 
-from artune.formats import sglang_rules as sglang
-from artune.formats.sglang_rules import Heuristic
+from artune.formats.sglang import rules as sglang
+from artune.formats.sglang.rules import Heuristic
 from artune.sizes import format_size
 from artune.table.family import TableSet
 from artune.table.model import ParamValue, Plan, Platform, Provenance, Table, freeze_params
-from artune.table.references.rules import bands_from_rules
+from artune.table.priority import bands_from_rules
 
 KB = 1024
 MB = 1024 * KB

@@ -5,11 +5,11 @@ Where the communicator (``custom_all_reduce_v2.py``) is there, as in every
 checkout and released wheel, SGLang's own code says how it decides: which
 world sizes it takes, how ``CustomAllReduceV2.__init__`` sizes each config,
 and the order its dispatch function tries the algorithms in
-(``artune.formats.sglang_release``, ``sglang_dispatch``). Both layouts are
+(``artune.formats.sglang.release``, ``artune.formats.sglang.dispatch``). Both layouts are
 accepted: a checkout's ``python/sglang/...`` and a wheel's ``sglang/...``.
 
 A configs file on its own (a pull request's, or the shapes in
-``artune.formats.sglang_shapes`` that never shipped) has no dispatch beside
+``artune.formats.sglang.shapes`` that never shipped) has no dispatch beside
 it: its rows are read in the order SGLang's ``Heuristic`` documents, every
 bound clipped to the 16 MiB default workspace as ``__init__`` does, and a
 field that order does not cover is refused. Multinode push bands become
@@ -24,16 +24,16 @@ from types import MappingProxyType
 from typing import Any
 
 from artune.formats.engine import EngineImport, FindingSink
+from artune.formats.files import SourceFile, describe, find_files, read_source
 from artune.formats.pyeval import Record
-from artune.formats.sglang_dispatch import CLASS, Files
-from artune.formats.sglang_release import build_release
-from artune.formats.sglang_shapes import ArchConfig, Configs, Shape, rows
-from artune.formats.source import SourceFile, describe, find_files, read_source
+from artune.formats.sglang.dispatch import CLASS, Files
+from artune.formats.sglang.release import build_release
+from artune.formats.sglang.shapes import ArchConfig, Configs, Shape, rows
 from artune.sizes import format_size
 from artune.table.check import copied_archs
 from artune.table.family import TableSet
 from artune.table.model import ParamValue, Plan, Platform, Provenance, Table, freeze_params
-from artune.table.references.rules import Rule, bands_from_rules
+from artune.table.priority import SizeRule, bands_from_rules
 
 _DIR = "sglang/srt/distributed/device_communicators"
 CONFIGS = f"{_DIR}/configs/custom_all_reduce_v2.py"
@@ -47,7 +47,7 @@ WORKSPACE = 16 * 1024 * 1024  # SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB default:
 FALLBACK = "nccl"
 
 
-def _params(rules: tuple[Rule, ...], cfg: ArchConfig) -> dict[str, dict[str, ParamValue]]:
+def _params(rules: tuple[SizeRule, ...], cfg: ArchConfig) -> dict[str, dict[str, ParamValue]]:
     grid = {
         "2shot_push": cfg.push,
         "1shot_push": cfg.push,
@@ -66,9 +66,9 @@ _CLIP_NOTE = (
 )
 
 
-def _clip(rule: Rule) -> Rule:
+def _clip(rule: SizeRule) -> SizeRule:
     """A bound as the default workspace leaves it: ``min(bound, 16 MiB)`` at both ends (``Range.clip``)."""
-    return Rule(rule.algorithm, min(rule.lo, WORKSPACE), min(rule.hi, WORKSPACE))
+    return SizeRule(rule.algorithm, min(rule.lo, WORKSPACE), min(rule.hi, WORKSPACE))
 
 
 def _plans(configs: Configs) -> tuple[Plan, ...]:
@@ -106,7 +106,7 @@ def _multinode(shape: Shape, found: dict[str, Configs]) -> dict[str, Configs]:
     return out
 
 
-def _multinode_eager(shape: Shape, cfg: ArchConfig, bands: Any, line: int) -> tuple[Rule, ...]:
+def _multinode_eager(shape: Shape, cfg: ArchConfig, bands: Any, line: int) -> tuple[SizeRule, ...]:
     push = shape.range_rule("2shot_push", bands.get("two_shot_push") if isinstance(bands, Record) else None, line)
     rest = tuple(r for r in cfg.eager if r.algorithm != "2shot_push")
     return (push, *rest) if push is not None else rest

@@ -37,11 +37,11 @@ from typing import Any
 
 from artune.errors import TableError
 from artune.formats.engine import short
+from artune.formats.files import SourceFile
 from artune.formats.pyeval import Function, Interpreter, Raised, Record, Symbol, parse
-from artune.formats.sglang_rules import DEFAULT_PROBE, PROBES
-from artune.formats.source import SourceFile
+from artune.formats.sglang.rules import DEFAULT_PROBE, PROBES
 from artune.table.model import ParamValue
-from artune.table.references.rules import Rule, upto
+from artune.table.priority import SizeRule, upto
 
 MB = 1024 * 1024
 _TUNINGS = re.compile(r"^_sm(\d{2,3})_tunings$")
@@ -60,8 +60,8 @@ Configs = dict[int, "ArchConfig"]  # world size -> config
 class ArchConfig:
     """One (arch, world size): rules per mode, block counts, the file line of its row."""
 
-    graph: tuple[Rule, ...]
-    eager: tuple[Rule, ...]
+    graph: tuple[SizeRule, ...]
+    eager: tuple[SizeRule, ...]
     push: ParamValue | None
     pull: ParamValue | None
     mc: ParamValue | None
@@ -91,7 +91,7 @@ def _fakes(cap: tuple[int, int], num_sm: int | None) -> dict[str, Any]:
     }
 
 
-def _policy(bands: list[tuple[int, str]]) -> tuple[Rule, ...]:
+def _policy(bands: list[tuple[int, str]]) -> tuple[SizeRule, ...]:
     """SGLang's ``Band.normalize_list`` (strictly increasing bounds only), then first match."""
     kept: list[tuple[int, str]] = []
     for bound, name in bands:
@@ -151,16 +151,16 @@ class Shape:
 
     # rows -> rules
 
-    def range_rule(self, algorithm: str, value: Any, line: int) -> Rule | None:
+    def range_rule(self, algorithm: str, value: Any, line: int) -> SizeRule | None:
         """A ``Range(min_bytes, max_bytes)`` as an inclusive rule; ``None`` for SGLang's empty range."""
         if not isinstance(value, (tuple, Record)) or len(value) != 2:
             raise self.fail(f"expected a Range(min_bytes, max_bytes), got {short(value)}", line)
         lo, hi = self.number(value[0], line), self.number(value[1], line)
         if hi <= 0 and (self.range_needs_positive or hi < 0):
             return None
-        return Rule(algorithm, max(0, math.ceil(lo)), math.floor(hi))
+        return SizeRule(algorithm, max(0, math.ceil(lo)), math.floor(hi))
 
-    def heuristic_rules(self, h: Any, line: int) -> tuple[Rule, ...]:
+    def heuristic_rules(self, h: Any, line: int) -> tuple[SizeRule, ...]:
         """Shapes A, A' and B: a ``Heuristic`` of thresholds and ranges, in SGLang's order of preference."""
         if not isinstance(h, Record):
             raise self.fail(f"expected a Heuristic, got {short(h)}", line)
@@ -175,7 +175,7 @@ class Shape:
                 "custom_all_reduce_v2.py beside configs/), not the configs file alone",
                 line,
             )
-        ordered: list[Rule | None] = []
+        ordered: list[SizeRule | None] = []
         if "lamport" in fields:
             ordered.append(self.range_rule("2shot_lamport", h.get("lamport"), line))
         if "two_shot_push" in fields:
@@ -189,11 +189,11 @@ class Shape:
         ]
         return tuple(rule for rule in ordered if rule is not None)
 
-    def row_rules(self, rows: Any, line: int) -> tuple[Rule, ...]:
+    def row_rules(self, rows: Any, line: int) -> tuple[SizeRule, ...]:
         """Shape C ``(max_bytes, (algo, multicast))`` tuples or shape D ``Row`` records, first match wins."""
         if not isinstance(rows, (tuple, list)):
             raise self.fail(f"expected a tuple of rows, got {short(rows)}", line)
-        out: list[Rule] = []
+        out: list[SizeRule] = []
         for row in rows:
             if isinstance(row, Record) and {"algo", "max_bytes"} <= set(row.type.fields):
                 algo, hi = row.get("algo"), row.get("max_bytes")
@@ -207,10 +207,10 @@ class Shape:
                 raise self.fail(f"algorithm {algo} is not one of {sorted(_ALGOS)}", line)
             if multicast:
                 name = "2shot_pull_mc" if name == "2shot_pull" else name
-            out.append(Rule(name, max(0, math.ceil(self.number(lo, line))), self.floor(hi, line)))
+            out.append(SizeRule(name, max(0, math.ceil(self.number(lo, line))), self.floor(hi, line)))
         return tuple(out)
 
-    def tuning_rules(self, raw: Any, line: int) -> tuple[Rule, ...]:
+    def tuning_rules(self, raw: Any, line: int) -> tuple[SizeRule, ...]:
         """Shape E ``(push, pull1, pull2[, (mc_min, mc_max)])``: SGLang's default band policy."""
         if not isinstance(raw, tuple) or len(raw) not in (3, 4):
             raise self.fail(f"expected (push, pull1, pull2[, (mc_min, mc_max)]), got {short(raw)}", line)
@@ -236,7 +236,7 @@ class Shape:
         if not eager:
             eager = graph  # SGLang: ``eager or graph``
         if isinstance(graph, Record) and "two_shot_pull_threshold" in graph.type.fields:
-            rules: Callable[[Any, int], tuple[Rule, ...]] = self.heuristic_rules
+            rules: Callable[[Any, int], tuple[SizeRule, ...]] = self.heuristic_rules
         elif isinstance(graph, tuple) and graph and isinstance(graph[0], (int, float)):
             rules = self.tuning_rules
         else:

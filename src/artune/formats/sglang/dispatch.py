@@ -9,7 +9,7 @@ through the config's own ``clip``. This module reads all of it with the
 restricted evaluator (``artune.formats.pyeval``), never running it:
 
 1. ``__init__`` runs, with ``self`` a ``Namespace``, one host with full
-   NVLink (``sglang_rules.FAKES``) and the environment's defaults
+   NVLink (``artune.formats.sglang.rules.FAKES``) and the environment's defaults
    (``environ.py``), up to the first statement that calls outside the file
    (allocating the workspace): what it set is the communicator as sized. It
    may instead return early (custom all-reduce v2 disabled at that world
@@ -36,7 +36,7 @@ from typing import Any
 
 from artune.catalog import SPECS
 from artune.errors import TableError
-from artune.formats import sglang_rules as rules
+from artune.formats.files import SourceFile
 from artune.formats.pyeval import (
     Function,
     Interpreter,
@@ -50,7 +50,7 @@ from artune.formats.pyeval import (
 )
 from artune.formats.pyeval.expressions import Evaluator
 from artune.formats.pyeval.values import Scope
-from artune.formats.source import SourceFile
+from artune.formats.sglang import rules as rules
 from artune.sizes import MAX_SIZE
 from artune.table.model import Band, ParamValue
 
@@ -89,7 +89,7 @@ class Files:
 
 def env_defaults(environ: SourceFile | None) -> dict[str, Any]:
     """``SGLANG_...`` -> the default ``environ.py`` gives it (``NAME = EnvInt(16 * 1024)``); without the file,
-    the defaults of the variables the communicator reads (``sglang_rules.ENV_DEFAULTS``)."""
+    the defaults of the variables the communicator reads (``artune.formats.sglang.rules.ENV_DEFAULTS``)."""
     if environ is None:
         return dict(rules.ENV_DEFAULTS)
     out: dict[str, Any] = {}

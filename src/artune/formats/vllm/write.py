@@ -17,10 +17,10 @@ FlashInfer first) and everything the projection changes is listed in
 
 from __future__ import annotations
 
+from artune.formats.files import SourceFile
 from artune.formats.header import Export, differences, provenance_lines
-from artune.formats.source import SourceFile
-from artune.formats.vllm_figures import Figures
-from artune.formats.vllm_read import CUSTOM_AR_WORLD_SIZES, build
+from artune.formats.vllm.figures import Figures
+from artune.formats.vllm.read import CUSTOM_AR_WORLD_SIZES, build
 from artune.sizes import MAX_SIZE, format_size
 from artune.table.model import MODES, Plan, Table
 

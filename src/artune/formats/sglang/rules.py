@@ -7,7 +7,7 @@ all-reduce v2 is disabled at a world size its configs do not list
 always takes). An arch without configs of its own gets what SGLang's
 dispatch on ``torch.cuda.get_device_capability()`` gives it.
 
-A release's own code says the rest, and ``artune.formats.sglang_dispatch``
+A release's own code says the rest, and ``artune.formats.sglang.dispatch``
 reads it there: the order of algorithms, the world sizes, the sizing. What
 lives here is what that reading stands in for, each with its source:
 
@@ -33,17 +33,7 @@ from typing import Any, NamedTuple
 from artune.catalog import SPECS
 from artune.formats.pyeval import Namespace, Native, Symbol
 from artune.table.model import Band
-from artune.table.references.rules import Rule, upto
-from artune.table.rules import Rules
-
-RULES = Rules(
-    "sglang",
-    "SGLang",
-    nearest=False,
-    fallback="nccl",
-    no_plan="SGLang has no custom all-reduce v2 config for world size {world_size} (hosts={hosts}): "
-    "it is disabled there and every size goes to nccl",
-)
+from artune.table.priority import SizeRule, upto
 
 KB = 1024
 MB = 1024 * KB
@@ -118,7 +108,7 @@ def fakes(cap: tuple[int, int], num_sm: int | None, state: Any, envs: Namespace)
 def after_init(init: ast.FunctionDef, stop: int | None, me: Namespace) -> None:
     """What ``CustomAllReduceV2.__init__`` sets after ``stop`` (where it starts allocating the workspace) that
     the dispatch reads: its closing ``self.disabled = False``. (``_init_workspace``'s multicast switch is
-    ``sglang_dispatch._no_multicast``.)"""
+    ``artune.formats.sglang.dispatch._no_multicast``.)"""
     for stmt in init.body:
         if stop is not None and stmt.lineno < stop:
             continue
@@ -190,7 +180,7 @@ def clip(h: Heuristic, pull: int, push: int, world_size: int) -> Heuristic:
     )
 
 
-def first_match(h: Heuristic, multicast: bool) -> list[Rule]:
+def first_match(h: Heuristic, multicast: bool) -> list[SizeRule]:
     """``_pick_config``'s order as first-match rules: 1shot_push, 2shot_push, 1shot_pull, the multicast two-shot
     (where ``num_mc_blocks`` is set; ``Range.contains`` is ``min_bytes <= n <= max_bytes`` with the float bounds
     as written), 2shot_pull; nccl above."""
@@ -201,7 +191,7 @@ def first_match(h: Heuristic, multicast: bool) -> list[Rule]:
         upto("1shot_pull", h.one_shot_pull),
     ]
     if multicast:
-        rules.append(Rule("2shot_pull_mc", max(0, math.ceil(lo)), math.floor(hi)))
+        rules.append(SizeRule("2shot_pull_mc", max(0, math.ceil(lo)), math.floor(hi)))
     rules.append(upto("2shot_pull", h.two_shot_pull))
     return rules
 

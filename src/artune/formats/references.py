@@ -4,9 +4,9 @@
 ``TableSet`` keyed by arch whose tables reproduce what each engine decides
 (tables' ``origin`` is ``reference:NAME``). They are facts about the engines,
 to explain their choices, find the holes in their tables and compare them with
-measured tables; the figures and their exact semantics are documented in the
-``vllm`` and ``sglang`` modules, and ``rules`` turns an engine's priority
-rules into bands.
+measured tables; the figures and their exact semantics are documented in
+``artune.formats.vllm.reference`` and ``artune.formats.sglang.reference``, and
+``artune.table.priority`` turns an engine's priority rules into bands.
 """
 
 from __future__ import annotations
@@ -21,7 +21,8 @@ REFERENCES: tuple[str, ...] = ("vllm", "sglang")
 
 
 def _builders() -> dict[str, Callable[[], TableSet]]:
-    from artune.table.references import sglang, vllm
+    from artune.formats.sglang import reference as sglang
+    from artune.formats.vllm import reference as vllm
 
     return {"vllm": vllm.table_set, "sglang": sglang.table_set}
 

@@ -11,7 +11,7 @@ FlashInfer's all-reduce limits (``FI_ALLREDUCE_FUSION_MAX_SIZE_MB`` in
 FlashInfer's all-reduce is on by default (since 0.29) and asked first,
 custom all-reduce keeps ``min(row, 8 MiB)`` (``< max_size``) where symmetric
 memory starts and its 8 MiB default elsewhere, symmetric memory takes
-``<= limit``. ``artune.formats.vllm_rules`` turns them into tables exactly as
+``<= limit``. ``artune.formats.vllm.rules`` turns them into tables exactly as
 it does for ``vllm==0.33.0`` read from the wheel (a test compares the two), so
 both decide as vLLM does, under the same rules: no fallback between arches
 (an arch vLLM has no row for runs custom_ar below 8 MiB and nothing else) and
@@ -26,8 +26,8 @@ mode, so both modes get the same bands.
 
 from __future__ import annotations
 
-from artune.formats.vllm_rules import Dispatch, default_path
-from artune.formats.vllm_rules import table_set as vllm_table_set
+from artune.formats.vllm.rules import Dispatch, default_path
+from artune.formats.vllm.rules import table_set as vllm_table_set
 from artune.table.family import TableSet
 from artune.table.model import Provenance
 

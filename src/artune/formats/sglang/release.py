@@ -1,8 +1,8 @@
 """SGLang as a release runs it: tables and the reviewers' findings from the interpreted communicator.
 
-``artune.formats.sglang_dispatch`` answers, for one GPU and world size,
+``artune.formats.sglang.dispatch`` answers, for one GPU and world size,
 what ``CustomAllReduceV2`` runs at every size. This module asks it for the
-probed GPUs (``sglang_rules.PROBES``), keeps one table per distinct answer
+probed GPUs (``artune.formats.sglang.rules.PROBES``), keeps one table per distinct answer
 (an arch whose configs equal another's is served by that one's table, as
 SGLang's own dispatch serves it: ``engine_arch``), and writes the findings a
 reviewer acts on, one line per problem over archs, world sizes and modes:
@@ -28,11 +28,11 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from artune.formats import sglang_rules as rules
 from artune.formats.engine import EngineImport
+from artune.formats.files import SourceFile, describe
 from artune.formats.pyeval import Interpreter, Native, Record, Unsupported
-from artune.formats.sglang_dispatch import CLASS, ArchReading, Env, Files, Outcome, Sized, env_defaults
-from artune.formats.source import SourceFile, describe
+from artune.formats.sglang import rules as rules
+from artune.formats.sglang.dispatch import CLASS, ArchReading, Env, Files, Outcome, Sized, env_defaults
 from artune.sizes import format_size, format_span
 from artune.table.check import Finding
 from artune.table.family import TableSet

@@ -1,7 +1,7 @@
 """Read vLLM's all-reduce dispatch from a checkout or a release (``artune import vllm PATH``, ``vllm==0.33.0``).
 
-``artune.formats.vllm_figures`` reads the files' tables and the facts of
-their code; ``artune.formats.vllm_rules`` says what vLLM runs with them by
+``artune.formats.vllm.figures`` reads the files' tables and the facts of
+their code; ``artune.formats.vllm.rules`` says what vLLM runs with them by
 default, and this module turns that into artune tables and the reviewers'
 findings. A release whose code turns on a path artune does not plan is
 refused with a message naming it, never guessed. Where the files make vLLM
@@ -15,8 +15,8 @@ from pathlib import Path
 
 from artune.errors import TableError
 from artune.formats.engine import EngineImport, FindingSink
-from artune.formats.source import SourceFile, describe, find_files, read_source
-from artune.formats.vllm_figures import (
+from artune.formats.files import SourceFile, describe, find_files, read_source
+from artune.formats.vllm.figures import (
     CUSTOM_AR,
     CUSTOM_AR_FILE,
     FI_FUSION,
@@ -29,7 +29,7 @@ from artune.formats.vllm_figures import (
     Figures,
     read_figures,
 )
-from artune.formats.vllm_rules import SYMM_NAMES, Dispatch, default_path, paths, planned_archs, table_set, world_sizes
+from artune.formats.vllm.rules import SYMM_NAMES, Dispatch, default_path, paths, planned_archs, table_set, world_sizes
 from artune.sizes import format_size
 from artune.table.check import _ranges, copied_archs, shadowed_rules
 from artune.table.model import Provenance

@@ -26,7 +26,7 @@ from artune.table.model import Band
 
 
 @dataclass(frozen=True)
-class Rule:
+class SizeRule:
     """Use ``algorithm`` for ``lo <= nbytes <= hi`` (inclusive); ``hi < lo`` is an empty rule."""
 
     algorithm: str
@@ -37,9 +37,9 @@ class Rule:
         for bound in (self.lo, self.hi):
             # bool is an int subclass, and a float bound would make "exact bytes" a lie
             if isinstance(bound, bool) or not isinstance(bound, int):
-                raise TypeError(f"Rule({self.algorithm!r}): bounds must be int bytes, got {bound!r}")
+                raise TypeError(f"SizeRule({self.algorithm!r}): bounds must be int bytes, got {bound!r}")
         if self.lo < 0:
-            raise ValueError(f"Rule({self.algorithm!r}): lo must not be negative, got {self.lo}")
+            raise ValueError(f"SizeRule({self.algorithm!r}): lo must not be negative, got {self.lo}")
 
     @property
     def empty(self) -> bool:
@@ -51,17 +51,17 @@ class Rule:
         return self.lo <= nbytes <= self.hi
 
 
-def below(algorithm: str, limit: int) -> Rule:
+def below(algorithm: str, limit: int) -> SizeRule:
     """The rule ``nbytes < limit`` (an exclusive upper bound, as vLLM writes them)."""
-    return Rule(algorithm, 0, limit - 1)
+    return SizeRule(algorithm, 0, limit - 1)
 
 
-def upto(algorithm: str, limit: int) -> Rule:
+def upto(algorithm: str, limit: int) -> SizeRule:
     """The rule ``nbytes <= limit`` (an inclusive upper bound, as SGLang writes them)."""
-    return Rule(algorithm, 0, limit)
+    return SizeRule(algorithm, 0, limit)
 
 
-def bands_from_rules(rules: Iterable[Rule], fallback: str) -> tuple[Band, ...]:
+def bands_from_rules(rules: Iterable[SizeRule], fallback: str) -> tuple[Band, ...]:
     """Bands equivalent to trying ``rules`` in order and then ``fallback``.
 
     For every size, the band's candidates are the algorithms of the rules that

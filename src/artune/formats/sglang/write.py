@@ -18,7 +18,7 @@ pull, the process group as SGLang's nccl fallback, with ``blocks = num_sm``.
 An engine's table is written as its file writes it (``Plan.written``: SGLang
 clips the rows to its workspace again when it runs them).
 
-The rows are read back by 0.5.23's own order (``artune.table.references.sglang.table_of``,
+The rows are read back by 0.5.23's own order (``artune.formats.sglang.reference.table_of``,
 which ``tests/test_oracle_sglang.py`` holds equal to the release's code) and
 compared, as written, with the table: every difference is listed in
 ``Export.dropped``. ``standalone`` wraps the function in the record classes
@@ -34,10 +34,10 @@ import math
 
 from artune.errors import TableError
 from artune.formats.header import Export, differences, provenance_lines
-from artune.formats.sglang_rules import Heuristic
+from artune.formats.sglang.reference import Blocks, table_of
+from artune.formats.sglang.rules import Heuristic
 from artune.sizes import MAX_SIZE
 from artune.table.model import MODES, Band, ParamValue, Plan, Table
-from artune.table.references.sglang import Blocks, table_of
 
 KB = 1024
 MB = 1024 * KB

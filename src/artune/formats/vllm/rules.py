@@ -50,21 +50,11 @@ from types import MappingProxyType
 from artune.sizes import format_size
 from artune.table.family import TableSet
 from artune.table.model import MODES, Band, Plan, Platform, Provenance, Table
-from artune.table.references.rules import Rule, bands_from_rules, below, upto
-from artune.table.rules import Rules
+from artune.table.priority import SizeRule, bands_from_rules, below, upto
 
 MiB = 1 << 20
 FALLBACK = "nccl"
 SYMM_NAMES = ("symm_mem_multimem", "symm_mem_two_shot")
-
-RULES = Rules(
-    "vllm",
-    "vLLM",
-    nearest=False,
-    fallback=FALLBACK,
-    no_plan="vLLM runs none of FlashInfer, custom all-reduce or symmetric memory at world size {world_size} "
-    "(hosts={hosts}): every size goes to nccl (artune plans vLLM on one host)",
-)
 
 
 @dataclass(frozen=True)
@@ -123,7 +113,7 @@ def _int(arch: str) -> int:
     return int(major) * 10 + int(minor)
 
 
-def _bound(name: str, limit: int, inclusive: bool) -> Rule:
+def _bound(name: str, limit: int, inclusive: bool) -> SizeRule:
     return upto(name, limit) if inclusive else below(name, limit)
 
 
@@ -131,8 +121,8 @@ def _bound(name: str, limit: int, inclusive: bool) -> Rule:
 class Paths:
     """vLLM's first-match rules for one arch and world size: as it runs them, as its files write them, and why."""
 
-    run: tuple[Rule, ...]
-    written: tuple[Rule, ...]
+    run: tuple[SizeRule, ...]
+    written: tuple[SizeRule, ...]
     notes: tuple[str, ...]
     errors: tuple[str, ...] = ()  # where vLLM raises instead of deciding
 
@@ -140,8 +130,8 @@ class Paths:
 def paths(d: Dispatch, arch: str, world_size: int, multicast: bool = True) -> Paths:
     """The rules ``d`` runs at ``arch`` and ``world_size`` on one host with or without NVLink ``multicast``,
     in ``CudaCommunicator``'s order."""
-    run: dict[str, list[Rule]] = {}
-    written: dict[str, list[Rule]] = {}
+    run: dict[str, list[SizeRule]] = {}
+    written: dict[str, list[SizeRule]] = {}
     notes: list[str] = []
     errors: list[str] = []
     fi = d.flashinfer_bound(arch, world_size)
@@ -235,7 +225,7 @@ def arch_plans(d: Dispatch, arch: str) -> tuple[Plan, ...]:
 
 
 def _plans(
-    ws: int, run: tuple[Rule, ...], written: tuple[Band, ...], notes: tuple[str, ...], multicast: bool | None
+    ws: int, run: tuple[SizeRule, ...], written: tuple[Band, ...], notes: tuple[str, ...], multicast: bool | None
 ) -> list[Plan]:
     bands = bands_from_rules(run, FALLBACK)
     extra = {"written": written, "notes": notes} if written != bands else {}

@@ -1,0 +1,118 @@
+"""Table sources: what a table name on the command line, in a review or in CI stands for.
+
+A source is a TOML file, ``reference:NAME`` (an engine's published tables),
+``bundled:cpu``, an engine's files (``vllm:PATH``, ``sglang:PATH``) or its
+release (``vllm==0.33.0``), with ``@ARCH`` to pick one arch of a set. It opens
+to its tables, the set they form and, for an engine's files, the findings its
+reader made (file and line). ``source_findings`` is what ``artune check``
+prints for one. The CLI and ``artune.review`` both open tables here.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from artune import settings
+from artune.errors import TableError
+from artune.formats import engine_source, read_engine
+from artune.formats.references import reference_set
+from artune.table.bundled import cpu_default
+from artune.table.check import Finding, check_table
+from artune.table.family import TableSet
+from artune.table.io import load_table
+from artune.table.model import Table
+from artune.table.selection import compose, select_table
+
+REFERENCE_PREFIX = "reference:"
+BUNDLED_PREFIX = "bundled:"
+SOURCES = "FILE|reference:NAME|bundled:cpu|vllm:PATH|sglang:PATH[@ARCH]"
+
+
+@dataclass(frozen=True)
+class Source:
+    """What a command-line table name stands for: its tables, the set they form, an engine file's findings."""
+
+    tables: list[Table]
+    table_set: TableSet | None = None
+    findings: tuple[Finding, ...] = ()
+
+
+_ARCH_SUFFIX = re.compile(r"^[A-Za-z0-9_.]+(/multinode)?$")
+
+
+def open_source(spec: str) -> Source:
+    """A file, ``reference:NAME``, ``bundled:cpu``, ``vllm:PATH`` or ``sglang:PATH``; ``@ARCH`` picks one arch."""
+    head, at, arch = spec.rpartition("@")
+    if not (at and head and _ARCH_SUFFIX.match(arch)):
+        head, arch = spec, ""
+    source = _open(head)
+    if not arch:
+        return source
+    if source.table_set is None:
+        raise TableError(f"{spec}: @{arch} picks an arch from a set of tables (reference:, vllm:, sglang:)")
+    if arch in source.table_set.tables:
+        return Source([source.table_set.tables[arch]], source.table_set, source.findings)
+    return Source([source.table_set.resolve(arch)], source.table_set, source.findings)
+
+
+def _open(spec: str) -> Source:
+    engine = engine_source(spec)
+    if engine is not None:
+        imported = read_engine(*engine)
+        tables = imported.tables
+        return Source(
+            [*tables.tables.values(), *([tables.default] if tables.default else [])], tables, imported.findings
+        )
+    if spec.startswith(REFERENCE_PREFIX):
+        tables = reference_set(spec[len(REFERENCE_PREFIX) :])
+        return Source([*tables.tables.values(), *([tables.default] if tables.default else [])], tables)
+    if spec.startswith(BUNDLED_PREFIX):
+        if spec != "bundled:cpu":
+            raise TableError(f"{spec}: unknown bundled table; there is bundled:cpu")
+        return Source([cpu_default()])
+    return Source([load_table(spec)])
+
+
+def open_tables(spec: str) -> list[Table]:
+    """Every table a command-line name stands for (see ``open_source``)."""
+    return open_source(spec).tables
+
+
+def selected_source() -> Source:
+    """The table a Communicator here would use, composed with the tables below it (``artune.table.selection``)."""
+    return Source([select_table(None, settings.from_env())])
+
+
+def coverage_notes(table: Table) -> list[Finding]:
+    """Notes on what an artune table does not cover, and which table answers there instead.
+
+    On a composed table, its plans taken from a later table; on a CPU table
+    by itself, what the bundled default would answer for it.
+    """
+    if table.rules != "artune":
+        return []
+    if not any(p.origin for p in table.plans) and table.platform.kind == "cpu":
+        table = compose([("this table", table), (f"the bundled default ({cpu_default().name})", cpu_default())])
+    return [
+        Finding(
+            table.name,
+            table.platform.arch,
+            plan.origin,
+            plan.world_size,
+            plan.mode,
+            severity="note",
+            hosts=plan.hosts,
+        )
+        for plan in table.plans
+        if plan.origin
+    ]
+
+
+def source_findings(source: Source, max_world_size: int | None = None) -> list[Finding]:
+    """What ``artune check`` prints for one source: an engine file's own findings (arch copies, holes,
+    clips, shadowed rows), then each table's lints and coverage notes."""
+    found = list(source.findings)
+    for table in source.tables:
+        found += [*check_table(table, max_world_size), *coverage_notes(table)]
+    return found

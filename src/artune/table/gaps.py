@@ -1,0 +1,69 @@
+"""How a table fills the gaps between its plans: the gap policy that ``Table.rules`` names.
+
+artune's own tables (``"artune"``) borrow a neighbour's plan the way
+``artune.table.decide`` documents: the nearest smaller world size, the other
+mode, fewer hosts, and between arches the family chain
+(``artune.table.family``). An engine has none of those: a world size or
+topology its file has no config for runs the engine's process group (NCCL),
+and an arch without a row takes the engine's own default. The policies are
+plain data, one per origin, so that ``decide`` stays engine-agnostic and the
+table layer imports nothing above it; each engine's readers and dispatch
+rules live in ``artune.formats.<engine>``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from artune.errors import TableError
+
+
+@dataclass(frozen=True)
+class GapPolicy:
+    """How the tables of one origin decide a call that has no plan of its own.
+
+    ``nearest``: the call borrows a neighbour's plan (artune's policy);
+    otherwise ``fallback`` (``""``: the platform's process group) runs every
+    size, and ``no_plan`` says why, formatted with ``world_size``, ``mode``
+    and ``hosts``.
+    """
+
+    name: str
+    engine: str  # how messages name whose policy this is: "artune", "vLLM", "SGLang"
+    nearest: bool
+    fallback: str = ""
+    no_plan: str = ""
+
+    def missing(self, world_size: int, mode: str, hosts: int) -> str:
+        """Why a call with no plan runs the fallback, in the engine's terms."""
+        return self.no_plan.format(world_size=world_size, mode=mode, hosts=hosts)
+
+
+ARTUNE = GapPolicy("artune", "artune", nearest=True)
+VLLM = GapPolicy(
+    "vllm",
+    "vLLM",
+    nearest=False,
+    fallback="nccl",
+    no_plan="vLLM runs none of FlashInfer, custom all-reduce or symmetric memory at world size {world_size} "
+    "(hosts={hosts}): every size goes to nccl (artune plans vLLM on one host)",
+)
+SGLANG = GapPolicy(
+    "sglang",
+    "SGLang",
+    nearest=False,
+    fallback="nccl",
+    no_plan="SGLang has no custom all-reduce v2 config for world size {world_size} (hosts={hosts}): "
+    "it is disabled there and every size goes to nccl",
+)
+
+POLICIES: dict[str, GapPolicy] = {policy.name: policy for policy in (ARTUNE, VLLM, SGLANG)}
+NAMES = tuple(POLICIES)
+
+
+def gap_policy(name: str) -> GapPolicy:
+    """The policy called ``name``; ``TableError`` naming the known ones otherwise."""
+    policy = POLICIES.get(name)
+    if policy is None:
+        raise TableError(f"rules = {name!r} is not known; known: {', '.join(NAMES)}")
+    return policy
