@@ -148,7 +148,7 @@ def test_a_measured_table_with_two_shot_push_runs_in_the_release_as_artune_decid
     out = export_sglang(table, "test")
     assert out.dropped == []
     pasted = _pasted(release("0.5.23"), tmp_path, out.text)
-    probes = oracle.probes(pasted, ["10.0"], [2, 4])  # around the pasted rows' own bounds
+    probes = oracle.probes(pasted, ["10.0"], [2, 4], racks=())  # around the pasted rows' own bounds
     engine = oracle.engine_decisions(pasted, probes)
     ours = decide_all(TableSet("test", "cuda", {"10.0": table}, rules="sglang"), probes)
     wrong = [(p, e, a) for p, e, a in zip(probes, engine, ours, strict=True) if e != a]

@@ -46,7 +46,7 @@ from unittest import mock
 
 if __name__ == "__main__":  # run as a script: the bench folder holds the oracles package
     sys.path.insert(0, str(Path(__file__).parents[1]))
-from oracles import Probe, read_decisions
+from oracles import RACK_TOPOLOGIES, Probe, read_decisions
 
 RELEASES: tuple[str, ...] = (
     "0.5.10",
@@ -125,6 +125,8 @@ class _State:
 
     world_size = 2
     capturing = False
+    hosts = 1  # the hosts the ranks span
+    rack = False  # across hosts: one NVLink clique, the caching allocator VMM-backed (expandable segments)
     launched: list[tuple[Any, bool]]
 
     def __init__(self) -> None:
@@ -244,7 +246,12 @@ class Engine:
         state, torch = self.state, self.torch
 
         def nvlink(*_a: Any, supported_world_size: Any = (), **_k: Any) -> bool | None:
-            return True if state.world_size in supported_world_size else None
+            # can_use_custom_all_reduce_with_nvlink: None ("disabled") across nodes
+            return True if state.world_size in supported_world_size and state.hosts == 1 else None
+
+        def same_node(*_a: Any, **_k: Any) -> list[bool]:
+            per_host = state.world_size // state.hosts
+            return [rank < per_host for rank in range(state.world_size)]
 
         def gather(out: list[Any], tensor: Any, group: Any = None) -> None:
             for item in out:
@@ -292,10 +299,12 @@ class Engine:
             "get_all_reduce_module": lambda *a: _Module(),
             "get_custom_all_reduce_cls": lambda: _OldKernel,
             "can_use_custom_all_reduce_with_nvlink": nvlink,
-            "in_the_same_node_as": lambda *a, **k: [True] * state.world_size,
-            "is_one_nvlink_clique": lambda *a: True,
+            "in_the_same_node_as": same_node,
+            # one fabric clique: every GPU of one host, or of a rack's hosts; none across a network
+            "is_one_nvlink_clique": lambda *a: state.hosts == 1 or state.rack,
             "is_weak_contiguous": lambda inp: True,
-            "is_vmm_pointer": lambda ptr: False,
+            # cudaMalloc pointers on one host; in a rack the allocator is VMM-backed (expandable_segments:True)
+            "is_vmm_pointer": lambda ptr: state.hosts > 1 and state.rack,
             "is_sm100_supported": lambda *a: self.cap[0] == 10,  # sglang/srt/utils/common.py, CUDA >= 12.8
             "is_sm90_supported": lambda *a: self.cap[0] == 9,
             "is_in_piecewise_cuda_graph": lambda: False,
@@ -354,9 +363,11 @@ class Engine:
         cls.__del__ = lambda self: None  # close() at collection would only talk to the stand-ins again
         return namespace
 
-    def build(self, world_size: int, multicast: bool) -> Any:
-        """The communicator SGLang builds at ``world_size``, or None where it disables or fails to build it."""
+    def build(self, world_size: int, multicast: bool, hosts: int = 1, rack: bool = False) -> Any:
+        """The communicator SGLang builds at ``world_size`` on ``hosts`` hosts (``rack``: one NVLink clique),
+        or None where it disables or fails to build it."""
         self.state.world_size, self.multicast = world_size, multicast
+        self.state.hosts, self.state.rack = hosts, rack
         group = types.SimpleNamespace(group_name="tp", rank=lambda: 0, size=lambda: world_size)
         with self.gpu():
             try:
@@ -369,7 +380,7 @@ class Engine:
                 self.failures[world_size] = f"{type(err).__name__}: {err}"
                 return None
         if comm.disabled:
-            if world_size in V1_WORLD_SIZES:
+            if world_size in V1_WORLD_SIZES and hosts == 1:  # the legacy one stays on one node
                 raise OracleGap(f"v2 disabled at world size {world_size}: SGLang's legacy CustomAllreduce would run")
             return None
         return comm
@@ -392,9 +403,11 @@ class Engine:
             name = "2shot_pull_mc"
         return name
 
-    def decide(self, world_size: int, multicast: bool, mode: str, sizes: list[int]) -> list[str]:
-        """The engine's answer for each size, at one world size, multicast and mode."""
-        comm = self.build(world_size, multicast)
+    def decide(
+        self, world_size: int, multicast: bool, mode: str, sizes: list[int], hosts: int = 1, rack: bool = False
+    ) -> list[str]:
+        """The engine's answer for each size, at one world size, multicast, mode and topology."""
+        comm = self.build(world_size, multicast, hosts, rack)
         if comm is None:
             return ["nccl"] * len(sizes)
         with self.gpu():
@@ -453,29 +466,36 @@ def _grid() -> list[int]:
     return sorted({p for k in range(4, 29) for p in (1 << k, 3 << (k - 1))} - {3 << 28})
 
 
-def probes(root: Path, archs: Iterable[str] = ARCHS, world_sizes: Iterable[int] = WORLD_SIZES) -> list[Probe]:
-    """Every arch, world size 2-16, both modes, multicast on and off: each bound, +-1 and +-16 bytes around it,
-    and the log grid."""
+def probes(
+    root: Path,
+    archs: Iterable[str] = ARCHS,
+    world_sizes: Iterable[int] = WORLD_SIZES,
+    racks: Iterable[tuple[int, int, str]] = RACK_TOPOLOGIES,
+) -> list[Probe]:
+    """Every arch, world size 2-16 on one host and each of ``racks`` across hosts, both modes, multicast on
+    and off: each bound, +-1 and +-16 bytes around it, and the log grid."""
     out: list[Probe] = []
+    topologies = [(ws, 1, "host") for ws in world_sizes] + list(racks)
     for arch in archs:
         engine = _engine(root, arch)
-        for ws in world_sizes:
+        for ws, hosts, nvlink in topologies:
             around = {b + d for b in engine.bounds(ws) for d in (-16, -1, 0, 1, 16)}
             sizes = sorted(s for s in around | set(_grid()) if s >= 0)
             for mode in MODES:
                 for multicast in (True, False):
-                    out += [Probe(arch, ws, mode, multicast, n) for n in sizes]
+                    out += [Probe(arch, ws, mode, multicast, n, hosts=hosts, nvlink=nvlink) for n in sizes]
     return out
 
 
 def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
     """SGLang's own answer per probe, as artune's algorithm names."""
-    groups: dict[tuple[str, int, str, bool], list[int]] = {}
+    groups: dict[tuple[str, int, str, bool, int, str], list[int]] = {}
     for index, p in enumerate(probes):
-        groups.setdefault((p.arch, p.world_size, p.mode, p.multicast), []).append(index)
+        groups.setdefault((p.arch, p.world_size, p.mode, p.multicast, p.hosts, p.nvlink), []).append(index)
     out = [""] * len(probes)
-    for (arch, ws, mode, multicast), indices in groups.items():
-        answers = _engine(root, arch).decide(ws, multicast, mode, [probes[i].nbytes for i in indices])
+    for (arch, ws, mode, multicast, hosts, nvlink), indices in groups.items():
+        sizes = [probes[i].nbytes for i in indices]
+        answers = _engine(root, arch).decide(ws, multicast, mode, sizes, hosts, nvlink == "rack")
         for i, answer in zip(indices, answers, strict=True):
             out[i] = answer
     return out

@@ -53,7 +53,7 @@ from typing import Any
 
 import torch
 
-from oracles import Probe, read_decisions
+from oracles import RACK_TOPOLOGIES, RAISES, Probe, read_decisions
 
 # pip index versions vllm: every release from the first one with all_reduce_utils.py's size tables (0.10.2),
 # and the three 0.10 releases before it, which have none (they run custom all-reduce below 8 MiB or nccl)
@@ -207,12 +207,19 @@ def _tensor(nbytes: int, dtype: torch.dtype) -> torch.Tensor:
 class World:
     """One process of vLLM's tensor-parallel group on the probe's machine, with the release's modules."""
 
-    def __init__(self, root: Path, arch: str, world_size: int, multicast: bool) -> None:
+    def __init__(
+        self, root: Path, arch: str, world_size: int, multicast: bool, hosts: int = 1, nvlink: str = "host"
+    ) -> None:
         self.root = root
         major, minor = (int(x) for x in arch.split("."))
         self.capability = Capability((major, minor))
         self.world_size = world_size
         self.multicast = multicast
+        if world_size % hosts:
+            raise ValueError(f"world size {world_size} does not split evenly over {hosts} hosts")
+        self.hosts = hosts
+        # peer memory maps between hosts only when they share one NVLink domain (multi-node NVLink)
+        self.one_domain = hosts == 1 or nvlink == "rack"
         self.capturing = False
         self.ran: list[str] = []
         self.modules: dict[str, types.ModuleType] = {}
@@ -256,10 +263,15 @@ class World:
             def get_buffer(self, *args: Any, **kwargs: Any) -> torch.Tensor:
                 return torch.empty(args[1], dtype=args[2], device="meta")
 
+        def rendezvous(buffer: Any, group_name: Any) -> Handle:
+            if not world.one_domain:  # torch exchanges handles it cannot import from another NVLink domain
+                raise RuntimeError("symmetric memory rendezvous: peer memory of another NVLink domain cannot map")
+            return Handle()
+
         symm = StandIn(
             "torch.distributed._symmetric_memory",
             empty=lambda *size, dtype=None, device=None: torch.empty(*size, dtype=dtype, device="meta"),
-            rendezvous=lambda buffer, group_name: Handle(),
+            rendezvous=rendezvous,
         )
         dist = StandIn(
             "torch.distributed",
@@ -306,7 +318,9 @@ class World:
             ),
             vllm=StandIn("torch.ops.vllm", all_reduce_symmetric_with_copy=self.record("nccl_symm_mem")),
         )
-        accelerator = StandIn("torch.accelerator", set_device_index=lambda index: None)
+        accelerator = StandIn(
+            "torch.accelerator", set_device_index=lambda index: None, synchronize=lambda device=None: None
+        )
         first = StandIn(
             "torch", distributed=dist, cuda=cuda, ops=ops, accelerator=accelerator, empty=empty, empty_like=empty_like
         )
@@ -326,6 +340,7 @@ class World:
 
     def _stand_ins(self) -> dict[str, Any]:
         world = self
+        per_host = self.world_size // self.hosts
 
         class Platform:
             device_type = "cuda"
@@ -427,6 +442,8 @@ class World:
         ) -> Workspace:
             if backend == "mnnvl" and not world.multicast:
                 raise RuntimeError("Multicast pointer is null after rendezvous (no NVLink multicast)")
+            if not world.one_domain:  # mnnvl's fabric handles, trtllm's IPC: neither maps across a network
+                raise RuntimeError(f"{backend} workspace: peer memory of another NVLink domain cannot map")
             return Workspace(backend, max_token_num, hidden_dim, dtype)
 
         flashinfer_comm = StandIn(
@@ -454,9 +471,11 @@ class World:
                 _ENABLE_CUSTOM_ALL_REDUCE=self._assigned(
                     "vllm/distributed/parallel_state.py", "_ENABLE_CUSTOM_ALL_REDUCE"
                 ),
-                in_the_same_node_as=lambda group, source_rank=0: [True] * world.world_size,
-                _node_count=lambda group=None: 1,
-                get_node_count=lambda: 1,
+                in_the_same_node_as=lambda group, source_rank=0: [
+                    rank // per_host == source_rank // per_host for rank in range(world.world_size)
+                ],
+                _node_count=lambda group=None: world.hosts,
+                get_node_count=lambda: world.hosts,
             ),
             "vllm.distributed.utils": StandIn(
                 "vllm.distributed.utils",
@@ -575,6 +594,9 @@ class World:
             self.modules[name] = module  # before running it: its imports may come back to it
             exec(_code(self.root / _REAL[name]), module.__dict__)
             module.__dict__.update(_PROBED.get(name, {}))
+            if name.endswith(".custom_all_reduce") and "_has_local_multicast_support" in module.__dict__:
+                # torch's _SymmetricMemory.has_multicast_support(CUDA, device): what the probe's GPU says
+                module.__dict__["_has_local_multicast_support"] = lambda device: self.multicast
             return module
         else:
             module = _Package(name, self)
@@ -707,16 +729,18 @@ def _grid() -> list[int]:
     return [n for n in out if n <= 256 * MiB]
 
 
-def probes(root: Path) -> list[Probe]:
-    """Every arch, world size 2..16, both modes, multicast on and off, at every bound +-16 and on a log grid."""
+def probes(root: Path, racks: bool = True) -> list[Probe]:
+    """Every arch, world size 2..16 on one host, and each of ``RACK_TOPOLOGIES`` across hosts (``racks``),
+    both modes, multicast on and off, at every bound +-16 and on a log grid."""
     sizes = set(_grid())
     for bound in _bounds(root):
         sizes |= {bound - 16, bound - 2, bound, bound + 2, bound + 4, bound + 16}
     sizes = sorted(n for n in sizes if n > 0 and n % 2 == 0)  # whole bf16 elements
+    topologies = [(ws, 1, "host") for ws in WORLD_SIZES] + (list(RACK_TOPOLOGIES) if racks else [])
     return [
-        Probe(arch, ws, mode, multicast, n)
+        Probe(arch, ws, mode, multicast, n, hosts=hosts, nvlink=nvlink)
         for arch in ARCHS
-        for ws in WORLD_SIZES
+        for ws, hosts, nvlink in topologies
         for multicast in (True, False)
         for mode in MODES
         for n in sizes
@@ -731,15 +755,23 @@ def _dtype(name: str) -> torch.dtype:
 
 
 def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
-    """vLLM's own answer per probe: what its CudaCommunicator.all_reduce ran."""
-    worlds: dict[tuple[str, int, bool], World] = {}
+    """vLLM's own answer per probe: what its CudaCommunicator.all_reduce ran, or ``RAISES`` where building
+    the communicator raises (a release that does not catch what the machine's set-up raises)."""
+    worlds: dict[tuple[str, int, bool, int, str], World | None] = {}
     out: list[str] = []
     for probe in probes:
-        key = (probe.arch, probe.world_size, probe.multicast)
-        world = worlds.get(key)
-        if world is None:
-            world = worlds[key] = World(root, *key)
-        out.append(world.all_reduce(probe.nbytes, probe.mode, _dtype(probe.dtype)))
+        key = (probe.arch, probe.world_size, probe.multicast, probe.hosts, probe.nvlink)
+        if key not in worlds:
+            world = World(root, *key)
+            try:
+                world.communicator()
+            except RuntimeError as err:  # not OracleError: what the release itself lets through
+                if isinstance(err, OracleError):
+                    raise
+                world = None
+            worlds[key] = world
+        world = worlds[key]
+        out.append(RAISES if world is None else world.all_reduce(probe.nbytes, probe.mode, _dtype(probe.dtype)))
     return out
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from artune import settings
 from artune.errors import TableError
 from artune.formats import engine_source, read_engine
-from artune.formats.references import reference_set
+from artune.formats.references import reference_findings, reference_set
 from artune.table.bundled import cpu_default
 from artune.table.check import Finding, check_table
 from artune.table.family import TableSet
@@ -65,8 +65,10 @@ def _open(spec: str) -> Source:
             [*tables.tables.values(), *([tables.default] if tables.default else [])], tables, imported.findings
         )
     if spec.startswith(REFERENCE_PREFIX):
-        tables = reference_set(spec[len(REFERENCE_PREFIX) :])
-        return Source([*tables.tables.values(), *([tables.default] if tables.default else [])], tables)
+        name = spec[len(REFERENCE_PREFIX) :]
+        tables = reference_set(name)
+        found = reference_findings(name)
+        return Source([*tables.tables.values(), *([tables.default] if tables.default else [])], tables, found)
     if spec.startswith(BUNDLED_PREFIX):
         if spec != "bundled:cpu":
             raise TableError(f"{spec}: unknown bundled table; there is bundled:cpu")

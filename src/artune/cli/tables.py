@@ -21,7 +21,7 @@ from artune.sources import SOURCES, open_source, open_tables, selected_source, s
 from artune.table.check import modelled_summary
 from artune.table.decide import decide
 from artune.table.io import dumps_table, table_to_dict
-from artune.table.model import MODES, Plan, Table
+from artune.table.model import MODES, NVLINK_DOMAINS, Plan, Table
 from artune.table.overrides import apply_overrides, parse_overrides
 from artune.table.selection import select_table
 
@@ -54,6 +54,12 @@ def register(commands: Any) -> None:
     explain.add_argument("--world-size", type=int, required=True)
     explain.add_argument(
         "--hosts", type=int, default=1, help="how many hosts the ranks span (plans are per topology; default 1)"
+    )
+    explain.add_argument(
+        "--nvlink-domain",
+        choices=NVLINK_DOMAINS,
+        help="across hosts: rack (every host in one NVLink domain, as in NVL72) or host (each host its own, the "
+        "hosts joined over a network; the default where not given)",
     )
     explain.add_argument("--size", required=True, help="message size, e.g. 4096, 64KiB, 2.5MiB")
     explain.add_argument("--mode", choices=MODES, default="eager")
@@ -165,7 +171,10 @@ def run_explain(args: argparse.Namespace) -> int:
     if not 1 <= args.hosts <= args.world_size:
         print(f"artune explain: --hosts must be from 1 to --world-size ({args.world_size})", file=sys.stderr)
         return 2
-    decision = decide(table, nbytes, args.world_size, args.mode, available, args.hosts, multicast)
+    if args.nvlink_domain == "rack" and args.hosts == 1:
+        print("artune explain: --nvlink-domain rack needs --hosts 2 or more", file=sys.stderr)
+        return 2
+    decision = decide(table, nbytes, args.world_size, args.mode, available, args.hosts, multicast, args.nvlink_domain)
     note = ""
     if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
         note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
@@ -188,6 +197,7 @@ def run_explain(args: argparse.Namespace) -> int:
             size=nbytes,
             world_size=args.world_size,
             hosts=args.hosts,
+            nvlink_domain=args.nvlink_domain or "host",
             mode=args.mode,
             dtype=dtype,
             table=table.name,
@@ -203,6 +213,7 @@ def run_explain(args: argparse.Namespace) -> int:
     console.print(f"[bold]{decision.algorithm}[/bold] {dict(decision.params) or ''}".rstrip())
     call = f"  for {format_size(nbytes)} ({nbytes} B), world_size={args.world_size}"
     call += f" on {args.hosts} hosts" if args.hosts > 1 else ""
+    call += " in one NVLink domain" if args.hosts > 1 and args.nvlink_domain == "rack" else ""
     call += f", mode={args.mode}, dtype={dtype}"
     console.print(call + (f", multicast={'on' if multicast else 'off'}" if kind == "cuda" else ""), highlight=False)
     for step in steps:

@@ -44,8 +44,12 @@ class FindingSink:
         world_size: int | None = None,
         mode: str | None = None,
         severity: str = "warning",
+        code: str = "",
+        hosts: int = 1,
     ) -> None:
-        self.findings.append(Finding(self.table, arch, message, world_size, mode, source, severity))
+        self.findings.append(
+            Finding(self.table, arch, message, world_size, mode, source, severity, hosts=hosts, code=code)
+        )
 
     def copied(self, source: str, arch: str, parent: str, equal: int, total: int) -> None:
         """An arch whose rows equal ``parent``'s (``copied_archs``): the reviewer asks whether it was measured."""

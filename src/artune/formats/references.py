@@ -15,25 +15,37 @@ from collections.abc import Callable
 from functools import cache
 
 from artune.errors import TableError
+from artune.table.check import Finding
 from artune.table.family import TableSet
 
 REFERENCES: tuple[str, ...] = ("vllm", "sglang")
 
 
-def _builders() -> dict[str, Callable[[], TableSet]]:
+def _builders() -> dict[str, tuple[Callable[[], TableSet], Callable[[], tuple[Finding, ...]]]]:
     from artune.formats.sglang import reference as sglang
     from artune.formats.vllm import reference as vllm
 
-    return {"vllm": vllm.table_set, "sglang": sglang.table_set}
+    return {"vllm": (vllm.table_set, vllm.findings), "sglang": (sglang.table_set, sglang.findings)}
 
 
 @cache
 def reference_set(name: str) -> TableSet:
     """The published tables of engine ``name``; ``TableError`` listing the known names when unknown."""
+    return _builder(name)[0]()
+
+
+@cache
+def reference_findings(name: str) -> tuple[Finding, ...]:
+    """What ``artune check`` finds in engine ``name``'s published tables: the findings of the release they
+    reproduce, named ``reference:NAME`` instead of a file and line."""
+    return _builder(name)[1]()
+
+
+def _builder(name: str) -> tuple[Callable[[], TableSet], Callable[[], tuple[Finding, ...]]]:
     builder = _builders().get(name)
     if builder is None:
         raise TableError(f"reference:{name}: unknown reference; known: {', '.join(REFERENCES)}")
-    return builder()
+    return builder
 
 
-__all__ = ["REFERENCES", "reference_set"]
+__all__ = ["REFERENCES", "reference_findings", "reference_set"]

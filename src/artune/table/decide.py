@@ -14,7 +14,10 @@ Rules, in order (the ``reason`` of every decision names the ones applied):
    say (``multicast=None``) is for any machine, so only plans for any machine
    apply to it: a plan written for one kind of machine never decides a call
    that may run on the other. Then the plan for ``(world_size, hosts, mode)``
-   among them. A table with an engine's
+   among them, and across hosts for the call's NVLink domain (``nvlink``:
+   ``rack``, one domain for every host; ``host``, each host its own, joined
+   over a network, which is what a call that does not say means, and its
+   reason says so): a plan for one domain never decides a call in the other. A table with an engine's
    rules (``Table.rules``, ``artune.table.gaps``) stops here: without that
    exact plan the engine's fallback runs every size, and the reason says why
    in the engine's terms. artune's own rules go on: only plans for the same
@@ -42,7 +45,7 @@ from types import MappingProxyType
 from artune.catalog import SPECS
 from artune.sizes import format_span
 from artune.table.gaps import GapPolicy, gap_policy
-from artune.table.model import MODES, ParamValue, Plan, Table
+from artune.table.model import MODES, NVLinkDomain, ParamValue, Plan, Table
 
 _KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
 
@@ -61,11 +64,14 @@ class Decision:
     mode: str = "eager"
     hosts: int = 1  # the plan's number of hosts
     multicast: bool | None = None  # the plan's machine: with/without NVLink multicast, None: any
+    nvlink: NVLinkDomain = NVLinkDomain.HOST  # across hosts, the plan's NVLink domain
 
     def _plan_dict(self) -> dict[str, object]:
         plan: dict[str, object] = {"world_size": self.world_size, "mode": self.mode}
         if self.hosts > 1:  # single-host decisions read as they did before topologies
             plan["hosts"] = self.hosts
+        if self.nvlink is NVLinkDomain.RACK:  # likewise plans across hosts joined over a network
+            plan["nvlink_domain"] = self.nvlink.value
         if self.multicast is not None:  # likewise plans for any machine
             plan["multicast"] = self.multicast
         return plan
@@ -170,6 +176,7 @@ class _CompiledPlan:
             mode=plan.mode if plan else "",
             hosts=plan.hosts if plan else 1,
             multicast=plan.multicast if plan else None,
+            nvlink=plan.nvlink if plan else NVLinkDomain.HOST,
         )
 
 
@@ -195,6 +202,7 @@ def decide(
     available: frozenset[str] | set[str] | None = None,
     hosts: int = 1,
     multicast: bool | None = None,
+    nvlink: NVLinkDomain | str | None = None,
 ) -> Decision:
     """Choose the algorithm for one all-reduce of ``nbytes`` bytes by ``table``.
 
@@ -202,14 +210,16 @@ def decide(
     all); ``hosts`` is how many hosts the ranks span; ``multicast`` whether
     the machine has NVLink multicast (``None``: not said, so only the plans
     for any machine apply; pass the same value ``available`` was computed
-    with). Never returns ``None``
+    with); ``nvlink`` whether hosts share one NVLink domain (``"rack"``) or
+    are joined over a network (``"host"``; ``None``: not said, read as host,
+    and across hosts the reason says so). Never returns ``None``
     and never raises for a valid size: a topology or mode without a plan
     follows the table's rules (above), and the decision's ``reason`` says which.
     """
     decider = table.memo.get(Decider)
     if decider is None:
         decider = table.memo[Decider] = Decider(table)
-    return decider.decide(nbytes, world_size, mode, available, hosts, multicast)
+    return decider.decide(nbytes, world_size, mode, available, hosts, multicast, nvlink)
 
 
 class Decider:
@@ -217,7 +227,7 @@ class Decider:
 
     def __init__(self, table: Table) -> None:
         self.table = table
-        self.compiled: dict[tuple[int, str, int, bool | None], _CompiledPlan] = {}
+        self.compiled: dict[tuple[int, str, int, bool | None, object], _CompiledPlan] = {}
 
     def decide(
         self,
@@ -227,12 +237,13 @@ class Decider:
         available: frozenset[str] | set[str] | None,
         hosts: int = 1,
         multicast: bool | None = None,
+        nvlink: NVLinkDomain | str | None = None,
     ) -> Decision:
         # the hot path: keep it to a dict lookup, a bisect and a cached Decision
-        compiled = self.compiled.get((world_size, mode, hosts, multicast))
+        compiled = self.compiled.get((world_size, mode, hosts, multicast, nvlink))
         if compiled is None:
-            compiled = self._compile(world_size, mode, hosts, multicast)
-            self.compiled[(world_size, mode, hosts, multicast)] = compiled
+            compiled = self._compile(world_size, mode, hosts, multicast, nvlink)
+            self.compiled[(world_size, mode, hosts, multicast, nvlink)] = compiled
         if nbytes < 0:
             raise ValueError(f"decide(): nbytes must be a non-negative integer, got {nbytes!r}")
         if available is not None and type(available) is not frozenset:
@@ -241,18 +252,26 @@ class Decider:
         found = compiled.cache.get(key)
         return found if found is not None else compiled.decision(*key)
 
-    def _compile(self, world_size: int, mode: str, hosts: int = 1, multicast: bool | None = None) -> _CompiledPlan:
+    def _compile(
+        self,
+        world_size: int,
+        mode: str,
+        hosts: int = 1,
+        multicast: bool | None = None,
+        nvlink: NVLinkDomain | str | None = None,
+    ) -> _CompiledPlan:
         """The plan a call decides by, one function per rule of the module docstring."""
         _check_call(world_size, mode, hosts, multicast)
+        domain, said = _domain(nvlink, hosts)
         table = self.table
         if table.forced:
-            return _forced(table, world_size, mode, hosts, multicast)
+            return _forced(table, world_size, mode, hosts, multicast, domain)
         policy = gap_policy(table.rules)
         if not policy.nearest:
-            return _engine_plan(table, policy, world_size, mode, hosts, multicast)
+            return _engine_plan(table, policy, world_size, mode, hosts, multicast, domain, said)
         mine = table.for_machine(multicast)
-        topology, note = _for_hosts(mine, hosts)
-        plans, note = _for_mode(topology, mode, note)
+        topology, note = _for_hosts(mine, hosts, domain)
+        plans, note = _for_mode(topology, mode, _join(said, note))
         if not plans:
             fallback = _platform_default(table)
             why = note or f"table has {'no single-host plans' if mine else 'no plans'}"
@@ -272,6 +291,22 @@ def _check_call(world_size: int, mode: str, hosts: int, multicast: bool | None) 
         raise ValueError(f"decide(): multicast must be True, False or None, got {multicast!r}")
 
 
+def _domain(nvlink: NVLinkDomain | str | None, hosts: int) -> tuple[NVLinkDomain, str]:
+    """The call's NVLink domain, and the note that says it was not given (across hosts only)."""
+    if nvlink is None:
+        said = (
+            "NVLink domain not given: host (each host its own NVLink domain, the hosts joined over a network)"
+            if hosts > 1
+            else ""
+        )
+        return NVLinkDomain.HOST, said
+    try:
+        domain = NVLinkDomain(nvlink)
+    except ValueError:
+        raise ValueError(f"decide(): nvlink must be 'host', 'rack' or None, got {nvlink!r}") from None
+    return (domain if hosts > 1 else NVLinkDomain.HOST), ""
+
+
 def _platform_default(table: Table) -> str:
     """The platform's process group: what runs where no plan applies."""
     return _KIND_DEFAULT.get(table.platform.kind, "nccl")
@@ -281,32 +316,43 @@ def _join(*notes: str) -> str:
     return "; ".join(filter(None, notes))
 
 
-def _forced(table: Table, world_size: int, mode: str, hosts: int, multicast: bool | None) -> _CompiledPlan:
+def _forced(
+    table: Table, world_size: int, mode: str, hosts: int, multicast: bool | None, nvlink: NVLinkDomain
+) -> _CompiledPlan:
     """Rule 1: a user override that forces an algorithm wins (the plan only lends its parameters)."""
     note = f"user override: {table.forced} forced for every size"
-    return _ForcedPlan(table, table.plan(world_size, mode, hosts, multicast), table.forced, note)
+    return _ForcedPlan(table, table.plan(world_size, mode, hosts, multicast, nvlink), table.forced, note)
 
 
 def _engine_plan(
-    table: Table, policy: GapPolicy, world_size: int, mode: str, hosts: int, multicast: bool | None
+    table: Table,
+    policy: GapPolicy,
+    world_size: int,
+    mode: str,
+    hosts: int,
+    multicast: bool | None,
+    nvlink: NVLinkDomain,
+    said: str,
 ) -> _CompiledPlan:
     """Rule 2 under an engine's rules: the exact plan, else the engine's fallback for every size."""
-    plan = table.plan(world_size, mode, hosts, multicast)
+    plan = table.plan(world_size, mode, hosts, multicast, nvlink)
     if plan is not None:
-        return _CompiledPlan(table, plan, plan.fallback, "")
+        return _CompiledPlan(table, plan, plan.fallback, said)
     fallback = policy.fallback or _platform_default(table)
-    return _CompiledPlan(table, None, fallback, policy.missing(world_size, mode, hosts))
+    return _CompiledPlan(table, None, fallback, _join(said, policy.missing(world_size, mode, hosts, nvlink.value)))
 
 
-def _for_hosts(mine: tuple[Plan, ...], hosts: int) -> tuple[list[Plan], str]:
-    """Rule 2, hosts: the plans for the same number of hosts; with none, those for the nearest smaller
-    number above one (never single-host plans for ranks across hosts). Returns the plans and a note."""
-    same = [p for p in mine if p.hosts == hosts]
+def _for_hosts(mine: tuple[Plan, ...], hosts: int, nvlink: NVLinkDomain) -> tuple[list[Plan], str]:
+    """Rule 2, hosts: the plans for the same number of hosts in the same NVLink domain; with none, those
+    for the nearest smaller number above one (never single-host plans for ranks across hosts, nor plans
+    for the other domain). Returns the plans and a note."""
+    same = [p for p in mine if p.hosts == hosts and p.nvlink is nvlink]
     if same or hosts == 1:
         return same, ""
-    fewer = [p for p in mine if 1 < p.hosts < hosts]
+    fewer = [p for p in mine if 1 < p.hosts < hosts and p.nvlink is nvlink]
     if not fewer:
-        return [], f"no plans for ranks across {hosts} hosts (single-host plans do not apply)"
+        where = "in one NVLink domain" if nvlink is NVLinkDomain.RACK else "joined over a network"
+        return [], f"no plans for ranks across {hosts} hosts {where} (single-host plans do not apply)"
     nearest = max(p.hosts for p in fewer)
     note = f"no plans for {hosts} hosts; using {nearest}-host plans (rule: nearest smaller number of hosts)"
     return [p for p in fewer if p.hosts == nearest], note

@@ -25,7 +25,9 @@ class GapPolicy:
     ``nearest``: the call borrows a neighbour's plan (artune's policy);
     otherwise ``fallback`` (``""``: the platform's process group) runs every
     size, and ``no_plan`` says why, formatted with ``world_size``, ``mode``
-    and ``hosts``.
+    and ``hosts``; across hosts, ``no_rack_plan`` (in one NVLink domain) or
+    ``over_network`` (hosts joined over a network) says it in the engine's
+    multi-node terms where given.
     """
 
     name: str
@@ -33,10 +35,15 @@ class GapPolicy:
     nearest: bool
     fallback: str = ""
     no_plan: str = ""
+    no_rack_plan: str = ""
+    over_network: str = ""
 
-    def missing(self, world_size: int, mode: str, hosts: int) -> str:
-        """Why a call with no plan runs the fallback, in the engine's terms."""
-        return self.no_plan.format(world_size=world_size, mode=mode, hosts=hosts)
+    def missing(self, world_size: int, mode: str, hosts: int, nvlink: str = "host") -> str:
+        """Why a call with no plan runs the fallback, in the engine's terms (``nvlink``: the hosts' domain)."""
+        text = self.no_plan
+        if hosts > 1:
+            text = (self.no_rack_plan if nvlink == "rack" else self.over_network) or text
+        return text.format(world_size=world_size, mode=mode, hosts=hosts)
 
 
 ARTUNE = GapPolicy("artune", "artune", nearest=True)
@@ -46,7 +53,12 @@ VLLM = GapPolicy(
     nearest=False,
     fallback="nccl",
     no_plan="vLLM runs none of FlashInfer, custom all-reduce or symmetric memory at world size {world_size} "
-    "(hosts={hosts}): every size goes to nccl (artune plans vLLM on one host)",
+    "(hosts={hosts}): every size goes to nccl",
+    no_rack_plan="across {hosts} hosts in one NVLink domain vLLM runs none of FlashInfer's mnnvl all-reduce, "
+    "custom all-reduce or torch symmetric memory at world size {world_size}: every size goes to nccl",
+    over_network="across {hosts} hosts joined over a network vLLM runs nccl for every size at world size "
+    "{world_size}: FlashInfer's only multi-node backend (mnnvl), custom all-reduce's MNNVL buffer and torch "
+    "symmetric memory each need one NVLink domain for every rank, and their set-up fails or declines without it",
 )
 SGLANG = GapPolicy(
     "sglang",
@@ -55,6 +67,11 @@ SGLANG = GapPolicy(
     fallback="nccl",
     no_plan="SGLang has no custom all-reduce v2 config for world size {world_size} (hosts={hosts}): "
     "it is disabled there and every size goes to nccl",
+    no_rack_plan="SGLang does not build custom all-reduce v2 for world size {world_size} across {hosts} hosts "
+    "(no config for that world size, or a release without multi-node v2): every size goes to nccl",
+    over_network="across {hosts} hosts joined over a network SGLang runs nccl for every size: custom all-reduce "
+    "v2 admits a multi-node group only when every GPU is in one NVLink clique (is_one_nvlink_clique), and its "
+    "legacy custom all-reduce stays on one node",
 )
 
 POLICIES: dict[str, GapPolicy] = {policy.name: policy for policy in (ARTUNE, VLLM, SGLANG)}

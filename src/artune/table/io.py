@@ -24,9 +24,11 @@ from artune.table.gaps import NAMES as GAP_POLICIES
 from artune.table.model import (
     KINDS,
     MODES,
+    NVLINK_DOMAINS,
     SCHEMA,
     SOURCES,
     Band,
+    NVLinkDomain,
     Plan,
     Platform,
     Provenance,
@@ -206,6 +208,7 @@ class _Reader:
         keys = (
             "world_size",
             "hosts",
+            "nvlink_domain",
             "multicast",
             "mode",
             "fallback",
@@ -227,6 +230,10 @@ class _Reader:
         multicast = data.get("multicast")  # absent: any machine (every file written before it)
         if multicast is not None and not isinstance(multicast, bool):
             raise self.fail(where, f"multicast must be true or false (absent: any machine), got {multicast!r}")
+        # absent: host, each host its own NVLink domain (every file written before NVLink domains)
+        nvlink = self.text(data, "nvlink_domain", where, NVLINK_DOMAINS) if "nvlink_domain" in data else "host"
+        if nvlink == "rack" and hosts == 1:
+            raise self.fail(where, 'nvlink_domain = "rack" needs hosts > 1 (one host is one NVLink domain)')
         where = f"{where} (world_size={world_size}" + (f", hosts={hosts})" if hosts > 1 else ")")
         mode = self.text(data, "mode", where, MODES) if "mode" in data else "eager"
         fallback = self.name(self.required(data, "fallback", where), f"{where}: fallback")
@@ -248,6 +255,7 @@ class _Reader:
             written,
             tuple(notes),
             multicast,
+            nvlink=NVLinkDomain(nvlink),
         )
 
     def bands(self, data: Mapping[str, Any], key: str, where: str) -> tuple[Band, ...]:
@@ -325,6 +333,8 @@ def table_to_dict(table: Table, exact: bool = False) -> dict[str, Any]:
         entry: dict[str, Any] = {"world_size": plan.world_size}
         if plan.hosts != 1:  # written only when it matters, so single-host tables keep their text and digest
             entry["hosts"] = plan.hosts
+        if plan.nvlink is NVLinkDomain.RACK:  # likewise: plans across hosts joined over a network
+            entry["nvlink_domain"] = plan.nvlink.value
         if plan.multicast is not None:  # likewise: plans for any machine keep their text and digest
             entry["multicast"] = plan.multicast
         entry.update(mode=plan.mode, fallback=plan.fallback)

@@ -1,10 +1,11 @@
 """The table model: platforms, provenance, bands, plans and tables as frozen data.
 
 A ``Table`` is for one platform and holds ``Plan`` s, one per
-``(world_size, hosts, mode, multicast)`` (``hosts``: how many hosts the ranks
-span, 1 unless a plan says otherwise; ``multicast``: whether the machine has
-NVLink multicast, ``None`` for any machine, where the engine's choice does not
-depend on it). A plan is an ordered list of ``Band`` s: band ``i``
+``(world_size, hosts, mode, multicast, nvlink)`` (``hosts``: how many hosts the
+ranks span, 1 unless a plan says otherwise; ``multicast``: whether the machine
+has NVLink multicast, ``None`` for any machine, where the engine's choice does
+not depend on it; ``nvlink``: across hosts, whether they share one NVLink
+domain, ``NVLinkDomain``). A plan is an ordered list of ``Band`` s: band ``i``
 covers sizes ``(bands[i-1].upto, bands[i].upto]`` (the first starts at 0) and
 names one algorithm or an ordered list of candidates (the first available at
 run time wins). Above the last band, or when no candidate is available, the
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from functools import cached_property
 from typing import Any
 
@@ -38,6 +40,31 @@ SCHEMA = 1
 
 ParamValue = int | float | str | bool
 Params = tuple[tuple[str, ParamValue], ...]  # sorted (key, value) pairs: hashable
+
+
+class NVLinkDomain(str, Enum):
+    """How the hosts of a plan or call reach each other (only meaningful for ranks across hosts).
+
+    ``host``: each host is its own NVLink domain and the hosts are joined over
+    a network, which is what every plan and call across hosts means unless it
+    says otherwise; ``rack``: all the hosts are in one NVLink domain
+    (multi-node NVLink, as in a GB200/GB300 NVL72), so an engine's NVLink
+    paths can span them.
+    """
+
+    HOST = "host"
+    RACK = "rack"
+
+    @classmethod
+    def parse(cls, value: object, where: str = "nvlink_domain") -> NVLinkDomain:
+        """``value`` as a domain; ``TableError`` naming the choices otherwise."""
+        try:
+            return cls(value)
+        except ValueError:
+            raise TableError(f"{where} must be one of {', '.join(d.value for d in cls)}, got {value!r}") from None
+
+
+NVLINK_DOMAINS = tuple(d.value for d in NVLinkDomain)
 
 
 def freeze_params(params: Mapping[str, Mapping[str, ParamValue]]) -> tuple[tuple[str, Params], ...]:
@@ -85,7 +112,7 @@ class Band:
 
 @dataclass(frozen=True)
 class Plan:
-    """The bands for one ``(world_size, hosts, mode, multicast)``."""
+    """The bands for one ``(world_size, hosts, mode, multicast, nvlink)``."""
 
     world_size: int
     mode: str
@@ -102,14 +129,26 @@ class Plan:
     multicast: bool | None = None
     #: for a plan a composed table took from a later table: which one, and why (messages only)
     origin: str = field(default="", compare=False)
+    #: across hosts, whether they share one NVLink domain (rack) or are joined over a network (host)
+    nvlink: NVLinkDomain = NVLinkDomain.HOST
 
     @property
     def topology(self) -> str:
-        """``"ws=8"`` on one host, ``"ws=8 hosts=2"`` across hosts, ``"ws=8 multicast=off"`` for one kind of machine."""
+        """``"ws=8"`` on one host, ``"ws=8 hosts=2"`` across hosts, ``"ws=8 hosts=2 nvlink=rack"`` in one NVLink
+        domain, ``"ws=8 multicast=off"`` for one kind of machine."""
         text = f"ws={self.world_size}" + (f" hosts={self.hosts}" if self.hosts > 1 else "")
+        text += " nvlink=rack" if self.nvlink is NVLinkDomain.RACK else ""
         return text + ("" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}")
 
+    @property
+    def key(self) -> tuple[int, str, int, bool | None, NVLinkDomain]:
+        """What makes the plan one of its table: ``(world_size, mode, hosts, multicast, nvlink)``."""
+        return (self.world_size, self.mode, self.hosts, self.multicast, self.nvlink)
+
     def __post_init__(self) -> None:
+        object.__setattr__(self, "nvlink", NVLinkDomain.parse(self.nvlink, f"plan ws={self.world_size} nvlink"))
+        if self.hosts == 1 and self.nvlink is NVLinkDomain.RACK:
+            raise TableError(f"plan ws={self.world_size} mode={self.mode}: nvlink=rack needs ranks across hosts")
         for name in ("bands", "written"):
             bands: tuple[Band, ...] = getattr(self, name)
             if any(band.upto is None for band in bands[:-1]):
@@ -186,11 +225,12 @@ class Table:
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
-        seen: set[tuple[int, str, int, bool | None]] = set()
+        seen: set[tuple[int, str, int, bool | None, NVLinkDomain]] = set()
         for plan in self.plans:
-            key = (plan.world_size, plan.mode, plan.hosts, plan.multicast)
+            key = plan.key
             if key in seen:
                 hosts = f" hosts={plan.hosts}" if plan.hosts > 1 else ""
+                hosts += " nvlink=rack" if plan.nvlink is NVLinkDomain.RACK else ""
                 multicast = "" if plan.multicast is None else f" multicast={plan.multicast}"
                 raise TableError(
                     f"{self.origin or 'table'}: two plans for world_size={plan.world_size}{hosts} mode={plan.mode}"
@@ -203,12 +243,20 @@ class Table:
         """How messages refer to this table."""
         return self.origin or f"{self.platform} table"
 
-    def plan(self, world_size: int, mode: str, hosts: int = 1, multicast: bool | None = None) -> Plan | None:
-        """The plan for ``(world_size, mode)`` on ``hosts`` hosts on a machine with ``multicast`` or ``None``:
-        the one for exactly that ``multicast``, else the one for any machine (``multicast=None``)."""
-        found = self._plans_by_key.get((world_size, mode, hosts, multicast))
+    def plan(
+        self,
+        world_size: int,
+        mode: str,
+        hosts: int = 1,
+        multicast: bool | None = None,
+        nvlink: NVLinkDomain = NVLinkDomain.HOST,
+    ) -> Plan | None:
+        """The plan for ``(world_size, mode)`` on ``hosts`` hosts in NVLink domain ``nvlink`` on a machine with
+        ``multicast`` or ``None``: the one for exactly that ``multicast``, else the one for any machine."""
+        nvlink = nvlink if hosts > 1 else NVLinkDomain.HOST
+        found = self._plans_by_key.get((world_size, mode, hosts, multicast, nvlink))
         if found is None and multicast is not None:
-            found = self._plans_by_key.get((world_size, mode, hosts, None))
+            found = self._plans_by_key.get((world_size, mode, hosts, None, nvlink))
         return found
 
     def for_machine(self, multicast: bool | None) -> tuple[Plan, ...]:
@@ -220,12 +268,12 @@ class Table:
             p
             for p in self.plans
             if p.multicast == multicast
-            or (p.multicast is None and (p.world_size, p.mode, p.hosts, multicast) not in self._plans_by_key)
+            or (p.multicast is None and (p.world_size, p.mode, p.hosts, multicast, p.nvlink) not in self._plans_by_key)
         )
 
     @cached_property
-    def _plans_by_key(self) -> dict[tuple[int, str, int, bool | None], Plan]:
-        return {(p.world_size, p.mode, p.hosts, p.multicast): p for p in self.plans}
+    def _plans_by_key(self) -> dict[tuple[int, str, int, bool | None, NVLinkDomain], Plan]:
+        return {p.key: p for p in self.plans}
 
     def with_changes(self, **changes: object) -> Table:
         """A copy with some fields replaced (dataclasses.replace); it derives its ``memo`` afresh."""

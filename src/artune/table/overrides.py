@@ -6,7 +6,7 @@ made from it says so in its reason.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from artune.catalog import SPECS
 from artune.errors import OverrideError, SizeError
@@ -79,4 +79,5 @@ def _move_bound(plan: Plan, name: str, upto: int, source: str) -> Plan:
         )
     bands = [*plan.bands[:index], Band(upto, plan.bands[index].candidates)]
     bands += [b for b in plan.bands[index + 1 :] if b.upto is None or b.upto > upto]
-    return Plan(plan.world_size, plan.mode, tuple(bands), plan.fallback, plan.params, plan.provenance)
+    # the plan's topology (hosts, machine, NVLink domain) stays; the engine's rows as written no longer apply
+    return replace(plan, bands=tuple(bands), written=(), notes=())

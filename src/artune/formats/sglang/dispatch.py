@@ -137,6 +137,8 @@ class _State:
 
     world_size: int = 2
     graph: bool = False
+    hosts: int = 1  # the hosts the ranks span
+    rack: bool = False  # across hosts: one NVLink clique with a VMM-backed allocator (rules.fakes)
 
 
 def _tensor(nbytes: int) -> Namespace:
@@ -196,6 +198,9 @@ class ArchReading:
         self.comm = Interpreter(comm.text, comm.path, fakes=fakes)
         # the module's logger and type variables call outside the file; what the dispatch needs does not
         self.comm.run_module(skip_failures=True)
+        if "_is_vmm_backed_allocator" in self.comm.globals.values:
+            # it asks the caching allocator (torch.empty, then the pointer's CUDA VMM kind): the machine's answer
+            self.comm.globals.values["_is_vmm_backed_allocator"] = fakes["_is_vmm_backed_allocator"]
         self.methods = self.comm.class_methods(CLASS) if _has_class(self.comm, CLASS) else {}
         if not self.methods:
             raise TableError(f"{comm.path}: no class {CLASS} here; is this SGLang's custom_all_reduce_v2.py?")

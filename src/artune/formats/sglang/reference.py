@@ -41,14 +41,19 @@ multicast block count is ``None`` it disables multicast, and the plan has no
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from types import MappingProxyType
 from typing import NamedTuple
 
+from artune.formats.sglang import release
 from artune.formats.sglang import rules as sglang
+from artune.formats.sglang.release import RACK_GRAPH_NOTE as _RACK_GRAPH_NOTE
+from artune.formats.sglang.release import RACK_NOTE as _RACK_NOTE
 from artune.formats.sglang.rules import Heuristic
 from artune.sizes import format_size
+from artune.table.check import Finding
 from artune.table.family import TableSet
-from artune.table.model import ParamValue, Plan, Platform, Provenance, Table, freeze_params
+from artune.table.model import NVLinkDomain, ParamValue, Plan, Platform, Provenance, Table, freeze_params
 from artune.table.priority import bands_from_rules
 
 KB = 1024
@@ -205,7 +210,29 @@ def table_of(
                     notes=(_NOTE.format(pull=format_size(pull), push=format_size(push)),) if differs else (),
                 )
             )
+    plans += _rack_plans(plans, provenance)
     return Table(Platform("cuda", arch), provenance, tuple(plans), rules="sglang", origin=ORIGIN)
+
+
+def _rack_plans(single: list[Plan], provenance: Provenance) -> list[Plan]:
+    """0.5.23 across hosts in one NVLink clique: ``can_use_custom_all_reduce_v2`` admits the group (with a
+    VMM-backed allocator) at every world size it has a config for, sized as on one host, and
+    ``_is_graph_mode_supported`` is off across nodes, so both modes run the eager row; for every number of
+    hosts dividing the world size."""
+    eager = {p.world_size: p for p in single if p.mode == "eager"}
+    out = []
+    for world_size, plan in sorted(eager.items()):
+        for mode in ("graph", "eager"):
+            why = _RACK_NOTE + (_RACK_GRAPH_NOTE if mode == "graph" else "")
+            rule = Provenance(
+                provenance.source, device=provenance.device, tool="sglang", notes=f"{why}; {provenance.notes}"
+            )
+            out += [
+                replace(plan, mode=mode, hosts=hosts, nvlink=NVLinkDomain.RACK, provenance=rule)
+                for hosts in range(2, world_size + 1)
+                if world_size % hosts == 0
+            ]
+    return out
 
 
 def _provenance(device: str, notes: str) -> Provenance:
@@ -270,3 +297,36 @@ def table_set() -> TableSet:
         return tables[key].with_changes(borrowed=(note,))
 
     return TableSet("sglang", "cuda", MappingProxyType(tables), default, rules="sglang", engine_arch=engine_arch)
+
+
+def findings() -> tuple[Finding, ...]:
+    """What ``artune check sglang==0.5.23`` finds, on the reference's tables: the same messages, named
+    ``reference:sglang`` where the release's name a file and line."""
+    refs = table_set()
+    everything = {**refs.tables, **({"default": refs.default} if refs.default is not None else {})}
+    holes: dict[str, list[int]] = {}
+    clipped: dict[str, list[int]] = {}
+    modes: set[str] = set()
+    for arch, table in everything.items():
+        single = [p for p in table.plans if p.hosts == 1]
+        sizes = {p.world_size for p in single}
+        holes[arch] = [ws for ws in range(2, max(sizes, default=1)) if ws not in sizes]
+        for plan in single:
+            if plan.written:
+                clipped.setdefault(arch, []).append(plan.world_size)
+                modes.add(plan.mode)
+    out = [Finding(ORIGIN, archs, release.holes_message(sizes)) for archs, sizes in release.group_archs(holes)]
+    if clipped:
+        where = release.clipped_where(clipped, modes)
+        archs = ", ".join(sorted(clipped, key=release._arch_order))
+        out.append(Finding(ORIGIN, archs, release.clipped_message(WORKSPACE, where)))
+    served: dict[str, list[str]] = {}
+    for (major, minor), _sms in sglang.PROBES:
+        arch = f"{major}.{minor}"
+        if arch not in refs.tables:
+            served.setdefault(sglang.arch_configs(major, minor), []).append(arch)
+    if served:
+        archs, message = release.served_message(served)
+        out.append(Finding(ORIGIN, archs, message, severity="note"))
+    out += release.rack_findings(ORIGIN, dict(refs.tables), refs.default, "")
+    return tuple(out)

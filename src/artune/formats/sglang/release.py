@@ -36,9 +36,19 @@ from artune.formats.sglang.dispatch import CLASS, ArchReading, Env, Files, Outco
 from artune.sizes import format_size, format_span
 from artune.table.check import Finding
 from artune.table.family import TableSet
-from artune.table.model import MODES, Plan, Platform, Provenance, Table, freeze_params
+from artune.table.model import MODES, NVLinkDomain, Plan, Platform, Provenance, Table, freeze_params
 
 FALLBACK = "nccl"
+#: why a plan across hosts in one NVLink clique runs what it runs (0.5.17 on), and why graph mode takes eager's
+RACK_NOTE = (
+    "across hosts in one NVLink clique: can_use_custom_all_reduce_v2 admits a multi-node group "
+    "(is_one_nvlink_clique, and a VMM-backed allocator: PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True, which "
+    "SGLang does not set; without it v2 declines and nccl runs)"
+)
+RACK_GRAPH_NOTE = (
+    f"; {CLASS} turns graph mode off across nodes (_is_graph_mode_supported = ... and not is_multinode), so "
+    "graph-captured calls take the eager plans"
+)
 _LOCATION = re.compile(r"^(.*?:\d+): ")
 
 
@@ -71,6 +81,69 @@ def _world_sizes(values: list[int]) -> str:
 def _arch_order(arch: str) -> tuple[int, ...]:
     """``"9.0" < "10.0" < "10.3" < "default"``."""
     return tuple(int(p) for p in arch.split(".")) if arch[:1].isdigit() else (1 << 30,)
+
+
+def group_archs(per_arch: dict[str, list[int]]) -> list[tuple[str, list[int]]]:
+    """Archs with the same world sizes, merged: ``[("10.0, 10.7", [9, ..., 15])]``."""
+    merged: dict[tuple[int, ...], list[str]] = {}
+    for arch in sorted(per_arch, key=_arch_order):
+        if per_arch[arch]:
+            merged.setdefault(tuple(sorted(set(per_arch[arch]))), []).append(arch)
+    return [(", ".join(archs), list(sizes)) for sizes, archs in merged.items()]
+
+
+def holes_message(sizes: list[int]) -> str:
+    """World sizes below an arch's largest config that have none."""
+    have = "has" if len(sizes) == 1 else "have"
+    return f"{_world_sizes(sizes)} {have} no config: custom all-reduce v2 is disabled there and every size goes to nccl"
+
+
+def clipped_where(per_arch: dict[str, list[int]], modes: set[str]) -> str:
+    """``"; at 9.0 ws 2-8; 10.0, 10.7 ws 2-8, 16"``: where rows are clipped, arches with equal sizes merged."""
+    where = "; at " + "; ".join(f"{archs} ws {_ranges(sizes)}" for archs, sizes in group_archs(per_arch))
+    return where + (f" ({next(iter(modes))} mode)" if len(modes) == 1 else "")
+
+
+def clipped_message(workspace: int, where: str) -> str:
+    """Rows the default workspace clips (``where``: ``clipped_where``)."""
+    return (
+        f"SGLang's {format_size(workspace)} default workspace ({rules.WORKSPACE_ENV}) clips the rows above "
+        f"it: nccl runs there, not what the rows write (artune explain shows both){where}"
+    )
+
+
+def served_message(by: dict[str, list[str]]) -> tuple[str, str]:
+    """``(archs, message)`` for arches with no configs of their own, by the arch whose configs they get."""
+    parts = [
+        f"{' and '.join(archs)} {'its default configs' if twin == 'default' else f'the configs of {twin}'}"
+        for twin, archs in by.items()
+    ]
+    archs = ", ".join(sorted((a for names in by.values() for a in names), key=_arch_order))
+    return archs, f"no configs of their own: SGLang's dispatch on the GPU's capability gives {'; '.join(parts)}"
+
+
+def rack_findings(origin: str, tables: dict[str, Table], default: Table | None, source: str) -> list[Finding]:
+    """N111, a note per set: the world sizes where custom all-reduce v2 runs across hosts in one NVLink
+    clique, with graph-captured calls on the eager plans; every other one across hosts runs nccl."""
+    per_arch: dict[str, list[int]] = {}
+    for arch, table in {**tables, **({"default": default} if default is not None else {})}.items():
+        per_arch[arch] = sorted({p.world_size for p in table.plans if p.nvlink is NVLinkDomain.RACK})
+    groups = group_archs(per_arch)
+    if not groups:
+        return []
+    listed = "; ".join(f"{archs} ws {_ranges(sizes)}" for archs, sizes in groups)
+    graph = any(
+        p.mode == "graph" and RACK_GRAPH_NOTE in (p.provenance.notes if p.provenance else "")
+        for t in (*tables.values(), *([default] if default is not None else []))
+        for p in t.plans
+    )
+    message = (
+        f"across hosts in one NVLink clique (nvlink=rack) custom all-reduce v2 runs at {listed}, on any number "
+        "of hosts dividing the world size"
+        + ("; graph-captured calls take the eager plans there" if graph else "")
+        + "; every other world size across hosts, and every one across hosts joined over a network, runs nccl"
+    )
+    return [Finding(origin, ", ".join(a for a, _ in groups), message, None, None, source, "note", code="N111")]
 
 
 def _row_line(record: Any, world_size: int, text: list[str], fallback: int) -> int:
@@ -169,7 +242,43 @@ class Release:
         )
         platform = Platform("cuda", found.arch)
         provenance = Provenance("published", tool="sglang", notes=notes)
+        plans += self._rack_plans(found, provenance)
         return Table(platform, provenance, tuple(plans), rules="sglang", origin=self.origin)
+
+    def _rack_plans(self, found: _Arch, provenance: Provenance) -> list[Plan]:
+        """Plans across hosts in one NVLink clique: ``__init__`` interpreted for a multi-node group there
+        (``rules.fakes``), at every world size it then admits, for every number of hosts dividing it. Where
+        ``_is_graph_mode_supported`` is off across nodes, graph-captured calls take the eager plans."""
+        reading = ArchReading(self.files, found.reading.cap, found.reading.num_sm, self.env)
+        reading.state.hosts, reading.state.rack = 2, True  # any split: the code asks only "all on one node?"
+        plans: list[Plan] = []
+        for sized in reading.supported():
+            if sized.status != "on" or sized.comm is None:
+                continue
+            graph_ok = sized.comm.values.get("_is_graph_mode_supported") is not False
+            for mode in MODES:
+                graph = mode == "graph"
+                outcome = reading.outcome(sized, graph and graph_ok)
+                note = RACK_NOTE + (RACK_GRAPH_NOTE if graph and not graph_ok else "")
+                rule = Provenance("published", tool="sglang", notes=f"{note}; {provenance.notes}")
+                differs = outcome.written != outcome.bands
+                for hosts in range(2, sized.world_size + 1):
+                    if sized.world_size % hosts == 0:
+                        plans.append(
+                            Plan(
+                                sized.world_size,
+                                mode,
+                                outcome.bands,
+                                FALLBACK,
+                                freeze_params(outcome.params),
+                                rule,
+                                hosts,
+                                written=outcome.written if differs else (),
+                                notes=(self._note(sized),) if differs else (),
+                                nvlink=NVLinkDomain.RACK,
+                            )
+                        )
+        return plans
 
     def _sources(self) -> list[SourceFile]:
         return [f for f in (self.files.configs, self.files.communicator) if f is not None]
@@ -245,17 +354,13 @@ class Release:
         self._multicast(everything)
         self._unreachable(everything)
         self._served()
+        self.findings += rack_findings(self.origin, self.tables, self.default_table, self._where(1))
         order = {"error": 0, "warning": 1, "note": 2}
         return tuple(sorted(self.findings, key=lambda f: order.get(f.severity, 3)))
 
     @staticmethod
     def _group(per_arch: dict[str, list[int]]) -> list[tuple[str, list[int]]]:
-        """Archs with the same world sizes, merged: ``[("10.0, 10.7", [9, ..., 15])]``."""
-        merged: dict[tuple[int, ...], list[str]] = {}
-        for arch in sorted(per_arch, key=_arch_order):
-            if per_arch[arch]:
-                merged.setdefault(tuple(sorted(set(per_arch[arch]))), []).append(arch)
-        return [(", ".join(archs), list(sizes)) for sizes, archs in merged.items()]
+        return group_archs(per_arch)
 
     def _raises(self, everything: list[_Arch]) -> None:
         per_arch = {a.arch: [s.world_size for s in a.sized if s.status == "raises"] for a in everything}
@@ -284,13 +389,7 @@ class Release:
                 ]
                 lines[found.arch] = self._first_row(found)
         for archs, sizes in self._group(per_arch):
-            self._add(
-                "warning",
-                self._where(lines[archs.split(", ")[0]]),
-                archs,
-                f"{_world_sizes(sizes)} {'has' if len(sizes) == 1 else 'have'} no config: custom all-reduce v2 is "
-                "disabled there and every size goes to nccl",
-            )
+            self._add("warning", self._where(lines[archs.split(", ")[0]]), archs, holes_message(sizes))
 
     def _clipped(self, everything: list[_Arch]) -> None:
         per_arch: dict[str, list[int]] = {}
@@ -306,10 +405,7 @@ class Release:
                         first = _row_line(sized.written, ws, self.text, 1)
         if not per_arch:
             return
-        groups = self._group(per_arch)
-        where = "; at " + "; ".join(f"{archs} ws {_ranges(sizes)}" for archs, sizes in groups)
-        if len(modes) == 1:
-            where += f" ({modes.pop()} mode)"
+        where = clipped_where(per_arch, modes)
         archs = ", ".join(sorted(per_arch, key=_arch_order))
         if self.files.configs is None:
             self._add(
@@ -320,13 +416,7 @@ class Release:
                 f"nccl runs above it, where the rows write a custom algorithm for every size{where}",
             )
             return
-        self._add(
-            "warning",
-            self._where(first),
-            archs,
-            f"SGLang's {format_size(self.workspace)} default workspace ({rules.WORKSPACE_ENV}) clips the rows above "
-            f"it: nccl runs there, not what the rows write (artune explain shows both){where}",
-        )
+        self._add("warning", self._where(first), archs, clipped_message(self.workspace, where))
 
     def _multicast(self, everything: list[_Arch]) -> None:
         per_arch: dict[str, list[int]] = {}
@@ -380,18 +470,8 @@ class Release:
         for arch, twin in self.served.items():
             if arch not in self.copies:  # a copy has configs of its own: the copied-rows warning says so
                 by.setdefault(twin, []).append(arch)
-        if not by:
-            return
-        parts = [
-            f"{' and '.join(archs)} {'its default configs' if twin == 'default' else f'the configs of {twin}'}"
-            for twin, archs in by.items()
-        ]
-        self._add(
-            "note",
-            self._where(self._dispatch_line()),
-            ", ".join(sorted((a for archs in by.values() for a in archs), key=_arch_order)),
-            f"no configs of their own: SGLang's dispatch on the GPU's capability gives {'; '.join(parts)}",
-        )
+        if by:
+            self._add("note", self._where(self._dispatch_line()), *served_message(by))
 
     def _dispatch_line(self) -> int:
         """The line of the function that asks the GPU's capability (where an arch's configs are chosen)."""

@@ -12,7 +12,12 @@ reads it there: the order of algorithms, the world sizes, the sizing. What
 lives here is what that reading stands in for, each with its source:
 
 - the machine it answers for (``fakes``): one host whose GPUs all see each
-  other over NVLink, every environment variable at its default;
+  other over NVLink, every environment variable at its default; or, across
+  hosts (``state.hosts`` > 1), hosts that are one NVLink clique (a rack,
+  ``state.rack``: ``is_one_nvlink_clique`` true, and the caching allocator
+  VMM-backed, as ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` makes
+  it; SGLang does not set that itself) or are joined over a network (no
+  clique);
 - what ``__init__`` does after it starts allocating the workspace
   (``after_init``), and ``_init_workspace``'s multicast switch;
 - ``ALIGN``: ``should_custom_ar`` takes only sizes that are multiples of 16
@@ -76,8 +81,14 @@ def fakes(cap: tuple[int, int], num_sm: int | None, state: Any, envs: Namespace)
 
     def nvlink(*_args: Any, supported_world_size: Any = (), **_kwargs: Any) -> bool | None:
         # custom_all_reduce_utils.can_use_custom_all_reduce_with_nvlink on one host with full NVLink and
-        # peer access: None (disabled) for a world size outside the list, True otherwise
-        return True if state.world_size in supported_world_size else None
+        # peer access: None (disabled) for a world size outside the list, True otherwise; None across nodes
+        # ("No need to initialize custom allreduce for multi-node case")
+        return True if state.world_size in supported_world_size and state.hosts == 1 else None
+
+    def same_node(*_args: Any, **_kwargs: Any) -> list[bool]:
+        # parallel_state.in_the_same_node_as(group, source_rank=0): the ranks on rank 0's host
+        per_host = state.world_size // state.hosts
+        return [rank < per_host for rank in range(state.world_size)]
 
     def replace(record: Any, **changes: Any) -> Any:  # dataclasses.replace on the file's records
         return record.replace([], changes)
@@ -95,7 +106,11 @@ def fakes(cap: tuple[int, int], num_sm: int | None, state: Any, envs: Namespace)
         "torch.distributed.get_rank": Native(lambda *a, **k: 0, "dist.get_rank"),
         "torch.distributed.get_world_size": Native(lambda *a, **k: state.world_size, "dist.get_world_size"),
         "can_use_custom_all_reduce_with_nvlink": Native(nvlink, "can_use_custom_all_reduce_with_nvlink"),
-        "in_the_same_node_as": Native(lambda *a, **k: [True] * state.world_size, "in_the_same_node_as"),
+        "in_the_same_node_as": Native(same_node, "in_the_same_node_as"),
+        # custom_all_reduce_utils.is_one_nvlink_clique: every GPU in one fabric clique (one NVL72 domain)
+        "is_one_nvlink_clique": Native(lambda *a, **k: state.rack, "is_one_nvlink_clique"),
+        # custom_all_reduce_v2._is_vmm_backed_allocator: expandable segments, as a rack is read (see above)
+        "_is_vmm_backed_allocator": Native(lambda *a, **k: state.rack, "_is_vmm_backed_allocator"),
         "is_weak_contiguous": Native(lambda *a: True, "is_weak_contiguous"),
         "is_in_tc_piecewise_cuda_graph": Native(lambda: False, "is_in_tc_piecewise_cuda_graph"),
         "is_in_piecewise_cuda_graph": Native(lambda: False, "is_in_piecewise_cuda_graph"),

@@ -101,6 +101,13 @@ class Code:
     order: tuple[str, ...] | None = None  # the planned paths in CudaCommunicator.all_reduce's order
     fi_inclusive: bool | None = True  # should_use_fi_ar refuses nbytes > max_workspace_size (None: no such test)
     fi_tuned_offset: int = 0  # _get_tuned_standalone_max_size: int(mb * MiB) + offset (-1: exclusive)
+    #: across hosts: the capability _resolve_fi_ar_backend asks before it picks mnnvl for a multi-node group
+    #: (``has_device_capability(100)``, vLLM 0.32 on; 0: none asked)
+    fi_multinode_cc: int = 0
+    #: CustomAllreduce's mnnvl_only mode across hosts (vLLM 0.27 on): the capability _group_can_attempt_mnnvl
+    #: asks (0: none asked); None: the release disables CustomAllreduce across nodes
+    custom_ar_mnnvl_cc: int | None = None
+    symm_rendezvous_caught: bool = True  # SymmMemCommunicator catches a failed rendezvous (vLLM 0.13 on)
     files: tuple[str, ...] = ()  # which of the code files were read
 
 
@@ -387,7 +394,11 @@ def _custom_ar_facts(source: SourceFile, tree: ast.Module) -> dict[str, Any]:
     if compare not in (ast.Lt, ast.LtE):
         raise TableError(f"{source.path}:{should.lineno}: should_custom_ar: no 'inp_size < self.max_size' here")
     text = ast.unparse(init)
+    mnnvl = _function(tree, "_group_can_attempt_mnnvl")
     return {
+        "custom_ar_mnnvl_cc": (_capability_asked(mnnvl) if mnnvl is not None else 0)
+        if "self.mnnvl_only" in text
+        else None,
         "custom_ar_max": _int_constant(defaults["max_size"], f"{source.path}:{init.lineno}"),
         "custom_ar_ws_limit": limit,
         "custom_ar_inclusive": compare is ast.LtE,
@@ -404,6 +415,8 @@ def _flashinfer_facts(source: SourceFile, tree: ast.Module) -> dict[str, Any]:
         # bound only the token count, a shape this reader does not plan
         compare = _compares(should, "self.max_workspace_size")
         out["fi_inclusive"] = {ast.Gt: True, ast.GtE: False}.get(compare)  # type: ignore[call-overload]
+    backend = _function(tree, "_resolve_fi_ar_backend")
+    out["fi_multinode_cc"] = _capability_asked(backend) if backend is not None else 0
     tuned = _function(tree, "_get_tuned_standalone_max_size")
     for node in ast.walk(tuned) if tuned is not None else ():
         if isinstance(node, ast.Return) and isinstance(node.value, ast.IfExp):
@@ -412,6 +425,37 @@ def _flashinfer_facts(source: SourceFile, tree: ast.Module) -> dict[str, Any]:
             value = evaluator.eval(node.value.orelse, Scope({"max_size_mb": 1, "MiB": 1 << 20}))
             out["fi_tuned_offset"] = value - (1 << 20)
     return out
+
+
+def _capability_asked(func: ast.FunctionDef) -> int:
+    """The capability ``func`` asks ``has_device_capability(N, ...)`` for (0: none)."""
+    for node in ast.walk(func):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "has_device_capability"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and type(node.args[0].value) is int
+        ):
+            return node.args[0].value
+    return 0
+
+
+def _rendezvous_caught(tree: ast.Module) -> bool:
+    """Whether ``SymmMemCommunicator.__init__`` calls torch's ``rendezvous`` inside a ``try`` that catches
+    ``RuntimeError`` (or ``Exception``)."""
+    init = _method(tree, "SymmMemCommunicator", "__init__")
+    calls = init is not None and any(isinstance(n, ast.Attribute) and n.attr == "rendezvous" for n in ast.walk(init))
+    if not calls:
+        return True  # no rendezvous here (a file with only the tables): nothing said to raise
+    for node in ast.walk(init):  # type: ignore[arg-type]
+        if isinstance(node, ast.Try) and any(
+            isinstance(n, ast.Attribute) and n.attr == "rendezvous" for stmt in node.body for n in ast.walk(stmt)
+        ):
+            caught = {ast.unparse(h.type) for h in node.handlers if h.type is not None}
+            return bool(caught & {"RuntimeError", "Exception"}) or any(h.type is None for h in node.handlers)
+    return False
 
 
 def read_code(reader: _FigureReader) -> Code:
@@ -441,6 +485,8 @@ def read_code(reader: _FigureReader) -> Code:
     if "flashinfer_all_reduce.py" in trees:
         facts.update(_flashinfer_facts(*trees["flashinfer_all_reduce.py"]))
         found.append("flashinfer_all_reduce.py")
+    if "symm_mem.py" in trees:
+        facts["symm_rendezvous_caught"] = _rendezvous_caught(trees["symm_mem.py"][1])
     if "parallel_state.py" in trees:
         enabled = reader.values.get("_ENABLE_CUSTOM_ALL_REDUCE")
         facts["custom_ar_enabled"] = enabled if isinstance(enabled, bool) else None

@@ -29,9 +29,10 @@ from artune.formats.vllm.figures import (
     Figures,
     read_figures,
 )
+from artune.formats.vllm.rack import network_error, network_errors, rack_plans, rack_topologies
 from artune.formats.vllm.rules import SYMM_NAMES, Dispatch, default_path, paths, planned_archs, table_set, world_sizes
 from artune.sizes import format_size
-from artune.table.check import _ranges, copied_archs, shadowed_rules
+from artune.table.check import Finding, _ranges, copied_archs, shadowed_rules
 from artune.table.model import Provenance
 
 CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)  # vLLM's _SUPPORTED_WORLD_SIZES where its file is not read
@@ -98,6 +99,9 @@ def dispatch(figures: Figures, release: str) -> tuple[Dispatch, list[str]]:
         fi_inclusive=bool(code.fi_inclusive),
         fi_tuned_offset=code.fi_tuned_offset,
         order=order,
+        fi_multinode_cc=code.fi_multinode_cc,
+        custom_ar_mnnvl_cc=code.custom_ar_mnnvl_cc,
+        symm_rendezvous_caught=code.symm_rendezvous_caught,
     )
     return d, assumed
 
@@ -145,10 +149,17 @@ def build(figures: Figures, files: list[SourceFile]) -> EngineImport:
         tool="vllm",
         notes=f"{runs} on an arch missing from its tables: {default_path(d)} ({read}){extra}",
     )
-    tables = table_set(d, origin, provenance, default)
+    tables = table_set(d, origin, provenance, default, across_hosts=rack_plans)
+    return EngineImport("vllm", tables, reader_findings(figures, d, origin, files[0].path), tuple(files))
+
+
+def reader_findings(figures: Figures, d: Dispatch, origin: str, first: str) -> tuple[Finding, ...]:
+    """The reviewers' findings on ``figures`` run as ``d``, for the tables named ``origin`` (``first``: the
+    file a finding without a line of its own names; "" where there is no file, as for reference:vllm)."""
+    copies = {arch: (parent, equal, total) for arch, parent, equal, total in copied_archs(_row_tables(figures))}
     sink = FindingSink(origin)
-    _findings(figures, d, copies, files[0].path, sink)
-    return EngineImport("vllm", tables, sink.done(), tuple(files))
+    _findings(figures, d, copies, first, sink)
+    return sink.done()
 
 
 def _findings(
@@ -176,6 +187,7 @@ def _findings(
     _no_path(figures, d, where, sink)
     _never_run(figures, d, sink)
     _fi_findings(figures, d, sink)
+    _rack_findings(figures, d, sink)
 
 
 def _fi_step(figures: Figures, arch: str, parent: str) -> str:
@@ -346,6 +358,54 @@ def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             f"{FI_MNNVL} rows never used: FlashInfer's all-reduce starts only where {FI_FUSION} has a row "
             f"for the arch and world size ({keys})",
         )
+
+
+def _rack_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
+    """Across hosts: where each arch has a multi-node path (N101), tuned multi-node rows without a one-host
+    row at their world size (N102), and world sizes where the release raises over a network (N103)."""
+    for arch in planned_archs(d):
+        runs = {
+            (ws, hosts): sorted({r.algorithm for r in paths(d, arch, ws, True, hosts).run})
+            for ws, hosts in rack_topologies(d, arch)
+        }
+        grouped: dict[tuple[int, tuple[str, ...]], list[int]] = {}
+        for (ws, hosts), names in runs.items():
+            if names:
+                grouped.setdefault((ws, tuple(names)), []).append(hosts)
+        if grouped:
+            listed = "; ".join(
+                f"ws={ws} on {', '.join(map(str, hosts))} hosts: {', '.join(names)}"
+                for (ws, names), hosts in grouped.items()
+            )
+            sink.add(
+                figures.line(FI_MNNVL, arch) or figures.line(SYMM_MEM, arch) or figures.line(CUSTOM_AR, arch),
+                arch,
+                f"across hosts in one NVLink domain (nvlink=rack) {d.release} starts {listed}; every other world "
+                "size and node count across hosts, and every one across hosts joined over a network, runs nccl",
+                severity="note",
+                code="N101",
+            )
+        sizes = network_errors(d, arch)
+        if sizes:
+            sink.add(figures.line(SYMM_MEM, arch), arch, network_error(d, sizes), severity="error", code="N103")
+    for arch, ws, nodes in figures.fi_mnnvl or {}:
+        if nodes > 1 and (arch, ws, 1) not in (figures.fi_mnnvl or {}):
+            fusion = (figures.fi_fusion or {}).get(arch, {}).get(ws)
+            one_host = f"{FI_FUSION}'s {_mb(fusion)}" if fusion else "no FlashInfer path"
+            sink.add(
+                figures.line(FI_MNNVL, arch, ws, nodes),
+                arch,
+                f"{FI_MNNVL} has a multi-node row ({_int_arch(arch)}, {ws}, {nodes}) but no one-host row "
+                f"({_int_arch(arch)}, {ws}, 1): on one host ws={ws} runs {one_host}, tuned for neither",
+                ws,
+                code="N102",
+                hosts=nodes,
+            )
+
+
+def _int_arch(arch: str) -> str:
+    major, _, minor = arch.partition(".")
+    return f"{major}{minor}"
 
 
 def read_vllm(path: str) -> EngineImport:

@@ -26,8 +26,12 @@ mode, so both modes get the same bands.
 
 from __future__ import annotations
 
+from artune.formats.vllm.figures import Figures
+from artune.formats.vllm.rack import rack_plans
+from artune.formats.vllm.read import reader_findings
 from artune.formats.vllm.rules import Dispatch, default_path
 from artune.formats.vllm.rules import table_set as vllm_table_set
+from artune.table.check import Finding
 from artune.table.family import TableSet
 from artune.table.model import Provenance
 
@@ -90,6 +94,8 @@ DISPATCH = Dispatch(
     custom_ar_max=CUSTOM_AR_DEFAULT_LIMIT,
     custom_ar_world_sizes=CUSTOM_AR_WORLD_SIZES,
     flashinfer_on=True,
+    fi_multinode_cc=100,  # _resolve_fi_ar_backend: mnnvl across hosts on capability >= 10.0 only
+    custom_ar_mnnvl_cc=100,  # _group_can_attempt_mnnvl: capability >= 10.0 and local multicast
 )
 
 
@@ -111,6 +117,24 @@ def _provenance(arch: str) -> Provenance:
     )
 
 
+def figures() -> Figures:
+    """The reference's tables as the vLLM reader's ``Figures`` of vLLM 0.33.0 (no file, so no lines)."""
+    return Figures(
+        custom_ar={arch: dict(rows) for arch, rows in CUSTOM_AR_LIMITS.items()},
+        symm_mem={arch: dict(rows) for arch, rows in SYMM_MEM_LIMITS.items()},
+        multimem={arch: list(sizes) for arch, sizes in MULTIMEM_WORLD_SIZES.items()},
+        fi_fusion={arch: dict(rows) for arch, rows in FLASHINFER_MB.items()},
+        fi_mnnvl=dict(FLASHINFER_MNNVL_MB),
+        symm_inclusive=True,
+    )
+
+
+def findings() -> tuple[Finding, ...]:
+    """What ``artune check vllm==0.33.0`` finds, on the reference's figures: the same messages, named
+    ``reference:vllm`` where the release's name a file and line."""
+    return reader_findings(figures(), DISPATCH, ORIGIN, "")
+
+
 def table_set() -> TableSet:
     """vLLM 0.33.0's tables keyed by arch, with its unknown-arch behaviour as the default."""
     default = Provenance(
@@ -118,4 +142,4 @@ def table_set() -> TableSet:
         tool="vllm",
         notes=f"what {RELEASE} runs on an arch missing from its tables: {default_path(DISPATCH)} ({SOURCE_FILE})",
     )
-    return vllm_table_set(DISPATCH, ORIGIN, _provenance, default, name="vllm")
+    return vllm_table_set(DISPATCH, ORIGIN, _provenance, default, name="vllm", across_hosts=rack_plans)

@@ -49,7 +49,7 @@ from types import MappingProxyType
 
 from artune.sizes import format_size
 from artune.table.family import TableSet
-from artune.table.model import MODES, Band, Plan, Platform, Provenance, Table
+from artune.table.model import MODES, Band, NVLinkDomain, Plan, Platform, Provenance, Table
 from artune.table.priority import SizeRule, bands_from_rules, below, upto
 
 MiB = 1 << 20
@@ -84,6 +84,13 @@ class Dispatch:
     fi_inclusive: bool = True
     fi_tuned_offset: int = 0  # vLLM 0.29-0.32 store a tuned bound as int(mb * MiB) - 1
     order: tuple[str, ...] = ("flashinfer_ar", "custom_ar", "symm_mem")
+    #: across hosts (in one NVLink domain): FlashInfer's mnnvl backend needs this capability (major*10+minor;
+    #: 100 from vLLM 0.32: "MNNVL requires Blackwell-class GPUs"), custom all-reduce's MNNVL mode likewise
+    #: (None: CustomAllreduce is disabled across nodes, as before vLLM 0.27), and whether a failed torch
+    #: symmetric-memory rendezvous is caught (vLLM 0.13 on) rather than raised at start-up
+    fi_multinode_cc: int = 0
+    custom_ar_mnnvl_cc: int | None = None
+    symm_rendezvous_caught: bool = True
 
     def symm_up(self, arch: str, world_size: int) -> bool:
         """Whether torch symmetric memory starts (given multicast) for ``arch`` and ``world_size``."""
@@ -92,25 +99,30 @@ class Dispatch:
     def custom_ar_sizes(self) -> tuple[int, ...]:
         return tuple(ws for ws in self.custom_ar_world_sizes if ws > 1) if self.custom_ar_on else ()
 
-    def flashinfer_bound(self, arch: str, world_size: int) -> tuple[int, int, str] | None:
-        """FlashInfer's ``(bound as written, bound it runs, note)`` at one host, or ``None`` when it is off."""
+    def flashinfer_bound(self, arch: str, world_size: int, hosts: int = 1) -> tuple[int, int, str] | None:
+        """FlashInfer's ``(bound as written, bound it runs, note)`` on ``hosts`` hosts, or ``None`` when it is
+        off. Across hosts the backend is always mnnvl, so the ``(arch, world size, nodes)`` tuning applies
+        whatever ``VLLM_FLASHINFER_ALLREDUCE_BACKEND`` leaves to ``auto``."""
         mb = self.fi_sizes_mb.get(arch, {}).get(world_size) if self.flashinfer_on and world_size > 1 else None
         if not mb:  # vLLM: "if not default_max_size_mb: disabled"
             return None
         written = int(mb * MiB)
-        tuned = self.fi_tuned_mb.get((arch, world_size, 1)) if self.fi_tuned_on else None
+        tuned = self.fi_tuned_mb.get((arch, world_size, hosts)) if self.fi_tuned_on else None
         if tuned is None:
             return written, written, ""
+        where = "on one host" if hosts == 1 else f"across {hosts} hosts (mnnvl)"
         note = (
-            f"FI_MNNVL_ALLREDUCE_MAX_SIZE_MB[({_int(arch)}, {world_size}, 1)] = {tuned:g} MB sets FlashInfer's "
-            f"workspace on one host, in place of FI_ALLREDUCE_FUSION_MAX_SIZE_MB's {mb:g} MB"
+            f"FI_MNNVL_ALLREDUCE_MAX_SIZE_MB[({_int(arch)}, {world_size}, {hosts})] = {tuned:g} MB sets "
+            f"FlashInfer's workspace {where}, in place of FI_ALLREDUCE_FUSION_MAX_SIZE_MB's {mb:g} MB"
         )
         return written, int(tuned * MiB) + self.fi_tuned_offset, note
 
 
 def _int(arch: str) -> int:
+    """``major*10+minor`` of ``"M.m"``; -1 for the table of arches vLLM names nowhere (``"default"``), whose
+    capability is unknown, so no path that needs a capability is planned there."""
     major, _, minor = arch.partition(".")
-    return int(major) * 10 + int(minor)
+    return int(major) * 10 + int(minor) if major.isdigit() and minor.isdigit() else -1
 
 
 def _bound(name: str, limit: int, inclusive: bool) -> SizeRule:
@@ -127,64 +139,28 @@ class Paths:
     errors: tuple[str, ...] = ()  # where vLLM raises instead of deciding
 
 
-def paths(d: Dispatch, arch: str, world_size: int, multicast: bool = True) -> Paths:
-    """The rules ``d`` runs at ``arch`` and ``world_size`` on one host with or without NVLink ``multicast``,
-    in ``CudaCommunicator``'s order."""
+def paths(d: Dispatch, arch: str, world_size: int, multicast: bool = True, hosts: int = 1) -> Paths:
+    """The rules ``d`` runs at ``arch`` and ``world_size`` with or without NVLink ``multicast``, in
+    ``CudaCommunicator``'s order: on one host, or across ``hosts`` hosts in one NVLink domain (a rack;
+    ``artune.formats.vllm.rack`` says what runs across hosts joined over a network)."""
     run: dict[str, list[SizeRule]] = {}
     written: dict[str, list[SizeRule]] = {}
     notes: list[str] = []
     errors: list[str] = []
-    fi = d.flashinfer_bound(arch, world_size)
+    fi = _flashinfer_path(d, arch, world_size, multicast, hosts)
     if fi is not None:
         run["flashinfer_ar"] = [_bound("flashinfer_ar", fi[1], d.fi_inclusive)]
         written["flashinfer_ar"] = [_bound("flashinfer_ar", fi[0], d.fi_inclusive)]
         notes += [fi[2]] if fi[2] else []
     symm_up = d.symm_up(arch, world_size) and multicast
-    if world_size in d.custom_ar_sizes():
-        row = d.custom_ar.get(arch, {}).get(world_size)
-        uses_row = symm_up or not d.custom_ar_needs_symm
-        limit = d.custom_ar_max
-        if uses_row and arch in d.custom_ar:
-            if row is None and not d.custom_ar_checks_ws:
-                errors.append(
-                    f"{arch} has a CUSTOM_ALL_REDUCE_MAX_SIZES row without world size {world_size}: CustomAllreduce "
-                    "raises KeyError at start-up"
-                )
-            elif row is not None:
-                limit = min(row, d.custom_ar_max)
-                if row > d.custom_ar_max:
-                    notes.append(
-                        f"CustomAllreduce's default max_size of {format_size(d.custom_ar_max)} caps custom_ar: sizes "
-                        f"from {format_size(d.custom_ar_max)} go to the next path"
-                    )
-        elif row is not None and d.symm_up(arch, world_size):  # the machine has no multicast
-            notes.append(
-                f"without NVLink multicast torch symmetric memory does not start, so custom_ar's row of "
-                f"{format_size(row)} does not apply: custom_ar keeps its {format_size(d.custom_ar_max)} default"
-            )
-        elif row is not None:
-            why = (
-                f"{d.release} leaves it off by default (VLLM_ALLREDUCE_USE_SYMM_MEM=0)"
-                if not d.symm_mem_on
-                else f"SYMM_MEM_ALL_REDUCE_MAX_SIZES has no {arch} ws={world_size} row"
-            )
-            notes.append(
-                f"custom_ar's row of {format_size(row)} applies only where torch symmetric memory starts, and {why}: "
-                f"custom_ar keeps its {format_size(d.custom_ar_max)} default"
-            )
+    if world_size in d.custom_ar_sizes() and _custom_ar_starts(d, arch, world_size, multicast, hosts):
+        limit, row = _custom_ar_limit(d, arch, world_size, symm_up, notes, errors)
         run["custom_ar"] = [_bound("custom_ar", limit, d.custom_ar_inclusive)]
         written["custom_ar"] = [_bound("custom_ar", d.custom_ar_max if row is None else row, d.custom_ar_inclusive)]
     if symm_up:
-        limit = d.symm_mem[arch][world_size]
-        if d.multimem is not None and arch not in d.multimem:
-            errors.append(
-                f"{arch} is in SYMM_MEM_ALL_REDUCE_MAX_SIZES but not in _WORLD_SIZES_MULTIMEM: SymmMemCommunicator "
-                "raises KeyError on its first all-reduce"
-            )
-        else:
-            multimem = d.multimem is not None and world_size in d.multimem[arch]  # unknown: two-shot
-            name = SYMM_NAMES[0] if multimem else SYMM_NAMES[1]
-            run["symm_mem"] = written["symm_mem"] = [_bound(name, limit, d.symm_inclusive)]
+        symm = _symm_rule(d, arch, world_size, errors)
+        if symm is not None:
+            run["symm_mem"] = written["symm_mem"] = [symm]
     order = [p for p in d.order if p in run] + [p for p in run if p not in d.order]
     return Paths(
         tuple(r for p in order for r in run[p]),
@@ -192,6 +168,76 @@ def paths(d: Dispatch, arch: str, world_size: int, multicast: bool = True) -> Pa
         tuple(notes),
         tuple(errors),
     )
+
+
+def _flashinfer_path(
+    d: Dispatch, arch: str, world_size: int, multicast: bool, hosts: int
+) -> tuple[int, int, str] | None:
+    """FlashInfer's ``(bound as written, bound it runs, note)``; across hosts its only backend is mnnvl,
+    which needs multicast and, from vLLM 0.32, compute capability ``fi_multinode_cc``."""
+    if hosts > 1 and (not multicast or _int(arch) < d.fi_multinode_cc):
+        return None
+    return d.flashinfer_bound(arch, world_size, hosts)
+
+
+def _custom_ar_starts(d: Dispatch, arch: str, world_size: int, multicast: bool, hosts: int) -> bool:
+    """Whether ``CustomAllreduce`` takes all-reduces: on one host wherever its world sizes allow; across
+    hosts only in its MNNVL mode (``mnnvl_only``), which needs multicast, and then only at world size 2,
+    since ranks on different hosts are never ``fully_connected``."""
+    if hosts == 1:
+        return True
+    return d.custom_ar_mnnvl_cc is not None and _int(arch) >= d.custom_ar_mnnvl_cc and multicast and world_size == 2
+
+
+def _custom_ar_limit(
+    d: Dispatch, arch: str, world_size: int, symm_up: bool, notes: list[str], errors: list[str]
+) -> tuple[int, int | None]:
+    """custom_ar's bound as it runs, and its row (``None``: no row), with the notes on why they differ."""
+    row = d.custom_ar.get(arch, {}).get(world_size)
+    uses_row = symm_up or not d.custom_ar_needs_symm
+    limit = d.custom_ar_max
+    if uses_row and arch in d.custom_ar:
+        if row is None and not d.custom_ar_checks_ws:
+            errors.append(
+                f"{arch} has a CUSTOM_ALL_REDUCE_MAX_SIZES row without world size {world_size}: CustomAllreduce "
+                "raises KeyError at start-up"
+            )
+        elif row is not None:
+            limit = min(row, d.custom_ar_max)
+            if row > d.custom_ar_max:
+                notes.append(
+                    f"CustomAllreduce's default max_size of {format_size(d.custom_ar_max)} caps custom_ar: sizes "
+                    f"from {format_size(d.custom_ar_max)} go to the next path"
+                )
+    elif row is not None and d.symm_up(arch, world_size):  # the machine has no multicast
+        notes.append(
+            f"without NVLink multicast torch symmetric memory does not start, so custom_ar's row of "
+            f"{format_size(row)} does not apply: custom_ar keeps its {format_size(d.custom_ar_max)} default"
+        )
+    elif row is not None:
+        why = (
+            f"{d.release} leaves it off by default (VLLM_ALLREDUCE_USE_SYMM_MEM=0)"
+            if not d.symm_mem_on
+            else f"SYMM_MEM_ALL_REDUCE_MAX_SIZES has no {arch} ws={world_size} row"
+        )
+        notes.append(
+            f"custom_ar's row of {format_size(row)} applies only where torch symmetric memory starts, and {why}: "
+            f"custom_ar keeps its {format_size(d.custom_ar_max)} default"
+        )
+    return limit, row
+
+
+def _symm_rule(d: Dispatch, arch: str, world_size: int, errors: list[str]) -> SizeRule | None:
+    """Torch symmetric memory's rule where it started (multimem or two-shot), or ``None`` where vLLM raises."""
+    limit = d.symm_mem[arch][world_size]
+    if d.multimem is not None and arch not in d.multimem:
+        errors.append(
+            f"{arch} is in SYMM_MEM_ALL_REDUCE_MAX_SIZES but not in _WORLD_SIZES_MULTIMEM: SymmMemCommunicator "
+            "raises KeyError on its first all-reduce"
+        )
+        return None
+    multimem = d.multimem is not None and world_size in d.multimem[arch]  # unknown: two-shot
+    return _bound(SYMM_NAMES[0] if multimem else SYMM_NAMES[1], limit, d.symm_inclusive)
 
 
 def world_sizes(d: Dispatch, arch: str) -> list[int]:
@@ -225,11 +271,22 @@ def arch_plans(d: Dispatch, arch: str) -> tuple[Plan, ...]:
 
 
 def _plans(
-    ws: int, run: tuple[SizeRule, ...], written: tuple[Band, ...], notes: tuple[str, ...], multicast: bool | None
+    ws: int,
+    run: tuple[SizeRule, ...],
+    written: tuple[Band, ...],
+    notes: tuple[str, ...],
+    multicast: bool | None,
+    hosts: int = 1,
+    rack: Provenance | None = None,
 ) -> list[Plan]:
+    """The plan in both modes; ``rack``: across ``hosts`` hosts in one NVLink domain, with this provenance."""
     bands = bands_from_rules(run, FALLBACK)
     extra = {"written": written, "notes": notes} if written != bands else {}
-    return [Plan(ws, mode, bands, FALLBACK, multicast=multicast, **extra) for mode in MODES]  # type: ignore[arg-type]
+    nvlink = NVLinkDomain.HOST if rack is None else NVLinkDomain.RACK
+    return [
+        Plan(ws, mode, bands, FALLBACK, provenance=rack, multicast=multicast, hosts=hosts, nvlink=nvlink, **extra)  # type: ignore[arg-type]
+        for mode in MODES
+    ]
 
 
 def planned_archs(d: Dispatch) -> list[str]:
@@ -256,17 +313,29 @@ def table_set(
     provenance: Callable[[str], Provenance],
     default_provenance: Provenance,
     name: str = "",
+    across_hosts: Callable[[Dispatch, str, Provenance], tuple[Plan, ...]] | None = None,
 ) -> TableSet:
     """``d``'s tables, one per arch its tables name, and its default path for every other arch.
 
-    ``origin`` names the tables (``vllm:PATH``, ``reference:vllm``), ``name`` the set (default: ``origin``).
+    ``origin`` names the tables (``vllm:PATH``, ``reference:vllm``), ``name`` the set (default: ``origin``);
+    ``across_hosts`` adds each arch's plans for ranks across hosts (``artune.formats.vllm.rack.rack_plans``).
     """
+
+    def plans(arch: str, source: Provenance) -> tuple[Plan, ...]:
+        return arch_plans(d, arch) + (across_hosts(d, arch, source) if across_hosts is not None else ())
+
     tables = {
-        arch: Table(Platform("cuda", arch), provenance(arch), arch_plans(d, arch), rules="vllm", origin=origin)
+        arch: Table(
+            Platform("cuda", arch), provenance(arch), plans(arch, provenance(arch)), rules="vllm", origin=origin
+        )
         for arch in planned_archs(d)
     }
     default = Table(
-        Platform("cuda", "default"), default_provenance, arch_plans(d, "default"), rules="vllm", origin=origin
+        Platform("cuda", "default"),
+        default_provenance,
+        plans("default", default_provenance),
+        rules="vllm",
+        origin=origin,
     )
 
     def engine_arch(arch: str) -> Table:
@@ -274,6 +343,7 @@ def table_set(
             f"{d.release} has no row for arch {arch}: it runs its default path there ({default_path(d)}; no "
             "symmetric memory; vLLM has no fallback between arches)"
         )
-        return default.with_changes(borrowed=(note,))
+        # the default path across hosts depends on the capability (custom all-reduce's MNNVL mode)
+        return default.with_changes(borrowed=(note,), plans=plans(arch, default_provenance))
 
     return TableSet(name or origin, "cuda", MappingProxyType(tables), default, rules="vllm", engine_arch=engine_arch)
