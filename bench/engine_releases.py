@@ -5,8 +5,11 @@ download the wheel once (``artune.formats.releases``: ``pip download
 --no-deps``, only the dispatch files kept, cached under
 ``~/.cache/artune/releases``), read it with artune's reader, run the
 engine's own dispatch on its own configs (the oracle) and artune's decision
-on the same probes, and count the lines ``artune check`` prints. One row per
-release:
+on the same probes, and count the lines ``artune check`` prints. The probes
+stand on one host (world sizes 2-16) and in racks (``oracles.RACK_TOPOLOGIES``:
+2, 4 and 18 hosts in one NVLink domain and 2 hosts joined over a network, at
+world sizes 8, 16, 32 and 72, and 2); each row counts them per topology. One
+row per release:
 
     python bench/engine_releases.py                 # both engines, every release
     python bench/engine_releases.py --engine sglang --releases 0.5.20,0.5.23 --markdown
@@ -31,6 +34,7 @@ from artune.sources import open_source, source_findings
 sys.path.insert(0, str(Path(__file__).parent))  # the oracles live beside this script
 
 ENGINES = ("sglang", "vllm")
+TOPOLOGIES = ("1 host", "2 hosts rack", "4 hosts rack", "18 hosts rack", "2 hosts network")
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,8 @@ class Row:
     findings: int = 0
     first_difference: str = ""
     seconds: float = 0.0
+    #: per topology ("1 host", "4 hosts rack", "2 hosts network"): (probes, equal)
+    topologies: tuple[tuple[str, int, int], ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -71,6 +77,8 @@ def run_release(engine: str, version: str) -> Row:
     if differ:
         probe, t, o = differ[0]
         first = f"{probe}: engine {t}, artune {o}"
+    counts = Counter(p.topology for p in probes)
+    wrong = Counter(p.topology for p, _t, _o in differ)
     return Row(
         engine,
         version,
@@ -80,6 +88,7 @@ def run_release(engine: str, version: str) -> Row:
         len(findings),
         first,
         time.perf_counter() - start,
+        tuple((name, counts[name], counts[name] - wrong[name]) for name in TOPOLOGIES if counts[name]),
     )
 
 
@@ -97,17 +106,21 @@ def main(argv: list[str] | None = None) -> int:
             row = run_release(engine, version)
             rows.append(row)
             if not args.markdown:
+                per = " ".join(f"[{name}: {n}/{eq}]" for name, n, eq in row.topologies)
                 print(
                     f"{engine:7} {version:12} reads={row.reads[:60]:6} probes={row.probes:6} equal={row.equal:6} "
-                    f"findings={row.findings:3} {row.seconds:5.1f}s {row.first_difference}",
+                    f"findings={row.findings:3} {row.seconds:5.1f}s {per} {row.first_difference}",
                     flush=True,
                 )
     if args.markdown:
-        print("| engine | release | reads | probes | equal to the engine's code | `artune check` lines |")
-        print("|---|---|---|---:|---:|---:|")
+        columns = " | ".join(f"{name} (probes / equal)" for name in TOPOLOGIES)
+        print(f"| engine | release | reads | probes | equal to the engine's code | {columns} | `artune check` lines |")
+        print("|---|---|---|---:|---:|" + "---:|" * len(TOPOLOGIES) + "---:|")
         for row in rows:
             reads = row.reads if row.reads == "yes" else row.reads.split(":", 1)[0]
-            print(f"| {row.engine} | {row.version} | {reads} | {row.probes} | {row.equal} | {row.findings} |")
+            per = {name: f"{n} / {eq}" for name, n, eq in row.topologies}
+            cells = " | ".join(per.get(name, "") for name in TOPOLOGIES)
+            print(f"| {row.engine} | {row.version} | {reads} | {row.probes} | {row.equal} | {cells} | {row.findings} |")
     totals = Counter(row.ok for row in rows)
     print(f"# {totals[True]} of {len(rows)} releases read and agree on every probe", file=sys.stderr)
     return 0 if totals[True] == len(rows) else 1

@@ -162,15 +162,18 @@ def _group(items: Iterable[tuple[tuple, int, str]]) -> list[tuple[tuple, tuple[i
 
 def moves(found: Sequence[tuple[str, Difference]]) -> tuple[Move, ...]:
     """The differences grouped over world sizes and modes, by arch, then by size."""
-    rows = _group(((arch, d.lo, d.hi, d.a, d.b, d.multicast), d.world_size, d.mode) for arch, d in found)
+    rows = _group(
+        ((arch, d.lo, d.hi, d.a, d.b, d.multicast, d.hosts, d.nvlink.value), d.world_size, d.mode) for arch, d in found
+    )
     # arches that move the same sizes the same way at the same world sizes share a row
     archs: dict[tuple, list[str]] = {}
-    for (arch, lo, hi, a, b, multicast), ws, modes in rows:
-        archs.setdefault((ws, modes, lo, hi, a, b, multicast), []).append(arch)
+    for (arch, lo, hi, a, b, multicast, hosts, nvlink), ws, modes in rows:
+        archs.setdefault((ws, modes, lo, hi, a, b, multicast, hosts, nvlink), []).append(arch)
     out = [Move(", ".join(names), *key) for key, names in archs.items()]
     order = {arch: i for i, arch in enumerate(dict.fromkeys(arch for arch, _ in found))}
     first = lambda m: order[m.arch.split(", ")[0]]  # noqa: E731
-    return tuple(sorted(out, key=lambda m: (first(m), m.world_sizes, m.lo, MODES.index(m.modes[0]))))
+    # one host's rows first, then each topology across hosts in its own rows
+    return tuple(sorted(out, key=lambda m: (m.hosts, m.nvlink, first(m), m.world_sizes, m.lo, MODES.index(m.modes[0]))))
 
 
 def arch_changes(before: Opened, after: Opened) -> tuple[ArchChange, ...]:
@@ -199,7 +202,7 @@ def param_changes(found: Sequence[tuple[str, Table, Table]]) -> tuple[ParamChang
     items: list[tuple[tuple, int, str]] = []
     for arch, ta, tb in found:
         for pa in ta.plans:
-            pb = tb.plan(pa.world_size, pa.mode, pa.hosts)
+            pb = tb.plan(pa.world_size, pa.mode, pa.hosts, pa.multicast, pa.nvlink)
             if pb is None:
                 continue
             for name in dict.fromkeys(n for n in pa.algorithms if n in pb.algorithms):
@@ -317,10 +320,7 @@ def side(opened: Opened) -> Side:
 def copies(source: Source) -> tuple[str, ...]:
     """Per arch, the earlier arch whose plans (bands, parameters, fallback) it repeats most, where any."""
     tables = {arch: t for arch, t in _set_tables(source).items() if arch != "default"}
-    plans = {
-        arch: {(p.world_size, p.mode, p.hosts, p.multicast): (p.bands, p.params, p.fallback) for p in t.plans}
-        for arch, t in tables.items()
-    }
+    plans = {arch: {p.key: (p.bands, p.params, p.fallback) for p in t.plans} for arch, t in tables.items()}
     out: list[str] = []
     for i, arch in enumerate(plans):
         mine = plans[arch]

@@ -94,6 +94,13 @@ def _machine(multicast: bool | None) -> str:
     return "" if multicast is None else " (multicast)" if multicast else " (no multicast)"
 
 
+def _topology(hosts: int, nvlink: str) -> str:
+    """How a row names ranks across hosts: `` on 4 hosts in one NVLink domain`` (one host: nothing)."""
+    if hosts == 1:
+        return ""
+    return f" on {hosts} hosts " + ("in one NVLink domain" if nvlink == "rack" else "over a network")
+
+
 def _moves(review: Review) -> list[str]:
     out = ["## What moves", ""]
     if not review.changed:
@@ -113,7 +120,7 @@ def _moves(review: Review) -> list[str]:
         rows = [
             (
                 ", ".join(a + (" (new)" if a in new else "") for a in m.arch.split(", ")),
-                world_sizes(m.world_sizes) + _machine(m.multicast),
+                world_sizes(m.world_sizes) + _topology(m.hosts, m.nvlink) + _machine(m.multicast),
                 *([] if both else [_modes(m.modes)]),
                 format_span(m.lo, m.hi),
                 _route(m.before, fallback),

@@ -39,6 +39,8 @@ class Move:
     before: tuple[str, ...]
     after: tuple[str, ...]
     multicast: bool | None = None  # the machine compared, where a side plans it apart: None for any machine
+    hosts: int = 1  # the topology compared: ranks on one host, or across this many...
+    nvlink: str = "host"  # ...in one NVLink domain ("rack") or joined over a network ("host")
 
 
 @dataclass(frozen=True)

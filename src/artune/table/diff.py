@@ -19,6 +19,10 @@ for a machine with (or without) multicast, only the ``(world_size, mode)``
 where either table decides by a plan for that machine, and only the ranges
 that differ otherwise than for any machine, so a difference both share is
 reported once.
+
+Plans across hosts are compared per topology either table has: each number
+of hosts and NVLink domain (``Difference.hosts``, ``Difference.nvlink``), so a
+multi-node row moves in its own rows, never mixed with one host's.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from itertools import pairwise
 from artune.catalog import SPECS
 from artune.table.check import runs_wherever
 from artune.table.decide import decide
-from artune.table.model import MODES, Plan, Provenance, Table
+from artune.table.model import MODES, NVLinkDomain, Plan, Provenance, Table
 
 
 @dataclass(frozen=True)
@@ -45,18 +49,33 @@ class Difference:
     a_provenance: Provenance
     b_provenance: Provenance
     multicast: bool | None = None  # the machine compared: with/without NVLink multicast, None: any
+    hosts: int = 1  # the topology compared: the hosts the ranks span...
+    nvlink: NVLinkDomain = NVLinkDomain.HOST  # ...and, across hosts, their NVLink domain
 
     @property
     def where(self) -> str:
-        """``ws=8 mode=eager``, with `` multicast=off`` for a difference on one kind of machine only."""
+        """``ws=8 mode=eager``, with `` multicast=off`` for a difference on one kind of machine only and
+        `` hosts=4 nvlink=rack`` across hosts."""
         machine = "" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}"
-        return f"ws={self.world_size} mode={self.mode}{machine}"
+        topology = f" hosts={self.hosts} nvlink={self.nvlink.value}" if self.hosts > 1 else ""
+        return f"ws={self.world_size}{topology} mode={self.mode}{machine}"
 
 
-def _plan(table: Table, world_size: int, mode: str, multicast: bool | None = None) -> tuple[Plan | None, str]:
+Topology = tuple[int, NVLinkDomain]  # (hosts, NVLink domain)
+ONE_HOST: Topology = (1, NVLinkDomain.HOST)
+
+
+def _plan(
+    table: Table, world_size: int, mode: str, multicast: bool | None = None, topology: Topology = ONE_HOST
+) -> tuple[Plan | None, str]:
     """The plan ``decide`` uses and the fallback it applies when there is none."""
-    decision = decide(table, 0, world_size, mode, frozenset(), multicast=multicast)
-    plan = table.plan(decision.world_size, decision.mode, multicast=decision.multicast) if decision.mode else None
+    hosts, nvlink = topology
+    decision = decide(table, 0, world_size, mode, frozenset(), hosts, multicast, nvlink)
+    plan = (
+        table.plan(decision.world_size, decision.mode, decision.hosts, decision.multicast, decision.nvlink)
+        if decision.mode
+        else None
+    )
     return plan, decision.algorithm if plan is None else plan.fallback
 
 
@@ -100,11 +119,14 @@ def _provenance(table: Table, plan: Plan | None) -> Provenance:
     return plan.provenance if plan is not None and plan.provenance is not None else table.provenance
 
 
-def diff_plans(a: Table, b: Table, world_size: int, mode: str, multicast: bool | None = None) -> list[Difference]:
+def diff_plans(
+    a: Table, b: Table, world_size: int, mode: str, multicast: bool | None = None, topology: Topology = ONE_HOST
+) -> list[Difference]:
     """The size ranges where ``a`` and ``b`` route differently at ``(world_size, mode)`` on a machine with
-    ``multicast`` (``None``: any machine; see ``artune.table.decide``)."""
-    plan_a, fall_a = _plan(a, world_size, mode, multicast)
-    plan_b, fall_b = _plan(b, world_size, mode, multicast)
+    ``multicast`` (``None``: any machine; see ``artune.table.decide``) in ``topology`` (hosts, NVLink domain)."""
+    plan_a, fall_a = _plan(a, world_size, mode, multicast, topology)
+    plan_b, fall_b = _plan(b, world_size, mode, multicast, topology)
+    where = (multicast, *topology)
     pieces_a, pieces_b = _pieces(plan_a, fall_a), _pieces(plan_b, fall_b)
     cuts = sorted({start for start, _ in pieces_a} | {start for start, _ in pieces_b})
     out: list[Difference] = []
@@ -116,24 +138,32 @@ def diff_plans(a: Table, b: Table, world_size: int, mode: str, multicast: bool |
         hi = None if stop is None else stop - 1
         last = out[-1] if out else None
         if last is not None and last.hi is not None and last.hi + 1 == start and (last.a, last.b) == (ra, rb):
-            out[-1] = Difference(world_size, mode, last.lo, hi, ra, rb, prov_a, prov_b, multicast)
+            out[-1] = Difference(world_size, mode, last.lo, hi, ra, rb, prov_a, prov_b, *where)
         else:
-            out.append(Difference(world_size, mode, start, hi, ra, rb, prov_a, prov_b, multicast))
+            out.append(Difference(world_size, mode, start, hi, ra, rb, prov_a, prov_b, *where))
     return out
 
 
 def diff_tables(a: Table, b: Table, world_size: int | None = None, mode: str | None = None) -> list[Difference]:
     """Every difference between ``a`` and ``b``, over the world sizes either plans (or the one given)."""
-    sizes = [world_size] if world_size is not None else sorted({p.world_size for t in (a, b) for p in t.plans})
     modes = [mode] if mode is not None else list(MODES)
     machines = sorted({p.multicast for t in (a, b) for p in t.plans} - {None})
+    topologies = sorted({ONE_HOST} | {(p.hosts, p.nvlink) for t in (a, b) for p in t.plans})
     out: list[Difference] = []
-    for ws in sizes:
-        for m in modes:
-            anywhere = diff_plans(a, b, ws, m)
-            out += anywhere
-            shared = {(d.lo, d.hi, d.a, d.b) for d in anywhere}
-            for machine in machines:
-                if any(_plan(t, ws, m, machine)[0] != _plan(t, ws, m)[0] for t in (a, b)):
-                    out += [d for d in diff_plans(a, b, ws, m, machine) if (d.lo, d.hi, d.a, d.b) not in shared]
+    for topology in topologies:
+        planned = {p.world_size for t in (a, b) for p in t.plans if (p.hosts, p.nvlink) == topology}
+        if topology != ONE_HOST:
+            planned = {ws for ws in planned if ws % topology[0] == 0}
+        sizes = [world_size] if world_size is not None else sorted(planned)
+        for ws in sizes:
+            if ws < topology[0]:
+                continue
+            for m in modes:
+                anywhere = diff_plans(a, b, ws, m, None, topology)
+                out += anywhere
+                shared = {(d.lo, d.hi, d.a, d.b) for d in anywhere}
+                for machine in machines:
+                    if any(_plan(t, ws, m, machine, topology)[0] != _plan(t, ws, m, None, topology)[0] for t in (a, b)):
+                        found = diff_plans(a, b, ws, m, machine, topology)
+                        out += [d for d in found if (d.lo, d.hi, d.a, d.b) not in shared]
     return out
