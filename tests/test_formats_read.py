@@ -240,16 +240,20 @@ def test_sglang_configs_alone_decide_by_sglang_rules_clipped_to_the_workspace() 
     assert notes and "no CustomAllReduceV2 beside this configs file" in notes[0].message
 
 
-def test_sglang_multinode_bands_replace_only_the_eager_heuristic() -> None:
+def test_sglang_multinode_bands_replace_only_the_eager_heuristic_across_a_rack() -> None:
     imported = read_engine("sglang", str(FIXTURES / "sglang-b"))
-    multi = imported.tables.tables["10.0/multinode"]
-    single = imported.tables.tables["10.0"]
-    assert decide(multi, 1 * MiB, 8, "eager").algorithm == "2shot_push"
-    assert decide(multi, 288 * 1024 - 16, 8, "eager").algorithm == "1shot_push"
-    assert decide(single, 1 * MiB, 8, "eager").algorithm == "2shot_pull_mc"
-    assert decision_mismatches(multi, single, world_sizes=[2, 4, 16]) == []
+    table = imported.tables.tables["10.0"]
+    assert "10.0/multinode" not in imported.tables.tables  # the bands are the arch's plans across hosts
+    rack = {"hosts": 2, "nvlink": "rack"}
+    assert decide(table, 1 * MiB, 8, "eager", **rack).algorithm == "2shot_push"
+    assert decide(table, 288 * 1024 - 16, 8, "eager", **rack).algorithm == "1shot_push"
+    assert "_MULTINODE_PUSH_BANDS" in decide(table, 1 * MiB, 8, "eager", hosts=4, nvlink="rack").reason
+    assert decide(table, 1 * MiB, 8, "eager").algorithm == "2shot_pull_mc"
+    over = decide(table, 1 * MiB, 8, "eager", hosts=2, nvlink="host")
+    assert over.algorithm == "nccl"  # no clique across a network
+    assert {p.world_size for p in table.plans if p.hosts > 1} == {8}  # only the world sizes the bands name
     for size in (0, 300 * 1024, 1 * MiB, 20 * MiB):
-        a, b = decide(multi, size, 8, "graph"), decide(single, size, 8, "graph")
+        a, b = decide(table, size, 8, "graph", **rack), decide(table, size, 8, "graph")
         assert (a.algorithm, dict(a.params)) == (b.algorithm, dict(b.params))
 
 

@@ -15,7 +15,7 @@ from artune.formats.references import reference_set
 from artune.formats.sglang.write import CPU_ROLES, as_written, export_sglang
 from artune.formats.vllm.write import export_vllm
 from artune.machine import cpu_platform
-from artune.table.diff import diff_tables
+from artune.table.diff import diff_tables, topologies_of
 from artune.table.io import loads_table
 from artune.table.model import Band, Plan, Platform, Provenance, Table, freeze_params
 from artune.tune.bench import CachedBench
@@ -103,7 +103,7 @@ def _drops(a: Table, b: Table) -> list[str]:
 
     return [
         f"ws={d.world_size} {d.mode} {format_span(d.lo, d.hi)}: {' > '.join(d.a)} becomes {' > '.join(d.b)}"
-        for d in diff_tables(a, b)
+        for d in diff_tables(a, b, topologies=topologies_of(a))
     ]
 
 
@@ -224,7 +224,6 @@ def test_cli_import_writes_published_tables_with_file_and_commit(tmp_path: Path,
     assert main(["import", "sglang", str(FIXTURES / "sglang-b"), "--out", str(tmp_path)]) == 0
     written = sorted(p.name for p in tmp_path.iterdir())
     assert written == [
-        "sglang-10.0-multinode.toml",
         "sglang-10.0.toml",
         "sglang-10.7.toml",
         "sglang-9.0.toml",

@@ -38,7 +38,7 @@ class Source:
     findings: tuple[Finding, ...] = ()
 
 
-_ARCH_SUFFIX = re.compile(r"^[A-Za-z0-9_.]+(/multinode)?$")
+_ARCH_SUFFIX = re.compile(r"^[A-Za-z0-9_.]+$")
 
 
 def open_source(spec: str) -> Source:

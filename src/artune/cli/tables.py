@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from dataclasses import replace
 from typing import Any
 
 from rich.console import Console
@@ -18,7 +19,7 @@ from artune.errors import ArtuneError
 from artune.formats.references import reference_set
 from artune.sizes import format_size, format_span, parse_size
 from artune.sources import SOURCES, open_source, open_tables, selected_source, source_findings
-from artune.table.check import modelled_summary
+from artune.table.check import Finding, modelled_summary
 from artune.table.decide import decide
 from artune.table.io import dumps_table, table_to_dict
 from artune.table.model import MODES, NVLINK_DOMAINS, Plan, Table
@@ -39,6 +40,7 @@ def register(commands: Any) -> None:
         metavar="N",
         help="also require plans for every world size up to N",
     )
+    check.add_argument("--nvlink-domain", choices=NVLINK_DOMAINS, help=_DOMAIN_HELP)
     check.set_defaults(run=run_check)
 
     explain = commands.add_parser("explain", help="which algorithm a table picks for one message, and why")
@@ -89,7 +91,22 @@ def register(commands: Any) -> None:
     show.add_argument(
         "--as-written", action="store_true", help="an engine's rows as its file writes them, without its caps and clips"
     )
+    show.add_argument("--nvlink-domain", choices=NVLINK_DOMAINS, help=_DOMAIN_HELP)
     show.set_defaults(run=run_show)
+
+
+_DOMAIN_HELP = (
+    "plans across hosts for one NVLink domain only: rack (every host in one domain, as in NVL72) or host (each "
+    "host its own, joined over a network); single-host plans always"
+)
+
+
+def in_domain(table: Table, nvlink: str | None) -> Table:
+    """``table`` with its plans across hosts for NVLink domain ``nvlink`` only (``None``: every plan)."""
+    if nvlink is None:
+        return table
+    keep = tuple(p for p in table.plans if p.hosts == 1 or p.nvlink.value == nvlink)
+    return table if keep == table.plans else table.with_changes(plans=keep)
 
 
 def _label(table: Table) -> str:
@@ -110,6 +127,9 @@ def run_check(args: argparse.Namespace) -> int:
             print(f"{err}", file=sys.stderr)
             unreadable += 1
             continue
+        if args.nvlink_domain is not None:
+            source = replace(source, tables=[in_domain(t, args.nvlink_domain) for t in source.tables])
+            source = replace(source, findings=tuple(f for f in source.findings if _in_domain(f, args.nvlink_domain)))
         for finding in source_findings(source, args.max_world_size):
             print(finding)
             found += not finding.note
@@ -119,6 +139,13 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"{found} finding(s)", file=sys.stderr)
         return 1
     return 0
+
+
+def _in_domain(finding: Finding, nvlink: str) -> bool:
+    """Whether an engine's finding is about one host or the NVLink domain asked for (its codes say: N101,
+    N102 and N111 are about racks, N103 about hosts joined over a network)."""
+    about = {"N101": "rack", "N102": "rack", "N111": "rack", "N103": "host"}.get(finding.code)
+    return about is None or about == nvlink
 
 
 # ------------------------------------------------------------------ explain
@@ -298,8 +325,10 @@ def _print_chart(table: Table, console: Console) -> None:
     composed = any(plan.origin for plan in table.plans)
     if composed:
         grid.add_column("answered by")
-    for plan in sorted(table.plans, key=lambda p: (p.hosts, p.world_size, p.multicast is not None, p.mode)):
-        ws = str(plan.world_size) + (f" ({plan.hosts} hosts)" if plan.hosts > 1 else "")
+    for plan in sorted(table.plans, key=lambda p: (p.hosts, p.nvlink, p.world_size, p.multicast is not None, p.mode)):
+        ws = str(plan.world_size) + (
+            f" ({plan.hosts} hosts{', rack' if plan.nvlink.value == 'rack' else ''})" if plan.hosts > 1 else ""
+        )
         ws += "" if plan.multicast is None else f" (multicast {'on' if plan.multicast else 'off'})"
         row = [ws, plan.mode, _chart(plan, colors), _bands_text(plan, colors)]
         grid.add_row(*row, *([plan.origin or "this table"] if composed else []))
@@ -328,6 +357,7 @@ def as_written(table: Table) -> Table:
 def run_show(args: argparse.Namespace) -> int:
     """Print each table as a chart, TOML or JSON."""
     tables = [t for spec in args.tables for t in open_tables(spec)] if args.tables else selected_source().tables
+    tables = [in_domain(t, args.nvlink_domain) for t in tables]
     if args.as_written:
         tables = [as_written(t) for t in tables]
     if args.format == "json":

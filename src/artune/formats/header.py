@@ -6,7 +6,7 @@ import datetime
 from dataclasses import dataclass, field
 
 from artune.sizes import MAX_SIZE, format_span
-from artune.table.diff import diff_tables
+from artune.table.diff import Topology, diff_tables, topologies_of
 from artune.table.model import Table
 
 
@@ -18,15 +18,16 @@ class Export:
     dropped: list[str] = field(default_factory=list)
 
 
-def differences(original: Table, written: Table) -> list[str]:
-    """Where ``written`` (the engine's reading of the export) decides differently from ``original``.
+def differences(original: Table, written: Table, topologies: set[Topology] | None = None) -> list[str]:
+    """Where ``written`` (the engine's reading of the export) decides differently from ``original``, in
+    ``topologies`` (default: the original's; an engine also plans ranks across hosts from the same rows).
 
     Sizes from ``MAX_SIZE`` on are left out: beyond any size artune handles,
     they are where an open-ended band is written as ``1 << 50``.
     """
     return [
         f"{d.where.replace('mode=', '')} {format_span(d.lo, d.hi)}: {' > '.join(d.a)} becomes {' > '.join(d.b)}"
-        for d in diff_tables(original, written)
+        for d in diff_tables(original, written, topologies=topologies or topologies_of(original))
         if d.lo < MAX_SIZE
     ]
 

@@ -144,11 +144,23 @@ def diff_plans(
     return out
 
 
-def diff_tables(a: Table, b: Table, world_size: int | None = None, mode: str | None = None) -> list[Difference]:
-    """Every difference between ``a`` and ``b``, over the world sizes either plans (or the one given)."""
+def topologies_of(table: Table) -> set[Topology]:
+    """One host, and every ``(hosts, NVLink domain)`` ``table`` has plans for."""
+    return {ONE_HOST} | {(p.hosts, p.nvlink) for p in table.plans}
+
+
+def diff_tables(
+    a: Table,
+    b: Table,
+    world_size: int | None = None,
+    mode: str | None = None,
+    topologies: set[Topology] | None = None,
+) -> list[Difference]:
+    """Every difference between ``a`` and ``b``, over the world sizes either plans (or the one given), in
+    ``topologies`` (default: one host and every topology either plans)."""
     modes = [mode] if mode is not None else list(MODES)
     machines = sorted({p.multicast for t in (a, b) for p in t.plans} - {None})
-    topologies = sorted({ONE_HOST} | {(p.hosts, p.nvlink) for t in (a, b) for p in t.plans})
+    topologies = sorted(topologies if topologies is not None else topologies_of(a) | topologies_of(b))
     out: list[Difference] = []
     for topology in topologies:
         planned = {p.world_size for t in (a, b) for p in t.plans if (p.hosts, p.nvlink) == topology}

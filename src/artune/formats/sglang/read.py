@@ -12,14 +12,18 @@ A configs file on its own (a pull request's, or the shapes in
 ``artune.formats.sglang.shapes`` that never shipped) has no dispatch beside
 it: its rows are read in the order SGLang's ``Heuristic`` documents, every
 bound clipped to the 16 MiB default workspace as ``__init__`` does, and a
-field that order does not cover is refused. Multinode push bands become
-extra tables keyed ``ARCH/multinode`` (their eager heuristic replaced, as
-SGLang does).
+field that order does not cover is refused. Multinode push bands
+(``_MULTINODE_PUSH_BANDS``, keyed by major and world size) become the arch's
+plans across hosts in one NVLink domain (``nvlink=rack``, every number of
+hosts dividing the world size): the eager heuristic's push range replaced by
+the band, as those configs replace it for a multi-node group, the graph row
+as read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
@@ -32,7 +36,7 @@ from artune.formats.sglang.shapes import ArchConfig, Configs, Shape, rows
 from artune.sizes import format_size
 from artune.table.check import copied_archs
 from artune.table.family import TableSet
-from artune.table.model import ParamValue, Plan, Platform, Provenance, Table, freeze_params
+from artune.table.model import NVLinkDomain, ParamValue, Plan, Platform, Provenance, Table, freeze_params
 from artune.table.priority import SizeRule, bands_from_rules
 
 _DIR = "sglang/srt/distributed/device_communicators"
@@ -71,7 +75,9 @@ def _clip(rule: SizeRule) -> SizeRule:
     return SizeRule(rule.algorithm, min(rule.lo, WORKSPACE), min(rule.hi, WORKSPACE))
 
 
-def _plans(configs: Configs) -> tuple[Plan, ...]:
+def _plans(configs: Configs, rack: Provenance | None = None) -> tuple[Plan, ...]:
+    """One plan per world size and mode; ``rack``: across hosts in one NVLink domain, with this provenance,
+    for every number of hosts dividing the world size."""
     plans = []
     for ws, cfg in sorted(configs.items()):
         for mode, rules in (("graph", cfg.graph), ("eager", cfg.eager)):
@@ -79,29 +85,33 @@ def _plans(configs: Configs) -> tuple[Plan, ...]:
             bands = bands_from_rules(tuple(_clip(r) for r in rules), FALLBACK)
             live = tuple(r for r in rules if any(r.algorithm in b.candidates for b in (*bands, *written)))
             clipped = bands != written
-            plans.append(
-                Plan(
-                    ws,
-                    mode,
-                    bands,
-                    FALLBACK,
-                    freeze_params(_params(live, cfg)),
-                    written=written if clipped else (),
-                    notes=(_CLIP_NOTE,) if clipped else (),
-                )
+            plan = Plan(
+                ws,
+                mode,
+                bands,
+                FALLBACK,
+                freeze_params(_params(live, cfg)),
+                written=written if clipped else (),
+                notes=(_CLIP_NOTE,) if clipped else (),
             )
+            if rack is None:
+                plans.append(plan)
+            else:
+                topology = {"provenance": rack, "nvlink": NVLinkDomain.RACK}
+                plans += [replace(plan, hosts=h, **topology) for h in range(2, ws + 1) if ws % h == 0]
     return tuple(plans)
 
 
 def _multinode(shape: Shape, found: dict[str, Configs]) -> dict[str, Configs]:
-    """Arch -> configs across nodes: ``_MULTINODE_PUSH_BANDS`` replaces the eager push range."""
+    """Arch -> configs across nodes, for the world sizes ``_MULTINODE_PUSH_BANDS`` names: its band replaces
+    the eager push range."""
     out: dict[str, Configs] = {}
     for (major, ws), (bands, line) in shape.multinode().items():
         arch = next((a for a in found if a.startswith(f"{major}.")), None)
         if arch is None or ws not in found[arch]:
             continue
-        configs = out.setdefault(arch, dict(found[arch]))
-        cfg = configs[ws]
+        configs = out.setdefault(arch, {})
+        cfg = found[arch][ws]
         configs[ws] = ArchConfig(cfg.graph, _multinode_eager(shape, cfg, bands, line), cfg.push, cfg.pull, cfg.mc, line)
     return out
 
@@ -121,14 +131,22 @@ def build(source: SourceFile) -> EngineImport:
         raise shape.fail("no world size has a config for any arch")
     notes = f"SGLang custom all-reduce v2 configs read from {describe([source])}"
 
+    multinode = _multinode(shape, found)
+
     def table(platform: Platform, configs: Configs, about: str) -> Table:
         provenance = Provenance("published", tool="sglang", notes=f"{notes}; {about}")
-        return Table(platform, provenance, _plans(configs), rules="sglang", origin=origin)
+        plans = _plans(configs)
+        if platform.arch in multinode:
+            rack = Provenance(
+                "published",
+                tool="sglang",
+                notes=f"{notes}; arch {platform.arch} across hosts in one NVLink domain: _MULTINODE_PUSH_BANDS "
+                "replaces the eager heuristic's push range for a multi-node group",
+            )
+            plans += _plans(multinode[platform.arch], rack)
+        return Table(platform, provenance, plans, rules="sglang", origin=origin)
 
     tables = {arch: table(Platform("cuda", arch), c, f"arch {arch}") for arch, c in found.items()}
-    for arch, configs in _multinode(shape, found).items():
-        about = f"arch {arch} across nodes (_MULTINODE_PUSH_BANDS)"
-        tables[f"{arch}/multinode"] = table(Platform("cuda", arch, "multinode"), configs, about)
     default_table = table(Platform("cuda", "default"), default, "SGLang's default for other archs") if default else None
     sink = FindingSink(origin)
     sink.add(
