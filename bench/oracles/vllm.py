@@ -9,13 +9,19 @@ tables and ``should_nccl_symm_mem_allreduce``), ``base_device_communicator.py``,
 executed as modules whose imports an import hook answers. What they import
 from the rest of vLLM, and the hardware they ask about, are stand-ins that
 hold only what those files read: the platform (CUDA, the probe's compute
-capability, fully NVLink-connected GPUs on one node, peer access works),
+capability, fully NVLink-connected GPUs on each node, peer access works;
+across hosts, the node count and ``in_the_same_node_as`` of the probe's
+split, and peer memory, torch symmetric memory's rendezvous and FlashInfer's
+workspaces mapping only within one NVLink domain, as ``Probe.nvlink`` says),
 ``torch.distributed`` for a group of the probe's world size, torch symmetric
 memory (its rendezvous reports multicast as the probe says), FlashInfer
-(installed, as vLLM's CUDA wheels require: 0.33.0 pins
-flashinfer-python==0.7.2.post1; its MNNVL workspace needs multicast, and a
-workspace takes every problem that fits the one it was made for, as
-FlashInfer's ``is_buffer_size_sufficient`` says) and vLLM's C++ ops (pointers that do nothing). ``envs.py`` runs as
+(installed, as vLLM's CUDA wheels require; its MNNVL workspace is
+FlashInfer's own ``MNNVLAllReduceFusionWorkspace`` from the release vLLM
+0.33.0 pins, flashinfer-python==0.7.2.post1, downloaded and cached like the
+engines' wheels, so its three Lamport slots and ``is_buffer_size_sufficient``
+run as released; it needs multicast, and peer memory in one NVLink domain;
+the TRT-LLM workspace takes every problem that fits the one it was made for)
+and vLLM's C++ ops (pointers that do nothing). ``envs.py`` runs as
 released with no ``VLLM_*`` variable set, so every switch has the default
 the release gives it, and ``parallel_state._ENABLE_CUSTOM_ALL_REDUCE`` has
 its assigned value. ``PassConfig.default_fi_allreduce_fusion_max_size_mb``
@@ -439,11 +445,14 @@ class World:
             hidden_dim: int = 0,
             dtype: Any = None,
             **kwargs: Any,
-        ) -> Workspace:
+        ) -> Any:
             if backend == "mnnvl" and not world.multicast:
                 raise RuntimeError("Multicast pointer is null after rendezvous (no NVLink multicast)")
             if not world.one_domain:  # mnnvl's fabric handles, trtllm's IPC: neither maps across a network
                 raise RuntimeError(f"{backend} workspace: peer memory of another NVLink domain cannot map")
+            if backend == "mnnvl":  # FlashInfer's own class: its Lamport slots and its is_buffer_size_sufficient
+                mapping = types.SimpleNamespace(world_size=world_size, rank=rank, tp_size=world_size, tp_rank=rank)
+                return mnnvl_workspace()(mapping, max_token_num, hidden_dim, dtype, comm_backend=_Barrier())
             return Workspace(backend, max_token_num, hidden_dim, dtype)
 
         flashinfer_comm = StandIn(
@@ -696,6 +705,97 @@ def _tree(path: Path) -> ast.Module | None:
 @cache
 def _code(path: Path) -> types.CodeType:
     return compile(path.read_text(), str(path), "exec")
+
+
+# ------------------------------------------------------------------ FlashInfer's MNNVL workspace
+
+#: the FlashInfer release whose MNNVL workspace the oracle runs: the one vLLM 0.33.0 pins
+#: (flashinfer-python==0.7.2.post1), the first vLLM to run FlashInfer's mnnvl all-reduce across hosts
+#: with the node-keyed bounds read as they are now
+FLASHINFER = "0.7.2.post1"
+_FI_COMM = "flashinfer/comm/"
+
+
+class _Barrier:
+    """FlashInfer's ``CommBackend`` for one process of the group: the barrier every rank reaches."""
+
+    def barrier(self) -> None:
+        pass
+
+
+class _McastBuffer:
+    """FlashInfer's ``McastGPUBuffer`` (``flashinfer/comm/mnnvl.py``): a multicast buffer of exactly the size
+    asked. The real one rounds the size up to the driver's multicast granularity, which only makes each
+    Lamport slot larger; the size a call needs is FlashInfer's own arithmetic, run as released."""
+
+    def __init__(self, buf_size: int, group_size: int, group_rank: int, device: Any, **kwargs: Any) -> None:
+        self.buf_size = buf_size
+        self.mcast_device_memory = types.SimpleNamespace(get_buffer_ptrs_host=lambda: [0] * group_size)
+
+    def lamport_initialize(self, rank: int, dtype: Any) -> None:
+        pass
+
+    def get_buffer_ptrs_dev(self) -> int:
+        return 0
+
+    def get_unicast_ptr(self, rank: int) -> int:
+        return 0
+
+    def get_multicast_ptr(self) -> int:
+        return 1  # the world without multicast, or across a network, never gets here (create_workspace)
+
+
+@cache
+def mnnvl_workspace() -> type:
+    """FlashInfer's ``MNNVLAllReduceFusionWorkspace``, lifted from the release vLLM pins (``FLASHINFER``,
+    downloaded once like the engines' wheels) with its base class, ``round_up`` and the one-shot threshold;
+    its allocation on a GPU is a stand-in (``_McastBuffer``)."""
+    from artune.formats.releases import fetch_release
+
+    root = fetch_release("flashinfer-python", FLASHINFER)
+    namespace: dict[str, Any] = {"__name__": "flashinfer.comm.trtllm_mnnvl_ar"}
+    exec(_code(root / (_FI_COMM + "workspace_base.py")), namespace)  # imports only warnings, abc, typing, torch
+    cuda = StandIn(
+        "torch.cuda", current_device=lambda: 0, synchronize=lambda device=None: None, is_available=lambda: True
+    )
+
+    def tensor(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+        if kwargs.get("device") is not None and str(kwargs["device"]).startswith("cuda"):
+            kwargs["device"] = "meta"
+        return torch.tensor(data, *args, **kwargs)
+
+    namespace.update(
+        torch=_Overlay(StandIn("torch", cuda=cuda, tensor=tensor), torch),
+        Mapping=object,
+        CommBackend=object,
+        MPIBackend=_Barrier,
+        McastGPUBuffer=_McastBuffer,
+        SymmDeviceMemory=type("SymmDeviceMemory", (), {}),
+        functools=__import__("functools"),
+        math=math,
+        logging=__import__("logging"),
+        Optional=Any,
+        flashinfer_api=lambda func: func,  # FlashInfer's API logging decorator: it logs, and returns func
+    )
+    wanted = {"round_up"}
+    for node in (_tree(root / (_FI_COMM + "mnnvl.py")) or ast.Module([], [])).body:
+        if isinstance(node, ast.FunctionDef) and node.name in wanted:
+            exec(compile(ast.Module([node], []), str(root / (_FI_COMM + "mnnvl.py")), "exec"), namespace)
+    names = {"MNNVLAllreduceFusionStrategy", "MNNVL_ONE_SHOT_THRESHOLD", "MNNVLAllReduceFusionWorkspace"}
+    path = root / (_FI_COMM + "trtllm_mnnvl_ar.py")
+    for node in (_tree(path) or ast.Module([], [])).body:
+        if isinstance(node, ast.ClassDef) and node.name == "MNNVLAllreduceFusionStrategy":
+            namespace["Enum"] = __import__("enum").Enum
+        named = (
+            {node.name}
+            if isinstance(node, ast.ClassDef)
+            else {t.id for t in getattr(node, "targets", ()) if isinstance(t, ast.Name)}
+        )
+        if named & names:
+            exec(compile(ast.Module([node], []), str(path), "exec"), namespace)
+    if "MNNVLAllReduceFusionWorkspace" not in namespace or "round_up" not in namespace:
+        raise OracleError(f"flashinfer-python {FLASHINFER}: no MNNVLAllReduceFusionWorkspace or round_up where read")
+    return namespace["MNNVLAllReduceFusionWorkspace"]
 
 
 # ------------------------------------------------------------------ the interface

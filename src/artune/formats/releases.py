@@ -39,7 +39,15 @@ MEMBERS: dict[str, tuple[str, ...]] = {
         "sglang/srt/environ.py",
         "sglang/kernels/ops/communication/all_reduce.py",
     ),
+    # FlashInfer's MNNVL all-reduce workspace, the one vLLM's FlashInfer path asks whether a call fits
+    # (is_buffer_size_sufficient): the vLLM oracle runs it; it is no table source
+    "flashinfer-python": (
+        "flashinfer/comm/trtllm_mnnvl_ar.py",
+        "flashinfer/comm/workspace_base.py",
+        "flashinfer/comm/mnnvl.py",
+    ),
 }
+_NOT_SOURCES = frozenset({"flashinfer-python"})
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
 DOWNLOAD_TIMEOUT_S = 900
 
@@ -56,7 +64,7 @@ def releases_dir() -> Path:
 def release_spec(spec: str) -> tuple[str, str] | None:
     """``("sglang", "0.5.23")`` for ``"sglang==0.5.23"``; ``None`` for any other table name."""
     engine, sep, version = spec.partition("==")
-    if not sep or engine not in MEMBERS:
+    if not sep or engine not in MEMBERS or engine in _NOT_SOURCES:
         return None
     if not _VERSION.match(version):
         raise TableError(f"{spec}: {version!r} is not a release version; give one such as {engine}==0.5.23")
