@@ -240,7 +240,8 @@ def run_explain(args: argparse.Namespace) -> int:
     console.print(f"[bold]{decision.algorithm}[/bold] {dict(decision.params) or ''}".rstrip())
     call = f"  for {format_size(nbytes)} ({nbytes} B), world_size={args.world_size}"
     call += f" on {args.hosts} hosts" if args.hosts > 1 else ""
-    call += " in one NVLink domain" if args.hosts > 1 and args.nvlink_domain == "rack" else ""
+    if args.hosts > 1 and args.nvlink_domain is not None:
+        call += " in one NVLink domain" if args.nvlink_domain == "rack" else " joined over a network"
     call += f", mode={args.mode}, dtype={dtype}"
     console.print(call + (f", multicast={'on' if multicast else 'off'}" if kind == "cuda" else ""), highlight=False)
     for step in steps:

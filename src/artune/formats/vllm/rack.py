@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from artune.formats.vllm.rules import FALLBACK, SYMM_NAMES, Dispatch, _plans, paths, world_sizes
+from artune.formats.vllm.rules import FALLBACK, SYMM_NAMES, Dispatch, both_modes, paths, world_sizes
 from artune.table.model import Plan, Provenance
 from artune.table.priority import SizeRule, bands_from_rules
 
@@ -62,7 +62,7 @@ def rack_plans(d: Dispatch, arch: str, provenance: Provenance) -> tuple[Plan, ..
         why = "; ".join((_why(d, ws, hosts, found.run), *found.notes, provenance.notes))
         # the arch's own provenance (inherited rows included) stays the table's, which check reports once
         rule = replace(provenance, source="published", inherited_from="", notes=why)
-        out += _plans(ws, found.run, written, found.notes, None, hosts, rule)
+        out += both_modes(ws, found.run, written, found.notes, None, hosts, rule)
         bare = paths(d, arch, ws, False, hosts)
         if bands_from_rules(bare.run, FALLBACK) != bands_from_rules(
             tuple(r for r in found.run if r.algorithm not in SYMM_NAMES), FALLBACK
@@ -72,7 +72,7 @@ def rack_plans(d: Dispatch, arch: str, provenance: Provenance) -> tuple[Plan, ..
                 "all-reduce's MNNVL buffer and torch symmetric memory each need it, so none starts"
             )
             bare_rule = replace(provenance, source="published", inherited_from="", notes=why)
-            out += _plans(ws, bare.run, written, bare.notes, False, hosts, bare_rule)
+            out += both_modes(ws, bare.run, written, bare.notes, False, hosts, bare_rule)
     return tuple(out)
 
 

@@ -259,18 +259,18 @@ def arch_plans(d: Dispatch, arch: str) -> tuple[Plan, ...]:
         if found.errors:
             continue  # vLLM raises there: the reader reports it, and there is nothing to decide
         written = bands_from_rules(found.written, FALLBACK)
-        plans += _plans(ws, found.run, written, found.notes, None)
+        plans += both_modes(ws, found.run, written, found.notes, None)
         bare = paths(d, arch, ws, multicast=False)
         # symmetric memory needs multicast, so the plan for any machine already skips it without; the
         # other plan is needed only where its absence changes another path (custom_ar's buffer)
         if bands_from_rules(bare.run, FALLBACK) != bands_from_rules(
             tuple(r for r in found.run if r.algorithm not in SYMM_NAMES), FALLBACK
         ):
-            plans += _plans(ws, bare.run, written, bare.notes, False)
+            plans += both_modes(ws, bare.run, written, bare.notes, False)
     return tuple(plans)
 
 
-def _plans(
+def both_modes(
     ws: int,
     run: tuple[SizeRule, ...],
     written: tuple[Band, ...],
