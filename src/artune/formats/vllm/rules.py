@@ -39,6 +39,12 @@ custom_ar row below 8 MiB), a second plan with ``multicast=False`` holds what
 vLLM runs on such a machine, beside the plan for any machine, which holds what
 it runs with multicast (``artune.table.decide`` picks by the call's
 ``multicast``). The notes of each plan say why its bands differ from the rows.
+
+Across hosts in one NVLink domain ``paths`` takes ``hosts``: FlashInfer's
+backend is mnnvl (the ``(arch, ws, nodes)`` tuning, multicast needed, a
+capability floor from 0.32) and custom all-reduce runs only in its MNNVL mode;
+``artune.formats.vllm.rack`` builds those plans and says what runs across a
+network.
 """
 
 from __future__ import annotations
