@@ -41,7 +41,7 @@ from types import MappingProxyType
 
 from artune.catalog import SPECS
 from artune.sizes import format_span
-from artune.table.model import MODES, ParamValue, Plan, Table
+from artune.table.model import MODES, Mode, ParamValue, Plan, Table
 from artune.table.rules import Rules, rules_for
 
 _KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
@@ -58,7 +58,7 @@ class Decision:
     lower: int = 0  # the band's bounds, inclusive; upper None = no upper bound
     upper: int | None = None
     world_size: int = 0  # the plan's world size (may differ from the call's: see reason); 0: no plan
-    mode: str = "eager"
+    mode: str = Mode.EAGER
     hosts: int = 1  # the plan's number of hosts
     multicast: bool | None = None  # the plan's machine: with/without NVLink multicast, None: any
 
@@ -191,7 +191,7 @@ def decide(
     table: Table,
     nbytes: int,
     world_size: int,
-    mode: str = "eager",
+    mode: str = Mode.EAGER,
     available: frozenset[str] | set[str] | None = None,
     hosts: int = 1,
     multicast: bool | None = None,
