@@ -16,7 +16,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 
 from artune.review.build import world_sizes
-from artune.review.model import Question, Regret, Review
+from artune.review.model import EvidenceQuestion, Question, Regret, Review
 from artune.sizes import format_span
 from artune.table.model import MODES
 
@@ -162,7 +162,43 @@ def _merge_rows(rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, st
 def _question(q: Question) -> list[str]:
     scope = ("every arch" if q.arch == "*" else f"arch {q.arch}") + (f" {q.scope}" if q.scope else "")
     where = f" ({code(q.where)})" if q.where else ""
-    return _bullet(f"**{q.severity}** {scope}: {inline(q.message)}{where}")
+    tag = f" {q.code}" if q.code.startswith(("X", "M")) else ""  # the review's own findings show their code
+    return _bullet(f"**{q.severity}{tag}** {scope}: {inline(q.message)}{where}")
+
+
+def _ranges(ask: EvidenceQuestion) -> str:
+    """``graph (640KiB, 2.25MiB], (2.25MiB, 8MiB]; eager ...``: the ranges per mode."""
+    by_mode: dict[str, list[str]] = {}
+    for mode, lo, hi in ask.ranges:
+        by_mode.setdefault(mode, []).append(format_span(lo, hi))
+    return "; ".join(f"{mode} {', '.join(spans)}" for mode, spans in by_mode.items())
+
+
+def _shell(text: str, width: int = WIDTH - 6) -> list[str]:
+    """A shell line wrapped at ``width`` with backslash continuations (arguments never split)."""
+    lines, line = [], ""
+    for word in text.split(" "):
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, line]
+
+
+def _ask(ask: EvidenceQuestion) -> list[str]:
+    what = "nothing measured" if ask.code == "X101" else f"the evidence here does not reach every bound ({ask.why})"
+    out = _bullet(f"**{ask.code}** arch {ask.arch}, ws {ask.world_size}: {inline(what)}; moved: {_ranges(ask)}.")
+    for command in ask.commands:
+        modes = ", ".join(command.modes)
+        out += [f"  Measure it with the engine's benchmark ({modes} mode):", "", "  ```sh"]
+        out += [f"  {line}" for line in _shell(command.text)]
+        out += ["  ```", ""]
+        if command.missing:
+            lacks = ", ".join(command.missing)
+            out += _bullet(f"its sizes cannot answer all of it ({lacks}): add those sizes to its size list", 1)
+            out.append("")
+    return out
 
 
 def _questions(review: Review) -> list[str]:
@@ -174,6 +210,23 @@ def _questions(review: Review) -> list[str]:
     else:
         out.append("None: `artune check` finds nothing in AFTER that BEFORE does not have.")
     out.append("")
+    if review.asks:
+        count = sum(len(a.ranges) for a in review.asks)
+        out += ["### Measurements asked for", ""]
+        out += _paragraph(
+            f"{count} moved range(s) that no evidence covers, per arch and world size. Run the command on "
+            "the target GPU from the engine's checkout (after `mkdir -p artune-evidence`), commit its output "
+            "beside the change and pass it to the review with "
+            "`--evidence FILE` (or `--evidence-dir artune-evidence`): the question becomes a measured line."
+        )
+        out.append("")
+        for ask in review.asks:
+            out += _ask(ask)
+    if review.concerns:
+        out += ["### Losses", ""]
+        for q in review.concerns:
+            out += _question(q)
+        out.append("")
     if review.inherited:
         out += ["### Not introduced here", "", f"{len(review.inherited)} finding(s) already in BEFORE:", ""]
         for q in review.inherited:
@@ -268,7 +321,7 @@ def render_markdown(review: Review) -> str:
     title = f"# artune review: {code(review.before.spec)} to {code(review.after.spec)}"
     lines = [title, "", f"Made by {code(review.command)}.", "", *_moves(review), *_questions(review)]
     lines += _evidence(review)
-    lines += ["## Verdict", "", *_paragraph(f"**{inline(review.verdict)}**"), ""]  # one sentence, one paragraph
+    lines += ["## Verdict", "", *_paragraph(f"**{inline(review.summary)}**"), ""]  # one sentence, one paragraph
     return "\n".join(lines)
 
 
