@@ -8,11 +8,13 @@ the printed commands with an excerpt of each parser):
 - vLLM, ``benchmarks/kernels/benchmark_device_communicators.py``: bf16
   tensors ``(seq_len, 8192)``, so ``--sequence-lengths`` are bytes / 16 KiB;
   it times graphs of 10 calls (graph mode) and writes ``--output-json``;
-- SGLang, ``test/registered/kernels/benchmark/communication/
-  bench_custom_all_reduce.py``: a fixed size list (4 KiB to 64 MiB in powers
-  of two, and 192, 384, 640, 768, 896, 1536, 3072 KiB), in graph and eager
-  mode; ``--num-gpu N`` picks the world size and it prints its table, which
-  the shell saves. Bounds its list cannot reach are named (``missing``);
+- SGLang, ``python/sglang/jit_kernel/benchmark/bench_custom_all_reduce.py``:
+  a fixed size list (4 KiB to 32 MiB), SGLang's own dispatch (its ``JIT``
+  column) against NCCL, in CUDA graphs; it prints its table, which the shell
+  saves. It times what the installed SGLang runs, not each algorithm, so an
+  SGLang question also prints artune's tuner, which times every algorithm
+  SGLang's rows name in both modes. Bounds its list cannot reach are named
+  (``missing``);
 - TensorRT-LLM, ``tests/microbenchmarks/all_reduce.py``: ``--range
   MIN,MAX,RATIO`` in elements, a geometric series, so one command per series
   of probes that share an odd factor; ``--enable_cudagraph`` for graph mode,
@@ -37,10 +39,11 @@ BF16 = 2
 VLLM_ROW = 8192 * BF16  # one sequence of vLLM's benchmark tensor (seq_len, 8192) bf16
 TOP = 256 << 20  # an open-ended range is probed up to 8x its start, and no further than this
 VLLM_BENCH = "benchmarks/kernels/benchmark_device_communicators.py"
-SGLANG_BENCH = "test/registered/kernels/benchmark/communication/bench_custom_all_reduce.py"
+SGLANG_BENCH = "python/sglang/jit_kernel/benchmark/bench_custom_all_reduce.py"
 TRTLLM_BENCH = "tests/microbenchmarks/all_reduce.py"
-#: the sizes SGLang's benchmark sweeps (its MESSAGE_SIZES_KB), in bytes
-SGLANG_SIZES = tuple(sorted(1024 * kb for kb in [*(2**x for x in range(2, 17)), 192, 384, 640, 768, 896, 1536, 3072]))
+#: the sizes SGLang's benchmark sweeps (its MESSAGE_SIZES_BYTES)
+SGLANG_SIZES = tuple(1024 * kb for kb in (4, 16, 64, 128, 192, 256, 384, 512, 640, 768, 896, 1024, 2048, 3072))
+SGLANG_SIZES += tuple(mib << 20 for mib in (4, 8, 16, 32))
 
 Range = tuple[int, int | None]
 
@@ -88,10 +91,10 @@ def vllm_command(world_size: int, ranges: Sequence[Range], output: str) -> Bench
 
 
 def sglang_command(world_size: int, ranges: Sequence[Range], output: str) -> BenchCommand:
-    """SGLang's custom all-reduce benchmark at ``world_size``: its own fixed sizes, both modes, printed."""
-    argv = ("python", SGLANG_BENCH, "--num-gpu", str(world_size))
+    """SGLang's custom all-reduce benchmark at ``world_size``: its own fixed sizes, graph mode, printed."""
+    argv = ("torchrun", f"--nproc_per_node={world_size}", SGLANG_BENCH, "--dtype", "bfloat16")
     near = tuple(n for n in SGLANG_SIZES if any(_near(n, r) for r in ranges))
-    return BenchCommand("sglang", argv, MODES, near, output, stdout=True, missing=reach(SGLANG_SIZES, ranges))
+    return BenchCommand("sglang", argv, ("graph",), near, output, stdout=True, missing=reach(SGLANG_SIZES, ranges))
 
 
 def _near(size: int, span: Range) -> bool:
@@ -150,7 +153,9 @@ def commands(
     if engine == "vllm":
         return (vllm_command(world_size, spans, stem + ".json"),)
     if engine == "sglang":
-        return (sglang_command(world_size, spans, stem + ".txt"),)
+        graph = sorted({(lo, hi) for mode, lo, hi in ranges if mode == "graph"}, key=lambda r: r[0])
+        ours = artune_command(world_size, modes, f"artune-evidence/{arch}-ws{world_size}-artune")
+        return (*([sglang_command(world_size, graph, stem + ".txt")] if graph else []), ours)
     if engine == "trtllm":
         return tuple(trtllm_commands(world_size, modes, spans, stem + ".csv"))
     return (artune_command(world_size, modes, stem),)

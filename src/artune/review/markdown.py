@@ -186,12 +186,24 @@ def _shell(text: str, width: int = WIDTH - 6) -> list[str]:
     return [*lines, line]
 
 
+_TOOL = {  # how each benchmark's command is introduced: what it times, and how the review reads it
+    "vllm": "vLLM's benchmark ({modes} mode; `--evidence` reads its JSON):",
+    "sglang": "SGLang's benchmark ({modes} mode; it times SGLang's own dispatch as installed against NCCL; "
+    "`--evidence` reads what it prints):",
+    "trtllm": "TensorRT-LLM's microbenchmark ({modes} mode; `--evidence` reads its CSV):",
+    "artune": "artune's tuner ({modes} mode; it times every algorithm the rows name; "
+    "`--measured` reads its logs, `measurements-ws*.jsonl` in the folder):",
+}
+
+
 def _ask(ask: EvidenceQuestion) -> list[str]:
     what = "nothing measured" if ask.code == "X101" else f"the evidence here does not reach every bound ({ask.why})"
     out = _bullet(f"**{ask.code}** arch {ask.arch}, ws {ask.world_size}: {inline(what)}; moved: {_ranges(ask)}.")
     for command in ask.commands:
         modes = ", ".join(command.modes)
-        out += [f"  Measure it with the engine's benchmark ({modes} mode):", "", "  ```sh"]
+        intro = _TOOL[command.engine].format(modes=modes)
+        out += textwrap.wrap(intro, WIDTH, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
+        out += ["", "  ```sh"]
         out += [f"  {line}" for line in _shell(command.text)]
         out += ["  ```", ""]
         if command.missing:
