@@ -14,13 +14,26 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from artune.cli import main
 from artune.formats.gitrev import engine_members, revision_tree
 from artune.measure.records import SCHEMA, Candidate, Header, Measurement, MeasurementLog
-from artune.review import Review, build_review, open_side, render_json, render_markdown
+from artune.review import Review, Verdict, build_review, open_side, render_json, render_markdown
+from artune.review.benchmarks import (
+    SGLANG_BENCH,
+    SGLANG_SIZES,
+    TRTLLM_BENCH,
+    VLLM_BENCH,
+    probes,
+    reach,
+    sglang_command,
+    trtllm_commands,
+    vllm_command,
+)
+from artune.review.model import BenchCommand
 from artune.table.io import dump_table
 from artune.table.model import Band, Plan, Platform, Provenance, Table, freeze_params
 
@@ -169,7 +182,8 @@ def test_base_of_a_single_file_and_a_work_tree_change(tmp_path: Path) -> None:
     repo = two_commits(tmp_path)
     (repo / UTILS).write_text((repo / UTILS).read_text().replace('"9.0": {2: 16 * MiB', '"9.0": {2: 32 * MiB'))
     done = cli(["review", f"vllm:{UTILS}", "--base", "HEAD"], repo)  # only the uncommitted edit
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the move is a question: nothing measured it
+    assert "**X101** arch 9.0, ws 2" in done.stdout
     assert re.search(r"\| 9\.0 \| 2 \| \(16MiB, 32MiB\] \| `nccl` \|", done.stdout)
     assert "New arch" not in done.stdout
     with revision_tree(str(repo), "HEAD~1", engine_members("vllm")) as tree:
@@ -314,7 +328,7 @@ def test_the_kept_reviews_are_current(before: str, after: str, page: str) -> Non
     kept = (ROOT / "docs" / "reviews" / page).read_text()
     assert render_markdown(review) == kept, (
         f"docs/reviews/{page} is not what artune review prints now; regenerate it: "
-        f"artune review {before} {after} --out docs/reviews/{page}"
+        "python bench/render_reviews.py --regenerate --no-screenshot"
     )
 
 
@@ -332,3 +346,185 @@ def test_base_of_an_sglang_checkout_under_python(tmp_path: Path) -> None:
     assert done.returncode in (0, 1), done.stderr
     assert re.search(r"\| 10\.\d \| 2 \| (?:[a-z, ]+ \| )?\(4MiB, 8MiB\] \|", done.stdout), done.stdout
     assert "HEAD:python/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py" in done.stdout
+
+
+# ------------------------------------------------------------------ evidence questions (issue #32)
+
+BENCH_FIXTURES = ROOT / "tests" / "fixtures" / "benchmarks"
+
+
+def _excerpt(name: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Run an excerpt of an engine's benchmark (tests/fixtures/benchmarks, repository and commit named there)."""
+    import textwrap
+
+    for block in (BENCH_FIXTURES / name).read_text().split("\n\n"):
+        code = [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        if code:
+            exec(textwrap.dedent("\n".join(code)), namespace)
+    return namespace
+
+
+def _torch() -> object:
+    from types import SimpleNamespace
+
+    dtype = SimpleNamespace(itemsize=2)
+    return SimpleNamespace(bfloat16=dtype, float16=dtype, float32=SimpleNamespace(itemsize=4))
+
+
+def vllm_parse(command: BenchCommand) -> list[int]:
+    """The sizes (bytes) vLLM's benchmark measures for ``command``, parsed by its own argument parser."""
+    import argparse
+
+    ns = _excerpt("vllm_benchmark_device_communicators.txt", {"torch": _torch(), **_flexible(argparse)})
+    assert command.argv[0] == "torchrun" and command.argv[2] == VLLM_BENCH
+    args = ns["parser"].parse_args(list(command.argv[3:]))  # type: ignore[attr-defined]
+    assert args.output_json == command.output
+    return [n * ns["HIDDEN_SIZE"] * ns["BENCHMARK_DTYPE"].itemsize for n in args.sequence_lengths]  # type: ignore[attr-defined,operator]
+
+
+def _flexible(argparse: object) -> dict[str, object]:
+    return {"FlexibleArgumentParser": argparse.ArgumentParser}  # type: ignore[attr-defined]  # vLLM's subclass
+
+
+def test_printed_commands_parse_with_the_benchmarks_own_parsers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    ranges = [((640 << 10) + 1, 2304 << 10), ((2304 << 10) + 1, 8 * MiB), (0, 256 << 10), (32 * MiB + 1, None)]
+    vllm = vllm_command(8, ranges, "out/10.0-ws8-vllm.json")
+    sizes = vllm_parse(vllm)
+    assert sizes == list(vllm.sizes) and not reach(sizes, ranges) and not vllm.missing
+    assert 2304 << 10 in sizes and (2304 + 16) << 10 in sizes  # both sides of 2.25MiB
+    # TensorRT-LLM: --range in elements; its own loop turns it into shapes
+    ns = _excerpt(
+        "trtllm_all_reduce.txt", {"ArgumentParser": argparse.ArgumentParser, "test_range": "2,3,2", "shape_list": []}
+    )
+    measured: list[int] = []
+    for command in trtllm_commands(8, ("graph", "eager"), ranges, "out/10.0-ws8-trtllm.csv"):
+        assert command.argv[:5] == ("mpirun", "-n", "8", "python", TRTLLM_BENCH)
+        args = ns["parser"].parse_args(list(command.argv[5:]))  # type: ignore[attr-defined]
+        assert args.enable_cudagraph == (command.modes == ("graph",)) and args.save_csv == command.output
+        shapes: dict[str, Any] = {"test_range": args.range, "shape_list": []}
+        _excerpt("trtllm_all_reduce.txt", {"ArgumentParser": argparse.ArgumentParser, **shapes})
+        got = [t * h * 2 for t, h in shapes["shape_list"]]  # type: ignore[attr-defined]
+        assert got == list(command.sizes)
+        measured += got if command.modes == ("graph",) else []
+    assert not reach(measured, ranges)
+    # SGLang: no size argument; its own size list, and its parser reads the rest
+    sglang = sglang_command(4, ranges[:2], "out/10.0-ws4-sglang.txt")
+    ns = _excerpt("sglang_bench_custom_all_reduce.txt", {"torch": _torch(), "argparse": argparse, "__doc__": ""})
+    assert tuple(ns["MESSAGE_SIZES_BYTES"]) == SGLANG_SIZES  # type: ignore[arg-type]
+    assert sglang.argv[:3] == ("torchrun", "--nproc_per_node=4", SGLANG_BENCH) and sglang.stdout
+    monkeypatch.setattr(sys, "argv", [SGLANG_BENCH, *sglang.argv[3:]])
+    assert ns["parse_args"]().dtype == "bfloat16"  # type: ignore[operator]
+    assert not sglang.missing  # its list reaches both sides of 640KiB, 2.25MiB and 8MiB
+    assert sglang_command(4, [(48 * MiB, 64 * MiB)], "x").missing == (
+        "no size in [48MiB, 64MiB]",
+        "no size above 64MiB",
+    )
+
+
+def _release_review(before: str, after: str, *extra: str) -> Review:
+    from artune.formats.releases import ReleaseUnavailable
+
+    try:
+        return build_review(open_side("BEFORE", before), open_side("AFTER", after), *extra)  # type: ignore[arg-type]
+    except ReleaseUnavailable as err:
+        pytest.skip(f"the released wheels cannot be had here: {err}")
+
+
+def test_sglang_release_asks_for_the_10_0_evidence() -> None:
+    review = _release_review("sglang==0.5.20", "sglang==0.5.23")
+    assert review.verdict is Verdict.QUESTIONS and review.exit_code == 1
+    assert [(a.code, a.arch, a.world_size) for a in review.asks] == [("X101", "10.0", 4), ("X101", "10.0", 8)]
+    (ws4, ws8) = review.asks
+    assert ("graph", (640 << 10) + 1, 2304 << 10) in ws4.ranges and ("eager", (3 * MiB) + 1, 8 * MiB) in ws4.ranges
+    assert len(ws4.ranges) + len(ws8.ranges) == len(review.moves) == 9
+    for ask in review.asks:
+        engines = [c.engine for c in ask.commands]
+        assert engines == ["sglang", "artune"] and not ask.commands[0].missing
+    assert {q.code for q in review.concerns} == {"X103"}  # the model's predicted losses, asked about
+    page = render_markdown(review)
+    assert "### Measurements asked for" in page and "--nproc_per_node=8" in page
+
+
+def test_vllm_release_asks_for_10_7_with_vllms_benchmark() -> None:
+    review = _release_review("vllm==0.25.0", "vllm==0.33.0")
+    asked = {a.world_size: a for a in review.asks if a.arch == "10.7"}
+    assert sorted(asked) == [2, 4, 6, 8]
+    for ws, ask in asked.items():
+        (command,) = ask.commands
+        assert command.argv[1] == f"--nproc_per_node={ws}"
+        sizes = vllm_parse(command)
+        assert not reach(sizes, [(lo, hi) for _, lo, hi in ask.ranges])
+        assert {mode for mode, _, _ in ask.ranges} == {"graph"}  # vLLM's rows read no mode; its benchmark graphs
+    assert review.exit_code == 1
+
+
+def _log(path: Path, arch: str, ws: int, mode: str, times: dict[int, dict[str, float]]) -> str:
+    platform = {"kind": "cuda", "arch": arch, "device": "test GPU"}
+    log = MeasurementLog(path, Header(SCHEMA, platform, "test GPU", ws, gpu={"mode": mode}))
+    for size, row in times.items():
+        for name, us in row.items():
+            params = {"blocks": 16} if name != "nccl" else {}
+            samples = (us * 0.99, us, us * 1.01)
+            log.append(Measurement(Candidate.of(name, params), size, "bfloat16", ws, samples, 0))
+    return str(log.path)
+
+
+def _sglang_logs(tmp_path: Path, review: Review, after_us: float) -> list[str]:
+    """artune logs at every moved (ws, mode) of 10.0, at the probes that reach every bound: SGLang's algorithms
+    at 10 us, AFTER's ``2shot_push`` at ``after_us``."""
+    from artune.review.asks import moved_spans
+
+    logs = []
+    for (arch, ws, mode), spans in moved_spans(review.moves, "sglang").items():
+        times = {
+            n: {"1shot_push": 10.0, "2shot_pull": 10.0, "2shot_pull_mc": 10.0, "2shot_push": after_us, "nccl": 30.0}
+            for n in probes(spans)
+        }
+        logs.append(_log(tmp_path / f"measurements-ws{ws}-{mode}.jsonl", arch, ws, mode, times))
+    return logs
+
+
+def test_sglang_verdict_follows_the_measurements_both_ways(tmp_path: Path) -> None:
+    asked = _release_review("sglang==0.5.20", "sglang==0.5.23")
+    wins = _sglang_logs(tmp_path / "wins", asked, after_us=8.0) if (tmp_path / "wins").mkdir() is None else []
+    review = _release_review("sglang==0.5.20", "sglang==0.5.23", wins)
+    assert not review.asks and not review.concerns, render_markdown(review)
+    assert review.verdict is Verdict.APPROVE and review.exit_code == 0
+    measured = [r for r in review.regret if r.basis == "measured"]
+    assert len(measured) == 4 and all(r.after == 1.0 < r.before for r in measured)
+    (tmp_path / "loses").mkdir()
+    loses = _sglang_logs(tmp_path / "loses", asked, after_us=13.0)
+    review = _release_review("sglang==0.5.20", "sglang==0.5.23", loses)
+    assert review.verdict is Verdict.REQUEST_CHANGES and review.exit_code == 1
+    losses = [q for q in review.concerns if q.code == "X201"]
+    assert len(losses) == 4 and all("2shot_push" in q.message and "BEFORE's" in q.message for q in losses)
+    assert "request changes" in render_markdown(review).split("## Verdict", 1)[1]
+
+
+def test_a_sweep_short_of_a_bound_leaves_the_question(tmp_path: Path) -> None:
+    asked = _release_review("sglang==0.5.20", "sglang==0.5.23")
+    # ws 4 graph measured only inside the moves: nothing below 640KiB
+    times = {n: {"1shot_push": 10.0, "2shot_pull": 10.0, "2shot_push": 8.0} for n in (768 << 10, 3 * MiB, 16 * MiB)}
+    log = _log(tmp_path / "measurements-ws4-graph.jsonl", "10.0", 4, "graph", times)
+    review = _release_review("sglang==0.5.20", "sglang==0.5.23", [log])
+    ws4 = next(a for a in review.asks if a.world_size == 4)
+    assert ws4.code == "X102" and "no size at or below 640KiB" in ws4.why
+    assert review.verdict is Verdict.QUESTIONS and len(asked.asks) == len(review.asks)
+
+
+def test_probes_reach_both_sides_of_every_bound() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    bound = st.integers(0, 300 * MiB)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.tuples(bound, st.one_of(st.none(), bound)), min_size=1, max_size=4))
+    def check(raw: list[tuple[int, int | None]]) -> None:
+        # each range holds a 16 KiB step, and starts at 0 or above the smallest size the benchmark has
+        ranges = [(lo, hi) for lo, hi in raw if (hi is None or hi >= lo + 16 * 1024) and (lo == 0 or lo > 16 * 1024)]
+        assert not reach(probes(ranges), ranges)
+
+    check()

@@ -56,7 +56,8 @@ def reach(sizes: Sequence[int], ranges: Sequence[Range]) -> tuple[str, ...]:
         if not inside:
             out.append(f"no size in {format_span(lo, hi)}")
         if lo > 0 and not any(n < lo for n in sizes):
-            out.append(f"no size below {format_size(lo)}")
+            nice = not format_size(lo - 1).isdigit()  # (640KiB, ...: "at or below 640KiB"; [8MiB, ...: "below 8MiB"
+            out.append(f"no size at or below {format_size(lo - 1)}" if nice else f"no size below {format_size(lo)}")
         if hi is not None and not any(n > hi for n in sizes):
             out.append(f"no size above {format_size(hi)}")
     return tuple(dict.fromkeys(out))
@@ -67,7 +68,7 @@ def probes(ranges: Sequence[Range], step: int = VLLM_ROW) -> tuple[int, ...]:
     out: set[int] = set()
     for lo, hi in ranges:
         first = max(step, -(-lo // step) * step)  # the first multiple inside, at or above lo
-        end = min(TOP, max(8 * first, first)) if hi is None else hi
+        end = max(first, min(TOP, 8 * first)) if hi is None else hi
         last = end // step * step
         if lo > 0 and first - step >= step:
             out.add(first - step)  # the nearest below the range

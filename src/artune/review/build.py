@@ -33,6 +33,7 @@ from artune.review.model import (
     Review,
     Side,
 )
+from artune.review.sweeps import coverage_of, read_sweeps
 from artune.review.verdict import verdict
 from artune.sources import Source, open_source, source_findings
 from artune.table.check import Finding
@@ -396,10 +397,15 @@ def build_review(
     after: Opened,
     logs: Sequence[str] = (),
     command: str = "",
+    evidence: Sequence[str] = (),
+    arch: str = "",
 ) -> Review:
-    """The review of the change from ``before`` to ``after`` (``logs``: artune measurement logs to weigh it).
+    """The review of the change from ``before`` to ``after``.
 
-    ``command`` names how it was made (default: ``artune review BEFORE AFTER``).
+    ``logs`` are artune measurement logs, ``evidence`` engine benchmark
+    outputs (``FILE[@ARCH]``; ``arch`` for those that name none): what they
+    cover answers the moves' questions. ``command`` names how it was made
+    (default: ``artune review BEFORE AFTER``).
     """
     found = pairs(before.source, after.source)
     diffs = [(arch, d) for arch, ta, tb in found for d in diff_tables(ta, tb)]
@@ -410,12 +416,13 @@ def build_review(
     regret, unmodelled = regrets(found, moved, logs)
     engine = after.engine or before.engine
     spans = moved_spans(moved, engine)
-    sweeps = [log_sweep(path) for path in logs]
+    benchmarks = read_sweeps(evidence, arch, spans)
+    sweeps = [*(log_sweep(path) for path in logs), *(coverage_of(s) for s in benchmarks)]
     answered = {spot for spot, ranges in spans.items() if all(covering(spot, r, sweeps) for r in ranges)}
     asks = evidence_questions(spans, sweeps, engine)
     concerns = (*measured_losses(regret, moved), *modelled_losses(regret, answered))
     kind, line = verdict(moved, arches, params, questions, regret, asks, concerns)
-    measured = "".join(f" --measured {log}" for log in logs)
+    measured = "".join(f" --measured {log}" for log in logs) + "".join(f" --evidence {e}" for e in evidence)
     return Review(
         command=command or f"artune review {before.spec} {after.spec}{measured}",
         before=side(before),
