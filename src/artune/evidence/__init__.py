@@ -15,11 +15,26 @@ scoring.
 
 from __future__ import annotations
 
+from artune.evidence.best import BestRow, best_row
 from artune.evidence.model import BenchmarkSweep, Column
 from artune.evidence.read import FORMATS, detect, read_evidence, read_text
+from artune.evidence.score import EvidenceScore, SizeScore, score_table
 
 #: the public name of one sweep read from a benchmark's output (the class is ``BenchmarkSweep``, distinct
 #: from the tuner's paired ``artune.tune.evidence.Evidence``)
 Evidence = BenchmarkSweep
 
-__all__ = ["FORMATS", "BenchmarkSweep", "Column", "Evidence", "detect", "read_evidence", "read_text"]
+__all__ = [
+    "FORMATS",
+    "BenchmarkSweep",
+    "BestRow",
+    "Column",
+    "Evidence",
+    "EvidenceScore",
+    "SizeScore",
+    "best_row",
+    "detect",
+    "read_evidence",
+    "read_text",
+    "score_table",
+]
