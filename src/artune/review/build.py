@@ -33,7 +33,7 @@ from artune.review.model import (
     Review,
     Side,
 )
-from artune.review.sweeps import coverage_of, read_sweeps
+from artune.review.sweeps import read_sweeps, score_sweeps
 from artune.review.verdict import verdict
 from artune.sources import Source, open_source, source_findings
 from artune.table.check import Finding
@@ -416,11 +416,13 @@ def build_review(
     regret, unmodelled = regrets(found, moved, logs)
     engine = after.engine or before.engine
     spans = moved_spans(moved, engine)
-    benchmarks = read_sweeps(evidence, arch, spans)
-    sweeps = [*(log_sweep(path) for path in logs), *(coverage_of(s) for s in benchmarks)]
+    scored = score_sweeps(read_sweeps(evidence, arch, spans), found, moved, spans, engine)
+    sweeps = [*(log_sweep(path) for path in logs), *scored.coverage]
     answered = {spot for spot, ranges in spans.items() if all(covering(spot, r, sweeps) for r in ranges)}
     asks = evidence_questions(spans, sweeps, engine)
-    concerns = (*measured_losses(regret, moved), *modelled_losses(regret, answered))
+    logged = measured_losses(regret, moved)  # the rows so far are the logs' and the model's
+    regret = (*regret, *scored.regret)
+    concerns = (*scored.concerns, *logged, *modelled_losses(regret, answered))
     kind, line = verdict(moved, arches, params, questions, regret, asks, concerns)
     measured = "".join(f" --measured {log}" for log in logs) + "".join(f" --evidence {e}" for e in evidence)
     return Review(
@@ -439,6 +441,7 @@ def build_review(
         concerns=concerns,
         copies=copies(after.source),
         regret=regret,
+        evidence=scored.report,
         unmodelled=unmodelled,
         verdict=kind,
         summary=line,

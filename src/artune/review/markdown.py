@@ -14,9 +14,10 @@ import json
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from artune.review.build import world_sizes
-from artune.review.model import EvidenceQuestion, Question, Regret, Review
+from artune.review.model import BestScore, EvidenceQuestion, EvidenceReport, Question, Regret, Review, SideScore
 from artune.sizes import format_span
 from artune.table.model import MODES
 
@@ -317,6 +318,8 @@ def _evidence(review: Review) -> list[str]:
         )
         header = ("Arch", "WS", "Mode", "Sizes, how many", "Basis", "Before", "After", "Fastest")
         out += ["", *_table(header, _regret_rows(review.regret), right=(1, 5, 6)), ""]
+    if review.evidence is not None:
+        out += _scored(review.evidence)
     for why in review.unmodelled:
         out += _bullet(f"Not weighed: {inline(why)}.")
     if review.notes:
@@ -326,6 +329,46 @@ def _evidence(review: Review) -> list[str]:
     if review.unmodelled or review.notes:
         out.append("")
     return out
+
+
+def _geo(score: SideScore | BestScore) -> str:
+    if score.geomean is None:
+        return "none scored"
+    return f"{score.geomean:.3f} ({score.worst:.2f})" if score.worst is not None else f"{score.geomean:.3f}"
+
+
+def _scored(report: EvidenceReport) -> list[str]:
+    """``--evidence``: both sides and the best row on each sweep, as the engine runs them."""
+    out = _paragraph(
+        "On the evidence, as the engine runs each row (down to the kernel): geometric-mean regret against the "
+        "fastest column over the sweep's sizes, the worst size in brackets; moved: over the moved sizes only. "
+        "The best row is the best the engine's own knobs allow on the sweep; its regret is the distance to the "
+        "fastest-column bound, which no row under these rules can close."
+    )
+    header = ("Evidence", "Arch", "WS", "Mode", "Noise", "Before", "After", "Moved: before", "Moved: after", "Best row")
+    rows = [
+        (
+            code(Path(s.source).name),
+            s.arch,
+            str(s.world_size),
+            s.mode,
+            f"{s.noise:.1%}",
+            _geo(s.sides.before),
+            _geo(s.sides.after),
+            _geo(s.moved.before) if s.moved.before.scored else "-",
+            _geo(s.moved.after) if s.moved.after.scored else "-",
+            _geo(s.best),
+        )
+        for s in report.sweeps
+    ]
+    out += ["", *_table(header, rows, right=(2,)), ""]
+    for s in report.sweeps:
+        if s.best.row:
+            out += _bullet(f"The best row on {code(Path(s.source).name)} ({_geo(s.best)}), ready to paste:")
+            out += ["", "  ```python", *(f"  {line}" for line in s.best.row.splitlines() if line), "  ```", ""]
+        elif s.best.why:
+            out += _bullet(f"No best row on {code(Path(s.source).name)}: {inline(s.best.why)}.")
+    return [*out, ""]
 
 
 def render_markdown(review: Review) -> str:

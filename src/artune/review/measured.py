@@ -46,7 +46,7 @@ def log_noise(path: str) -> float:
     return float(np.median(spreads)) if spreads else 0.0
 
 
-def _routes(moved: Sequence[Move], arch: str, ws: int, mode: str, side: str) -> str:
+def routes(moved: Sequence[Move], arch: str, ws: int, mode: str, side: str) -> str:
     """``SPAN route; ...`` of one side over the moves at ``(arch, ws, mode)``."""
     rows = [
         f"{format_span(m.lo, m.hi)} {' > '.join(getattr(m, side))}"
@@ -66,9 +66,9 @@ def measured_losses(regret: Sequence[Regret], moved: Sequence[Move]) -> tuple[Qu
         if r.after > r.before * (1 + noise):
             message = (
                 f"measured on {r.sizes} sizes in {format_span(r.lo, r.hi)}, AFTER's rows "
-                f"({_routes(moved, r.arch, r.world_size, r.mode, 'after')}) have regret {r.after:.2f} against "
+                f"({routes(moved, r.arch, r.world_size, r.mode, 'after')}) have regret {r.after:.2f} against "
                 f"BEFORE's {r.before:.2f}, beyond the run's noise ({noise:.1%}); the better row is BEFORE's: "
-                f"{_routes(moved, r.arch, r.world_size, r.mode, 'before')}"
+                f"{routes(moved, r.arch, r.world_size, r.mode, 'before')}"
             )
             scope = f"ws {r.world_size} ({r.mode})"
             out.append(Question("error", Path(r.source).name, r.arch, scope, message, "X201"))

@@ -148,6 +148,65 @@ class EvidenceQuestion:
 
 
 @dataclass(frozen=True)
+class SideScore:
+    """One side's row on benchmark evidence, as the engine runs it: geometric-mean and worst regret against
+    the fastest column, over the sizes scored; ``unscored``: sizes whose kernel the sweep did not measure."""
+
+    geomean: float | None
+    worst: float | None
+    worst_size: int | None
+    scored: int
+    unscored: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class SideScores:
+    """Both sides' scores on the same sizes."""
+
+    before: SideScore
+    after: SideScore
+
+
+@dataclass(frozen=True)
+class BestScore:
+    """The best row the engine's own rules allow on the evidence (``row``: ready to paste), and its score.
+
+    Its geomean is also the distance to the fastest-column bound: what no
+    row under these rules can reach. ``row`` is "" and ``why`` says why
+    where the engine's knobs cannot be searched.
+    """
+
+    geomean: float | None
+    worst: float | None
+    row: str
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class SweepScore:
+    """One evidence file: what it measured, both sides over all its sizes and over the moved ones, the best row."""
+
+    source: str
+    benchmark: str
+    arch: str
+    world_size: int
+    mode: str
+    noise: float
+    sides: SideScores
+    moved: SideScores
+    best: BestScore
+
+
+@dataclass(frozen=True)
+class EvidenceReport:
+    """``--evidence``: both sides and the best row over every file's sizes (one file: its own), and each file."""
+
+    sides: SideScores
+    best: BestScore
+    sweeps: tuple[SweepScore, ...]
+
+
+@dataclass(frozen=True)
 class Side:
     """One side's provenance: the source as given, the files read, and per arch where the figures came from."""
 
@@ -202,6 +261,7 @@ class Review:
     concerns: tuple[Question, ...]  # losses: measured (X201, X202) or modelled beyond the interval (X103)
     copies: tuple[str, ...]  # AFTER's arches whose plans equal another arch's: "10.7 = 10.3 in 8 of 8 plans"
     regret: tuple[Regret, ...]
+    evidence: EvidenceReport | None  # --evidence: the sides and the best row scored on the engines' benchmarks
     unmodelled: tuple[str, ...]  # "arch A: why" for each arch that moved with nothing to weigh it
     verdict: Verdict
     summary: str  # the verdict's line

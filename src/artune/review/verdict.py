@@ -3,7 +3,8 @@
 - request changes: a measurement shows a moved row losing (X201 to the other
   side, X202 to the best row the engine's rules allow), beyond its noise;
 - questions: a move without evidence (X101, X102), a modelled loss beyond
-  the model's interval (X103), or a finding of ``artune check`` new in AFTER;
+  the model's interval (X103), evidence without a column for the kernel a
+  moved row runs (X104), or a finding of ``artune check`` new in AFTER;
 - approve: none of these (nothing moves, or evidence covers every move and
   no moved row loses).
 """
@@ -16,6 +17,10 @@ from artune.review.model import ArchChange, EvidenceQuestion, Move, ParamChange,
 
 #: codes of the findings that are measured losses: they ask for changes, not answers
 LOSSES = ("X201", "X202")
+_CONCERNS = {  # the other concerns, as the verdict's line counts them
+    "X103": ("modelled loss", "beyond the model's interval"),
+    "X104": ("kernel", "the evidence did not measure"),
+}
 
 
 def _span(values: Sequence[float]) -> str:
@@ -74,9 +79,10 @@ def verdict(
     if asks:
         ranges = sum(len(a.ranges) for a in asks)
         reasons.append(f"{_count(ranges, 'moved range')} unmeasured at {_count(len(asks), 'arch and world size pair')}")
-    modelled = [c for c in concerns if c.code not in LOSSES]
-    if modelled:
-        reasons.append(f"{_count(len(modelled), 'modelled loss')} beyond the model's interval")
+    for code, what in _CONCERNS.items():
+        found = [c for c in concerns if c.code == code]
+        if found:
+            reasons.append(f"{_count(len(found), what[0])} {what[1]}")
     if questions:
         errors = sum(q.severity == "error" for q in questions)
         reasons.append(_count(len(questions), "check question") + (f" ({errors} errors)" if errors else ""))
