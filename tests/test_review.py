@@ -528,3 +528,117 @@ def test_probes_reach_both_sides_of_every_bound() -> None:
         assert not reach(probes(ranges), ranges)
 
     check()
+
+
+# ------------------------------------------------------------------ --evidence: engine benchmark outputs
+
+
+def _vllm_json(path: Path, ws: int, seqs: list[int], ca_2stage_penalty: float) -> str:
+    """A vLLM ``--output-json`` file written for the test (its shape as the benchmark's ``main`` writes it):
+    times in ms that rise with size; ``ca_2stage`` pays ``ca_2stage_penalty`` ms per MiB above 1 MiB."""
+    results = {}
+    for seq in seqs:
+        x = seq * 16384 / MiB
+        timings = {
+            "ca_1stage": 0.006 + 0.040 * x,
+            "ca_2stage": 0.010 + 0.024 * x + ca_2stage_penalty * max(0.0, x - 1),
+            "symm_mem_multimem": 0.030 + 0.019 * x,
+            "symm_mem_two_shot": 0.035 + 0.025 * x,
+            "pynccl": 0.110 + 0.0165 * x,
+        }
+        best = min(timings, key=timings.__getitem__)
+        results[str(seq)] = {"timings": timings, "speedup_info": f"{best} ({timings['pynccl'] / timings[best]:.2f}x)"}
+    data = {
+        "world_size": ws,
+        "dtype": "torch.bfloat16",
+        "hidden_size": 8192,
+        "sequence_lengths": seqs,
+        "num_warmup": 5,
+        "num_trials": 50,
+        "cuda_graph_capture_cycles": 10,
+        "results": results,
+    }
+    path.write_text(json.dumps(data, indent=2))
+    return str(path)
+
+
+def _ws6_change(tmp_path: Path) -> tuple[str, str]:
+    """10.3's custom all-reduce cap at world size 6 rises from 1 MiB to 4 MiB: [1MiB, 4MiB) moves."""
+    after = {arch: (dict(a), dict(b), list(c)) for arch, (a, b, c) in _SIZES.items()}
+    after["10.3"][0][6] = 4
+    return f"vllm:{write_vllm(tmp_path / 'a', _SIZES)}", f"vllm:{write_vllm(tmp_path / 'b', after)}"
+
+
+def test_vllm_evidence_answers_the_move_both_ways(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before, after = _ws6_change(tmp_path)
+    asked = build_review(open_side("BEFORE", before), open_side("AFTER", after))
+    (ask,) = asked.asks
+    (command,) = ask.commands
+    seqs = [int(s) for s in command.argv[command.argv.index("--sequence-lengths") + 1 : -2]]
+    seqs = sorted({*seqs, *(1 << k for k in range(12))})  # the printed lengths, and a sweep around them
+    (tmp_path / "wins").mkdir()
+    wins = _vllm_json(tmp_path / "wins" / "10.3-ws6-vllm.json", 6, seqs, 0.0)  # named as the command names it
+    assert main(["review", before, after, "--evidence", wins, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "approve" and not data["asks"] and not data["concerns"]
+    e = data["evidence"]
+    assert e["sides"]["after"]["geomean"] < e["sides"]["before"]["geomean"]
+    assert e["sides"]["after"]["worst"] >= e["sides"]["after"]["geomean"] >= 1.0
+    assert e["best"]["geomean"] == pytest.approx(e["sides"]["after"]["geomean"], abs=0.01)  # AFTER is the best row
+    assert "CUSTOM_ALL_REDUCE_MAX_SIZES" in e["best"]["row"]
+    (sweep,) = e["sweeps"]
+    assert (sweep["arch"], sweep["world_size"], sweep["mode"]) == ("10.3", 6, "graph")
+    assert sweep["moved"]["after"]["geomean"] == pytest.approx(1.0)
+    loses = _vllm_json(tmp_path / "loses.json", 6, seqs, 0.05)  # 2-stage custom all-reduce slow above 1 MiB
+    assert main(["review", before, after, "--evidence", f"{loses}@10.3"]) == 1
+    page = capsys.readouterr().out
+    assert "**request changes:" in page and "**error X201** arch 10.3 ws 6 (graph)" in page
+    assert "**error X202**" in page and "the better row:" in page  # the best row under vLLM's knobs, named
+    assert "`symm_mem_multimem`" in page.split("X201", 1)[1]  # BEFORE's row, the better one
+    assert "measured: loses.json" in page
+
+
+def test_evidence_errors_name_the_file_and_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before, after = _ws6_change(tmp_path)
+    seqs = [1 << k for k in range(10)]
+    unnamed = _vllm_json(tmp_path / "sweep.json", 6, seqs, 0.0)
+    # one arch moves at world size 6 in graph mode: the sweep is taken to be of it
+    assert main(["review", before, after, "--evidence", unnamed]) in (0, 1)
+    capsys.readouterr()
+    assert main(["review", before, after, "--evidence", unnamed, "--arch", "7.5"]) == 2
+    err = capsys.readouterr().err
+    assert "neither side has a table for arch 7.5" in err and "Traceback" not in err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["review", before, after, "--evidence", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("artune") or "bad.json" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    wrong = _vllm_json(tmp_path / "10.3-ws4-vllm.json", 6, seqs, 0.0)  # its name says ws 4, the file 6
+    assert main(["review", before, after, "--evidence", wrong]) == 2
+    assert "its name says 4" in capsys.readouterr().err
+
+
+def test_evidence_dir_for_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before, after = _ws6_change(tmp_path)
+    folder = tmp_path / "artune-evidence"
+    assert main(["review", before, after, "--evidence-dir", str(folder)]) == 1  # absent: the questions stand
+    assert "**X101** arch 10.3, ws 6" in capsys.readouterr().out
+    folder.mkdir()
+    _vllm_json(folder / "10.3-ws6-vllm.json", 6, [1 << k for k in range(12)] + [63, 65, 255, 257], 0.0)
+    assert main(["review", before, after, "--evidence-dir", str(folder)]) == 0
+    assert "**approve:" in capsys.readouterr().out
+
+
+def test_sglang_benchmark_cannot_answer_sglangs_kernels(tmp_path: Path) -> None:
+    jit = ROOT / "tests" / "fixtures" / "evidence" / "sglang" / "invented-jit-ws4.txt"
+    named = tmp_path / "10.0-ws4-sglang.txt"
+    named.write_text(jit.read_text())
+    review = _release_review("sglang==0.5.20", "sglang==0.5.23", (), "", [str(named)])
+    x104 = [q for q in review.concerns if q.code == "X104"]
+    assert any("no column for sglang/2shot_push" in q.message for q in x104)  # AFTER's kernel
+    assert any("no column for sglang/1shot_push" in q.message for q in x104)  # BEFORE's
+    ws4 = next(a for a in review.asks if a.world_size == 4)
+    assert ws4.code == "X102"  # the sweep is there; it timed SGLang's dispatch, not the rows' kernels
+    assert review.verdict is Verdict.QUESTIONS and review.evidence is not None
+    assert review.evidence.best.geomean is None and "vLLM" in review.evidence.best.why

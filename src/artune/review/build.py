@@ -422,7 +422,7 @@ def build_review(
     asks = evidence_questions(spans, sweeps, engine)
     logged = measured_losses(regret, moved)  # the rows so far are the logs' and the model's
     regret = (*regret, *scored.regret)
-    concerns = (*scored.concerns, *logged, *modelled_losses(regret, answered))
+    concerns = (*scored.concerns, *logged, *modelled_losses(regret, answered, engine))
     kind, line = verdict(moved, arches, params, questions, regret, asks, concerns)
     measured = "".join(f" --measured {log}" for log in logs) + "".join(f" --evidence {e}" for e in evidence)
     return Review(

@@ -180,6 +180,7 @@ class BestScore:
     worst: float | None
     row: str
     why: str = ""
+    knobs: tuple[tuple[str, str], ...] = ()  # (knob, value) as the search set them
 
 
 @dataclass(frozen=True)

@@ -58,9 +58,9 @@ def read_sweeps(specs: Sequence[str], arch: str, spans: dict[Spot, list[Span]]) 
         named = NAMED.match(Path(path).name)
         ws = int(named["ws"]) if named else None
         try:
-            sweep = read_evidence(path, world_size=ws) if ws is not None else read_evidence(path)
+            sweep = read_evidence(path, world_size=ws if ws is not None and _silent(path) else None)
         except ArtuneError as err:
-            raise ArtuneError(f"--evidence {spec}: {err}") from None
+            raise ArtuneError(str(err) if path in str(err) else f"--evidence {spec}: {err}") from None
         if ws is not None and sweep.world_size != ws:
             raise ArtuneError(f"--evidence {spec}: the sweep is at world size {sweep.world_size}, its name says {ws}")
         found = given or sweep.arch or arch or (named["arch"] if named else "") or _only(sweep, spans)
@@ -71,6 +71,16 @@ def read_sweeps(specs: Sequence[str], arch: str, spans: dict[Spot, list[Span]]) 
             )
         out.append(replace(sweep, arch=found))
     return out
+
+
+def _silent(path: str) -> bool:
+    """Whether the file's format prints no world size (SGLang's): its name must give it."""
+    from artune.evidence import detect
+
+    try:
+        return detect(Path(path).read_text(encoding="utf-8")).startswith("sglang")
+    except (OSError, UnicodeDecodeError, ArtuneError):
+        return False  # read_evidence says what is wrong with it
 
 
 def _only(sweep: Any, spans: dict[Spot, list[Span]]) -> str:
@@ -108,7 +118,7 @@ def _best(engine: str, sweep: Any, base: Table) -> BestScore:
     except EvidenceError as err:
         return BestScore(None, None, "", str(err))
     worst = best.score.worst
-    return BestScore(best.score.geomean, None if worst is None else worst.regret, best.text)
+    return BestScore(best.score.geomean, None if worst is None else worst.regret, best.text, "", best.knobs)
 
 
 @dataclass(frozen=True)
@@ -234,7 +244,8 @@ def _answer(
     if best.geomean is not None and after is not None and after > best.geomean * (1 + score.noise):
         message = (
             f"AFTER's row scores {after:.3f} on the sweep as the engine runs it, the best row its rules allow "
-            f"{best.geomean:.3f}, beyond the sweep's noise ({score.noise:.1%}); the better row: {best.row}"
+            f"{best.geomean:.3f}, beyond the sweep's noise ({score.noise:.1%}); the better row: "
+            f"{', '.join(f'{k} {v}' for k, v in best.knobs)} (under Evidence, ready to paste)"
         )
         losses.append(Question("error", where, arch, scope, message, "X202"))
     return [row], losses
