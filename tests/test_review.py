@@ -150,7 +150,7 @@ def test_hook_command_on_a_two_commit_repository(tmp_path: Path) -> None:
     entry = str(spec["entry"]).split()
     assert entry[0] == "artune" and spec["pass_filenames"] == "false"
     args = [str(a) for a in spec["args"]]  # type: ignore[union-attr]
-    assert args == ["vllm:.", "--base", "origin/main"]
+    assert args == ["vllm:.", "--base", "origin/main", "--evidence-dir", "artune-evidence"]
     before_status = _git(repo, "status", "--porcelain")
     done = cli([*entry[1:], *args], repo)
     assert done.returncode == 1, done.stderr  # questions: 10.7 copies 10.3
@@ -175,6 +175,7 @@ def test_hook_runs_on_the_files_the_reader_reads() -> None:
             path = member + "x.py" if member.endswith("/") else member
             assert pattern.search(path), (engine, member)
         assert not pattern.search("README.md")
+        assert pattern.search("artune-evidence/10.3-ws6-vllm.json")  # committing evidence reruns the review
     assert "python/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py" in engine_members("sglang")
 
 
@@ -642,3 +643,34 @@ def test_sglang_benchmark_cannot_answer_sglangs_kernels(tmp_path: Path) -> None:
     assert ws4.code == "X102"  # the sweep is there; it timed SGLang's dispatch, not the rows' kernels
     assert review.verdict is Verdict.QUESTIONS and review.evidence is not None
     assert review.evidence.best.geomean is None and "vLLM" in review.evidence.best.why
+
+
+def test_hook_turns_questions_into_measured_lines(tmp_path: Path) -> None:
+    """The CI workflow: the hook asks, the author commits the printed command's output, the hook approves."""
+    origin, repo = tmp_path / "origin.git", tmp_path / "engine"
+    repo.mkdir()
+    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(repo, "init", "-q", "-b", "main")
+    write_vllm(repo, _SIZES)
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "tables")
+    _git(repo, "remote", "add", "origin", str(origin))
+    _git(repo, "push", "-q", "origin", "main")
+    _git(repo, "checkout", "-qb", "ws6")
+    after = {arch: (dict(a), dict(b), list(c)) for arch, (a, b, c) in _SIZES.items()}
+    after["10.3"][0][6] = 4
+    write_vllm(repo, after)
+    _git(repo, "commit", "-qam", "10.3 ws 6: custom all-reduce up to 4 MiB")
+    spec = hook("artune-review-vllm")
+    command = [*str(spec["entry"]).split()[1:], *[str(a) for a in spec["args"]]]  # type: ignore[union-attr]
+    asked = cli(command, repo)
+    assert asked.returncode == 1 and "**X101** arch 10.3, ws 6" in asked.stdout, asked.stderr
+    printed = re.search(r"--output-json\s+(\S+)", asked.stdout)
+    assert printed is not None and printed[1] == "artune-evidence/10.3-ws6-vllm.json"
+    (repo / "artune-evidence").mkdir()
+    _vllm_json(repo / printed[1], 6, [1 << k for k in range(12)] + [63, 65, 255, 257], 0.0)  # the GPU run
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "evidence: 10.3 ws 6")
+    answered = cli(command, repo)
+    assert answered.returncode == 0, answered.stdout
+    assert "measured: 10.3-ws6-vllm.json" in answered.stdout and "**approve:" in answered.stdout

@@ -177,8 +177,14 @@ def _ranges(ask: EvidenceQuestion) -> str:
 
 def _shell(text: str, width: int = WIDTH - 6) -> list[str]:
     """A shell line wrapped at ``width`` with backslash continuations (arguments never split)."""
+    words: list[str] = []
+    for token in text.split(" "):  # an option stays on the line of its first value
+        if words and words[-1].startswith("-") and " " not in words[-1] and not token.startswith("-"):
+            words[-1] += " " + token
+        else:
+            words.append(token)
     lines, line = [], ""
-    for word in text.split(" "):
+    for word in words:
         if line and len(line) + 1 + len(word) > width:
             lines.append(line + " \\")
             line = "    " + word
