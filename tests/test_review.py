@@ -20,6 +20,7 @@ import pytest
 
 from artune.cli import main
 from artune.formats.gitrev import engine_members, revision_tree
+from artune.formats.releases import ReleaseUnavailable
 from artune.measure.records import SCHEMA, Candidate, Header, Measurement, MeasurementLog
 from artune.review import Review, Verdict, build_review, open_side, render_json, render_markdown
 from artune.review.benchmarks import (
@@ -674,3 +675,26 @@ def test_hook_turns_questions_into_measured_lines(tmp_path: Path) -> None:
     answered = cli(command, repo)
     assert answered.returncode == 0, answered.stdout
     assert "measured: 10.3-ws6-vllm.json" in answered.stdout and "**approve:" in answered.stdout
+
+
+def test_release_review_carries_the_evidence_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #25's review: the 10.3 world-size-6 row as run, and the best row vLLM's knobs allow, in the JSON."""
+    from artune.evidence import read_evidence
+    from artune.evidence.score import score_table
+
+    sweep = ROOT / "tests" / "fixtures" / "evidence" / "vllm" / "invented-sm103-ws6.json"
+    try:
+        after = open_side("AFTER", "vllm==0.33.0")
+        open_side("BEFORE", "vllm==0.25.0")
+    except ReleaseUnavailable as err:
+        pytest.skip(f"the released wheels cannot be had here: {err}")
+    args = ["review", "vllm==0.25.0", "vllm==0.33.0", "--evidence", str(sweep), "--arch", "10.3", "--format", "json"]
+    assert main(args) == 1  # the other moves still have no evidence
+    e = json.loads(capsys.readouterr().out)["evidence"]
+    table = after.source.table_set.tables["10.3"]  # type: ignore[union-attr]
+    independent = score_table(table, read_evidence(sweep), "10.3")
+    assert e["sides"]["after"]["geomean"] == pytest.approx(independent.geomean, abs=0.01)
+    assert e["sides"]["after"]["worst"] == pytest.approx(independent.worst.regret)  # type: ignore[union-attr]
+    assert e["best"]["geomean"] * 1.1 <= e["sides"]["after"]["geomean"]
+    assert "_WORLD_SIZES_MULTIMEM" in e["best"]["row"]
+    assert e["sides"]["before"]["geomean"] is not None
