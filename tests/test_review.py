@@ -185,7 +185,7 @@ def test_base_of_a_single_file_and_a_work_tree_change(tmp_path: Path) -> None:
     (repo / UTILS).write_text((repo / UTILS).read_text().replace('"9.0": {2: 16 * MiB', '"9.0": {2: 32 * MiB'))
     done = cli(["review", f"vllm:{UTILS}", "--base", "HEAD"], repo)  # only the uncommitted edit
     assert done.returncode == 1, done.stderr  # the move is a question: nothing measured it
-    assert "**X101** arch 9.0, ws 2" in done.stdout
+    assert "**X111** arch 9.0, ws 2" in done.stdout
     assert re.search(r"\| 9\.0 \| 2 \| \(16MiB, 32MiB\] \| `nccl` \|", done.stdout)
     assert "New arch" not in done.stdout
     with revision_tree(str(repo), "HEAD~1", engine_members("vllm")) as tree:
@@ -437,14 +437,14 @@ def _release_review(before: str, after: str, *extra: str) -> Review:
 def test_sglang_release_asks_for_the_10_0_evidence() -> None:
     review = _release_review("sglang==0.5.20", "sglang==0.5.23")
     assert review.verdict is Verdict.QUESTIONS and review.exit_code == 1
-    assert [(a.code, a.arch, a.world_size) for a in review.asks] == [("X101", "10.0", 4), ("X101", "10.0", 8)]
+    assert [(a.code, a.arch, a.world_size) for a in review.asks] == [("X111", "10.0", 4), ("X111", "10.0", 8)]
     (ws4, ws8) = review.asks
     assert ("graph", (640 << 10) + 1, 2304 << 10) in ws4.ranges and ("eager", (3 * MiB) + 1, 8 * MiB) in ws4.ranges
     assert len(ws4.ranges) + len(ws8.ranges) == len(review.moves) == 9
     for ask in review.asks:
         engines = [c.engine for c in ask.commands]
         assert engines == ["sglang", "artune"] and not ask.commands[0].missing
-    assert {q.code for q in review.concerns} == {"X103"}  # the model's predicted losses, asked about
+    assert {q.code for q in review.concerns} == {"X113"}  # the model's predicted losses, asked about
     page = render_markdown(review)
     assert "### Measurements asked for" in page and "--nproc_per_node=8" in page
 
@@ -512,7 +512,7 @@ def test_a_sweep_short_of_a_bound_leaves_the_question(tmp_path: Path) -> None:
     log = _log(tmp_path / "measurements-ws4-graph.jsonl", "10.0", 4, "graph", times)
     review = _release_review("sglang==0.5.20", "sglang==0.5.23", [log])
     ws4 = next(a for a in review.asks if a.world_size == 4)
-    assert ws4.code == "X102" and "no size at or below 640KiB" in ws4.why
+    assert ws4.code == "X112" and "no size at or below 640KiB" in ws4.why
     assert review.verdict is Verdict.QUESTIONS and len(asked.asks) == len(review.asks)
 
 
@@ -625,7 +625,7 @@ def test_evidence_dir_for_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     before, after = _ws6_change(tmp_path)
     folder = tmp_path / "artune-evidence"
     assert main(["review", before, after, "--evidence-dir", str(folder)]) == 1  # absent: the questions stand
-    assert "**X101** arch 10.3, ws 6" in capsys.readouterr().out
+    assert "**X111** arch 10.3, ws 6" in capsys.readouterr().out
     folder.mkdir()
     _vllm_json(folder / "10.3-ws6-vllm.json", 6, [1 << k for k in range(12)] + [63, 65, 255, 257], 0.0)
     assert main(["review", before, after, "--evidence-dir", str(folder)]) == 0
@@ -637,11 +637,11 @@ def test_sglang_benchmark_cannot_answer_sglangs_kernels(tmp_path: Path) -> None:
     named = tmp_path / "10.0-ws4-sglang.txt"
     named.write_text(jit.read_text())
     review = _release_review("sglang==0.5.20", "sglang==0.5.23", (), "", [str(named)])
-    x104 = [q for q in review.concerns if q.code == "X104"]
+    x104 = [q for q in review.concerns if q.code == "X114"]
     assert any("no column for sglang/2shot_push" in q.message for q in x104)  # AFTER's kernel
     assert any("no column for sglang/1shot_push" in q.message for q in x104)  # BEFORE's
     ws4 = next(a for a in review.asks if a.world_size == 4)
-    assert ws4.code == "X102"  # the sweep is there; it timed SGLang's dispatch, not the rows' kernels
+    assert ws4.code == "X112"  # the sweep is there; it timed SGLang's dispatch, not the rows' kernels
     assert review.verdict is Verdict.QUESTIONS and review.evidence is not None
     assert review.evidence.best.geomean is None and "vLLM" in review.evidence.best.why
 
@@ -665,7 +665,7 @@ def test_hook_turns_questions_into_measured_lines(tmp_path: Path) -> None:
     spec = hook("artune-review-vllm")
     command = [*str(spec["entry"]).split()[1:], *[str(a) for a in spec["args"]]]  # type: ignore[union-attr]
     asked = cli(command, repo)
-    assert asked.returncode == 1 and "**X101** arch 10.3, ws 6" in asked.stdout, asked.stderr
+    assert asked.returncode == 1 and "**X111** arch 10.3, ws 6" in asked.stdout, asked.stderr
     printed = re.search(r"--output-json\s+(\S+)", asked.stdout)
     assert printed is not None and printed[1] == "artune-evidence/10.3-ws6-vllm.json"
     (repo / "artune-evidence").mkdir()

@@ -6,7 +6,7 @@ range's bounds and inside it (``artune.review.benchmarks.reach``). A sweep
 is an artune measurement log (``--measured``) or an engine benchmark's
 output (``--evidence``). The ranges left uncovered are grouped per arch and
 world size, each group with the engine's own benchmark command that would
-measure them (X101: nothing measured there; X102: a sweep there that does
+measure them (X111: nothing measured there; X112: a sweep there that does
 not reach every bound).
 
 vLLM's rows do not depend on the mode (its tables are the same in graph and
@@ -78,7 +78,7 @@ def evidence_questions(
         near = [s for s in sweeps if (s.arch, s.world_size) == (arch, ws)]
         why = "; ".join(f"{s.source} ({s.mode}): {_lacks(s, ranges)}" for s in near)
         ordered = tuple(sorted(ranges, key=lambda r: (r[1], MODES.index(r[0]))))
-        code = "X102" if near else "X101"
+        code = "X112" if near else "X111"
         out.append(EvidenceQuestion(code, arch, ws, ordered, commands(engine, arch, ws, ordered), why))
     return tuple(out)
 
@@ -90,7 +90,7 @@ def _lacks(sweep: Sweep, ranges: Sequence[tuple[str, int, int | None]]) -> str:
 
 
 def modelled_losses(regret: Sequence[Regret], answered: set[Spot], engine: str = "") -> tuple[Question, ...]:
-    """X103: where the cost model predicts AFTER slower than BEFORE beyond its interval, and nothing measured.
+    """X113: where the cost model predicts AFTER slower than BEFORE beyond its interval, and nothing measured.
 
     The interval is the model's spread over its replicates: AFTER's 90th
     percentile above its median, taken as the half-width either side. A loss
@@ -110,5 +110,5 @@ def modelled_losses(regret: Sequence[Regret], answered: set[Spot], engine: str =
                 f"{r.before:.2f} before, {r.after:.2f} after (90th percentile {r.after_high:.2f}), a loss "
                 f"beyond its interval; measure it (the command above) or say why the model is wrong here"
             )
-            out.append(Question("warning", "", r.arch, f"ws {r.world_size} ({r.mode})", message, "X103"))
+            out.append(Question("warning", "", r.arch, f"ws {r.world_size} ({r.mode})", message, "X113"))
     return tuple(out)

@@ -204,7 +204,7 @@ _TOOL = {  # how each benchmark's command is introduced: what it times, and how 
 
 
 def _ask(ask: EvidenceQuestion) -> list[str]:
-    what = "nothing measured" if ask.code == "X101" else f"the evidence here does not reach every bound ({ask.why})"
+    what = "nothing measured" if ask.code == "X111" else f"the evidence here does not reach every bound ({ask.why})"
     out = _bullet(f"**{ask.code}** arch {ask.arch}, ws {ask.world_size}: {inline(what)}; moved: {_ranges(ask)}.")
     for command in ask.commands:
         modes = ", ".join(command.modes)

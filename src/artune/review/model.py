@@ -134,7 +134,7 @@ class BenchCommand:
 class EvidenceQuestion:
     """Moved ranges at one ``(arch, world size)`` that no evidence covers, and the commands that would.
 
-    ``code`` is X101 (no evidence at all for them) or X102 (evidence for
+    ``code`` is X111 (no evidence at all for them) or X112 (evidence for
     the arch and world size whose sizes do not reach both sides of every
     moved bound; ``why`` says what it lacks). ``ranges`` are ``(mode, lo, hi)``.
     """
@@ -259,7 +259,7 @@ class Review:
     resolved: tuple[Question, ...]  # in BEFORE, gone from AFTER
     notes: tuple[Question, ...]  # AFTER's notes (information, not questions)
     asks: tuple[EvidenceQuestion, ...]  # moved ranges no evidence covers, per arch and world size
-    concerns: tuple[Question, ...]  # losses: measured (X201, X202) or modelled beyond the interval (X103)
+    concerns: tuple[Question, ...]  # losses: measured (X201, X202) or modelled beyond the interval (X113)
     copies: tuple[str, ...]  # AFTER's arches whose plans equal another arch's: "10.7 = 10.3 in 8 of 8 plans"
     regret: tuple[Regret, ...]
     evidence: EvidenceReport | None  # --evidence: the sides and the best row scored on the engines' benchmarks

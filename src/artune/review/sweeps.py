@@ -138,7 +138,7 @@ def score_sweeps(
     spans: dict[Spot, list[Span]],
     engine: str,
 ) -> Scored:
-    """Both sides scored on every sweep as the engine runs them, the best row, and what loses (X104, X201, X202).
+    """Both sides scored on every sweep as the engine runs them, the best row, and what loses (X114, X201, X202).
 
     A sweep covers only the sizes at which both sides' kernels were measured.
     """
@@ -199,7 +199,7 @@ def _all_best(rows: Sequence[SweepScore]) -> BestScore:
 
 
 def _unmeasured(score: SweepScore, was: Sequence[Any], now: Sequence[Any]) -> list[Question]:
-    """X104: moved sizes whose kernel the sweep did not measure, on either side."""
+    """X114: moved sizes whose kernel the sweep did not measure, on either side."""
     missing: dict[tuple[str, str], list[int]] = {}
     for s in (*was, *now):
         if s.regret is None:
@@ -212,7 +212,7 @@ def _unmeasured(score: SweepScore, was: Sequence[Any], now: Sequence[Any]) -> li
             f"measure {kernel} there"
         )
         scope = f"ws {score.world_size} ({score.mode})"
-        out.append(Question("warning", Path(score.source).name, score.arch, scope, message, "X104"))
+        out.append(Question("warning", Path(score.source).name, score.arch, scope, message, "X114"))
     return out
 
 

@@ -2,9 +2,9 @@
 
 - request changes: a measurement shows a moved row losing (X201 to the other
   side, X202 to the best row the engine's rules allow), beyond its noise;
-- questions: a move without evidence (X101, X102), a modelled loss beyond
-  the model's interval (X103), evidence without a column for the kernel a
-  moved row runs (X104), or a finding of ``artune check`` new in AFTER;
+- questions: a move without evidence (X111, X112), a modelled loss beyond
+  the model's interval (X113), evidence without a column for the kernel a
+  moved row runs (X114), or a finding of ``artune check`` new in AFTER;
 - approve: none of these (nothing moves, or evidence covers every move and
   no moved row loses).
 """
@@ -18,8 +18,8 @@ from artune.review.model import ArchChange, EvidenceQuestion, Move, ParamChange,
 #: codes of the findings that are measured losses: they ask for changes, not answers
 LOSSES = ("X201", "X202")
 _CONCERNS = {  # the other concerns, as the verdict's line counts them
-    "X103": ("modelled loss", "beyond the model's interval"),
-    "X104": ("kernel", "the evidence did not measure"),
+    "X113": ("modelled loss", "beyond the model's interval"),
+    "X114": ("kernel", "the evidence did not measure"),
 }
 
 
