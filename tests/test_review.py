@@ -185,7 +185,7 @@ def test_base_of_a_single_file_and_a_work_tree_change(tmp_path: Path) -> None:
     (repo / UTILS).write_text((repo / UTILS).read_text().replace('"9.0": {2: 16 * MiB', '"9.0": {2: 32 * MiB'))
     done = cli(["review", f"vllm:{UTILS}", "--base", "HEAD"], repo)  # only the uncommitted edit
     assert done.returncode == 1, done.stderr  # the move is a question: nothing measured it
-    assert "**X111** arch 9.0, ws 2" in done.stdout
+    assert "| **X111** | 9.0 | 2 | graph (16MiB, 32MiB] |" in done.stdout
     assert re.search(r"\| 9\.0 \| 2 \| \(16MiB, 32MiB\] \| `nccl` \|", done.stdout)
     assert "New arch" not in done.stdout
     with revision_tree(str(repo), "HEAD~1", engine_members("vllm")) as tree:
@@ -625,7 +625,7 @@ def test_evidence_dir_for_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     before, after = _ws6_change(tmp_path)
     folder = tmp_path / "artune-evidence"
     assert main(["review", before, after, "--evidence-dir", str(folder)]) == 1  # absent: the questions stand
-    assert "**X111** arch 10.3, ws 6" in capsys.readouterr().out
+    assert "| **X111** | 10.3 | 6 |" in capsys.readouterr().out
     folder.mkdir()
     _vllm_json(folder / "10.3-ws6-vllm.json", 6, [1 << k for k in range(12)] + [63, 65, 255, 257], 0.0)
     assert main(["review", before, after, "--evidence-dir", str(folder)]) == 0
@@ -665,7 +665,7 @@ def test_hook_turns_questions_into_measured_lines(tmp_path: Path) -> None:
     spec = hook("artune-review-vllm")
     command = [*str(spec["entry"]).split()[1:], *[str(a) for a in spec["args"]]]  # type: ignore[union-attr]
     asked = cli(command, repo)
-    assert asked.returncode == 1 and "**X111** arch 10.3, ws 6" in asked.stdout, asked.stderr
+    assert asked.returncode == 1 and "| **X111** | 10.3 | 6 |" in asked.stdout, asked.stderr
     printed = re.search(r"--output-json\s+(\S+)", asked.stdout)
     assert printed is not None and printed[1] == "artune-evidence/10.3-ws6-vllm.json"
     (repo / "artune-evidence").mkdir()

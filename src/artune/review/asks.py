@@ -80,7 +80,13 @@ def evidence_questions(
         ordered = tuple(sorted(ranges, key=lambda r: (r[1], MODES.index(r[0]))))
         code = "X112" if near else "X111"
         out.append(EvidenceQuestion(code, arch, ws, ordered, commands(engine, arch, ws, ordered), why))
-    return tuple(out)
+    return tuple(sorted(out, key=lambda a: (_version(a.arch), a.world_size)))
+
+
+def _version(arch: str) -> tuple[int, ...]:
+    """``"10.3"`` -> ``(10, 3)``, for ordering; an arch that is not a version ("default") last."""
+    parts = arch.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else (1 << 30,)
 
 
 def _lacks(sweep: Sweep, ranges: Sequence[tuple[str, int, int | None]]) -> str:

@@ -17,7 +17,16 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from artune.review.build import world_sizes
-from artune.review.model import BestScore, EvidenceQuestion, EvidenceReport, Question, Regret, Review, SideScore
+from artune.review.model import (
+    BenchCommand,
+    BestScore,
+    EvidenceQuestion,
+    EvidenceReport,
+    Question,
+    Regret,
+    Review,
+    SideScore,
+)
 from artune.sizes import format_span
 from artune.table.model import MODES
 
@@ -203,20 +212,36 @@ _TOOL = {  # how each benchmark's command is introduced: what it times, and how 
 }
 
 
-def _ask(ask: EvidenceQuestion) -> list[str]:
-    what = "nothing measured" if ask.code == "X111" else f"the evidence here does not reach every bound ({ask.why})"
-    out = _bullet(f"**{ask.code}** arch {ask.arch}, ws {ask.world_size}: {inline(what)}; moved: {_ranges(ask)}.")
-    for command in ask.commands:
-        modes = ", ".join(command.modes)
-        intro = _TOOL[command.engine].format(modes=modes)
-        out += textwrap.wrap(intro, WIDTH, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False)
-        out += ["", "  ```sh"]
-        out += [f"  {line}" for line in _shell(command.text)]
-        out += ["  ```", ""]
-        if command.missing:
-            lacks = ", ".join(command.missing)
-            out += _bullet(f"its sizes cannot answer all of it ({lacks}): add those sizes to its size list", 1)
-            out.append("")
+def _asks(asks: Sequence[EvidenceQuestion]) -> list[str]:
+    """The moved ranges no evidence covers, one table row per arch and world size, then the commands that
+    measure them, one block per benchmark with a comment line per arch and world size."""
+    rows = [(f"**{a.code}**", a.arch, str(a.world_size), inline(_ranges(a))) for a in asks]
+    out = [*_table(("Code", "Arch", "WS", "Moved ranges, by mode"), rows, right=(2,)), ""]
+    lacking = [a for a in asks if a.why]
+    for ask in lacking:
+        out += _bullet(
+            f"**{ask.code}** arch {ask.arch}, ws {ask.world_size}: the evidence does not reach every bound: "
+            f"{inline(ask.why)}."
+        )
+    out += [""] if lacking else []
+    by_tool: dict[tuple[str, tuple[str, ...]], list[tuple[EvidenceQuestion, BenchCommand]]] = {}
+    for ask in asks:
+        for command in ask.commands:
+            by_tool.setdefault((command.engine, command.modes), []).append((ask, command))
+    for (engine, modes), found in by_tool.items():
+        out += _paragraph(_TOOL[engine].format(modes=", ".join(modes)))
+        out += ["", "```sh"]
+        for ask, command in found:
+            out += [f"# arch {ask.arch}, world size {ask.world_size}", *_shell(command.text)]
+        out += ["```", ""]
+        for ask, command in found:
+            if command.missing:
+                lacks = ", ".join(command.missing)
+                out += _bullet(
+                    f"arch {ask.arch}, ws {ask.world_size}: its sizes cannot answer all of it ({lacks}); add "
+                    "those sizes to its size list"
+                )
+        out += [""] if any(c.missing for _, c in found) else []
     return out
 
 
@@ -239,8 +264,7 @@ def _questions(review: Review) -> list[str]:
             "`--evidence FILE` (or `--evidence-dir artune-evidence`): the question becomes a measured line."
         )
         out.append("")
-        for ask in review.asks:
-            out += _ask(ask)
+        out += _asks(review.asks)
     if review.concerns:
         out += ["### Losses", ""]
         for q in review.concerns:
