@@ -698,3 +698,16 @@ def test_release_review_carries_the_evidence_fields(capsys: pytest.CaptureFixtur
     assert e["best"]["geomean"] * 1.1 <= e["sides"]["after"]["geomean"]
     assert "_WORLD_SIZES_MULTIMEM" in e["best"]["row"]
     assert e["sides"]["before"]["geomean"] is not None
+
+
+def test_evidence_dir_reads_artune_logs_for_sglang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang's benchmark cannot time its kernels; artune's tuner can, and CI finds its logs in the folder."""
+    asked = _release_review("sglang==0.5.20", "sglang==0.5.23")
+    folder = tmp_path / "artune-evidence" / "10.0-artune"  # as `artune tune --out` leaves them
+    folder.mkdir(parents=True)
+    _sglang_logs(folder, asked, after_us=8.0)
+    assert (
+        main(["review", "sglang==0.5.20", "sglang==0.5.23", "--evidence-dir", str(tmp_path / "artune-evidence")]) == 0
+    )
+    page = capsys.readouterr().out
+    assert "**approve:" in page and "measured: measurements-ws8-eager.jsonl" in page

@@ -57,19 +57,23 @@ def register(commands: Any) -> None:
     review.add_argument(
         "--evidence-dir",
         metavar="DIR",
-        help="every file in DIR as --evidence (CI: the folder a pull request commits its sweeps to; absent: none)",
+        help="every file in DIR as --evidence, and artune logs (measurements-ws*.jsonl) under it as --measured "
+        "(CI: the folder a pull request commits its sweeps to; absent: none)",
     )
     review.add_argument("--arch", help="the arch of --evidence files that do not name one")
     review.set_defaults(run=run_review)
 
 
-def evidence_dir(path: str | None) -> list[str]:
-    """The files in ``path`` (sorted; dot files left out), none when it is not given or does not exist."""
+def evidence_dir(path: str | None) -> tuple[list[str], list[str]]:
+    """``(benchmark outputs, artune logs)`` in ``path``: its files, and ``measurements-ws*.jsonl`` at any
+    depth (``artune tune --out`` folders) as logs; nothing when it is not given or does not exist."""
     if path is None or not Path(path).exists():
-        return []
+        return [], []
     if not Path(path).is_dir():
         raise ArtuneError(f"--evidence-dir {path}: not a folder; give the folder the sweeps are committed to")
-    return sorted(str(p) for p in Path(path).iterdir() if p.is_file() and not p.name.startswith("."))
+    logs = sorted(str(p) for p in Path(path).rglob("measurements-ws*.jsonl"))
+    files = [p for p in sorted(Path(path).iterdir()) if p.is_file() and not p.name.startswith(".")]
+    return [str(p) for p in files if str(p) not in logs], logs
 
 
 def run_review(args: argparse.Namespace) -> int:
@@ -89,11 +93,12 @@ def run_review(args: argparse.Namespace) -> int:
         before, after = open_side("BEFORE", args.sides[0]), open_side("AFTER", args.sides[1])
     command = " ".join(["artune review", *args.sides, *(["--base", args.base] if args.base else [])])
     command += "".join(f" --measured {log}" for log in args.measured)
-    files = [*args.evidence, *evidence_dir(args.evidence_dir)]
+    found, logs = evidence_dir(args.evidence_dir)
+    files = [*args.evidence, *found]
     command += "".join(f" --evidence {f}" for f in args.evidence)
     command += f" --evidence-dir {args.evidence_dir}" if args.evidence_dir else ""
     command += f" --arch {args.arch}" if args.arch else ""
-    review = build_review(before, after, args.measured, command, files, args.arch or "")
+    review = build_review(before, after, [*args.measured, *logs], command, files, args.arch or "")
     text = render_json(review) if args.format == "json" else render_markdown(review)
     if args.out:
         try:

@@ -260,13 +260,13 @@ def _questions(review: Review) -> list[str]:
         out += _paragraph(
             f"{count} moved range(s) that no evidence covers, per arch and world size. Run the command on "
             "the target GPU from the engine's checkout (after `mkdir -p artune-evidence`), commit its output "
-            "beside the change and pass it to the review with "
-            "`--evidence FILE` (or `--evidence-dir artune-evidence`): the question becomes a measured line."
+            "beside the change and pass it to the review (`--evidence FILE`, `--measured LOG` for artune's "
+            "logs, or both at once with `--evidence-dir artune-evidence`): the question becomes a measured line."
         )
         out.append("")
         out += _asks(review.asks)
     if review.concerns:
-        out += ["### Losses", ""]
+        out += ["### Losses, predicted and measured", ""]
         for q in review.concerns:
             out += _question(q)
         out.append("")
