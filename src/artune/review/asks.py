@@ -28,7 +28,7 @@ MODELESS = frozenset({"vllm"})
 
 
 @dataclass(frozen=True)
-class Sweep:
+class SweepCover:
     """What a measurement covers: its arch, world size, mode, the sizes it timed, and where it came from."""
 
     arch: str
@@ -56,7 +56,7 @@ def moved_spans(moved: Sequence[Move], engine: str) -> dict[Spot, list[Span]]:
     return out
 
 
-def covering(spot: Spot, span: Span, sweeps: Sequence[Sweep]) -> Sweep | None:
+def covering(spot: Spot, span: Span, sweeps: Sequence[SweepCover]) -> SweepCover | None:
     """The first sweep of ``spot`` whose sizes reach both sides of ``span``'s bounds and its inside."""
     for sweep in sweeps:
         if (sweep.arch, sweep.world_size, sweep.mode) == spot and not reach(sweep.sizes, [span]):
@@ -65,7 +65,7 @@ def covering(spot: Spot, span: Span, sweeps: Sequence[Sweep]) -> Sweep | None:
 
 
 def evidence_questions(
-    spans: dict[Spot, list[Span]], sweeps: Sequence[Sweep], engine: str
+    spans: dict[Spot, list[Span]], sweeps: Sequence[SweepCover], engine: str
 ) -> tuple[EvidenceQuestion, ...]:
     """Per ``(arch, world size)``, the moved ranges no sweep covers, and the commands that would measure them."""
     left: dict[tuple[str, int], list[tuple[str, int, int | None]]] = {}
@@ -89,7 +89,7 @@ def _version(arch: str) -> tuple[int, ...]:
     return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else (1 << 30,)
 
 
-def _lacks(sweep: Sweep, ranges: Sequence[tuple[str, int, int | None]]) -> str:
+def _lacks(sweep: SweepCover, ranges: Sequence[tuple[str, int, int | None]]) -> str:
     """What ``sweep`` lacks for the ranges of its mode (or that it measured another mode)."""
     mine = [(lo, hi) for mode, lo, hi in ranges if mode == sweep.mode]
     return ", ".join(reach(sweep.sizes, mine)) if mine else "another mode"

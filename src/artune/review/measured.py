@@ -15,19 +15,19 @@ from functools import cache
 from pathlib import Path
 
 from artune.errors import ArtuneError
-from artune.review.asks import Sweep
+from artune.review.asks import SweepCover
 from artune.review.evidence import log_times
 from artune.review.model import Move, Question, Regret
 from artune.sizes import format_span
 
 
-def log_sweep(path: str) -> Sweep:
+def log_sweep(path: str) -> SweepCover:
     """What an artune measurement log covers (``ArtuneError`` naming the file when it cannot be read)."""
     try:
         arch, ws, mode, times = log_times(path)
     except (OSError, ArtuneError) as err:
         raise ArtuneError(f"--measured {path}: {err}") from None
-    return Sweep(arch, ws, mode, tuple(sorted(times)), path)
+    return SweepCover(arch, ws, mode, tuple(sorted(times)), path)
 
 
 @cache

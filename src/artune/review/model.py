@@ -184,7 +184,7 @@ class BestScore:
 
 
 @dataclass(frozen=True)
-class SweepScore:
+class FileScore:
     """One evidence file: what it measured, both sides over all its sizes and over the moved ones, the best row."""
 
     source: str
@@ -204,7 +204,7 @@ class EvidenceReport:
 
     sides: SideScores
     best: BestScore
-    sweeps: tuple[SweepScore, ...]
+    sweeps: tuple[FileScore, ...]
 
 
 @dataclass(frozen=True)

@@ -20,16 +20,16 @@ from pathlib import Path
 from typing import Any
 
 from artune.errors import ArtuneError, EvidenceError
-from artune.review.asks import Span, Spot, Sweep
+from artune.review.asks import Span, Spot, SweepCover
 from artune.review.model import (
     BestScore,
     EvidenceReport,
+    FileScore,
     Move,
     Question,
     Regret,
     SideScore,
     SideScores,
-    SweepScore,
 )
 from artune.sizes import format_size, format_span
 from artune.table.model import Table
@@ -128,7 +128,7 @@ class Scored:
     report: EvidenceReport | None
     regret: tuple[Regret, ...]
     concerns: tuple[Question, ...]
-    coverage: tuple[Sweep, ...]
+    coverage: tuple[SweepCover, ...]
 
 
 def score_sweeps(
@@ -145,10 +145,10 @@ def score_sweeps(
     from artune.evidence.score import score_table
 
     tables = {arch: (ta, tb) for arch, ta, tb in found}
-    rows: list[SweepScore] = []
+    rows: list[FileScore] = []
     regret: list[Regret] = []
     concerns: list[Question] = []
-    coverage: list[Sweep] = []
+    coverage: list[SweepCover] = []
     for sweep in sweeps:
         if sweep.arch not in tables:
             raise ArtuneError(
@@ -160,11 +160,11 @@ def score_sweeps(
         spot: Spot = (sweep.arch, sweep.world_size, sweep.mode)
         ranges = spans.get(spot, [])
         both = [(a, b) for a, b in zip(was, now, strict=True) if a.regret is not None and b.regret is not None]
-        coverage.append(Sweep(*spot, tuple(a.size for a, _ in both), sweep.source))
+        coverage.append(SweepCover(*spot, tuple(a.size for a, _ in both), sweep.source))
         in_was = [a for a in was if _inside(a.size, ranges)]
         in_now = [b for b in now if _inside(b.size, ranges)]
         best = _best(engine, sweep, tb)
-        score = SweepScore(
+        score = FileScore(
             sweep.source,
             sweep.benchmark,
             *spot,
@@ -186,7 +186,7 @@ def score_sweeps(
     return Scored(report, tuple(regret), tuple(concerns), tuple(coverage))
 
 
-def _all_best(rows: Sequence[SweepScore]) -> BestScore:
+def _all_best(rows: Sequence[FileScore]) -> BestScore:
     """One file's best row; with several, the geometric mean of their geomeans and the rows one after another."""
     if len(rows) == 1:
         return rows[0].best
@@ -198,7 +198,7 @@ def _all_best(rows: Sequence[SweepScore]) -> BestScore:
     return BestScore(geo, worst, "\n".join(b.row for b in found))
 
 
-def _unmeasured(score: SweepScore, was: Sequence[Any], now: Sequence[Any]) -> list[Question]:
+def _unmeasured(score: FileScore, was: Sequence[Any], now: Sequence[Any]) -> list[Question]:
     """X114: moved sizes whose kernel the sweep did not measure, on either side."""
     missing: dict[tuple[str, str], list[int]] = {}
     for s in (*was, *now):
@@ -217,7 +217,7 @@ def _unmeasured(score: SweepScore, was: Sequence[Any], now: Sequence[Any]) -> li
 
 
 def _answer(
-    score: SweepScore, pairs: Sequence[tuple[Any, Any]], moved: Sequence[Move]
+    score: FileScore, pairs: Sequence[tuple[Any, Any]], moved: Sequence[Move]
 ) -> tuple[list[Regret], list[Question]]:
     """The measured regret row over the moved sizes both sides ran measured kernels at, and the losses."""
     from artune.review.measured import routes
