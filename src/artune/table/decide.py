@@ -45,7 +45,7 @@ from types import MappingProxyType
 from artune.catalog import SPECS
 from artune.sizes import format_span
 from artune.table.gaps import GapPolicy, gap_policy
-from artune.table.model import MODES, NVLinkDomain, ParamValue, Plan, Table
+from artune.table.model import MODES, Mode, NVLinkDomain, ParamValue, Plan, Table
 
 _KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
 
@@ -61,7 +61,7 @@ class Decision:
     lower: int = 0  # the band's bounds, inclusive; upper None = no upper bound
     upper: int | None = None
     world_size: int = 0  # the plan's world size (may differ from the call's: see reason); 0: no plan
-    mode: str = "eager"
+    mode: str = Mode.EAGER
     hosts: int = 1  # the plan's number of hosts
     multicast: bool | None = None  # the plan's machine: with/without NVLink multicast, None: any
     nvlink: NVLinkDomain = NVLinkDomain.HOST  # across hosts, the plan's NVLink domain
@@ -198,7 +198,7 @@ def decide(
     table: Table,
     nbytes: int,
     world_size: int,
-    mode: str = "eager",
+    mode: str = Mode.EAGER,
     available: frozenset[str] | set[str] | None = None,
     hosts: int = 1,
     multicast: bool | None = None,
@@ -334,7 +334,7 @@ def _engine_plan(
     nvlink: NVLinkDomain,
     said: str,
 ) -> _CompiledPlan:
-    """Rule 2 under an engine's rules: the exact plan, else the engine's fallback for every size."""
+    """Rule 2 under an engine's gap policy: the exact plan, else the engine's fallback for every size."""
     plan = table.plan(world_size, mode, hosts, multicast, nvlink)
     if plan is not None:
         return _CompiledPlan(table, plan, plan.fallback, said)

@@ -28,6 +28,7 @@ from artune.table.model import (
     SCHEMA,
     SOURCES,
     Band,
+    Mode,
     NVLinkDomain,
     Plan,
     Platform,
@@ -235,7 +236,7 @@ class _Reader:
         if nvlink == "rack" and hosts == 1:
             raise self.fail(where, 'nvlink_domain = "rack" needs hosts > 1 (one host is one NVLink domain)')
         where = f"{where} (world_size={world_size}" + (f", hosts={hosts})" if hosts > 1 else ")")
-        mode = self.text(data, "mode", where, MODES) if "mode" in data else "eager"
+        mode = Mode(self.text(data, "mode", where, MODES)) if "mode" in data else Mode.EAGER
         fallback = self.name(self.required(data, "fallback", where), f"{where}: fallback")
         bands = self.bands(data, "bands", where)
         written = self.bands(data, "written", where)
