@@ -107,7 +107,7 @@ class Code:
     #: CustomAllreduce's mnnvl_only mode across hosts (vLLM 0.27 on): the capability _group_can_attempt_mnnvl
     #: asks (0: none asked); None: the release disables CustomAllreduce across nodes
     custom_ar_mnnvl_cc: int | None = None
-    symm_rendezvous_caught: bool = True  # SymmMemCommunicator catches a failed rendezvous (vLLM 0.13 on)
+    symm_rendezvous_caught: bool = True  # SymmMemCommunicator catches a failed rendezvous (vLLM 0.11.1 on)
     files: tuple[str, ...] = ()  # which of the code files were read
 
 

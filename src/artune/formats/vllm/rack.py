@@ -26,8 +26,8 @@ of ``artune.formats.vllm.rules.paths`` change as vLLM's code changes them:
 Across hosts joined over a network (``NVLinkDomain.HOST``) none of these
 start: FlashInfer's mnnvl workspace and custom all-reduce's MNNVL buffer fail
 to map peer memory (vLLM catches both), and torch symmetric memory's
-rendezvous raises, which vLLM 0.13 on catches; 0.11 and 0.12 do not, so they
-raise at start-up where symmetric memory has a row (``network_errors``).
+rendezvous raises, which vLLM 0.11.1 on catches; 0.11.0 does not, so it
+raises at start-up where symmetric memory has a row (``network_errors``).
 """
 
 from __future__ import annotations
@@ -112,6 +112,6 @@ def network_error(d: Dispatch, sizes: list[int]) -> str:
     return (
         f"{d.release} raises at start-up across hosts joined over a network at world size"
         f"{'s' if len(sizes) > 1 else ''} {listed}: SymmMemCommunicator calls torch symmetric memory's rendezvous, "
-        "which cannot map peer memory between NVLink domains, without catching its RuntimeError (vLLM 0.13 on "
+        "which cannot map peer memory between NVLink domains, without catching its RuntimeError (vLLM 0.11.1 on "
         "catches it and runs nccl)"
     )

@@ -94,7 +94,7 @@ class Dispatch:
     #: across hosts (in one NVLink domain): FlashInfer's mnnvl backend needs this capability (major*10+minor;
     #: 100 from vLLM 0.32: "MNNVL requires Blackwell-class GPUs"), custom all-reduce's MNNVL mode likewise
     #: (None: CustomAllreduce is disabled across nodes, as before vLLM 0.27), and whether a failed torch
-    #: symmetric-memory rendezvous is caught (vLLM 0.13 on) rather than raised at start-up
+    #: symmetric-memory rendezvous is caught (vLLM 0.11.1 on) rather than raised at start-up
     fi_multinode_cc: int = 0
     custom_ar_mnnvl_cc: int | None = None
     symm_rendezvous_caught: bool = True
