@@ -96,8 +96,9 @@ def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: boo
     tables = reference_set("sglang").tables
     for arch in archs:
         # the rows as SGLang wrote them (from its sweeps) are the publisher's crossovers; the 16 MiB
-        # workspace clip that the reference applies at run time is not one
-        for plan in (p.as_written() for p in tables[arch].plans):
+        # workspace clip that the reference applies at run time is not one; one host's rows (its plans
+        # across a rack run the same rows again)
+        for plan in (p.as_written() for p in tables[arch].plans if p.hosts == 1):
             bands = plan.bands
             names = [b.candidates[0] for b in bands] + [plan.fallback]
             ends = [b.upto if b.upto is not None else int(HI) for b in bands]
