@@ -15,6 +15,7 @@ from rich.text import Text
 from artune import catalog, settings
 from artune.catalog import DTYPES, SPECS
 from artune.errors import ArtuneError
+from artune.findings import parse_codes, selected
 from artune.formats.references import reference_set
 from artune.sizes import format_size, format_span, parse_size
 from artune.sources import SOURCES, open_source, open_tables, selected_source, source_findings
@@ -39,6 +40,10 @@ def register(commands: Any) -> None:
         metavar="N",
         help="also require plans for every world size up to N",
     )
+    check.add_argument(
+        "--select", metavar="CODE,...", help="print only findings with these codes or prefixes (e.g. T,E101)"
+    )
+    check.add_argument("--ignore", metavar="CODE,...", help="leave out findings with these codes or prefixes")
     check.set_defaults(run=run_check)
 
     explain = commands.add_parser("explain", help="which algorithm a table picks for one message, and why")
@@ -94,7 +99,8 @@ def _label(table: Table) -> str:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """Print one line per finding; 0 clean, 1 findings, 2 unreadable."""
+    """Print one line per finding (``--select``/``--ignore`` by code); 0 clean, 1 findings, 2 unreadable."""
+    select, ignore = parse_codes(args.select, "--select"), parse_codes(args.ignore, "--ignore")
     found = 0
     unreadable = 0
     for spec in args.tables or [None]:
@@ -104,7 +110,7 @@ def run_check(args: argparse.Namespace) -> int:
             print(f"{err}", file=sys.stderr)
             unreadable += 1
             continue
-        for finding in source_findings(source, args.max_world_size):
+        for finding in selected(source_findings(source, args.max_world_size), select, ignore):
             print(finding)
             found += not finding.note
     if unreadable:

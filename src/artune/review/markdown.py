@@ -162,7 +162,8 @@ def _merge_rows(rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, st
 def _question(q: Question) -> list[str]:
     scope = ("every arch" if q.arch == "*" else f"arch {q.arch}") + (f" {q.scope}" if q.scope else "")
     where = f" ({code(q.where)})" if q.where else ""
-    return _bullet(f"**{q.severity}** {scope}: {inline(q.message)}{where}")
+    kind = f"{q.severity} {q.code}" if q.code else q.severity
+    return _bullet(f"**{kind}** {scope}: {inline(q.message)}{where}")
 
 
 def _questions(review: Review) -> list[str]:

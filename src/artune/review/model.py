@@ -82,6 +82,7 @@ class Question:
     arch: str
     scope: str
     message: str
+    code: str = ""  # the finding's code (``artune.findings``)
 
 
 @dataclass(frozen=True)

@@ -210,8 +210,10 @@ class Release:
 
     # ---------------------------------------------------------------- findings
 
-    def _add(self, severity: str, source: str, arch: str, message: str, world_size: int | None = None) -> None:
-        self.findings.append(Finding(self.origin, arch, message, world_size, None, source, severity))
+    def _add(
+        self, code: str, severity: str, source: str, arch: str, message: str, world_size: int | None = None
+    ) -> None:
+        self.findings.append(Finding(self.origin, arch, message, world_size, None, source, severity, code=code))
 
     def _where(self, line: int) -> str:
         return f"{self.rows_file.path}:{line}"
@@ -229,6 +231,7 @@ class Release:
             self.copies.add(arch)
             total = sum(1 for s in mine if s.status == "on")
             self._add(
+                "E101",
                 "warning",
                 self._where(min(x for x in lines(mine) if x) if any(lines(mine)) else 1),
                 arch,
@@ -266,6 +269,7 @@ class Release:
             source = match.group(1) if match else self.files.communicator.path
             what = re.sub(r"^KeyError \S+ in ", "KeyError in ", error[match.end() :] if match else error)
             self._add(
+                "E202",
                 "error",
                 source,
                 archs,
@@ -285,6 +289,7 @@ class Release:
                 lines[found.arch] = self._first_row(found)
         for archs, sizes in self._group(per_arch):
             self._add(
+                "E201",
                 "warning",
                 self._where(lines[archs.split(", ")[0]]),
                 archs,
@@ -313,6 +318,7 @@ class Release:
         archs = ", ".join(sorted(per_arch, key=_arch_order))
         if self.files.configs is None:
             self._add(
+                "S102",
                 "note",
                 self._where(first),
                 archs,
@@ -321,6 +327,7 @@ class Release:
             )
             return
         self._add(
+            "E301",
             "warning",
             self._where(first),
             archs,
@@ -345,6 +352,7 @@ class Release:
             per_arch[found.arch] = asked
         for archs, sizes in self._group(per_arch):
             self._add(
+                "S103",
                 "warning",
                 self._where(first),
                 archs,
@@ -369,6 +377,7 @@ class Release:
                             per_key.setdefault((found.arch, text), []).append(ws)
         for (arch, text), sizes in per_key.items():
             self._add(
+                "E103",
                 "warning",
                 self.files.communicator.path,
                 arch,
@@ -387,6 +396,7 @@ class Release:
             for twin, archs in by.items()
         ]
         self._add(
+            "S104",
             "note",
             self._where(self._dispatch_line()),
             ", ".join(sorted((a for archs in by.values() for a in archs), key=_arch_order)),
@@ -413,6 +423,7 @@ class Release:
             return
         if not on:
             self._add(
+                "S105",
                 "note",
                 f"{source.path}:{line}",
                 "all",
