@@ -45,6 +45,26 @@ fallback = "gloo"
 bands = [{ upto = "inf", algorithm = "shm_one_shot" }]
 """
 
+# a GPU table with holes: world sizes without a plan, a mode missing, an algorithm at a world size it never runs at
+HOLES = """
+schema = 1
+[platform]
+kind = "cuda"
+arch = "9.0"
+[provenance]
+source = "measured"
+[[plan]]
+world_size = 3
+mode = "graph"
+fallback = "nccl"
+bands = [{ upto = "1MiB", algorithm = "custom_ar" }, { upto = "8MiB", algorithm = "1shot_push" }]
+[[plan]]
+world_size = 8
+mode = "eager"
+fallback = "nccl"
+bands = [{ upto = "1MiB", algorithm = "custom_ar" }]
+"""
+
 
 def _codes_in_src() -> set[str]:
     """Every string constant in src/ that is a finding code, outside the registry itself."""
@@ -68,7 +88,7 @@ def test_the_docs_page_is_generated_from_the_registry() -> None:
     page = (ROOT / "docs" / "findings.md").read_text(encoding="utf-8")
     assert page == markdown(), "docs/findings.md is stale: python -m artune.findings > docs/findings.md"
     for code in KINDS:
-        assert f"### {code}\n" in page
+        assert f"### {code}: {KINDS[code].title} {{#{code.lower()}}}\n" in page
 
 
 def test_an_unregistered_code_is_refused() -> None:
@@ -77,9 +97,10 @@ def test_an_unregistered_code_is_refused() -> None:
 
 
 def _all_findings(tmp_path: Path) -> list[Finding]:
-    dirty = tmp_path / "dirty.toml"
-    dirty.write_text(DIRTY, encoding="utf-8")
-    found = source_findings(open_source(str(dirty)))
+    found: list[Finding] = []
+    for name, text in (("dirty.toml", DIRTY), ("holes.toml", HOLES)):
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        found += source_findings(open_source(str(tmp_path / name)))
     for folder in sorted(FIXTURES.iterdir()):
         engine = folder.name.split("-")[0]
         found += source_findings(open_source(f"{engine}:{folder}"))
@@ -96,7 +117,8 @@ def test_every_finding_printed_carries_its_code(tmp_path: Path) -> None:
     for finding in found:
         assert f"{finding.severity} {finding.code}: " in str(finding)
     # the corpus reaches every kind of finding of the table lints
-    assert {f.code for f in found} >= {"T101", "T102", "T103", "T106", "T107", "T108", "T301", "T401"}
+    table = {"T101", "T102", "T103", "T104", "T105", "T106", "T107", "T108", "T201", "T202", "T301", "T401"}
+    assert {f.code for f in found} >= table
     assert {f.code for f in found} >= {"E101", "E102", "E201", "E202", "E301", "S101", "S103", "S104", "V101"}
 
 

@@ -108,8 +108,8 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "T106",
         "Algorithm cannot run on the plan's topology",
         "Shared memory across hosts, or `hier_shm` on one host: the algorithm is never available for the plan.",
-        "t.toml: warning T106: arch=x86_64 ws=4 hosts=2 mode=eager: shm_one_shot needs every rank on one host "
-        "(it will never be available for this plan)",
+        "t.toml: warning T106: arch=x86_64 ws=4 hosts=2 mode=eager: shm_one_shot runs only with every rank on one "
+        "host, not across 2 hosts (it will never be available for this plan)",
         "Use an algorithm that runs on that many hosts (`hier_shm`, `gloo`).",
     ),
     FindingKind(
@@ -131,14 +131,14 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "World sizes with no plan",
         "Between 2 (or the smallest planned world size, across hosts) and the largest, some world sizes have "
         "no plan: the decision borrows the nearest smaller one, which was measured for other ranks.",
-        "t.toml: warning T201: arch=x86_64: mode=eager: no plan for world sizes 3 (up to 4)",
+        "t.toml: warning T201: arch=9.0: mode=eager: no plan for world sizes 2-7 (up to 8)",
         "Tune those world sizes (`artune tune --world-size 3`), or accept the borrowed plan knowingly.",
     ),
     FindingKind(
         "T202",
         "Mode missing for some world sizes",
         "One mode has plans for world sizes another mode lacks; calls in that mode borrow the other mode's plan.",
-        "t.toml: warning T202: arch=10.0: mode=eager missing for world sizes 8 that other modes plan",
+        "t.toml: warning T202: arch=9.0: mode=eager missing for world sizes 3 that other modes plan",
         "Tune both modes (`artune tune --device cuda` measures graph and eager).",
     ),
     FindingKind(
@@ -377,9 +377,9 @@ def markdown() -> str:
             out += ["No codes yet.", ""]
         for kind in kinds:
             out += [
-                f"### {kind.code}",
+                f"### {kind.code}: {kind.title} {{#{kind.code.lower()}}}",
                 "",
-                f"**{kind.title}.** {kind.meaning}",
+                kind.meaning,
                 "",
                 "```text",
                 kind.example,
