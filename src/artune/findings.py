@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from artune.errors import ArtuneError
 
@@ -324,7 +324,11 @@ KINDS: Mapping[str, FindingKind] = _kinds(
 
 
 class _Coded(Protocol):
-    code: str
+    @property
+    def code(self) -> str: ...
+
+
+_F = TypeVar("_F", bound=_Coded)
 
 
 def parse_codes(text: str | None, option: str) -> tuple[str, ...]:
@@ -342,7 +346,7 @@ def parse_codes(text: str | None, option: str) -> tuple[str, ...]:
     return out
 
 
-def selected(findings: Iterable[_Coded], select: Sequence[str] = (), ignore: Sequence[str] = ()) -> list:
+def selected(findings: Iterable[_F], select: Sequence[str] = (), ignore: Sequence[str] = ()) -> list[_F]:
     """The findings whose code starts with one of ``select`` (all when empty) and with none of ``ignore``."""
     return [
         f
