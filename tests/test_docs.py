@@ -7,6 +7,7 @@ Debian's ``chromium`` (``apt-get install -y chromium``) and skips, saying so, wh
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -29,7 +30,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     done = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
         cwd=ROOT,
-        env={"NO_MKDOCS_2_WARNING": "1", "PATH": str(Path(sys.executable).parent)},
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
         capture_output=True,
         text=True,
         timeout=BUILD_TIMEOUT_S,
