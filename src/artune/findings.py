@@ -311,6 +311,58 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "parallel_state.py:300: note S105: arch=all: custom all-reduce v2 is off by default in this release ...",
         "None needed: information.",
     ),
+    # ---------------------------------------------------------------- X: the evidence behind a review
+    FindingKind(
+        "X111",
+        "Moved range nothing measured",
+        "`artune review`: ranges move at an arch and world size where no evidence (a benchmark's output, an "
+        "`artune tune` log) measured anything. The review prints the command that measures them.",
+        "| **X111** | 10.0 | 4 | graph (640KiB, 2.25MiB], (2.25MiB, 8MiB]; eager (640KiB, 3MiB], (3MiB, 8MiB] |",
+        "Run the printed command on that GPU and commit its output to the evidence folder.",
+    ),
+    FindingKind(
+        "X112",
+        "Sweep does not reach every moved bound",
+        "A sweep at that arch and world size exists, but its sizes do not reach both sides of every moved bound; "
+        "the review says what it lacks.",
+        "- **X112** arch 10.0, ws 8: the evidence does not reach every bound: sweep.json (graph): 512KiB.",
+        "Add the sizes it lacks to the sweep's size list and run it again.",
+    ),
+    FindingKind(
+        "X113",
+        "Modelled loss beyond the interval",
+        "Nothing measured the moved sizes, and the cost model predicts AFTER's rows slower than BEFORE's beyond "
+        "its own interval.",
+        "- **warning X113** arch 10.0 ws 4 (eager): the cost model (b200) predicts AFTER slower over the moved "
+        "sizes: regret 1.01 before, 1.09 after (90th percentile 1.12), a loss beyond its interval; ...",
+        "Measure it (X111's command), or explain in the pull request why the model is wrong there.",
+    ),
+    FindingKind(
+        "X114",
+        "Evidence has no column for the kernel",
+        "The sweep has no column for the kernel a moved row runs (SGLang's benchmarks time its dispatch, not "
+        "its kernels), so it cannot answer those sizes.",
+        "- **warning X114** arch 10.0 ws 4 (graph): bench.txt has no column for two-shot push (2shot_push runs "
+        "it at 1MiB, 2MiB): it cannot answer those moved sizes; measure two-shot push there",
+        "Measure that kernel: for SGLang, `artune tune` on the GPU and `artune review --measured`.",
+    ),
+    FindingKind(
+        "X201",
+        "Measured: AFTER slower than BEFORE",
+        "Measured: AFTER's moved rows have more regret than BEFORE's, beyond the sweep's or the run's noise. "
+        "The review requests changes.",
+        "- **error X201** arch 10.0 ws 8 (graph): measured on 12 sizes in (256KiB, 8MiB], AFTER's rows "
+        "(2shot_push) have regret 1.080 against BEFORE's 1.010, beyond the sweep's noise (2.0%); ...",
+        "Keep BEFORE's rows there (the finding names them), or measure again if the run was disturbed.",
+    ),
+    FindingKind(
+        "X202",
+        "Measured: a better row the rules allow",
+        "Measured: AFTER's row loses, beyond the noise, to the best row the engine's rules allow on that sweep.",
+        "- **error X202** arch 10.0 ws 4 (graph): AFTER's row scores 1.060 on the sweep as the engine runs it, "
+        "the best row its rules allow 1.004, beyond the sweep's noise (2.0%); the better row: ...",
+        "Paste the best row the review prints under Evidence.",
+    ),
     # ---------------------------------------------------------------- M: the cost model
     FindingKind(
         "M101",

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from artune.catalog import SPECS, Conditions
 from artune.findings import KINDS
 from artune.sizes import format_bound
-from artune.table.model import MODES, Plan, Provenance, Table
+from artune.table.model import MODES, Mode, Plan, Provenance, Table
 from artune.table.priority import SizeRule
 
 
@@ -136,7 +136,7 @@ def _plan_findings(table: Table, plan: Plan) -> list[tuple[str, str]]:
     """``(code, message)`` per finding in one plan."""
     out: list[tuple[str, str]] = []
     if table.platform.kind == "cpu" and plan.mode != "eager":
-        out.append(("T108", f"mode {plan.mode!r} on a CPU table; CPU has only 'eager'"))
+        out.append(("T108", f"mode {Mode(plan.mode).value!r} on a CPU table; CPU has only 'eager'"))
     if plan.provenance is not None and plan.provenance.source == "inherited":
         out.append(("T301", f"plan figures are {plan.provenance.source}, not measured"))
     previous = -1
