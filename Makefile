@@ -4,6 +4,7 @@
 # Both create .venv on first use. PyTorch is pinned to a CPU build: on these
 # machines pip takes it from local disk; elsewhere pass the CPU wheel index, e.g.
 #   make test TORCH_INDEX=--index-url=https://download.pytorch.org/whl/cpu
+# make docs builds the documentation site (docs/, mkdocs.yml) strictly into site/.
 
 PYTHON ?= python3
 VENV ?= .venv
@@ -13,7 +14,7 @@ WORLD_SIZE ?= 2
 TUNE_OUT ?= tune-out
 BIN := $(VENV)/bin
 
-.PHONY: tune test lint format clean
+.PHONY: tune test docs lint format clean
 
 # setup.py and the C source: a changed compiled round is rebuilt by the editable install
 $(BIN)/.installed: pyproject.toml setup.py $(wildcard src/artune/algorithms/shm/*.[ch])
@@ -31,9 +32,18 @@ test: $(BIN)/.installed
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/python -m pytest -q
 
+$(BIN)/.docs: $(BIN)/.installed pyproject.toml
+	$(BIN)/python -m pip install --quiet -e ".[test,docs]"
+	touch $@
+
+# the site into site/, then its checks: every page built, one rendered in headless Chromium where installed
+docs: $(BIN)/.docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	$(BIN)/python -m pytest -q -rs tests/test_docs.py
+
 format: $(BIN)/.installed
 	$(BIN)/ruff check --fix src tests bench
 	$(BIN)/ruff format src tests bench
 
 clean:
-	rm -rf $(VENV) $(TUNE_OUT) .pytest_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(TUNE_OUT) site .pytest_cache .ruff_cache .hypothesis

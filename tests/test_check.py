@@ -45,7 +45,7 @@ def test_clean_table_has_no_findings() -> None:
 def test_out_of_order_bands() -> None:
     text = CLEAN.replace('{ below = "1MiB"', '{ upto = "2GiB"')
     (line,) = findings(text)
-    assert line.startswith("t.toml: warning: arch=x86_64 ws=2 mode=eager: band 2")
+    assert line.startswith("t.toml: warning T101: arch=x86_64 ws=2 mode=eager: band 2")
     assert "out of order" in line
 
 
@@ -87,7 +87,7 @@ def test_engine_conditions_and_cpu_graph_mode() -> None:
         '[[plan]]\nworld_size = 3\nfallback = "nccl"\nbands = [{ upto = "1MiB", algorithm = "custom_ar" }]\n'
     )
     assert findings(gpu) == [
-        "t.toml: warning: arch=9.0 ws=3 mode=eager: custom_ar never runs at world_size=3 (only [2, 4, 6, 8])"
+        "t.toml: warning T105: arch=9.0 ws=3 mode=eager: custom_ar never runs at world_size=3 (only [2, 4, 6, 8])"
     ]
 
 
@@ -103,7 +103,7 @@ def test_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     dirty = tmp_path / "dirty.toml"
     dirty.write_text(CLEAN.replace("shm_two_shot", "shm_nine_shot"))
     assert main(["check", str(dirty)]) == 1
-    assert f"{dirty}: warning: arch=x86_64 ws=2 mode=eager: unknown algorithm" in capsys.readouterr().out
+    assert f"{dirty}: warning T103: arch=x86_64 ws=2 mode=eager: unknown algorithm" in capsys.readouterr().out
     broken = tmp_path / "broken.toml"
     broken.write_text(CLEAN.replace("world_size = 2", 'world_size = "two"'))
     assert main(["check", str(broken)]) == 2

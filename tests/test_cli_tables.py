@@ -111,11 +111,11 @@ def test_check_references_exit_1_with_their_holes(capsys) -> None:
     assert main(["check", "reference:vllm"]) == 1
     out = capsys.readouterr().out
     assert "no plan for world sizes" not in out
-    assert "reference:vllm: warning: arch=*: world sizes 3, 5, 7, 9-15 have no path on any arch" in out
+    assert "reference:vllm: warning E201: arch=*: world sizes 3, 5, 7, 9-15 have no path on any arch" in out
     assert main(["check", "reference:sglang", "--max-world-size", "16"]) == 1
     out = capsys.readouterr().out
     assert "no plan for world sizes" not in out
-    assert "reference:sglang: warning: arch=10.0, 10.7: world sizes 9-15 have no config" in out
+    assert "reference:sglang: warning E201: arch=10.0, 10.7: world sizes 9-15 have no config" in out
 
 
 def test_python_dash_m_entry_point() -> None:

@@ -86,12 +86,12 @@ def test_vllm_new_shape_reads_every_table() -> None:
 def test_vllm_check_reports_a_copied_arch_with_file_and_line() -> None:
     found = messages(read_engine("vllm", str(FIXTURES / "vllm-new")))
     copied = [m for m in found if "10.7 = 10.3 in 3 of 3 tables: measured, or inherited?" in m]
-    assert copied and copied[0].startswith(f"{FIXTURES / 'vllm-new' / VLLM_UTILS}:27: warning: arch=10.7")
+    assert copied and copied[0].startswith(f"{FIXTURES / 'vllm-new' / VLLM_UTILS}:27: warning E101: arch=10.7")
     assert "its FI_ALLREDUCE_FUSION_MAX_SIZE_MB row differs: ws 8: 2 MB (10.3: 4 MB)" in copied[0]
     assert any("custom_ar rows above 8MiB are capped" in m and "9.0 ws=2: 64MiB" in m for m in found)
     assert any("world sizes 3, 5, 7, 9-15 have no path on any arch" in m for m in found)
     assert any("rows that never run with vLLM's defaults: flashinfer_ar takes every size they hold" in m for m in found)
-    assert len([m for m in found if ": note: " not in m]) <= 8
+    assert len([m for m in found if ": note " not in m]) <= 8
     table = read_engine("vllm", str(FIXTURES / "vllm-new")).tables.tables["10.7"]
     assert table.provenance.source == "inherited" and table.provenance.inherited_from == "10.3"
 
@@ -130,7 +130,7 @@ def test_vllm_tables_out_of_step_raise_or_fall_through(tmp_path: Path) -> None:
     imported = read_engine("vllm", str(root))
     found = messages(imported)
     assert any("10.7 is in _WORLD_SIZES_MULTIMEM but not in SYMM_MEM_ALL_REDUCE_MAX_SIZES" in m for m in found)
-    raises = [m for m in found if ": error: " in m]
+    raises = [m for m in found if ": error E202: " in m]
     assert any("10.3 is in SYMM_MEM_ALL_REDUCE_MAX_SIZES but not in _WORLD_SIZES_MULTIMEM" in m for m in raises)
     assert any("without world size 6: CustomAllreduce raises KeyError" in m and "arch=10.0" in m for m in raises)
     assert any("rows never used" in m and "10.7 ws=2" in m for m in found)  # custom_ar rows need symmetric memory
@@ -473,7 +473,7 @@ def test_sglang_findings_from_the_communicator_name_severity_file_and_line() -> 
     by = {f.severity: [] for f in imported.findings}
     for f in imported.findings:
         by[f.severity].append(str(f))
-    assert len(by["error"]) == 1 and by["error"][0].startswith(f"{configs}:103: error: arch=10.0:")
+    assert len(by["error"]) == 1 and by["error"][0].startswith(f"{configs}:103: error E202: arch=10.0:")
     assert "raises (KeyError in configs[world_size]) at world sizes 3, 5-7" in by["error"][0]
     assert any("arch=10.7: 10.7 = 10.0 in 3 of 3 world sizes: measured, or inherited?" in m for m in by["warning"])
     assert any("at world size 4, where num_mc_blocks is None" in m for m in by["warning"])

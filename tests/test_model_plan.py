@@ -69,12 +69,12 @@ def test_plan_from_logs_fills_world_size_3_modelled_and_check_passes(logs, tmp_p
     # check shows the modelled plans as notes, not findings: exit 0
     assert main(["check", str(out)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert all(": note: " in line for line in lines)
+    assert all(": note M101: " in line or ": note T401: " in line for line in lines)
     modelled = [line for line in lines if "modelled by artune.model/" in line]
     assert len(modelled) == 4 and all("predicted regret" in line for line in modelled[1:])
     # and what it leaves to the bundled default (ranks across hosts)
     assert [line for line in lines if line not in modelled] == [
-        f"{out}: note: arch=x86_64 ws=2 hosts=2 mode=eager: answered by the bundled default (bundled:cpu), "
+        f"{out}: note T401: arch=x86_64 ws=2 hosts=2 mode=eager: answered by the bundled default (bundled:cpu), "
         "since this table has no ws=2 hosts=2 mode=eager plan"
     ]
     # explain says the figures are modelled, text and JSON

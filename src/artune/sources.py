@@ -105,6 +105,7 @@ def coverage_notes(table: Table) -> list[Finding]:
             plan.mode,
             severity="note",
             hosts=plan.hosts,
+            code="T401",
         )
         for plan in table.plans
         if plan.origin

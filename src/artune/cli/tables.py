@@ -16,6 +16,7 @@ from rich.text import Text
 from artune import catalog, settings
 from artune.catalog import DTYPES, SPECS
 from artune.errors import ArtuneError
+from artune.findings import parse_codes, selected
 from artune.formats.references import reference_set
 from artune.sizes import format_size, format_span, parse_size
 from artune.sources import SOURCES, open_source, open_tables, selected_source, source_findings
@@ -40,6 +41,10 @@ def register(commands: Any) -> None:
         metavar="N",
         help="also require plans for every world size up to N",
     )
+    check.add_argument(
+        "--select", metavar="CODE,...", help="print only findings with these codes or prefixes (e.g. T,E101)"
+    )
+    check.add_argument("--ignore", metavar="CODE,...", help="leave out findings with these codes or prefixes")
     check.add_argument("--nvlink-domain", choices=NVLINK_DOMAINS, help=_DOMAIN_HELP)
     check.set_defaults(run=run_check)
 
@@ -117,7 +122,8 @@ def _label(table: Table) -> str:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """Print one line per finding; 0 clean, 1 findings, 2 unreadable."""
+    """Print one line per finding (``--select``/``--ignore`` by code); 0 clean, 1 findings, 2 unreadable."""
+    select, ignore = parse_codes(args.select, "--select"), parse_codes(args.ignore, "--ignore")
     found = 0
     unreadable = 0
     for spec in args.tables or [None]:
@@ -130,7 +136,7 @@ def run_check(args: argparse.Namespace) -> int:
         if args.nvlink_domain is not None:
             source = replace(source, tables=[in_domain(t, args.nvlink_domain) for t in source.tables])
             source = replace(source, findings=tuple(f for f in source.findings if _in_domain(f, args.nvlink_domain)))
-        for finding in source_findings(source, args.max_world_size):
+        for finding in selected(source_findings(source, args.max_world_size), select, ignore):
             print(finding)
             found += not finding.note
     if unreadable:

@@ -179,7 +179,7 @@ def _merge_rows(rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, st
 def _question(q: Question) -> list[str]:
     scope = ("every arch" if q.arch == "*" else f"arch {q.arch}") + (f" {q.scope}" if q.scope else "")
     where = f" ({code(q.where)})" if q.where else ""
-    tag = f" {q.code}" if q.code.startswith(("X", "M")) else ""  # the review's own findings show their code
+    tag = f" {q.code}" if q.code else ""  # every finding shows its code (artune.findings)
     return _bullet(f"**{q.severity}{tag}** {scope}: {inline(q.message)}{where}")
 
 

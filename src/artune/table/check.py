@@ -27,8 +27,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from artune.catalog import SPECS, Conditions
+from artune.findings import KINDS
 from artune.sizes import format_bound
-from artune.table.model import MODES, Plan, Provenance, Table
+from artune.table.model import MODES, Mode, Plan, Provenance, Table
 from artune.table.priority import SizeRule
 
 
@@ -50,6 +51,10 @@ class Finding:
     #: the finding's kind, stable across releases, as a linter's rule codes are (``check --ignore CODE``)
     code: str = ""
 
+    def __post_init__(self) -> None:
+        if self.code and self.code not in KINDS:  # a code without its entry in the registry is a bug here
+            raise ValueError(f"finding code {self.code!r} is not in artune.findings.KINDS")
+
     @property
     def note(self) -> bool:
         """Information, not a problem: it does not count as a finding."""
@@ -65,8 +70,9 @@ class Finding:
             where += f" multicast={'on' if self.multicast else 'off'}"
         if self.mode is not None:
             where += f" mode={self.mode}"
-        # a finding in an engine's file names the file and line instead of the table
-        return f"{self.source or self.table}: {self.severity}: {where}: {self.message}"
+        # a finding in an engine's file names the file and line instead of the table; the code after the severity
+        kind = f"{self.severity} {self.code}" if self.code else self.severity
+        return f"{self.source or self.table}: {kind}: {where}: {self.message}"
 
 
 def modelled_summary(provenance: Provenance) -> str:
@@ -85,7 +91,7 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
     """
     findings: list[Finding] = []
 
-    def add(message: str, plan: Plan | None = None, note: bool = False) -> None:
+    def add(code: str, message: str, plan: Plan | None = None, note: bool = False) -> None:
         ws, mode = (plan.world_size, plan.mode) if plan else (None, None)
         findings.append(
             Finding(
@@ -97,6 +103,7 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
                 severity="note" if note else "warning",
                 hosts=plan.hosts if plan else 1,
                 multicast=plan.multicast if plan else None,
+                code=code,
             )
         )
 
@@ -106,68 +113,82 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
     source = table.provenance
     if own and source.source == "inherited":
         origin = f" from arch {source.inherited_from}" if source.inherited_from else ""
-        add(f"figures inherited{origin}, not measured on this arch; run 'artune tune' on this hardware")
+        add("T301", f"figures inherited{origin}, not measured on this arch; run 'artune tune' on this hardware")
     elif source.source == "modelled":
-        add(f"{modelled_summary(source)}; 'artune verify' or 'artune tune' on this hardware measures it", note=True)
+        add(
+            "M101",
+            f"{modelled_summary(source)}; 'artune verify' or 'artune tune' on this hardware measures it",
+            note=True,
+        )
     for plan in table.plans:
         if plan.provenance is not None and plan.provenance.source == "modelled":
-            add(f"plan {modelled_summary(plan.provenance)}", plan, note=True)
-        for message in _plan_findings(table, plan):
-            add(message, plan)
+            add("M101", f"plan {modelled_summary(plan.provenance)}", plan, note=True)
+        for code, message in _plan_findings(table, plan):
+            add(code, message, plan)
     # an engine's table has no plan where the engine runs its process group (its rules say so, and its
     # reader reports those world sizes once, with the file and line): not a hole in the table
-    for message in _coverage_findings(table, max_world_size) if own else ():
-        add(message)
+    for code, message in _coverage_findings(table, max_world_size) if own else ():
+        add(code, message)
     return findings
 
 
-def _plan_findings(table: Table, plan: Plan) -> list[str]:
-    out: list[str] = []
+def _plan_findings(table: Table, plan: Plan) -> list[tuple[str, str]]:
+    """``(code, message)`` per finding in one plan."""
+    out: list[tuple[str, str]] = []
     if table.platform.kind == "cpu" and plan.mode != "eager":
-        out.append(f"mode {plan.mode!r} on a CPU table; CPU has only 'eager'")
+        out.append(("T108", f"mode {Mode(plan.mode).value!r} on a CPU table; CPU has only 'eager'"))
     if plan.provenance is not None and plan.provenance.source == "inherited":
-        out.append(f"plan figures are {plan.provenance.source}, not measured")
+        out.append(("T301", f"plan figures are {plan.provenance.source}, not measured"))
     previous = -1
     for i, band in enumerate(plan.bands, start=1):
         if band.upto is not None:  # an open-ended band (only the last) always extends the one before
             if band.upto <= previous:
                 out.append(
-                    f"band {i} (upto {format_bound(band.upto)}) does not extend band {i - 1} "
-                    f"(upto {format_bound(previous)}): bands out of order or overlapping, it covers no size"
+                    (
+                        "T101",
+                        f"band {i} (upto {format_bound(band.upto)}) does not extend band {i - 1} "
+                        f"(upto {format_bound(previous)}): bands out of order or overlapping, it covers no size",
+                    )
                 )
             previous = max(previous, band.upto)
         if len(set(band.candidates)) != len(band.candidates):
-            out.append(f"band {i} lists an algorithm twice: {list(band.candidates)}")
+            out.append(("T102", f"band {i} lists an algorithm twice: {list(band.candidates)}"))
     for name in plan.algorithms:
         spec = SPECS.get(name)
         if spec is None:
-            out.append(f"unknown algorithm {name!r}; known: {', '.join(sorted(SPECS))}")
+            out.append(("T103", f"unknown algorithm {name!r}; known: {', '.join(sorted(SPECS))}"))
             continue
         have = plan.params_for(name)
         for key in spec.required_params:
             if key not in have:
-                out.append(f"{name} needs parameter {key!r} and has none (it will be skipped)")
+                out.append(("T104", f"{name} needs parameter {key!r} and has none (it will be skipped)"))
         allowed = spec.conditions.world_sizes
         if allowed is not None and plan.world_size not in allowed:
-            out.append(f"{name} never runs at world_size={plan.world_size} (only {sorted(allowed)})")
+            out.append(("T105", f"{name} never runs at world_size={plan.world_size} (only {sorted(allowed)})"))
         if (why := spec.topology_unmet(plan.hosts)) is not None:
-            out.append(f"{name} {why} (it will never be available for this plan)")
+            out.append(("T106", f"{name} {why} (it will never be available for this plan)"))
     for name, _values in plan.params:
         if name not in SPECS:
-            out.append(f"params for unknown algorithm {name!r}")
+            out.append(("T107", f"params for unknown algorithm {name!r}"))
     return out
 
 
-def _coverage_findings(table: Table, max_world_size: int | None) -> list[str]:
-    out: list[str] = []
+def _coverage_findings(table: Table, max_world_size: int | None) -> list[tuple[str, str]]:
+    """``(code, message)`` per world size or mode a table of artune's rules leaves without a plan."""
+    out: list[tuple[str, str]] = []
     single = [p for p in table.plans if p.hosts == 1]
     for hosts in sorted({p.hosts for p in table.plans} - {1}):
         have = {p.world_size for p in table.plans if p.hosts == hosts}
         holes = [ws for ws in range(min(have), max(have) + 1) if ws not in have]
         if holes:
-            out.append(f"hosts={hosts}: no plan for world sizes {_ranges(holes)} (between {min(have)} and {max(have)})")
+            out.append(
+                (
+                    "T201",
+                    f"hosts={hosts}: no plan for world sizes {_ranges(holes)} (between {min(have)} and {max(have)})",
+                )
+            )
     if not single:
-        return ["table has no single-host plans" if table.plans else "table has no plans"]
+        return [("T203", "table has no single-host plans" if table.plans else "table has no plans")]
     modes = [m for m in MODES if any(p.mode == m for p in single)]
     sizes = {p.world_size for p in single}
     top = max(max(sizes), max_world_size or 0)
@@ -175,10 +196,10 @@ def _coverage_findings(table: Table, max_world_size: int | None) -> list[str]:
         have = {p.world_size for p in single if p.mode == mode}
         holes = [ws for ws in range(2, top + 1) if ws not in have]
         if holes:
-            out.append(f"mode={mode}: no plan for world sizes {_ranges(holes)} (up to {top})")
+            out.append(("T201", f"mode={mode}: no plan for world sizes {_ranges(holes)} (up to {top})"))
         lacking = sorted(sizes - have)
         if lacking and len(modes) > 1:
-            out.append(f"mode={mode} missing for world sizes {_ranges(lacking)} that other modes plan")
+            out.append(("T202", f"mode={mode} missing for world sizes {_ranges(lacking)} that other modes plan"))
     return out
 
 

@@ -155,6 +155,7 @@ def build(source: SourceFile) -> EngineImport:
         f"no {CLASS} beside this configs file: its rows are read in the order SGLang's Heuristic documents, "
         "clipped to the default workspace (give the checkout or the release to read SGLang's own dispatch)",
         severity="note",
+        code="S101",
     )
     _findings(source, found, default, sink)
     sglang_arch = _engine_arch(shape, found, tables, default_table, origin)
@@ -200,6 +201,7 @@ def _findings(source: SourceFile, found: dict[str, Configs], default: Configs, s
                 arch,
                 f"world sizes {', '.join(map(str, holes))} have no config: custom all-reduce v2 is disabled "
                 "there and every size goes to nccl",
+                code="E201",
             )
         for ws, cfg in sorted(configs.items()):
             for mode, rules in (("graph", cfg.graph), ("eager", cfg.eager)):
@@ -212,6 +214,7 @@ def _findings(source: SourceFile, found: dict[str, Configs], default: Configs, s
                         "(SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB): nccl runs above it",
                         ws,
                         mode,
+                        "E301",
                     )
 
 

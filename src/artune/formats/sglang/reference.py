@@ -315,11 +315,13 @@ def findings() -> tuple[Finding, ...]:
             if plan.written:
                 clipped.setdefault(arch, []).append(plan.world_size)
                 modes.add(plan.mode)
-    out = [Finding(ORIGIN, archs, release.holes_message(sizes)) for archs, sizes in release.group_archs(holes)]
+    out = [
+        Finding(ORIGIN, archs, release.holes_message(sizes), code="E201") for archs, sizes in release.group_archs(holes)
+    ]
     if clipped:
         where = release.clipped_where(clipped, modes)
         archs = ", ".join(sorted(clipped, key=release._arch_order))
-        out.append(Finding(ORIGIN, archs, release.clipped_message(WORKSPACE, where)))
+        out.append(Finding(ORIGIN, archs, release.clipped_message(WORKSPACE, where), code="E301"))
     served: dict[str, list[str]] = {}
     for (major, minor), _sms in sglang.PROBES:
         arch = f"{major}.{minor}"
@@ -327,6 +329,6 @@ def findings() -> tuple[Finding, ...]:
             served.setdefault(sglang.arch_configs(major, minor), []).append(arch)
     if served:
         archs, message = release.served_message(served)
-        out.append(Finding(ORIGIN, archs, message, severity="note"))
+        out.append(Finding(ORIGIN, archs, message, severity="note", code="S104"))
     out += release.rack_findings(ORIGIN, dict(refs.tables), refs.default, "")
     return tuple(out)

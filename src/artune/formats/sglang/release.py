@@ -319,8 +319,10 @@ class Release:
 
     # ---------------------------------------------------------------- findings
 
-    def _add(self, severity: str, source: str, arch: str, message: str, world_size: int | None = None) -> None:
-        self.findings.append(Finding(self.origin, arch, message, world_size, None, source, severity))
+    def _add(
+        self, code: str, severity: str, source: str, arch: str, message: str, world_size: int | None = None
+    ) -> None:
+        self.findings.append(Finding(self.origin, arch, message, world_size, None, source, severity, code=code))
 
     def _where(self, line: int) -> str:
         return f"{self.rows_file.path}:{line}"
@@ -338,6 +340,7 @@ class Release:
             self.copies.add(arch)
             total = sum(1 for s in mine if s.status == "on")
             self._add(
+                "E101",
                 "warning",
                 self._where(min(x for x in lines(mine) if x) if any(lines(mine)) else 1),
                 arch,
@@ -371,6 +374,7 @@ class Release:
             source = match.group(1) if match else self.files.communicator.path
             what = re.sub(r"^KeyError \S+ in ", "KeyError in ", error[match.end() :] if match else error)
             self._add(
+                "E202",
                 "error",
                 source,
                 archs,
@@ -389,7 +393,7 @@ class Release:
                 ]
                 lines[found.arch] = self._first_row(found)
         for archs, sizes in self._group(per_arch):
-            self._add("warning", self._where(lines[archs.split(", ")[0]]), archs, holes_message(sizes))
+            self._add("E201", "warning", self._where(lines[archs.split(", ")[0]]), archs, holes_message(sizes))
 
     def _clipped(self, everything: list[_Arch]) -> None:
         per_arch: dict[str, list[int]] = {}
@@ -409,6 +413,7 @@ class Release:
         archs = ", ".join(sorted(per_arch, key=_arch_order))
         if self.files.configs is None:
             self._add(
+                "S102",
                 "note",
                 self._where(first),
                 archs,
@@ -416,7 +421,7 @@ class Release:
                 f"nccl runs above it, where the rows write a custom algorithm for every size{where}",
             )
             return
-        self._add("warning", self._where(first), archs, clipped_message(self.workspace, where))
+        self._add("E301", "warning", self._where(first), archs, clipped_message(self.workspace, where))
 
     def _multicast(self, everything: list[_Arch]) -> None:
         per_arch: dict[str, list[int]] = {}
@@ -435,6 +440,7 @@ class Release:
             per_arch[found.arch] = asked
         for archs, sizes in self._group(per_arch):
             self._add(
+                "S103",
                 "warning",
                 self._where(first),
                 archs,
@@ -459,6 +465,7 @@ class Release:
                             per_key.setdefault((found.arch, text), []).append(ws)
         for (arch, text), sizes in per_key.items():
             self._add(
+                "E103",
                 "warning",
                 self.files.communicator.path,
                 arch,
@@ -471,7 +478,7 @@ class Release:
             if arch not in self.copies:  # a copy has configs of its own: the copied-rows warning says so
                 by.setdefault(twin, []).append(arch)
         if by:
-            self._add("note", self._where(self._dispatch_line()), *served_message(by))
+            self._add("S104", "note", self._where(self._dispatch_line()), *served_message(by))
 
     def _dispatch_line(self) -> int:
         """The line of the function that asks the GPU's capability (where an arch's configs are chosen)."""
@@ -493,6 +500,7 @@ class Release:
             return
         if not on:
             self._add(
+                "S105",
                 "note",
                 f"{source.path}:{line}",
                 "all",

@@ -172,6 +172,7 @@ def _findings(
             "*",
             f"{d.release} has no per-arch tables (no {CUSTOM_AR}): on every arch it runs {default_path(d)}",
             severity="note",
+            code="V101",
         )
         return
     for arch, (parent, equal, total) in copies.items():
@@ -180,6 +181,7 @@ def _findings(
             figures.line(CUSTOM_AR, arch),
             arch,
             f"{arch} = {parent} in {equal} of {total} tables: measured, or inherited?{fi}",
+            code="E101",
         )
     _raises(figures, d, sink)
     _unused_rows(figures, d, sink)
@@ -215,7 +217,7 @@ def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     seen.add(error)
                     table = MULTIMEM if MULTIMEM in error else CUSTOM_AR
                     where = ws if f"world size {ws}" in error else None
-                    sink.add(figures.line(table, arch), arch, error, where, severity="error")
+                    sink.add(figures.line(table, arch), arch, error, where, severity="error", code="E202")
     if figures.multimem is not None:
         for arch, sizes in figures.multimem.items():
             if arch not in figures.symm_mem:
@@ -224,6 +226,7 @@ def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     arch,
                     f"{arch} is in {MULTIMEM} but not in {SYMM_MEM}: torch symmetric memory is disabled at "
                     f"start-up on {arch}, so the multimem list is never used (the two tables must stay in step)",
+                    code="V102",
                 )
                 continue
             unused = [ws for ws in sizes if ws not in figures.symm_mem[arch]]
@@ -232,6 +235,7 @@ def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     figures.line(MULTIMEM, arch),
                     arch,
                     f"{MULTIMEM}[{arch!r}] lists world sizes {unused} that {SYMM_MEM} does not: never used",
+                    code="V102",
                 )
 
 
@@ -243,6 +247,7 @@ def _unused_rows(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             "*",
             f"VLLM_ALLREDUCE_USE_SYMM_MEM is off by default in {d.release}: neither {SYMM_MEM} nor {CUSTOM_AR} "
             f"is used with default settings (custom_ar keeps its {format_size(d.custom_ar_max)} default)",
+            code="V103",
         )
         return
     lonely = [
@@ -257,6 +262,7 @@ def _unused_rows(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             "*",
             f"{CUSTOM_AR} rows never used: a row applies only where torch symmetric memory starts, and "
             f"{SYMM_MEM} has no row for {', '.join(lonely)} (custom_ar keeps {format_size(d.custom_ar_max)} there)",
+            code="V103",
         )
 
 
@@ -275,6 +281,7 @@ def _capped(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             "*",
             f"custom_ar rows above {format_size(d.custom_ar_max)} are capped by CustomAllreduce's default max_size "
             f"({rows}): sizes from {format_size(d.custom_ar_max)} go to the next path",
+            code="E301",
         )
 
 
@@ -293,6 +300,7 @@ def _no_path(figures: Figures, d: Dispatch, where: str, sink: FindingSink) -> No
         where,
         "*",
         f"{text}{f' (also {others})' if others else ''}: vLLM sends every size to nccl there, silently",
+        code="E201",
     )
 
 
@@ -318,6 +326,7 @@ def _never_run(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             "*",
             f"{table} rows that never run with vLLM's defaults: {by} takes every size they hold first, for the 2-D "
             f"fp16/bf16/fp32 inputs it takes ({where})",
+            code="V104",
         )
 
 
@@ -332,6 +341,7 @@ def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     f"FlashInfer one-shot bound {mb} MB is above FlashInfer's 64MB / world size = {cap:g} MB: "
                     "clipped by its workspace",
                     ws,
+                    code="E301",
                 )
     if figures.fi_world_sizes is not None:
         for arch, rows in (figures.fi_fusion or {}).items():
@@ -343,6 +353,7 @@ def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                         f"{FI_FUSION} row for world size {ws} is never used: FI_SUPPORTED_WORLD_SIZES = "
                         f"{figures.fi_world_sizes}",
                         ws,
+                        code="V105",
                     )
     orphans = [
         (arch, ws, nodes)
@@ -357,6 +368,7 @@ def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             "*",
             f"{FI_MNNVL} rows never used: FlashInfer's all-reduce starts only where {FI_FUSION} has a row "
             f"for the arch and world size ({keys})",
+            code="V105",
         )
 
 

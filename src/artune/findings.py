@@ -1,0 +1,489 @@
+"""The kinds of finding that ``artune check`` and ``artune review`` print, each with a stable code.
+
+A code names a kind of finding the way a linter's rule code does: it stays the
+same across releases and wording changes, so ``artune check --ignore E101``
+and a reviewer's link to ``docs/findings.md#e101`` keep working. The first
+letter says where the finding comes from:
+
+- ``T``: the table's structure (``artune.table.check``), any table;
+- ``E``: an engine's own files, whatever the engine (``artune.formats``: copied
+  arches, holes, workspace clips, rules that can never be reached);
+- ``V``: vLLM only; ``S``: SGLang only; ``R``: TensorRT-LLM only;
+- ``N``: ranks across nodes or a rack; ``X``: the evidence behind the figures;
+- ``M``: the cost model's notes on modelled figures.
+
+This module is the one registry: every code a finding carries has its entry
+here (``tests/test_findings.py`` holds it to that), and ``docs/findings.md`` is
+generated from it (``python -m artune.findings > docs/findings.md``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Protocol, TypeVar
+
+from artune.errors import ArtuneError
+
+PREFIXES: Mapping[str, str] = MappingProxyType(
+    {
+        "T": "Table structure",
+        "E": "Engine files",
+        "V": "vLLM",
+        "S": "SGLang",
+        "R": "TensorRT-LLM",
+        "N": "Multi-node and rack",
+        "X": "Evidence",
+        "M": "Cost model",
+    }
+)
+
+_CODE = re.compile(r"[A-Z][0-9]{3}")
+
+
+@dataclass(frozen=True)
+class FindingKind:
+    """One kind of finding: its code, a title, what it means, an example line and the fix."""
+
+    code: str
+    title: str
+    meaning: str
+    example: str
+    fix: str
+
+
+def _kinds(*kinds: FindingKind) -> Mapping[str, FindingKind]:
+    out: dict[str, FindingKind] = {}
+    for kind in kinds:
+        if not _CODE.fullmatch(kind.code) or kind.code[0] not in PREFIXES or kind.code in out:
+            raise ValueError(f"finding code {kind.code!r}: a known prefix and three digits, once each")
+        out[kind.code] = kind
+    return MappingProxyType(out)
+
+
+KINDS: Mapping[str, FindingKind] = _kinds(
+    # ---------------------------------------------------------------- T: any table's structure
+    FindingKind(
+        "T101",
+        "Band covers no size",
+        "A band's `upto` does not extend the band before it: the bands are out of order or overlap, "
+        "so this band is never chosen.",
+        "t.toml: warning T101: arch=x86_64 ws=2 mode=eager: band 2 (upto 4KiB) does not extend band 1 "
+        "(upto 64KiB): bands out of order or overlapping, it covers no size",
+        "Order the bands by `upto`, each larger than the one before.",
+    ),
+    FindingKind(
+        "T102",
+        "Algorithm listed twice in a band",
+        "A band's candidate list names the same algorithm twice; the second can never be reached.",
+        "t.toml: warning T102: arch=x86_64 ws=2 mode=eager: band 1 lists an algorithm twice: "
+        "['shm_one_shot', 'shm_one_shot']",
+        "Remove the repeated name.",
+    ),
+    FindingKind(
+        "T103",
+        "Unknown algorithm",
+        "A band or a fallback names an algorithm artune does not know; it is never available.",
+        "t.toml: warning T103: arch=x86_64 ws=2 mode=eager: unknown algorithm 'shm_3shot'; known: ...",
+        "Use a name from the list the finding prints (`artune bench` shows the ones that run here).",
+    ),
+    FindingKind(
+        "T104",
+        "Required parameter missing",
+        "The algorithm needs a launch parameter the plan does not give it, so it is skipped at run time.",
+        "t.toml: warning T104: arch=10.0 ws=8 mode=graph: 1shot_push needs parameter 'blocks' and has none "
+        "(it will be skipped)",
+        'Add it to the plan\'s `params` table, e.g. `params = { "1shot_push" = { blocks = 148 } }`.',
+    ),
+    FindingKind(
+        "T105",
+        "Algorithm never runs at this world size",
+        "The algorithm only runs at some world sizes, and the plan's is not one of them.",
+        "t.toml: warning T105: arch=9.0 ws=3 mode=graph: custom_ar never runs at world_size=3 (only [2, 4, 6, 8])",
+        "Drop the algorithm from this plan, or move the band to a world size it runs at.",
+    ),
+    FindingKind(
+        "T106",
+        "Algorithm cannot run on the plan's topology",
+        "Shared memory across hosts, or `hier_shm` on one host: the algorithm is never available for the plan.",
+        "t.toml: warning T106: arch=x86_64 ws=4 hosts=2 mode=eager: shm_one_shot runs only with every rank on one "
+        "host, not across 2 hosts (it will never be available for this plan)",
+        "Use an algorithm that runs on that many hosts (`hier_shm`, `gloo`).",
+    ),
+    FindingKind(
+        "T107",
+        "Parameters for an unknown algorithm",
+        "The plan's `params` names an algorithm artune does not know; the parameters are never used.",
+        "t.toml: warning T107: arch=x86_64 ws=2 mode=eager: params for unknown algorithm 'shm_3shot'",
+        "Fix the name or remove the entry.",
+    ),
+    FindingKind(
+        "T108",
+        "Graph mode on a CPU table",
+        "CPU calls are always eager, so a CPU plan in `graph` mode is never used.",
+        "t.toml: warning T108: arch=x86_64 ws=2 mode=graph: mode 'graph' on a CPU table; CPU has only 'eager'",
+        'Write `mode = "eager"`, or drop the plan.',
+    ),
+    FindingKind(
+        "T201",
+        "World sizes with no plan",
+        "Between 2 (or the smallest planned world size, across hosts) and the largest, some world sizes have "
+        "no plan: the decision borrows the nearest smaller one, which was measured for other ranks.",
+        "t.toml: warning T201: arch=9.0: mode=eager: no plan for world sizes 2-7 (up to 8)",
+        "Tune those world sizes (`artune tune --world-size 3`), or accept the borrowed plan knowingly.",
+    ),
+    FindingKind(
+        "T202",
+        "Mode missing for some world sizes",
+        "One mode has plans for world sizes another mode lacks; calls in that mode borrow the other mode's plan.",
+        "t.toml: warning T202: arch=9.0: mode=eager missing for world sizes 3 that other modes plan",
+        "Tune both modes (`artune tune --device cuda` measures graph and eager).",
+    ),
+    FindingKind(
+        "T203",
+        "No plans",
+        "The table has no plans, or none for ranks on one host: it answers nothing, or nothing on one host.",
+        "t.toml: warning T203: arch=x86_64: table has no single-host plans",
+        "Add a plan (`artune tune` writes them).",
+    ),
+    FindingKind(
+        "T301",
+        "Figures inherited, not measured",
+        "The table's (or a plan's) figures were copied from another arch or machine: nothing says they hold here.",
+        "t.toml: warning T301: arch=10.7: figures inherited from arch 10.3, not measured on this arch; "
+        "run 'artune tune' on this hardware",
+        "Run `artune tune` on the hardware and use the measured table.",
+    ),
+    FindingKind(
+        "T401",
+        "Answered by another table (note)",
+        "A key (world size, hosts, mode) this table has no plan for is answered by the next table down, "
+        "such as the bundled default. Information, not a problem.",
+        "tune-out/table.toml: note T401: arch=x86_64 ws=4 hosts=2 mode=eager: answered by the bundled default "
+        "(bundled:cpu), since this table has no ws=4 hosts=2 mode=eager plan",
+        "None needed; tune that key to replace the answer with a measured one.",
+    ),
+    # ---------------------------------------------------------------- E: any engine's files
+    FindingKind(
+        "E101",
+        "Arch copied from another",
+        "An arch's rows equal another arch's in every table: the reviewer asks whether they were measured "
+        "on that GPU or copied.",
+        "vllm==0.33.0/.../all_reduce_utils.py:50: warning E101: arch=10.7: 10.7 = 10.3 in 3 of 3 tables: "
+        "measured, or inherited?",
+        "Measure the arch (`artune tune --device cuda` on it) and write its own rows, or say in the pull "
+        "request that the rows are inherited.",
+    ),
+    FindingKind(
+        "E102",
+        "Rule shadowed",
+        "An earlier rule can run wherever this one can, over all of its sizes: this rule can never be reached.",
+        "configs/custom_all_reduce_v2.py:120: warning E102: arch=9.0: 2shot_pull is shadowed by 1shot_push: "
+        "it can never be reached; at world size 2 (graph)",
+        "Remove the rule, or end the earlier rule where this one should start.",
+    ),
+    FindingKind(
+        "E103",
+        "Rule left only unaligned sizes",
+        "After the earlier rules, the rule is left only sizes the engine's 16-byte alignment rule never sends "
+        "to it: it can never be reached.",
+        "configs/custom_all_reduce_v2.py:120: warning E103: arch=9.0: 1shot_pull is left only (4096, 4100], "
+        "which holds no 16-byte-aligned size: it never runs; at world size 2",
+        "Move the bound to a multiple of 16 bytes, or remove the rule.",
+    ),
+    FindingKind(
+        "E201",
+        "World sizes with no config",
+        "World sizes between 2 and the largest configured one have no config (or no path on any arch): the "
+        "engine sends every size to NCCL there, silently.",
+        "vllm==0.33.0/.../all_reduce_utils.py:31: warning E201: arch=*: world sizes 3, 5, 7, 9-15 have no path "
+        "on any arch: vLLM sends every size to nccl there, silently",
+        "Add configs for the world sizes the engine serves, or state that NCCL is meant there.",
+    ),
+    FindingKind(
+        "E202",
+        "The engine raises",
+        "At these world sizes the engine raises (a `KeyError` at start-up or on the first all-reduce) where the "
+        "tables admit the call; the engine then fails or falls back to NCCL.",
+        "sglang==0.5.17/.../custom_all_reduce_v2.py:88: error E202: arch=9.0: CustomAllReduceV2.__init__ raises "
+        "(KeyError) at world sizes 9-16, which the communicator admits: SGLang logs 'Setup Custom allreduce "
+        "failed' and runs nccl there",
+        "Add the missing rows, or keep the communicator from admitting those world sizes.",
+    ),
+    FindingKind(
+        "E301",
+        "Bound clipped by a workspace cap",
+        "A row's bound is above a buffer or workspace the engine allocates by default (vLLM's 8 MiB custom "
+        "all-reduce buffer, SGLang's 16 MiB workspace, FlashInfer's 64 MB / world size): above the cap the next "
+        "path runs, not what the row writes. `artune explain` shows both.",
+        "sglang==0.5.23/.../custom_all_reduce_v2.py:277: warning E301: arch=9.0, 10.0, 10.7: SGLang's 16MiB "
+        "default workspace (SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB) clips the rows above it: nccl runs there",
+        "Lower the bound to the cap, or raise the cap's default with the rows.",
+    ),
+    # ---------------------------------------------------------------- V: vLLM
+    FindingKind(
+        "V101",
+        "No per-arch tables (note)",
+        "The vLLM release has no per-arch size tables: one line says what it runs on every arch.",
+        "vllm==0.10.0/.../custom_all_reduce.py:1: note V101: arch=*: vLLM 0.10.0 has no per-arch tables "
+        "(no CUSTOM_ALL_REDUCE_MAX_SIZES): on every arch it runs ...",
+        "None needed: information.",
+    ),
+    FindingKind(
+        "V102",
+        "Multimem list out of step with the size table",
+        "`_WORLD_SIZES_MULTIMEM` names an arch or world sizes that `SYMM_MEM_ALL_REDUCE_MAX_SIZES` does not: "
+        "those entries are never used. The two tables must stay in step.",
+        "symm_mem.py:20: warning V102: arch=10.7: _WORLD_SIZES_MULTIMEM['10.7'] lists world sizes [16] that "
+        "SYMM_MEM_ALL_REDUCE_MAX_SIZES does not: never used",
+        "Add the size-table rows, or drop the multimem entries.",
+    ),
+    FindingKind(
+        "V103",
+        "Rows unused with the default settings",
+        "Symmetric memory is off by default in this release, or a custom all-reduce row has no symmetric-memory "
+        "row beside it: vLLM never reads the row, and custom all-reduce keeps its 8 MiB default.",
+        "all_reduce_utils.py:33: warning V103: arch=*: CUSTOM_ALL_REDUCE_MAX_SIZES rows never used: a row applies "
+        "only where torch symmetric memory starts, and SYMM_MEM_ALL_REDUCE_MAX_SIZES has no row for 9.0 ws=6",
+        "Add the symmetric-memory row, or remove the custom all-reduce row.",
+    ),
+    FindingKind(
+        "V104",
+        "Rows that never run with vLLM's defaults",
+        "An earlier path (FlashInfer's all-reduce, on and asked first from vLLM 0.29) takes every size these "
+        "rows hold, so they never run.",
+        "all_reduce_utils.py:32: warning V104: arch=*: CUSTOM_ALL_REDUCE_MAX_SIZES rows that never run with "
+        "vLLM's defaults: flashinfer_ar takes every size they hold first, ...",
+        "End the FlashInfer row where these rows should take over, or remove them.",
+    ),
+    FindingKind(
+        "V105",
+        "FlashInfer row never used",
+        "A FlashInfer fusion row is for a world size FlashInfer does not support, or an MNNVL row has no fusion "
+        "row for its arch and world size: vLLM never reads it.",
+        "all_reduce_utils.py:70: warning V105: arch=10.0: FI_ALLREDUCE_FUSION_MAX_SIZE_MB row for world size 16 "
+        "is never used: FI_SUPPORTED_WORLD_SIZES = [2, 4, 8]",
+        "Remove the row, or add the world size where FlashInfer supports it.",
+    ),
+    # ---------------------------------------------------------------- S: SGLang
+    FindingKind(
+        "S101",
+        "Configs file read alone (note)",
+        "Only the configs file was given: its rows are read in the order SGLang's `Heuristic` documents and "
+        "clipped to the default workspace, not by the communicator's own dispatch.",
+        "custom_all_reduce_v2.py:1: note S101: arch=all: no CustomAllReduceV2 beside this configs file: ...",
+        "Give the checkout (`sglang:PATH`) or the release (`sglang==VERSION`) to read SGLang's own dispatch.",
+    ),
+    FindingKind(
+        "S102",
+        "Pull buffer ends custom all-reduce (note)",
+        "`CustomAllReduceV2`'s 16 MiB pull buffer ends custom all-reduce: NCCL runs above it, where the rows "
+        "write a custom algorithm for every size.",
+        "configs/custom_all_reduce_v2.py:160: note S102: arch=9.0: the 16MiB pull buffer "
+        "(CustomAllReduceV2.__init__'s max_pull_size default) ends custom all-reduce: nccl runs above it, ...",
+        "None needed, unless the rows mean the custom algorithm above 16 MiB: then raise `max_pull_size`.",
+    ),
+    FindingKind(
+        "S103",
+        "Multicast asked where it has no blocks",
+        "Rows ask for multicast two-shot (a non-empty `mc` range) at world sizes where `num_mc_blocks` is None: "
+        "multicast never runs there.",
+        "configs/custom_all_reduce_v2.py:200: warning S103: arch=10.0: rows ask for multicast two-shot "
+        "(a non-empty mc range) at world size 3, where num_mc_blocks is None: multicast never runs there",
+        "Give `num_mc_blocks` for those world sizes, or empty the `mc` range.",
+    ),
+    FindingKind(
+        "S104",
+        "Arch served by the dispatch (note)",
+        "Arches with no configs of their own get another arch's configs (or the default ones) through SGLang's "
+        "dispatch on the GPU's capability.",
+        "configs/custom_all_reduce_v2.py:316: note S104: arch=10.3, 12.0: no configs of their own: SGLang's "
+        "dispatch on the GPU's capability gives 10.3 the configs of 10.0; 12.0 its default configs",
+        "None needed, unless the arch should have measured rows of its own.",
+    ),
+    FindingKind(
+        "S105",
+        "Custom all-reduce v2 off by default (note)",
+        "In this release SGLang takes custom all-reduce v2 only when a setting switches it on; the tables "
+        "describe it switched on, while by default SGLang runs its legacy `CustomAllreduce`.",
+        "parallel_state.py:300: note S105: arch=all: custom all-reduce v2 is off by default in this release ...",
+        "None needed: information.",
+    ),
+    # ---------------------------------------------------------------- X: the evidence behind a review
+    FindingKind(
+        "X111",
+        "Moved range nothing measured",
+        "`artune review`: ranges move at an arch and world size where no evidence (a benchmark's output, an "
+        "`artune tune` log) measured anything. The review prints the command that measures them.",
+        "| **X111** | 10.0 | 4 | graph (640KiB, 2.25MiB], (2.25MiB, 8MiB]; eager (640KiB, 3MiB], (3MiB, 8MiB] |",
+        "Run the printed command on that GPU and commit its output to the evidence folder.",
+    ),
+    FindingKind(
+        "X112",
+        "Sweep does not reach every moved bound",
+        "A sweep at that arch and world size exists, but its sizes do not reach both sides of every moved bound; "
+        "the review says what it lacks.",
+        "- **X112** arch 10.0, ws 8: the evidence does not reach every bound: sweep.json (graph): 512KiB.",
+        "Add the sizes it lacks to the sweep's size list and run it again.",
+    ),
+    FindingKind(
+        "X113",
+        "Modelled loss beyond the interval",
+        "Nothing measured the moved sizes, and the cost model predicts AFTER's rows slower than BEFORE's beyond "
+        "its own interval.",
+        "- **warning X113** arch 10.0 ws 4 (eager): the cost model (b200) predicts AFTER slower over the moved "
+        "sizes: regret 1.01 before, 1.09 after (90th percentile 1.12), a loss beyond its interval; ...",
+        "Measure it (X111's command), or explain in the pull request why the model is wrong there.",
+    ),
+    FindingKind(
+        "X114",
+        "Evidence has no column for the kernel",
+        "The sweep has no column for the kernel a moved row runs (SGLang's benchmarks time its dispatch, not "
+        "its kernels), so it cannot answer those sizes.",
+        "- **warning X114** arch 10.0 ws 4 (graph): bench.txt has no column for two-shot push (2shot_push runs "
+        "it at 1MiB, 2MiB): it cannot answer those moved sizes; measure two-shot push there",
+        "Measure that kernel: for SGLang, `artune tune` on the GPU and `artune review --measured`.",
+    ),
+    FindingKind(
+        "X201",
+        "Measured: AFTER slower than BEFORE",
+        "Measured: AFTER's moved rows have more regret than BEFORE's, beyond the sweep's or the run's noise. "
+        "The review requests changes.",
+        "- **error X201** arch 10.0 ws 8 (graph): measured on 12 sizes in (256KiB, 8MiB], AFTER's rows "
+        "(2shot_push) have regret 1.080 against BEFORE's 1.010, beyond the sweep's noise (2.0%); ...",
+        "Keep BEFORE's rows there (the finding names them), or measure again if the run was disturbed.",
+    ),
+    FindingKind(
+        "X202",
+        "Measured: a better row the rules allow",
+        "Measured: AFTER's row loses, beyond the noise, to the best row the engine's rules allow on that sweep.",
+        "- **error X202** arch 10.0 ws 4 (graph): AFTER's row scores 1.060 on the sweep as the engine runs it, "
+        "the best row its rules allow 1.004, beyond the sweep's noise (2.0%); the better row: ...",
+        "Paste the best row the review prints under Evidence.",
+    ),
+    # ---------------------------------------------------------------- N: ranks across nodes or a rack
+    FindingKind(
+        "N101",
+        "vLLM across a rack (note)",
+        "Per arch, the world sizes and node counts where vLLM starts a path across hosts in one NVLink domain "
+        "(FlashInfer's mnnvl all-reduce, custom all-reduce's MNNVL mode, torch symmetric memory); every other "
+        "one across hosts, and every one over a network, runs nccl.",
+        "vllm==0.33.0/.../all_reduce_utils.py:87: note N101: arch=10.3: across hosts in one NVLink domain "
+        "(nvlink=rack) vLLM 0.33.0 starts ... ws=16 on 2, 4, 8, 16 hosts: flashinfer_ar; ...",
+        "Information: `artune explain --hosts N --nvlink-domain rack` shows what runs at one size.",
+    ),
+    FindingKind(
+        "N102",
+        "Multi-node FlashInfer row without a one-host row",
+        "`FI_MNNVL_ALLREDUCE_MAX_SIZE_MB` tunes `(cc, ws, nodes)` across hosts but has no `(cc, ws, 1)` row: "
+        "on one host that world size runs the untuned fusion bound.",
+        "vllm==0.33.0/.../all_reduce_utils.py:93: warning N102: arch=10.3 ws=16 hosts=4: "
+        "FI_MNNVL_ALLREDUCE_MAX_SIZE_MB has a multi-node row (103, 16, 4) but no one-host row (103, 16, 1): ...",
+        "Add the `(cc, ws, 1)` row, or say why one host keeps the fusion bound.",
+    ),
+    FindingKind(
+        "N103",
+        "vLLM raises across hosts over a network",
+        "SymmMemCommunicator calls torch symmetric memory's rendezvous without catching its RuntimeError, "
+        "which it raises between NVLink domains: the release stops at start-up (vLLM 0.11.0).",
+        "vllm==0.11.0/.../all_reduce_utils.py:52: error N103: arch=10.0: vLLM 0.11.0 raises at start-up "
+        "across hosts joined over a network at world sizes 2, 4, 6, 8: ...",
+        "Use vLLM 0.11.1 or later, or `VLLM_ALLREDUCE_USE_SYMM_MEM=0` across hosts.",
+    ),
+    FindingKind(
+        "N111",
+        "SGLang across a rack (note)",
+        "The world sizes where SGLang's custom all-reduce v2 runs across hosts in one NVLink clique (with a "
+        "VMM-backed allocator), graph-captured calls on the eager plans; every other one runs nccl.",
+        "sglang==0.5.23/.../custom_all_reduce_v2.py:1: note N111: arch=9.0, 10.0, 10.7, default: across hosts "
+        "in one NVLink clique (nvlink=rack) custom all-reduce v2 runs at ...",
+        "Information: `artune explain --hosts N --nvlink-domain rack --mode graph` shows the eager plan it takes.",
+    ),
+    # ---------------------------------------------------------------- M: the cost model
+    FindingKind(
+        "M101",
+        "Figures modelled, not measured (note)",
+        "The table or plan was predicted by artune's cost model (`artune plan`), with its predicted regret band.",
+        "rubin.toml: note M101: arch=10.7 ws=8 mode=graph: plan modelled by artune.model/1, not measured "
+        "(predicted regret 1.005 geomean (p90 1.013))",
+        "`artune verify` or `artune tune` on the hardware turns the prediction into a measurement.",
+    ),
+)
+
+
+class _Coded(Protocol):
+    @property
+    def code(self) -> str: ...
+
+
+_F = TypeVar("_F", bound=_Coded)
+
+
+def parse_codes(text: str | None, option: str) -> tuple[str, ...]:
+    """``"T1,E101"`` -> ``("T1", "E101")``; each a code or a prefix of one (as ruff's ``--select`` takes)."""
+    if not text:
+        return ()
+    out = tuple(part.strip().upper() for part in text.split(",") if part.strip())
+    for part in out:
+        if not any(code.startswith(part) for code in KINDS):
+            known = ", ".join(PREFIXES)
+            raise ArtuneError(
+                f"{option}: {part!r} is no finding code nor a prefix of one (prefixes {known}; "
+                "the codes are listed in docs/findings.md)"
+            )
+    return out
+
+
+def selected(findings: Iterable[_F], select: Sequence[str] = (), ignore: Sequence[str] = ()) -> list[_F]:
+    """The findings whose code starts with one of ``select`` (all when empty) and with none of ``ignore``."""
+    return [
+        f
+        for f in findings
+        if (not select or f.code.startswith(tuple(select))) and not (ignore and f.code.startswith(tuple(ignore)))
+    ]
+
+
+def markdown() -> str:
+    """``docs/findings.md``: every code with its meaning, an example and the fix, grouped by prefix."""
+    out = [
+        "# Finding codes",
+        "",
+        "<!-- generated by `python -m artune.findings > docs/findings.md`; tests/test_findings.py checks it -->",
+        "",
+        "Every line `artune check` prints, and every question `artune review` asks, carries a code such as "
+        "`E101`. The code stays the same when the wording changes. Filter by it:",
+        "",
+        "```sh",
+        "artune check reference:vllm --ignore E101        # everything but copied arches",
+        "artune check sglang==0.5.23 --select E,S         # engine-file and SGLang findings only",
+        "```",
+        "",
+        "A prefix selects every code that starts with it. `note` lines are information and do not count "
+        "towards the exit status.",
+        "",
+    ]
+    for prefix, title in PREFIXES.items():
+        kinds = [k for k in KINDS.values() if k.code.startswith(prefix)]
+        out += [f"## {prefix}: {title}", ""]
+        if not kinds:
+            out += ["No codes yet.", ""]
+        for kind in kinds:
+            out += [
+                f"### {kind.code}: {kind.title} {{#{kind.code.lower()}}}",
+                "",
+                kind.meaning,
+                "",
+                "```text",
+                kind.example,
+                "```",
+                "",
+                f"**Fix.** {kind.fix}",
+                "",
+            ]
+    return "\n".join(out).rstrip() + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")
