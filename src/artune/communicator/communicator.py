@@ -8,7 +8,7 @@ Rules it follows (documented here because users rely on them):
 - Shared-memory algorithms are offered only when every rank is on one host and
   the segment could be created and opened by all; otherwise the process group
   runs every size (``shm_unavailable_reason`` says why). When the ranks share
-  a host, that is a large slow-down (often 20-60x for small messages), so
+  a host, that is a large slow-down for small messages, so
   rank 0 logs it once per process at WARNING with the reason and the fix.
   Across hosts, ``hier_shm`` uses shared memory inside each host, and plans
   are those for the number of hosts (``hosts``).
@@ -96,7 +96,7 @@ def _warn_shm_unused(reason: str, baseline: str, world_size: int, env_buffer: st
     _shm_warned.add(reason)
     log.warning(
         "artune: the ranks share a host but shared memory is not used, so every all-reduce runs on %s "
-        "(often 20-60x slower for small messages): %s%s",
+        "(much slower for small messages): %s%s",
         baseline,
         reason,
         shm_env_hint(world_size, env_buffer),
@@ -106,8 +106,9 @@ def _warn_shm_unused(reason: str, baseline: str, world_size: int, env_buffer: st
 def _warn_if_oversubscribed(local: list[RankFacts]) -> None:
     """Warn when this host's ranks run more torch threads than the CPUs they may use, together.
 
-    Spinning OpenMP threads starve the peer rank (measured 50-200x slower at
-    1 MiB). Ranks pinned to distinct CPUs with one thread each are fine.
+    Spinning OpenMP threads starve the peer rank, whose shared-memory rounds
+    then wait a time slice each (docs/results/shm-defaults.md). Ranks pinned to
+    distinct CPUs with one thread each are fine.
     """
     threads = sum(f.threads for f in local)
     cpus = len(set().union(*(f.cpus for f in local))) or (os.cpu_count() or 1)
@@ -269,7 +270,7 @@ class Communicator:
     @property
     def multicast(self) -> bool | None:
         """Whether NVLink multicast works on every rank (CUDA tensors' decisions take the table's plans for
-        that machine); ``None`` where the CUDA algorithms were not opened. Not yet run on a GPU."""
+        that machine); ``None`` where the CUDA algorithms were not opened (where this has run: docs/status.md)."""
         return self._algorithms.multicast
 
     def baseline_for(self, device: torch.device | str) -> str:

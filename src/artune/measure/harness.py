@@ -282,7 +282,7 @@ def measure(
         burst, settle: a round gives each candidate in turn ``settle``
             untimed calls then ``burst`` timed ones (A A A A B B B B ...).
             The untimed call absorbs the rank skew the previous candidate
-            left (a rank leaving gloo 50 us after its peer would otherwise be
+            left (a rank leaving gloo later than its peer would otherwise be
             charged to the next candidate); the turns keep the candidates
             interleaved at a fine grain, so drift hits them alike.
         check: run the correctness check (otherwise ``nwrong`` is ``-1``).
