@@ -94,7 +94,7 @@ def dump_table(table: Table, path: str | Path) -> None:
 # ---------------------------------------------------------------- dict -> Table
 
 
-class _Reader:
+class _TableReader:
     """Checks one file's dict, keeping the file name for messages."""
 
     def __init__(self, origin: str) -> None:
@@ -270,7 +270,7 @@ class _Reader:
 
 def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
     """Build a ``Table`` from the dict form of a TOML file, checking every value."""
-    r = _Reader(origin)
+    r = _TableReader(origin)
     data = r.mapping(data, "")
     r.keys(data, "top level", ("schema", "platform", "provenance", "rules", "plan"))
     schema = data.get("schema", SCHEMA)
