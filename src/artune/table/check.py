@@ -124,7 +124,7 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
 def _plan_findings(table: Table, plan: Plan) -> list[str]:
     out: list[str] = []
     if table.platform.kind == "cpu" and plan.mode != "eager":
-        out.append(f"mode {plan.mode!r} on a CPU table; CPU has only 'eager'")
+        out.append(f"mode '{plan.mode}' on a CPU table; CPU has only 'eager'")
     if plan.provenance is not None and plan.provenance.source == "inherited":
         out.append(f"plan figures are {plan.provenance.source}, not measured")
     previous = -1
