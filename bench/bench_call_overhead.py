@@ -44,7 +44,7 @@ def _rank(ctx: RankContext, nbytes: int, turns: int, turn: int) -> dict[str, lis
     with Communicator() as comm:
         t = torch.ones(nbytes // 4)
         comm.all_reduce(t, algorithm="shm_one_shot")  # first sight: routes it
-        step = comm._routes[(t.shape, t.dtype, t.device, "sum", "shm_one_shot")][0]
+        step = comm._routes.eager[(t.shape, t.dtype, t.device, "sum", "shm_one_shot")].run
         router, gate = comm._fast, Gate()
         named = {"chunk_bytes": DEFAULT_CHUNK_BYTES}
 

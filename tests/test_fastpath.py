@@ -18,6 +18,7 @@ import pytest
 import torch
 
 from artune.algorithms.shm import native
+from artune.communicator.routes import Route, RouteCache
 from artune.launch import RankContext, run_ranks
 
 PATHS = ["n", "p"] if native._module is not None else ["p"]
@@ -86,13 +87,13 @@ def _signatures(ctx: RankContext, path: str) -> dict[str, Any]:
             wrong.append("a meta tensor was reduced")
         except artune.ArtuneError:
             pass
-        ran = spy.ran
+        ran, stats = spy.ran, comm.route_stats
     try:
         comm.all_reduce(torch.ones(1024))
         closed = "no error"
     except artune.CommunicatorClosed as err:
         closed = str(err)
-    return {"wrong": wrong, "ran": ran, "closed": closed}
+    return {"wrong": wrong, "ran": ran, "closed": closed, "stats": stats}
 
 
 @pytest.mark.timeout(120)
@@ -107,6 +108,11 @@ def test_repeated_calls_run_from_c_and_only_for_their_own_signature(path: str) -
             assert res["ran"] == 11, rank
         else:
             assert res["ran"] == 0, rank
+        # the router counts what it ran itself; six signatures were decided (the meta tensor's raised), and
+        # each of the 20 calls that ran found its route one way: 3 x 6 calls, the strided view, the grad tensor
+        stats = res["stats"]
+        assert (stats.fast, stats.misses, stats.routes, stats.cleared) == (res["ran"], 6, 6, 0), stats
+        assert stats.fast + stats.hits + stats.misses == 20, stats
 
 
 def _explicit_params(ctx: RankContext, path: str) -> dict[str, Any]:
@@ -124,8 +130,9 @@ def _explicit_params(ctx: RankContext, path: str) -> dict[str, Any]:
                 comm.all_reduce(t, algorithm="shm_two_shot", params={"chunk_bytes": chunk})
                 if not torch.equal(t, _expected(ctx.world_size, numel, torch.float32, "sum")):
                     wrong.append(f"chunk {chunk}, repeat {repeat}")
-        routes = {key[4]: route[0] for key, route in comm._routes.items()}
-        return {"wrong": wrong, "ran": spy.ran, "routes": len(routes), "distinct": len(set(map(id, routes.values())))}
+        routes = {key[4]: route.run for key, route in comm._routes.eager.items()}
+        distinct = len(set(map(id, routes.values())))
+        return {"wrong": wrong, "ran": spy.ran, "routes": len(routes), "distinct": distinct, "stats": comm.route_stats}
 
 
 @pytest.mark.timeout(120)
@@ -135,6 +142,8 @@ def test_calls_with_explicit_parameters_are_routed_once(path: str) -> None:
         assert res["wrong"] == [], rank
         assert res["routes"] == 2 == res["distinct"], rank  # one bound route per parameter set
         assert res["ran"] == (2 * 2 if path == "n" else 0), rank  # both, after their first sight, from C
+        stats = res["stats"]
+        assert (stats.fast, stats.hits, stats.misses) == (res["ran"], 4 - res["ran"], 2), stats
 
 
 def _many_signatures(ctx: RankContext, path: str) -> dict[str, Any]:
@@ -150,7 +159,7 @@ def _many_signatures(ctx: RankContext, path: str) -> dict[str, Any]:
                 comm.all_reduce(t)
                 if not torch.equal(t, _expected(ctx.world_size, 8 * k, torch.float32, "sum")):
                     wrong.append(f"{8 * k} elements, repeat {repeat}")
-        return {"wrong": wrong, "ran": spy.ran}
+        return {"wrong": wrong, "ran": spy.ran, "stats": comm.route_stats}
 
 
 @pytest.mark.timeout(120)
@@ -160,6 +169,8 @@ def test_more_signatures_than_the_router_holds(path: str) -> None:
         assert res["wrong"] == [], rank
         # the last 16 first seen stay in C; the 4 they replaced take the general path, still correct
         assert res["ran"] == (2 * 16 if path == "n" else 0), rank
+        stats = res["stats"]  # the Python cache holds all 20: the 4 the router dropped are its hits
+        assert (stats.fast, stats.hits, stats.misses, stats.routes) == (res["ran"], 40 - res["ran"], 20, 20), stats
 
 
 def _overlapping(ctx: RankContext, out_dir: str, path: str, warm: bool) -> str:
@@ -203,3 +214,60 @@ def test_overlapping_calls_and_a_close_from_threads_are_refused(tmp_path: Path, 
     outcome = run_ranks(_overlapping, 2, str(tmp_path), path, warm, timeout=100)[0]
     assert outcome.count("another thread is inside an all_reduce") == 3, outcome
     assert "close(): another thread" in outcome
+
+
+def test_the_route_cache_starts_afresh_when_full_and_counts_it() -> None:
+    cache = RouteCache(limit=2)
+    route = Route(lambda t: None, None, "gloo")
+    signatures = [(torch.Size([n]), torch.float32, torch.device("cpu"), "sum", None) for n in (1, 2, 3)]
+    for signature in signatures:
+        cache.add(signature, route, route)
+    assert (len(cache), cache.misses, cache.cleared) == (1, 3, 1)  # the third found it full
+    assert signatures[2] in cache.eager and signatures[2] in cache.graph
+    first = cache.key("shm_two_shot", {"chunk_bytes": 4096})
+    assert cache.key("shm_two_shot", {"chunk_bytes": 4096}) is first  # the router matches keys by identity
+    assert cache.key("shm_two_shot", {"chunk_bytes": [4096]}) is False  # unhashable: no key
+    cache.key("shm_two_shot", {"chunk_bytes": 1})
+    cache.key("shm_two_shot", {"chunk_bytes": 2})  # a third key: full again, routes and keys go together
+    assert (len(cache), len(cache.keys), cache.cleared) == (0, 1, 2)
+    stats = cache.stats(fast=5)
+    assert (stats.fast, stats.hits, stats.misses) == (5, 0, 3)
+    assert str(stats) == "5 fast, 0 hits, 3 misses; 0 signatures remembered, cleared 2 times"
+
+
+class _Unhashable(int):
+    """A valid chunk size that cannot be part of a route key."""
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def _logged_routes(ctx: RankContext) -> dict[str, Any]:
+    import logging
+
+    import artune
+
+    records: list[str] = []
+    handler = logging.Handler(logging.DEBUG)
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("artune.communicator.communicator")
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    with artune.Communicator(timeout=20) as comm:
+        for _ in range(2):
+            comm.all_reduce(torch.ones(64), algorithm="shm_two_shot", params={"chunk_bytes": _Unhashable(4096)})
+            comm.all_reduce(torch.ones(64))
+        stats = comm.route_stats
+    return {"records": [r for r in records if r.startswith("artune ")], "stats": stats}
+
+
+@pytest.mark.timeout(120)
+def test_first_sights_and_the_counters_are_in_the_debug_log() -> None:
+    for rank, res in enumerate(run_ranks(_logged_routes, 2, timeout=100)):
+        routes = [r for r in res["records"] if r.startswith("artune route: 64 x torch.float32 on cpu, op sum")]
+        assert len(routes) == 1, (rank, res["records"])  # once, on first sight; the unhashable call has no route
+        # the unhashable call came first: a miss of its own, then this one's
+        assert "key None -> " in routes[0] and "(routes: 0 fast, 0 hits, 2 misses;" in routes[0], routes[0]
+        stats = res["stats"]
+        assert stats.misses == 3 and stats.fast + stats.hits == 1, (rank, stats)  # 2 unhashable + 1 first sight
+        closed = [r for r in res["records"] if r.startswith("artune Communicator closed; routes: ")]
+        assert closed == [f"artune Communicator closed; routes: {stats}"], res["records"]

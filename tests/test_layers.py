@@ -77,6 +77,68 @@ def test_algorithms_never_import_tune_report_or_cli() -> None:
     assert not upward
 
 
+#: what sits above ``artune.table``: the table layer imports none of it
+ABOVE_TABLE = (
+    "formats",
+    "model",
+    "tune",
+    "review",
+    "report",
+    "cli",
+    "communicator",
+    "algorithms",
+    "measure",
+    "backend",
+)
+#: the command line: ``artune.cli`` and ``python -m artune``, which only starts it
+CLI = ("cli", "__main__")
+
+
+def _in(module: str, packages: tuple[str, ...]) -> bool:
+    """``module`` is one of ``artune.<package>`` or inside one."""
+    return any(f"{module}.".startswith(f"artune.{p}.") for p in packages)
+
+
+def _named_by_string(name: str, source: str | None = None) -> set[str]:
+    """The artune modules ``name`` (its file, or ``source``) names in a string constant: an import by name
+    (``importlib.import_module``)."""
+    tree = ast.parse(source if source is not None else MODULES[name].read_text(encoding="utf-8"))
+    named = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return {m for m in named if m in MODULES and m != name}
+
+
+def _upward(lower: tuple[str, ...] | None, above: tuple[str, ...]) -> list[str]:
+    """``module -> dependency`` for every import from a module in ``lower`` (None: any module not in
+    ``above``) into one in ``above``, string imports included."""
+    return sorted(
+        f"{m} -> {dep}"
+        for m, deps in GRAPH.items()
+        if (_in(m, lower) if lower is not None else not _in(m, above))
+        for dep in deps | _named_by_string(m)
+        if _in(dep, above)
+    )
+
+
+def test_the_library_never_imports_the_cli() -> None:
+    """The command line is the top layer: what it offers the library (table sources, ...) belongs below it."""
+    assert not _upward(None, CLI), "the library imports the CLI: " + "; ".join(_upward(None, CLI))
+
+
+def test_the_table_layer_imports_nothing_above_it() -> None:
+    """``artune.table`` is the low layer: the engines' formats, the model, the tuner, the Communicator and the
+    rest build on it, so it imports none of them, not even by name."""
+    found = _upward(("table",), ABOVE_TABLE)
+    assert not found, "artune.table imports a layer above it: " + "; ".join(found)
+
+
+def test_the_layer_checks_see_what_they_forbid() -> None:
+    """The two checks above see the imports they forbid: the layers by name, the CLI's entry, a string import."""
+    assert _in("artune.cli.tables", CLI) and _in("artune.__main__", CLI) and not _in("artune.catalog", CLI)
+    assert _in("artune.formats.vllm", ABOVE_TABLE) and not _in("artune.table.model", ABOVE_TABLE)
+    assert "artune.cli" in GRAPH["artune.__main__"]
+    assert _named_by_string("artune.table.rules", 'import_module("artune.catalog")') == {"artune.catalog"}
+
+
 def test_the_reader_sees_lazy_and_relative_imports() -> None:
     """The checks above are only as good as the import reader: it must see what a function imports late."""
     assert "artune.measure.cuda_timing" in GRAPH["artune.measure.harness"]

@@ -3,7 +3,7 @@
 ``gpu_facts()`` reads them with ``torch.cuda`` (and NVML through the
 optional ``nvidia-ml-py`` package for the NVLink topology). It is only
 called when CUDA is used; everything else here is plain data, tested on
-CPU. Not yet run on a GPU.
+CPU (where this has run: docs/status.md).
 """
 
 from __future__ import annotations

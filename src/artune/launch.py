@@ -118,24 +118,7 @@ def run_ranks(
     deadline = time.monotonic() + timeout
     outcome: dict[int, tuple[str, Any]] = {}
     try:
-        while len(outcome) < world_size:
-            try:
-                status, rank, value = results.get(timeout=0.2)
-                outcome[rank] = (status, value)
-                continue
-            except queue.Empty:
-                pass
-            dead = [r for r, p in enumerate(procs) if r not in outcome and p.exitcode is not None]
-            if dead and _drain(results, outcome, world_size, grace=1.0):
-                continue
-            dead = [r for r, p in enumerate(procs) if r not in outcome and p.exitcode is not None]
-            if dead:
-                for r in dead:
-                    outcome[r] = ("error", f"rank {r} exited with code {procs[r].exitcode} and no result")
-                _drain(results, outcome, world_size, grace=5.0)
-                break
-            if time.monotonic() > deadline:
-                break
+        _collect(procs, results, outcome, deadline)
     finally:
         for proc in procs:
             proc.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
@@ -151,6 +134,30 @@ def run_ranks(
     if errors:
         raise RankFailed("\n".join(errors))
     return [pickle.loads(outcome[r][1]) for r in range(world_size)]
+
+
+def _collect(procs: list[Any], results: Any, outcome: dict[int, tuple[str, Any]], deadline: float) -> None:
+    """Fill ``outcome`` by rank from ``results`` until every rank has answered, one died without a result
+    (it and the rest that answered in a short grace are recorded), or ``deadline`` passes."""
+    world_size = len(procs)
+    while len(outcome) < world_size:
+        try:
+            status, rank, value = results.get(timeout=0.2)
+            outcome[rank] = (status, value)
+            continue
+        except queue.Empty:
+            pass
+        dead = [r for r, p in enumerate(procs) if r not in outcome and p.exitcode is not None]
+        if dead and _drain(results, outcome, world_size, grace=1.0):
+            continue
+        dead = [r for r, p in enumerate(procs) if r not in outcome and p.exitcode is not None]
+        if dead:
+            for r in dead:
+                outcome[r] = ("error", f"rank {r} exited with code {procs[r].exitcode} and no result")
+            _drain(results, outcome, world_size, grace=5.0)
+            return
+        if time.monotonic() > deadline:
+            return
 
 
 def _drain(results: Any, outcome: dict[int, tuple[str, Any]], world_size: int, grace: float) -> bool:

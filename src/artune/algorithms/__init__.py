@@ -25,7 +25,7 @@ Before a process-group all-reduce, the Communicator should call
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,29 +102,9 @@ def open_algorithms(
     is then ignored); it needs a gloo group that spans every rank.
     """
     across = hosts is not None and len(set(hosts)) > 1
-    channel: ShmChannel | None = None
-    reason: str | None = None
-    if across:
-        reason = "ranks are on different hosts (hier_shm uses shared memory inside each)"
-    elif use_shm:
-        try:
-            channel = ShmChannel(group, timeout=timeout, buffer_bytes=buffer_bytes)
-        except ShmUnavailable as err:
-            reason = str(err)
-    else:
-        reason = "shared memory disabled (use_shm=False)"
-    dead = channel.dead_peers if channel is not None else None
+    channel, reason = _channel(group, timeout, buffer_bytes, use_shm, across)
     parts = backend_parts(group)
-    by_name: dict[str, Algorithm] = {}
-    if len(set(parts.values())) > 1:  # "cpu:gloo,cuda:nccl": one algorithm per backend, each for its devices
-        for device, backend in parts.items():
-            algorithm = ProcessGroupAlgorithm(
-                group, timeout=timeout, dead_peers=dead, name=backend, devices=frozenset({device})
-            )
-            by_name.setdefault(backend, algorithm)
-    else:
-        process_group = ProcessGroupAlgorithm(group, timeout=timeout, dead_peers=dead)
-        by_name[process_group.name] = process_group
+    by_name = _process_groups(group, parts, timeout, channel.dead_peers if channel is not None else None)
     if channel is not None:
         for algorithm in (ShmOneShot(channel), ShmTwoShot(channel)):
             by_name[algorithm.name] = algorithm
@@ -143,6 +123,38 @@ def open_algorithms(
         by_name.update(engines)
         unavailable.update(why)
     return AlgorithmSet(by_name, channel, reason, unavailable, multicast)
+
+
+def _channel(
+    group: Any, timeout: float, buffer_bytes: int | None, use_shm: bool, across: bool
+) -> tuple[ShmChannel | None, str | None]:
+    """The single-host shared-memory channel, or ``None`` and why not."""
+    if across:
+        return None, "ranks are on different hosts (hier_shm uses shared memory inside each)"
+    if not use_shm:
+        return None, "shared memory disabled (use_shm=False)"
+    try:
+        return ShmChannel(group, timeout=timeout, buffer_bytes=buffer_bytes), None
+    except ShmUnavailable as err:
+        return None, str(err)
+
+
+def _process_groups(
+    group: Any, parts: dict[str, str], timeout: float, dead: Callable[[], tuple[int, ...]] | None
+) -> dict[str, Algorithm]:
+    """The process group's own algorithm: one per backend, each for its devices, on a mixed group
+    (``"cpu:gloo,cuda:nccl"``)."""
+    by_name: dict[str, Algorithm] = {}
+    if len(set(parts.values())) > 1:
+        for device, backend in parts.items():
+            algorithm = ProcessGroupAlgorithm(
+                group, timeout=timeout, dead_peers=dead, name=backend, devices=frozenset({device})
+            )
+            by_name.setdefault(backend, algorithm)
+    else:
+        process_group = ProcessGroupAlgorithm(group, timeout=timeout, dead_peers=dead)
+        by_name[process_group.name] = process_group
+    return by_name
 
 
 def _open_hier(

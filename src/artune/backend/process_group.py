@@ -30,7 +30,7 @@ device of a ``"cpu:artune,cuda:nccl"`` spelling). What it does with each call:
   C++ base class from here deadlocks, see the reference notes).
 - **CUDA tensors** go to an inner NCCL group built at the first CUDA call,
   when this torch has NCCL and a GPU; otherwise the call raises
-  ``ArtuneError``. They never go through gloo. (Not yet run on a GPU.)
+  ``ArtuneError``. They never go through gloo. (Where this has run: docs/status.md.)
 - The Communicator's own calls on this group (agreement, the process-group
   algorithm, the self-check) go straight to the inner gloo group: a
   per-thread flag marks them.

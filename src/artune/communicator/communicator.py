@@ -8,7 +8,7 @@ Rules it follows (documented here because users rely on them):
 - Shared-memory algorithms are offered only when every rank is on one host and
   the segment could be created and opened by all; otherwise the process group
   runs every size (``shm_unavailable_reason`` says why). When the ranks share
-  a host, that is a large slow-down (often 20-60x for small messages), so
+  a host, that is a large slow-down for small messages, so
   rank 0 logs it once per process at WARNING with the reason and the fix.
   Across hosts, ``hier_shm`` uses shared memory inside each host, and plans
   are those for the number of hosts (``hosts``).
@@ -45,7 +45,7 @@ import dataclasses
 import functools
 import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 
@@ -58,6 +58,7 @@ from artune.algorithms.base import REDUCE_OPS, Algorithm
 from artune.algorithms.shm.segment import shm_problem
 from artune.communicator import devices, fastpath, modes
 from artune.communicator.agreement import RankFacts, agree
+from artune.communicator.routes import Route, RouteCache, RouteStats, Signature
 from artune.communicator.selfcheck import self_check
 from artune.errors import ArtuneError, CommunicatorClosed, PeerTimeout
 from artune.sizes import format_size
@@ -68,7 +69,6 @@ from artune.table.selection import select_table
 
 log = logging.getLogger(__name__)
 
-_MAX_ROUTES = 4096  # distinct call signatures (shape, dtype, device, op, route key) remembered; cleared when full
 _TORCH_OPS = {dist.ReduceOp.SUM: "sum", dist.ReduceOp.MAX: "max", dist.ReduceOp.MIN: "min"}
 
 
@@ -96,7 +96,7 @@ def _warn_shm_unused(reason: str, baseline: str, world_size: int, env_buffer: st
     _shm_warned.add(reason)
     log.warning(
         "artune: the ranks share a host but shared memory is not used, so every all-reduce runs on %s "
-        "(often 20-60x slower for small messages): %s%s",
+        "(much slower for small messages): %s%s",
         baseline,
         reason,
         shm_env_hint(world_size, env_buffer),
@@ -106,8 +106,9 @@ def _warn_shm_unused(reason: str, baseline: str, world_size: int, env_buffer: st
 def _warn_if_oversubscribed(local: list[RankFacts]) -> None:
     """Warn when this host's ranks run more torch threads than the CPUs they may use, together.
 
-    Spinning OpenMP threads starve the peer rank (measured 50-200x slower at
-    1 MiB). Ranks pinned to distinct CPUs with one thread each are fine.
+    Spinning OpenMP threads starve the peer rank, whose shared-memory rounds
+    then wait a time slice each (docs/results/shm-defaults.md). Ranks pinned to
+    distinct CPUs with one thread each are fine.
     """
     threads = sum(f.threads for f in local)
     cpus = len(set().union(*(f.cpus for f in local))) or (os.cpu_count() or 1)
@@ -163,36 +164,60 @@ class Communicator:
                 "Communicator(): torch.distributed is not initialised; call "
                 "torch.distributed.init_process_group('gloo') first (torchrun sets the environment)"
             )
+        if mode not in MODES:
+            raise ArtuneError(f"Communicator(): mode {mode!r} is not one of {', '.join(MODES)}")
         env = settings.from_env()
         self.group = group
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
-        if mode not in MODES:
-            raise ArtuneError(f"Communicator(): mode {mode!r} is not one of {', '.join(MODES)}")
         self.mode = Mode(mode)
         self.timeout = float(timeout if timeout is not None else env.timeout_s)
         self.table = select_table(table, env)
-        env_buffer = os.environ.get("ARTUNE_SHM_BYTES") if buffer_bytes is None else None
         #: the table per device type (CPU and CUDA tensors each have their own; ``table`` serves the rest)
         self.tables = devices.device_tables(self.table, group, env)
+        env_buffer = os.environ.get("ARTUNE_SHM_BYTES") if buffer_bytes is None else None
         buffer_bytes = int(buffer_bytes if buffer_bytes is not None else env.shm_bytes)
+        everyone = self._agree(buffer_bytes)
+        #: how many hosts the ranks span: plans are chosen by (world size, hosts)
+        self.hosts = len({f.host for f in everyone})
+        self._open(everyone, shm, buffer_bytes)
+        try:
+            #: algorithms that failed the start-up self-check, with why (the same on every rank)
+            self.disabled: dict[str, str] = self._self_check() if check else {}
+        except BaseException:
+            self._algorithms.close()
+            raise
+        reason = self._algorithms.shm_unavailable_reason
+        self.shm_unavailable_reason: str | None = reason if shm else "disabled (shm=False)"
+        self._available: dict[tuple[torch.dtype, str, str, str], frozenset[str]] = {}
+        self._routes = RouteCache()
+        #: repeated calls with a compiled route run from C; its busy flag guards against overlapping calls
+        #: from threads (they would desynchronise ranks), whichever path they take
+        self._fast: fastpath.Router = fastpath.make_router()
+        self._broken = ""
+        self._closed = False
+        self._tell(everyone, shm, env_buffer)
+
+    def _agree(self, buffer_bytes: int) -> list[RankFacts]:
+        """Every rank's facts; ``AgreementError`` on every rank when the tables or settings differ."""
         facts = RankFacts(
             version=__version__,
             table_digest="+".join(digest(t) for t in self.tables.values()),
             table_name=" + ".join(t.name for t in self.tables.values()),
             forced=self.table.forced,
-            mode=mode,
+            mode=self.mode.value,
             buffer_bytes=buffer_bytes,
             host=machine.host_id(),
             threads=torch.get_num_threads(),
             cpus=tuple(sorted(os.sched_getaffinity(0))) if hasattr(os, "sched_getaffinity") else (),
         )
-        everyone = agree(facts, group)
-        #: how many hosts the ranks span: plans are chosen by (world size, hosts)
-        self.hosts = len({f.host for f in everyone})
+        return agree(facts, self.group)
+
+    def _open(self, everyone: list[RankFacts], shm: bool, buffer_bytes: int) -> None:
+        """Open the algorithms this group can run: shared memory on one host, ``hier_shm`` across hosts."""
         same_host = self.hosts == 1
         self._algorithms: AlgorithmSet = open_algorithms(
-            group,
+            self.group,
             timeout=self.timeout,
             buffer_bytes=buffer_bytes,
             use_shm=shm and same_host,
@@ -203,34 +228,21 @@ class Communicator:
         self._baselines = devices.baselines(self._algorithms.by_name)
         #: catalog algorithms not open here, with why (symmetric memory, engine kernels)
         self.unavailable: dict[str, str] = dict(self._algorithms.unavailable)
-        try:
-            #: algorithms that failed the start-up self-check, with why (the same on every rank)
-            self.disabled: dict[str, str] = (
-                self_check(self._algorithms.by_name, set(self._baselines.values()) | {self._baseline}, group)
-                if check
-                else {}
-            )
-        except BaseException:
-            self._algorithms.close()
-            raise
-        reason = self._algorithms.shm_unavailable_reason
-        self.shm_unavailable_reason: str | None = reason if shm else "disabled (shm=False)"
-        self._available: dict[tuple[torch.dtype, str, str, str], frozenset[str]] = {}
-        self._routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, object], tuple] = {}
-        self._graph_routes: dict[tuple[torch.Size, torch.dtype, torch.device, object, object], tuple] = {}
-        #: one object per (algorithm, explicit parameters) seen: the route key of such calls, so that they
-        #: take the cached routes and the compiled router (which matches keys by identity) as plain ones do
-        self._param_keys: dict[tuple[str | None, tuple], tuple[str | None, tuple]] = {}
-        #: repeated calls with a compiled route run from C; its busy flag guards against overlapping calls
-        #: from threads (they would desynchronise ranks), whichever path they take
-        self._fast: fastpath.Router = fastpath.make_router()
-        self._broken = ""
-        self._closed = False
+
+    def _self_check(self) -> dict[str, str]:
+        """The algorithms that fail the start-up self-check, with why; the process groups are its reference."""
+        reference = set(self._baselines.values()) | {self._baseline}
+        return self_check(self._algorithms.by_name, reference, self.group)
+
+    def _tell(self, everyone: list[RankFacts], shm: bool, env_buffer: str | None) -> None:
+        """Log, once per host or on rank 0, what makes calls slow or an algorithm absent, and what runs."""
+        host = everyone[self.rank].host
         if self.shm_unavailable_reason is None and self.rank == min(
-            r for r, f in enumerate(everyone) if f.host == facts.host
+            r for r, f in enumerate(everyone) if f.host == host
         ):
-            _warn_if_oversubscribed([f for f in everyone if f.host == facts.host])
-        if shm and same_host and self.world_size > 1 and reason is not None and self.rank == 0:
+            _warn_if_oversubscribed([f for f in everyone if f.host == host])
+        reason = self._algorithms.shm_unavailable_reason
+        if shm and reason is not None and self.hosts == 1 and self.world_size > 1 and self.rank == 0:
             _warn_shm_unused(reason, self._baseline, self.world_size, env_buffer)
         if self.rank == 0:
             for name, problem in self.disabled.items():
@@ -258,7 +270,7 @@ class Communicator:
     @property
     def multicast(self) -> bool | None:
         """Whether NVLink multicast works on every rank (CUDA tensors' decisions take the table's plans for
-        that machine); ``None`` where the CUDA algorithms were not opened. Not yet run on a GPU."""
+        that machine); ``None`` where the CUDA algorithms were not opened (where this has run: docs/status.md)."""
         return self._algorithms.multicast
 
     def baseline_for(self, device: torch.device | str) -> str:
@@ -336,21 +348,30 @@ class Communicator:
         ``params`` replace the table's parameters for it. Calls must not
         overlap: one from a second thread while another runs raises ``ArtuneError``.
         """
+        # the hot path: a call whose compiled route was bound before runs from C, nothing else in Python
         if params is None or (algorithm is not None and not params):
             route_key: object = algorithm
         else:
-            frozen = (algorithm, tuple(params.items()))  # the same params in another order: a second key, as good
-            try:
-                route_key = self._param_keys.get(frozen) or self._new_params_key(frozen)
-            except TypeError:  # an unhashable value: such calls are routed afresh each time
-                route_key = False
+            route_key = self._routes.key(algorithm, params)
         if route_key is not False:
             try:
-                if self._fast(tensor, op, route_key):  # a compiled route seen before: the whole call in C
+                if self._fast(tensor, op, route_key):
                     return tensor
             except PeerTimeout as err:
                 self._break(err)
                 raise
+        return self._general_path(tensor, op, route_key, algorithm, params)
+
+    def _general_path(
+        self,
+        tensor: torch.Tensor,
+        op: str | dist.ReduceOp,
+        route_key: object,
+        algorithm: str | None,
+        params: Mapping[str, object] | None,
+    ) -> torch.Tensor:
+        """A call the compiled router did not run: look its route up (on first sight, decide and bind it),
+        compare the call across ranks when the route says so, and run it on contiguous data."""
         if self._closed or self._broken:
             raise CommunicatorClosed(self._broken or "all_reduce(): the Communicator is closed")
         if not self._fast.enter():
@@ -362,20 +383,18 @@ class Communicator:
         try:
             captured = modes.capturing(tensor)
             key = (tensor.shape, tensor.dtype, tensor.device, op, route_key)
-            if captured and key not in self._graph_routes:
-                raise ArtuneError(
-                    f"all_reduce(): a call ({tensor.numel()} x {tensor.dtype} on {tensor.device}, op {op!r}) was "
-                    "first seen inside a CUDA graph capture, where ranks cannot agree on it; run it once "
-                    "before capturing (a warm-up call), so every rank agrees and its graph route is bound"
-                )
-            if route_key is not False:
-                # one dict lookup per call once a (shape, dtype, device, op, route key) has been seen
-                route = (self._graph_routes if captured else self._routes).get(key)
-                if route is None:
-                    route = self._first_sight(key, tensor, op, algorithm, params)
+            routes = self._routes
+            route = (routes.graph if captured else routes.eager).get(key)  # one dict lookup once seen
+            if route is not None:
+                routes.hits += 1
+            elif captured:
+                raise _first_seen_in_capture(tensor, op)
+            elif route_key is False:  # parameters that cannot be a key: decided afresh each time
+                routes.misses += 1
+                route = self._route(tensor, op, algorithm, params, self.mode)
             else:
-                route = self._route(tensor, op, algorithm, params, modes.call_mode(captured, self.mode))
-            run, agree = route
+                route = self._first_sight(key, tensor, op, algorithm, params)
+            run, agree, _ = route
             data = tensor.detach() if tensor.requires_grad else tensor  # like torch.distributed: outside autograd
             work = data if data.is_contiguous() else data.contiguous()
             try:
@@ -391,27 +410,25 @@ class Communicator:
         finally:
             self._fast.leave()
 
+    @property
+    def route_stats(self) -> RouteStats:
+        """How calls found their route so far: run from C (``fast``), found by the general path (``hits``),
+        decided and bound (``misses``); see ``artune.communicator.routes``."""
+        return self._routes.stats(self._fast.hits)
+
     def _break(self, err: PeerTimeout) -> None:
         """A peer failed: every later call raises ``CommunicatorClosed`` naming the failure."""
         self._broken = f"all_reduce(): the Communicator is broken by an earlier failure ({err}); create a new one"
         self._fast.clear()
 
-    def _new_params_key(self, frozen: tuple[str | None, tuple]) -> tuple[str | None, tuple]:
-        """Make ``frozen`` (algorithm, parameter items) the route key of the calls that pass them."""
-        if len(self._param_keys) >= _MAX_ROUTES:
-            self._forget_routes()
-        self._param_keys[frozen] = frozen
-        return frozen
-
-    def _forget_routes(self) -> None:
-        """Drop the remembered routes and route keys (the compiled router keeps its few, each still valid)."""
-        self._routes.clear()
-        self._graph_routes.clear()
-        self._param_keys.clear()
-
     def _first_sight(
-        self, key: tuple, tensor: torch.Tensor, op: object, algorithm: str | None, params: Mapping[str, object] | None
-    ) -> tuple:
+        self,
+        key: Signature,
+        tensor: torch.Tensor,
+        op: object,
+        algorithm: str | None,
+        params: Mapping[str, object] | None,
+    ) -> Route:
         """Bind the routes of a new call signature: its eager one, and its graph one for later captures.
 
         A graph route that cannot exist (a forced algorithm that cannot be
@@ -420,15 +437,25 @@ class Communicator:
         route = self._route(tensor, op, algorithm, params, self.mode)  # type: ignore[arg-type]
         try:
             graph = self._route(tensor, op, algorithm, params, Mode.GRAPH)  # type: ignore[arg-type]
-            graph = (graph[0], None)  # no agreement inside a capture
+            graph = graph._replace(agree=None)  # no agreement inside a capture
         except ArtuneError as err:
-            graph = (functools.partial(_raise, err), None)
-        if len(self._routes) >= _MAX_ROUTES:
-            self._forget_routes()
-        self._routes[key] = route
-        self._graph_routes[key] = graph
-        if route[1] is None and tensor.device.type == "cpu":  # no agreement round to run: C can take it
-            self._fast.add(tensor.dtype, op, key[-1], tensor.numel(), route[0])  # by the call's route key
+            graph = Route(functools.partial(_raise, err), None, "")
+        self._routes.add(key, route, graph)
+        compiled = route.agree is None and tensor.device.type == "cpu"  # no agreement round to run: C can take it
+        if compiled:
+            compiled = self._fast.add(tensor.dtype, op, key[-1], tensor.numel(), route.run)  # by the call's route key
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(
+                "artune route: %d x %s on %s, op %s, key %r -> %s%s (routes: %s)",
+                tensor.numel(),
+                tensor.dtype,
+                tensor.device,
+                op,
+                key[-1],
+                route.algorithm,
+                ", compiled" if compiled else "",
+                self.route_stats,
+            )
         return route
 
     def _route(
@@ -437,8 +464,8 @@ class Communicator:
         op: str | dist.ReduceOp,
         algorithm: str | None,
         params: Mapping[str, object] | None,
-        mode: str = "eager",
-    ) -> tuple[Callable[[torch.Tensor], object], Callable[[], None] | None]:
+        mode: str = Mode.EAGER,
+    ) -> Route:
         """The chosen algorithm bound to this call's shape, dtype, op and parameters, and the agreement
         round to run first (when the algorithm does not compare calls itself)."""
         op_name = _op_name(op)
@@ -474,7 +501,7 @@ class Communicator:
         elif isinstance(runner, ProcessGroupAlgorithm) and tensor.device.type == "cpu":
             # no channel (ranks on several hosts): compare calls over the group, or gloo aborts on a mismatch
             agree = functools.partial(runner.agree, tensor.numel(), tensor.dtype, op_name, runner.name)
-        return runner.bind(tensor.shape, tensor.dtype, op_name, chosen_params), agree
+        return Route(runner.bind(tensor.shape, tensor.dtype, op_name, chosen_params), agree, name)
 
     def _usable(self, tensor: torch.Tensor, op: str, mode: str = "eager") -> frozenset[str]:
         usable = self.available(tensor.dtype, op, tensor.device, mode)
@@ -512,7 +539,8 @@ class Communicator:
         try:
             self._closed = True
             self._fast.clear()  # bound calls hold views over the shared memory
-            self._forget_routes()
+            log.debug("artune Communicator closed; routes: %s", self.route_stats)
+            self._routes.clear()
             self._algorithms.close()
         finally:
             self._fast.leave()
@@ -532,6 +560,14 @@ class Communicator:
 
 def _raise(err: BaseException, tensor: torch.Tensor) -> None:
     raise err
+
+
+def _first_seen_in_capture(tensor: torch.Tensor, op: object) -> ArtuneError:
+    return ArtuneError(
+        f"all_reduce(): a call ({tensor.numel()} x {tensor.dtype} on {tensor.device}, op {op!r}) was "
+        "first seen inside a CUDA graph capture, where ranks cannot agree on it; run it once "
+        "before capturing (a warm-up call), so every rank agrees and its graph route is bound"
+    )
 
 
 def _op_name(op: str | dist.ReduceOp) -> str:

@@ -58,6 +58,11 @@ class Router(Protocol):
         """True while a call runs."""
         ...
 
+    @property
+    def hits(self) -> int:
+        """How many calls it ran (the route cache's hits that never reached Python)."""
+        ...
+
 
 class Gate:
     """The fast path where the compiled round is absent: no routes, the busy flag on a lock."""
@@ -83,6 +88,10 @@ class Gate:
     @property
     def busy(self) -> bool:
         return self._lock.locked()
+
+    @property
+    def hits(self) -> int:
+        return 0  # it runs no call
 
 
 def make_router() -> Router:

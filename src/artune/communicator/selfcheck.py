@@ -80,7 +80,7 @@ def self_check(
     """Run the cases on every algorithm except ``skip`` (the process groups: the reference); collective.
 
     Algorithms that take CUDA tensors only are checked with CUDA tensors
-    (not yet run on a GPU).
+    (where this has run: docs/status.md).
 
     Returns ``{name: problem}`` for the algorithms that failed on any rank
     (the same on every rank, the first rank's words for each).

@@ -1,4 +1,6 @@
-"""CUDA timers: events on the current stream (eager) and CUDA-graph replays (graph). Not yet run on a GPU.
+"""CUDA timers: events on the current stream (eager) and CUDA-graph replays (graph).
+
+Where this has run: docs/status.md.
 
 ``artune.measure.harness.make_timer`` chooses them; torch is imported only
 when one runs. The event and stream factories are parameters so that the

@@ -282,7 +282,7 @@ def measure(
         burst, settle: a round gives each candidate in turn ``settle``
             untimed calls then ``burst`` timed ones (A A A A B B B B ...).
             The untimed call absorbs the rank skew the previous candidate
-            left (a rank leaving gloo 50 us after its peer would otherwise be
+            left (a rank leaving gloo later than its peer would otherwise be
             charged to the next candidate); the turns keep the candidates
             interleaved at a fine grain, so drift hits them alike.
         check: run the correctness check (otherwise ``nwrong`` is ``-1``).
@@ -300,18 +300,9 @@ def measure(
     order given. Failed candidates have a status other than ``"ok"`` and no
     samples; this function does not raise for them.
     """
-    if op not in _OPS:
-        raise ArtuneError(f"measure(): op {op!r} is not supported; use one of {', '.join(_OPS)}")
+    # over 60 lines only for its signature and the documentation of each argument; the body is short
+    cands = _checked_arguments(candidates, sizes, dtype, op)
     schedule = Schedule(budget_s, warmup_s, min_iters, max_iters, estimate_calls, burst, settle)
-    cands = [c if isinstance(c, Candidate) else Candidate(c) for c in candidates]
-    if len(set(cands)) != len(cands):
-        raise ArtuneError(f"measure(): candidates repeat: {[c.key for c in cands]}")
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    bad = [s for s in sizes if s <= 0 or s % itemsize]
-    if bad:
-        raise ArtuneError(
-            f"measure(): sizes {bad} are not positive multiples of {itemsize} bytes ({dtype_name(dtype)})"
-        )
     control = _Control(group if group is not None else getattr(comm, "group", None))
     clock = timer if timer is not None else WallTimer()
     where = torch.device(device)
@@ -330,6 +321,25 @@ def measure(
     return results
 
 
+def _checked_arguments(
+    candidates: Sequence[Candidate | str], sizes: Sequence[int], dtype: torch.dtype, op: str
+) -> list[Candidate]:
+    """The candidates as ``Candidate`` s; ``ArtuneError`` for an unknown op, a repeated candidate or a size
+    that is not a positive multiple of the dtype's size."""
+    if op not in _OPS:
+        raise ArtuneError(f"measure(): op {op!r} is not supported; use one of {', '.join(_OPS)}")
+    cands = [c if isinstance(c, Candidate) else Candidate(c) for c in candidates]
+    if len(set(cands)) != len(cands):
+        raise ArtuneError(f"measure(): candidates repeat: {[c.key for c in cands]}")
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    bad = [s for s in sizes if s <= 0 or s % itemsize]
+    if bad:
+        raise ArtuneError(
+            f"measure(): sizes {bad} are not positive multiples of {itemsize} bytes ({dtype_name(dtype)})"
+        )
+    return cands
+
+
 def _measure_size(
     comm: Reducer,
     control: _Control,
@@ -345,57 +355,146 @@ def _measure_size(
     check: bool,
     seed: int,
 ) -> list[Measurement]:
-    itemsize = torch.empty((), dtype=dtype).element_size()
-    count = nbytes // itemsize
-    world = control.world_size
+    """One size: check every candidate, estimate each one's cost, time them in turns; one row each."""
+    count = nbytes // torch.empty((), dtype=dtype).element_size()
     tensor = torch.zeros(count, dtype=dtype, device=device)
     calls = [functools.partial(comm.all_reduce, tensor, op, algorithm=c.algorithm, params=c.params_dict) for c in cands]
-    k = len(cands)
+    local = _unrunnable(comm, cands, available, dtype, op)
+    if check:
+        outcome, wrong = _checked(control, calls, local, tensor, nbytes, op, seed)
+    else:
+        outcome, wrong = _agree_failures(control, local), [-1] * len(cands)  # -1: not checked
+    live = [j for j in range(len(cands)) if outcome[j] is None]
+    timed, estimates = _estimated(control, calls, live, outcome, tensor, schedule, timer)
+    live = [j for j in live if outcome[j] is None]
+    samples, call = np.zeros((0, 0)), ""
+    if live:
+        samples, call = _timed(control, cands, timed, live, estimates, outcome, nbytes, schedule, timer)
+    rows = dict(zip(live, samples, strict=True))
+    results: list[Measurement] = []
+    for j, cand in enumerate(cands):
+        failure = outcome[j]
+        row = rows.get(j) if failure is None else None
+        results.append(
+            Measurement(
+                candidate=cand,
+                size_bytes=nbytes,
+                dtype=dtype_name(dtype),
+                world_size=control.world_size,
+                samples_us=tuple((row / 1e3).tolist()) if row is not None else (),
+                nwrong=wrong[j],
+                status=failure.status if failure else "ok",
+                error=failure.error if failure else "",
+                redop=op,
+                burst=schedule.burst,
+                call=call if row is not None else "",
+            )
+        )
+    return results
 
-    # ---- 1. availability and correctness
-    local: list[_Failure | None] = [None] * k
-    nwrong = np.full(k, -1.0)
-    digests = [""] * k
+
+def _timed(
+    control: _Control,
+    cands: list[Candidate],
+    timed: list[Callable[[], object]],
+    live: list[int],
+    estimates: np.ndarray,
+    outcome: list[_Failure | None],
+    nbytes: int,
+    schedule: Schedule,
+    timer: Timer,
+) -> tuple[np.ndarray, str]:
+    """Step 3, collective: warm up and time the live calls in turns; the slowest rank's per-call ns (one row
+    per live call) and the rounds' name. Marks in ``outcome`` the calls that failed."""
+    round_s = max(float(sum(estimates[j] for j in live)) * (schedule.burst + schedule.settle), 1e-7)
+    samples, local = _timed_loop([timed[j] for j in live], round_s, schedule, control, timer)
+    for j, failure in zip(live, _agree_failures(control, local), strict=True):
+        if failure is not None:
+            outcome[j] = failure
+    samples = control.max(samples)  # the slowest rank of each iteration
+    log.debug(
+        "%s: %d candidates, estimated round %.1f us, %d samples each",
+        format_size(nbytes),
+        len(live),
+        round_s * 1e6,
+        samples.shape[1],
+    )
+    return samples, _call_name(nbytes, [cands[j] for j in live], samples)
+
+
+def _unrunnable(
+    comm: Reducer, cands: list[Candidate], available: frozenset[str], dtype: torch.dtype, op: str
+) -> list[_Failure | None]:
+    """Step 1a, on this rank: why each candidate cannot run here (``None``: it can)."""
+    local: list[_Failure | None] = [None] * len(cands)
     for j, cand in enumerate(cands):
         if cand.algorithm not in comm.algorithms:
             local[j] = _Failure("invalid", f"{cand.algorithm} is not runnable here ({', '.join(comm.algorithms)})")
         elif cand.algorithm not in available:
             local[j] = _Failure("invalid", f"{cand.algorithm} cannot reduce {dtype_name(dtype)} with {op!r} here")
-    if check:
-        mine, expected = _check_data(seed, control.rank, world, nbytes, count, dtype, op)
-        mine, expected = mine.to(device), expected.to(device)
-        for j in range(k):
-            if local[j] is not None:
-                continue
-            tensor.copy_(mine)
-            try:
-                calls[j]()
-            except Exception as err:
-                local[j] = _failure(err)
-                continue
-            nwrong[j] = float(torch.ne(tensor, expected).sum())
-            digests[j] = _digest(tensor)
-        del mine, expected
-    outcome = _agree_failures(control, local)
-    wrong = [-1] * k  # -1: not checked (or did not run on every rank)
-    if check:
-        totals = control.sum(np.where(nwrong < 0, 0.0, nwrong))
-        everyone = control.gather(digests)
-        for j in range(k):
-            if outcome[j] is not None:  # did not run everywhere: nothing to count
-                continue
-            wrong[j] = int(totals[j])
-            if wrong[j] > 0:
-                outcome[j] = _Failure("invalid", f"{wrong[j]} wrong elements (summed over ranks)")
-            elif len({g[j] for g in everyone}) > 1:  # type: ignore[index]
-                outcome[j] = _Failure("invalid", "results are not bit-identical across ranks")
-    live = [j for j in range(k) if outcome[j] is None]
+    return local
 
-    # ---- 2. cost estimate on zeros (stays finite under repeated in-place reduction); a graph timer
-    # captures here, after every rank ran each call eagerly in the check
+
+def _checked(
+    control: _Control,
+    calls: list[Callable[[], object]],
+    local: list[_Failure | None],
+    tensor: torch.Tensor,
+    nbytes: int,
+    op: str,
+    seed: int,
+) -> tuple[list[_Failure | None], list[int]]:
+    """Step 1b, collective: run each call this rank can run (``local`` None) on data whose result is known.
+    Returns every rank's failures merged (a call that raised, was wrong or was not bit-identical across
+    ranks) and the wrong elements per call summed over ranks (-1: did not run on every rank)."""
+    k = len(calls)
+    mine, expected = _check_data(seed, control.rank, control.world_size, nbytes, tensor.numel(), tensor.dtype, op)
+    mine, expected = mine.to(tensor.device), expected.to(tensor.device)
+    local = list(local)
+    nwrong = np.full(k, -1.0)
+    digests = [""] * k
+    for j in range(k):
+        if local[j] is not None:
+            continue
+        tensor.copy_(mine)
+        try:
+            calls[j]()
+        except Exception as err:
+            local[j] = _failure(err)
+            continue
+        nwrong[j] = float(torch.ne(tensor, expected).sum())
+        digests[j] = _digest(tensor)
+    del mine, expected
+    outcome = _agree_failures(control, local)
+    totals = control.sum(np.where(nwrong < 0, 0.0, nwrong))
+    everyone = control.gather(digests)
+    wrong = [-1] * k
+    for j in range(k):
+        if outcome[j] is not None:  # did not run everywhere: nothing to count
+            continue
+        wrong[j] = int(totals[j])
+        if wrong[j] > 0:
+            outcome[j] = _Failure("invalid", f"{wrong[j]} wrong elements (summed over ranks)")
+        elif len({g[j] for g in everyone}) > 1:  # type: ignore[index]
+            outcome[j] = _Failure("invalid", "results are not bit-identical across ranks")
+    return outcome, wrong
+
+
+def _estimated(
+    control: _Control,
+    calls: list[Callable[[], object]],
+    live: list[int],
+    outcome: list[_Failure | None],
+    tensor: torch.Tensor,
+    schedule: Schedule,
+    timer: Timer,
+) -> tuple[list[Callable[[], object]], np.ndarray]:
+    """Step 2, collective: each live call as the timer runs it, and its cost in seconds (the slowest rank's),
+    estimated on zeros (they stay finite under repeated in-place reduction); a graph timer captures here,
+    after every rank ran each call eagerly in the check. Marks in ``outcome`` the calls that failed."""
     tensor.zero_()
-    estimates = np.zeros(k)
-    local = [None] * k
+    estimates = np.zeros(len(calls))
+    local: list[_Failure | None] = [None] * len(calls)
     timed: list[Callable[[], object]] = list(calls)
     for j in live:
         try:
@@ -410,48 +509,7 @@ def _measure_size(
     for j, failure in enumerate(_agree_failures(control, local)):
         if failure is not None and outcome[j] is None:
             outcome[j] = failure
-    live = [j for j in live if outcome[j] is None]
-
-    # ---- 3. warm-up and timing, candidates in turns
-    samples = np.zeros((0, 0))
-    if live:
-        round_s = max(float(sum(estimates[j] for j in live)) * (schedule.burst + schedule.settle), 1e-7)
-        samples, local = _timed_loop([timed[j] for j in live], round_s, schedule, control, timer)
-        for j, failure in zip(live, _agree_failures(control, local), strict=True):
-            if failure is not None:
-                outcome[j] = failure
-        samples = control.max(samples)  # the slowest rank of each iteration
-        call = _call_name(nbytes, [cands[j] for j in live], samples)
-        log.debug(
-            "%s: %d candidates, estimated round %.1f us, %d samples each",
-            format_size(nbytes),
-            len(live),
-            round_s * 1e6,
-            samples.shape[1],
-        )
-    else:
-        call = ""
-    results: list[Measurement] = []
-    rows = dict(zip(live, samples, strict=True))
-    for j, cand in enumerate(cands):
-        failure = outcome[j]
-        row = rows.get(j) if failure is None else None
-        results.append(
-            Measurement(
-                candidate=cand,
-                size_bytes=nbytes,
-                dtype=dtype_name(dtype),
-                world_size=world,
-                samples_us=tuple((row / 1e3).tolist()) if row is not None else (),
-                nwrong=wrong[j],
-                status=failure.status if failure else "ok",
-                error=failure.error if failure else "",
-                redop=op,
-                burst=schedule.burst,
-                call=call if row is not None else "",
-            )
-        )
-    return results
+    return timed, estimates
 
 
 def _call_name(nbytes: int, cands: Sequence[Candidate], samples: np.ndarray) -> str:
@@ -484,37 +542,62 @@ def _timed_loop(
     and the failures: a call that raises is dropped from the rotation on
     this rank (its peers then fail in it too, by timeout).
     """
-    k = len(calls)
-    burst, settle = schedule.burst, schedule.settle
-    failures: list[_Failure | None] = [None] * k
-    active = list(range(k))
-    clock = time.perf_counter_ns
-    time_burst = (timer if timer is not None else WallTimer()).burst
+    turns = _Turns(calls, round_s, schedule, control, timer if timer is not None else WallTimer())
+    min_rounds = math.ceil(schedule.min_iters / schedule.burst)
+    max_rounds = max(min_rounds, schedule.max_iters // schedule.burst)
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        turns.phase(schedule.warmup, 1, max_rounds)
+        samples = turns.phase(schedule.budget_s, min_rounds, max_rounds)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return samples, turns.failures
 
-    def run(rounds: int, samples: np.ndarray, start: int) -> None:
-        nonlocal active
+
+class _Turns:
+    """The rotation of ``_timed_loop``: the calls still running on this rank, and each one's failure."""
+
+    def __init__(
+        self, calls: list[Callable[[], object]], round_s: float, schedule: Schedule, control: _Control, timer: Timer
+    ) -> None:
+        self.calls = calls
+        self.round_s = round_s
+        self.burst, self.settle = schedule.burst, schedule.settle
+        self.control = control
+        self.time_burst = timer.burst
+        self.failures: list[_Failure | None] = [None] * len(calls)
+        self.active = list(range(len(calls)))
+
+    def run(self, rounds: int, samples: np.ndarray, start: int) -> None:
+        """``rounds`` rounds of turns into ``samples`` (round ``start`` first: odd ones run in reverse)."""
+        calls, burst, settle, failures = self.calls, self.burst, self.settle, self.failures
         for i in range(rounds):
             first = i * burst
-            for j in active if (start + i) % 2 == 0 else active[::-1]:
+            for j in self.active if (start + i) % 2 == 0 else self.active[::-1]:
                 call = calls[j]
                 try:
                     for _ in range(settle):
                         call()
-                    time_burst(call, burst, samples[j], first)
+                    self.time_burst(call, burst, samples[j], first)
                 except Exception as err:
                     failures[j] = _failure(err)
             if any(f is not None for f in failures):
-                active = [j for j in active if failures[j] is None]
+                self.active = [j for j in self.active if failures[j] is None]
 
-    def phase(seconds: float, least: int, most: int) -> np.ndarray:
+    def phase(self, seconds: float, least: int, most: int) -> np.ndarray:
+        """Blocks of rounds until every rank has spent ``seconds`` (at least ``least``, at most ``most``
+        rounds); the per-call ns, one row per call."""
+        control, clock, k = self.control, time.perf_counter_ns, len(self.calls)
         control.barrier()
         blocks: list[np.ndarray] = []
         done = 0
         began = clock()
-        block = max(1, min(most, math.ceil(0.1 * seconds / round_s)))
+        block = max(1, min(most, math.ceil(0.1 * seconds / self.round_s)))
         while True:
-            blocks.append(np.zeros((k, block * burst)))
-            run(block, blocks[-1], done)
+            blocks.append(np.zeros((k, block * self.burst)))
+            self.run(block, blocks[-1], done)
             done += block
             elapsed = float(control.max(np.array([(clock() - began) * 1e-9]))[0])
             if done >= most or (done >= least and elapsed >= seconds):
@@ -522,18 +605,6 @@ def _timed_loop(
             per_round = max(elapsed / done, 1e-9)
             remaining = max(least - done, math.ceil((seconds - elapsed) / per_round))
             block = max(1, min(most - done, remaining, math.ceil(0.1 * seconds / per_round)))
-
-    min_rounds = math.ceil(schedule.min_iters / burst)
-    max_rounds = max(min_rounds, schedule.max_iters // burst)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        phase(schedule.warmup, 1, max_rounds)
-        samples = phase(schedule.budget_s, min_rounds, max_rounds)
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return samples, failures
 
 
 # ------------------------------------------------------------------ memory copy floor

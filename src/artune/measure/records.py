@@ -129,8 +129,8 @@ class Measurement:
     the harness times candidates in turns of ``burst`` calls, so samples
     ``[i * burst, (i + 1) * burst)`` are the turn of round ``i``; measurements
     with the same non-empty ``call`` were timed in one harness call, round by
-    round in turns with each other (``""``: unknown, as in logs written before
-    calls were named).
+    round in turns with each other (``""``: unknown, in a log that does not
+    name its calls).
     """
 
     candidate: Candidate

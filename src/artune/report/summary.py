@@ -91,10 +91,24 @@ def loss_warning(result: WorldResult) -> str:
 
 
 def world_blocks(result: WorldResult) -> list[Block]:
-    """The section of one world size."""
-    ws = result.world_size
+    """The section of one world size: the plan, the speedup and regret, the picks, crossovers, parameters,
+    the regret per off-grid size, and what the run cost."""
     mode = "" if result.mode == "eager" else f", {result.mode} mode"
-    blocks: list[Block] = [Heading(f"World size {ws}{mode}", 2)]
+    return [
+        Heading(f"World size {result.world_size}{mode}", 2),
+        *_plan_blocks(result),
+        *_speedup_blocks(result),
+        *_pick_blocks(result),
+        *_crossover_blocks(result),
+        *_parameter_blocks(result),
+        *_regret_blocks(result),
+        *_run_blocks(result, mode),
+    ]
+
+
+def _plan_blocks(result: WorldResult) -> list[Block]:
+    """The tuned plan, band by band."""
+    blocks: list[Block] = []
     plan = result.plan
     rows = []
     for lower, upto, candidates in plan.spans():
@@ -105,7 +119,12 @@ def world_blocks(result: WorldResult) -> list[Block]:
         params = ", ".join(f"{k}={v}" for k, v in plan.params_for(name).items()) or "defaults"
         rows.append((format_span(lower, upto), name, params))
     blocks.append(Grid(("sizes", "algorithm", "parameters"), tuple(rows)))
+    return blocks
 
+
+def _speedup_blocks(result: WorldResult) -> list[Block]:
+    """The speedup over the process group, the regret against the fixed rules, and a loud warning where one wins."""
+    blocks: list[Block] = []
     points = speedups(result)
     top, mean, at = speedup_summary(points)
     if at is not None:
@@ -126,7 +145,12 @@ def world_blocks(result: WorldResult) -> list[Block]:
             tuple((name, _r(g.geomean(i)), _r(g.worst(i))) for i, name in enumerate(g.rules)),
         )
     )
+    return blocks
 
+
+def _pick_blocks(result: WorldResult) -> list[Block]:
+    """The winner at each coarse size, with the comparison that chose it."""
+    blocks: list[Block] = []
     blocks.append(Heading("Picks at the coarse sizes", 3))
     blocks.append(
         Grid(
@@ -157,7 +181,12 @@ def world_blocks(result: WorldResult) -> list[Block]:
             "decision was close or unsure."
         )
     )
+    return blocks
 
+
+def _crossover_blocks(result: WorldResult) -> list[Block]:
+    """Where one algorithm hands over to the next, as bisected."""
+    blocks: list[Block] = []
     blocks.append(Heading("Crossovers", 3))
     if result.crossovers:
         crows = []
@@ -189,7 +218,12 @@ def world_blocks(result: WorldResult) -> list[Block]:
         )
     else:
         blocks.append(Para("None: one algorithm wins every measured size."))
+    return blocks
 
+
+def _parameter_blocks(result: WorldResult) -> list[Block]:
+    """The parameter searches (none: no section)."""
+    blocks: list[Block] = []
     if result.searches:
         blocks.append(Heading("Parameters", 3))
         prow = []
@@ -206,7 +240,13 @@ def world_blocks(result: WorldResult) -> list[Block]:
                 )
             )
         blocks.append(Grid(("parameter", "sizes", "gain over current", "chosen"), tuple(prow)))
+    return blocks
 
+
+def _regret_blocks(result: WorldResult) -> list[Block]:
+    """Every rule's regret at each off-grid size."""
+    blocks: list[Block] = []
+    g = result.regret
     blocks.append(Heading("Regret per off-grid size", 3))
     rrows = tuple(
         (
@@ -223,6 +263,13 @@ def world_blocks(result: WorldResult) -> list[Block]:
             rrows,
         )
     )
+    return blocks
+
+
+def _run_blocks(result: WorldResult, mode: str) -> list[Block]:
+    """What was never chosen, what the run measured and spent, and the plots."""
+    ws = result.world_size
+    blocks: list[Block] = []
     if result.banned:
         blocks.append(Para("Never chosen (wrong numbers): " + "; ".join(f"{k}: {w}" for k, w in result.banned)))
     blocks.append(

@@ -68,11 +68,11 @@ class Decision:
 
     def _plan_dict(self) -> dict[str, object]:
         plan: dict[str, object] = {"world_size": self.world_size, "mode": self.mode}
-        if self.hosts > 1:  # single-host decisions read as they did before topologies
+        if self.hosts > 1:  # a single-host plan says nothing of hosts
             plan["hosts"] = self.hosts
-        if self.nvlink is NVLinkDomain.RACK:  # likewise plans across hosts joined over a network
+        if self.nvlink is NVLinkDomain.RACK:  # nor one across hosts joined over a network of its domain
             plan["nvlink_domain"] = self.nvlink.value
-        if self.multicast is not None:  # likewise plans for any machine
+        if self.multicast is not None:  # nor a plan for any machine of multicast
             plan["multicast"] = self.multicast
         return plan
 

@@ -96,7 +96,7 @@ def dump_table(table: Table, path: str | Path) -> None:
 # ---------------------------------------------------------------- dict -> Table
 
 
-class _Reader:
+class _TableReader:
     """Checks one file's dict, keeping the file name for messages."""
 
     def __init__(self, origin: str) -> None:
@@ -225,10 +225,10 @@ class _Reader:
             raise self.fail(where, f"world_size must be an integer, got {world_size!r}")
         if not 1 <= world_size <= MAX_WORLD_SIZE:
             raise self.fail(where, f"world_size = {world_size} is outside 1..{MAX_WORLD_SIZE}")
-        hosts = data.get("hosts", 1)  # absent: one host (every file written before topologies)
+        hosts = data.get("hosts", 1)  # absent: one host
         if isinstance(hosts, bool) or not isinstance(hosts, int) or not 1 <= hosts <= world_size:
             raise self.fail(where, f"hosts must be an integer from 1 to world_size ({world_size}), got {hosts!r}")
-        multicast = data.get("multicast")  # absent: any machine (every file written before it)
+        multicast = data.get("multicast")  # absent: any machine
         if multicast is not None and not isinstance(multicast, bool):
             raise self.fail(where, f"multicast must be true or false (absent: any machine), got {multicast!r}")
         # absent: host, each host its own NVLink domain (every file written before NVLink domains)
@@ -278,7 +278,7 @@ class _Reader:
 
 def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
     """Build a ``Table`` from the dict form of a TOML file, checking every value."""
-    r = _Reader(origin)
+    r = _TableReader(origin)
     data = r.mapping(data, "")
     r.keys(data, "top level", ("schema", "platform", "provenance", "rules", "plan"))
     schema = data.get("schema", SCHEMA)

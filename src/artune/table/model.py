@@ -172,7 +172,7 @@ class Plan:
                 raise TableError(f"plan ws={self.world_size} mode={self.mode}: only the last band may be open-ended")
             last = bands[-1] if bands else None
             if last is not None and last.upto is not None and last.upto >= MAX_SIZE:
-                # old files wrote "no bound" as the largest size ("1024TiB"): read it as what it meant
+                # a file may write "no bound" as the largest size ("1024TiB"): read it as what it means
                 object.__setattr__(self, name, (*bands[:-1], Band(None, last.candidates)))
 
     @property

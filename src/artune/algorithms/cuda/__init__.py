@@ -1,4 +1,6 @@
-"""Algorithms for CUDA tensors: NCCL (the process group) and torch symmetric memory. Not yet run on a GPU.
+"""Algorithms for CUDA tensors: NCCL (the process group) and torch symmetric memory.
+
+Where this has run: docs/status.md.
 
 ``open_cuda_algorithms`` is collective and is imported only when the group's
 backend reduces CUDA tensors. It decides, identically on every rank, which

@@ -1,4 +1,6 @@
-"""torch symmetric-memory all-reduces: one-shot, two-shot and multimem (NVLS). Not yet run on a GPU.
+"""torch symmetric-memory all-reduces: one-shot, two-shot and multimem (NVLS).
+
+Where this has run: docs/status.md.
 
 The Communicator's set-up allocates one symmetric buffer per process group
 and rendezvous it once (``SymmMemBuffer``); it is registered before any

@@ -1,8 +1,8 @@
 """Engine kernels (vLLM, SGLang) as optional candidates, under the names the reference tables use.
 
-Not yet run on a GPU, nor against an installed engine: the adapters are
-written against the engines' public sources (vLLM ``CustomAllreduce``, SGLang
-``CustomAllReduceV2``) and tested on CPU against stand-ins for those classes.
+The adapters are written against the engines' public sources (vLLM
+``CustomAllreduce``, SGLang ``CustomAllReduceV2``) and tested on CPU against
+stand-ins for those classes (where they have run: docs/status.md).
 
 ``open_engine_algorithms`` is collective and runs only when CUDA algorithms
 are opened. Per engine, when every rank has it installed, it imports the

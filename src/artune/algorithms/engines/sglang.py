@@ -1,5 +1,5 @@
 """SGLang's custom all-reduce v2 (``CustomAllReduceV2``) as ``1shot_push``, ``1shot_pull``, ``2shot_push``,
-``2shot_pull``. Not yet run on a GPU or against SGLang.
+``2shot_pull`` (where this has run: docs/status.md).
 
 Facts used (SGLang ``python/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py``,
 newest public version; engine-formats.md §2.2): ``CustomAllReduceV2(group,

@@ -1,4 +1,6 @@
-"""vLLM's custom all-reduce (``CustomAllreduce``) as ``custom_ar``. Not yet run on a GPU or against vLLM.
+"""vLLM's custom all-reduce (``CustomAllreduce``) as ``custom_ar``.
+
+Where this has run: docs/status.md.
 
 Facts used (vLLM ``vllm/distributed/device_communicators/custom_all_reduce.py``,
 commit 00d618aa; engine-formats.md §1.4): ``CustomAllreduce(group, device,

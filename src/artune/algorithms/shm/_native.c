@@ -510,6 +510,7 @@ typedef struct {
     vectorcallfunc vectorcall;
     atomic_int busy;
     int count, next; /* routes in use; the one a full table replaces next */
+    unsigned long long hits; /* calls it ran; written only while busy, so one writer at a time */
     route_t routes[ROUTES];
 } Router;
 
@@ -564,6 +565,7 @@ static PyObject *router_vectorcall(Router *rt, PyObject *const *args, size_t nar
     Py_INCREF(step); /* clear() from a callback must not free it mid-call */
     int rc = step_run(step, x);
     Py_DECREF(step);
+    if (rc >= 0) rt->hits++;
     atomic_store(&rt->busy, 0);
     if (rc < 0) return NULL;
     Py_RETURN_TRUE;
@@ -615,8 +617,11 @@ static PyObject *router_leave(Router *rt, PyObject *unused) {
 
 static PyObject *router_busy(Router *rt, void *unused) { return PyBool_FromLong(atomic_load(&rt->busy)); }
 
+static PyObject *router_hits(Router *rt, void *unused) { return PyLong_FromUnsignedLongLong(rt->hits); }
+
 static PyGetSetDef router_getset[] = {
     {"busy", (getter)router_busy, NULL, "True while a call runs.", NULL},
+    {"hits", (getter)router_hits, NULL, "How many calls it ran.", NULL},
     {NULL},
 };
 

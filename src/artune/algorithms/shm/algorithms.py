@@ -39,10 +39,8 @@ def _native_step(channel: Any, *args: int) -> Callable[[torch.Tensor], None]:
     return step(channel, *args)  # type: ignore[no-any-return]
 
 
-#: chunk size when the table gives none: small enough that a chunk's copy and reduction stay in
-#: cache. Measured 2026-11-29 (2-core EPYC VM, 1 MiB L2 per core, world size 2, fp32): at 4, 16 and
-#: 64 MiB, 1 MiB chunks took 0.65-0.79x the time of 4 MiB chunks (one chunk per 4 MiB slot), and
-#: 2 MiB was within 5% of 1 MiB, 512 KiB up to 17% slower. The tuner searches ``chunk_bytes`` per machine.
+#: chunk size when the table gives none: small enough that a chunk's copy and reduction stay in a
+#: core's L2 (figures: docs/results/shm-defaults.md). The tuner searches ``chunk_bytes`` per machine.
 DEFAULT_CHUNK_BYTES = 1 << 20
 
 # how a (dtype, op) pair is reduced

@@ -142,8 +142,8 @@ def _decode(codes: dict[Any, int], code: int) -> str:
 def _default_spin_phases(world_size: int) -> tuple[float, float]:
     """(pure spin, spin with ``sched_yield``) in microseconds before a wait blocks.
 
-    A blocked rank wakes 30-100 us late; if that exceeds the peer's spin the
-    peer blocks too and every later round pays a wake-up (a convoy), so waits
+    A blocked rank wakes late (docs/results/shm-defaults.md); if that exceeds
+    the peer's spin the peer blocks too and every later round pays a wake-up (a convoy), so waits
     spin for a while before they block. But a pure spin is fatal when two
     ranks share a core (oversubscription, or a VM whose second vCPU is busy
     elsewhere): the spinner holds the core its peer needs for a whole time

@@ -253,6 +253,18 @@ def _gather(obj: Any, group: Any, world_size: int) -> list[Any]:
     return out
 
 
+def _create_on_rank0(prefix: str, world_size: int, buffer_bytes: int | None) -> tuple[str, Layout | None]:
+    """Rank 0 creates the segment: ``("", layout)``, or the error message for every rank and no layout."""
+    try:
+        layout = _choose_layout(world_size, buffer_bytes)
+        _create(prefix, layout)
+        return "", layout
+    except ShmUnavailable as err:
+        return str(err), None
+    except Exception as err:  # whatever it is, the other ranks must hear of it rather than hang
+        return f"cannot create shared memory: {type(err).__name__}: {err}", None
+
+
 def open_segment(group: Any, buffer_bytes: int | None, native: Any = None) -> tuple[Segment, list[PeerInfo]]:
     """Collectively create, open and unlink the segment; return it and every rank's ``PeerInfo``.
 
@@ -273,18 +285,7 @@ def open_segment(group: Any, buffer_bytes: int | None, native: Any = None) -> tu
         by_host = {h: [r for r, p in enumerate(peers) if p.host == h] for h in hosts}
         raise ShmUnavailable(f"ranks are not all on one host (shared memory needs that): {by_host}")
 
-    created: tuple[str, Layout | None]  # (error message or "", layout)
-    if rank == 0:
-        try:
-            layout = _choose_layout(world_size, buffer_bytes)
-            _create(prefix, layout)
-            created = ("", layout)
-        except ShmUnavailable as err:
-            created = (str(err), None)
-        except Exception as err:  # whatever it is, the other ranks must hear of it rather than hang
-            created = (f"cannot create shared memory: {type(err).__name__}: {err}", None)
-    else:
-        created = ("", None)
+    created = _create_on_rank0(prefix, world_size, buffer_bytes) if rank == 0 else ("", None)
     try:
         error, layout_or_none = _gather(created, group, world_size)[0]
     except BaseException:
