@@ -39,6 +39,17 @@ def register(commands: Any) -> None:
         metavar="N",
         help="also require plans for every world size up to N",
     )
+    check.add_argument(
+        "--evidence",
+        metavar="FILE",
+        help="an engine benchmark's output (vLLM, nccl-tests, SGLang, TensorRT-LLM): flag rows that lose to the "
+        "best row the engine's knobs allow on it by more than its noise",
+    )
+    check.add_argument("--arch", help="the arch the evidence was measured on (required with --evidence)")
+    check.add_argument(
+        "--evidence-world-size", type=int, metavar="N", help="for evidence files that do not print their world size"
+    )
+    check.add_argument("--evidence-mode", choices=MODES, help="for evidence files that do not record their mode")
     check.set_defaults(run=run_check)
 
     explain = commands.add_parser("explain", help="which algorithm a table picks for one message, and why")
@@ -97,14 +108,21 @@ def run_check(args: argparse.Namespace) -> int:
     """Print one line per finding; 0 clean, 1 findings, 2 unreadable."""
     found = 0
     unreadable = 0
+    evidence = _evidence(args)
     for spec in args.tables or [None]:
         try:
             source = open_source(spec) if spec is not None else selected_source()
+            findings = source_findings(source, args.max_world_size)
+            if evidence is not None:
+                from artune.evidence.check import evidence_findings
+
+                table = source.table_set.resolve(args.arch) if source.table_set is not None else source.tables[0]
+                findings += evidence_findings(table, evidence, args.arch)
         except ArtuneError as err:
             print(f"{err}", file=sys.stderr)
             unreadable += 1
             continue
-        for finding in source_findings(source, args.max_world_size):
+        for finding in findings:
             print(finding)
             found += not finding.note
     if unreadable:
@@ -113,6 +131,17 @@ def run_check(args: argparse.Namespace) -> int:
         print(f"{found} finding(s)", file=sys.stderr)
         return 1
     return 0
+
+
+def _evidence(args: argparse.Namespace) -> Any:
+    """The sweep ``--evidence`` names (``None`` without it)."""
+    if not args.evidence:
+        return None
+    if not args.arch:
+        raise ArtuneError("check: --evidence needs --arch, the arch the sweep was measured on (e.g. --arch 10.3)")
+    from artune.evidence import read_evidence
+
+    return read_evidence(args.evidence, world_size=args.evidence_world_size, mode=args.evidence_mode, arch=args.arch)
 
 
 # ------------------------------------------------------------------ explain
