@@ -13,6 +13,7 @@ from artune.formats.references import reference_set
 from artune.table.io import dumps_table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "evidence"
+SWEEPS = Path(__file__).parents[1] / "src" / "artune" / "model" / "sweeps"  # the published vLLM sweeps
 B300 = FIXTURES / "vllm" / "invented-sm103-ws6.json"
 
 
@@ -43,7 +44,7 @@ def test_the_best_row_itself_is_not_flagged(tmp_path: Path, capsys: pytest.Captu
 
 def test_unmeasured_kernels_are_named_or_the_sweep_says_nothing() -> None:
     table = reference_set("vllm").resolve("10.3")
-    ds2c = evidence_findings(table, read_evidence(FIXTURES / "vllm" / "ds2c-sm103-ws2.json"), "10.3")
+    ds2c = evidence_findings(table, read_evidence(SWEEPS / "ds2c-sm103-ws2.json"), "10.3")
     assert "X102" in codes(ds2c)
     x102 = next(f for f in ds2c if f.code == "X102")
     assert x102.note and "flashinfer/mnnvl" in x102.message

@@ -27,6 +27,7 @@ from artune.sources import open_source
 from artune.table.model import Band, Plan, Platform, Provenance, Table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "evidence"
+SWEEPS = Path(__file__).parents[1] / "src" / "artune" / "model" / "sweeps"  # the published vLLM sweeps
 B300 = FIXTURES / "vllm" / "invented-sm103-ws6.json"
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -118,7 +119,7 @@ def test_best_row_is_found_in_vllms_knobs_and_reads_back_as_scored(vllm_table) -
 
 
 def test_a_kernel_the_sweep_did_not_measure_is_unscored_never_substituted() -> None:
-    sweep = read_evidence(FIXTURES / "vllm" / "ds2c-sm103-ws2.json")  # no ca_* columns
+    sweep = read_evidence(SWEEPS / "ds2c-sm103-ws2.json")  # no ca_* columns
     score = score_table(reference_set("vllm").resolve("10.3"), sweep, "10.3")
     assert score.unscored and all(s.kernel.startswith(("custom_ar/", "flashinfer/")) for s in score.unscored)
     assert all(s.column == "" and s.regret is None for s in score.unscored)
