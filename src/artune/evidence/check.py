@@ -5,7 +5,7 @@ Codes (``Finding.code``):
 - ``X100`` (note): the row's as-run score on the sweep, the best row the
   engine's knobs allow and the fastest-column bound, one line.
 - ``X101`` (warning): the row's geometric-mean regret is worse than the best
-  row's by more than the sweep's own noise (``BenchmarkSweep.noise``); the
+  row's (on the sizes the row was scored) by more than the sweep's own noise (``BenchmarkSweep.noise``); the
   message names the best row's knobs. Fix: take the best row
   (``best_row(...).text``) or measure again if the sweep is doubtful.
 - ``X102`` (note): sizes left unscored because the sweep did not measure the
@@ -59,17 +59,16 @@ def evidence_findings(table: Table, evidence: BenchmarkSweep, arch: str) -> list
     except EvidenceError as err:
         out.append(finding("X104", f"as run: {score.summary()}; {err}", "note"))
         return out
-    assert best.score.geomean is not None
-    loss = score.geomean / best.score.geomean - 1
+    loss = best.gain_over(score)
+    assert best.score.geomean is not None and loss is not None  # the best row scores every size
     knobs = ", ".join(f"{k} {v}" for k, v in best.knobs)
-    out.append(
-        finding(
-            "X100",
-            f"as run: geomean regret {score.geomean:.3f} over {len(score.scored)} sizes; best {engine} row "
-            f"{best.score.geomean:.3f}; fastest-column bound 1.000 ({evidence.source})",
-            "note",
-        )
+    summary = (
+        f"as run: geomean regret {score.geomean:.3f} over {len(score.scored)} sizes; best {engine} row "
+        f"{best.score.geomean:.3f}; fastest-column bound 1.000 ({evidence.source})"
     )
+    if score.unscored:
+        summary += f"; compared on the {len(score.scored)} sizes the row's kernels were measured"
+    out.append(finding("X100", summary, "note"))
     if loss > evidence.noise:
         out.append(
             finding(
