@@ -183,3 +183,38 @@ def test_noise_is_the_sweeps_own_non_monotonicity_or_print_precision() -> None:
     ds2c = read_evidence(SWEEPS / "ds2c-sm103-ws2.json")
     # pynccl: 0.021 -> 0.012 -> 0.011 ms over the first sizes, 39 adjacent pairs in all
     assert ds2c.noise == pytest.approx((0.021 / 0.012 - 1 + 0.012 / 0.011 - 1) / 39)
+
+
+def test_the_cost_model_reads_the_same_files() -> None:
+    from artune.model.sweeps import from_evidence, sweep
+
+    ds3a = from_evidence(read_evidence(SWEEPS / "ds3a-h100-tp2.txt"), "DS3a", "h100-sxm")
+    published = sweep("DS3a")
+    assert (ds3a.kernels, ds3a.sizes, ds3a.world_size, ds3a.mode) == (
+        published.kernels,
+        published.sizes,
+        published.world_size,
+        published.mode,
+    )
+    for mine, theirs in zip(ds3a.times, published.times, strict=True):
+        assert mine == pytest.approx(theirs, nan_ok=True)
+    nccl = from_evidence(read_evidence(FIXTURES / "nccl-tests" / "ds12a-h100-nvls-2gpu.txt"), "u", "h100-sxm")
+    assert nccl.kernels == ("nccl/auto",)  # the in-place twin is left out
+    data = json.loads((SWEEPS / "ds2b-sm100-ws2.json").read_text())
+    for entry in data["results"].values():
+        entry["timings"] = {"pynccl-symm": entry["timings"]["pynccl"]}
+    with pytest.raises(ValueError, match="no column the cost model has a form for"):
+        from_evidence(read_text(json.dumps(data)), "u", "b200")
+
+
+def test_calibrate_takes_sweep_files() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+    from calibrate_gpu import extra_sweeps
+
+    (added,) = extra_sweeps([f"{FIXTURES / 'vllm' / 'invented-sm103-ws6.json'}@b300"])
+    assert (added.id, added.preset, added.world_size, len(added.sizes)) == ("user1", "b300", 6, 14)
+    assert added.kernels[:2] == ("one_shot/custom", "two_shot/custom")
+    with pytest.raises(SystemExit, match="FILE@PRESET"):
+        extra_sweeps([str(FIXTURES / "vllm" / "invented-sm103-ws6.json")])

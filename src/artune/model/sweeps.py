@@ -43,6 +43,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from artune.evidence import BenchmarkSweep
 
 KiB, MiB = 1 << 10, 1 << 20
 NAN = math.nan
@@ -85,6 +89,39 @@ class Sweep:
             for k, t in zip(self.kernels, row, strict=True)
             if not math.isnan(t)
         ]
+
+
+#: the evidence kernels (``artune.evidence``) the forms describe -> the model's class/implementation
+MODEL_KERNELS = {
+    "custom_ar/1stage": "one_shot/custom",
+    "custom_ar/2stage": "two_shot/custom",
+    "push_ar": "one_shot/custom",
+    "trtllm/oneshot": "one_shot/custom",
+    "trtllm/twoshot": "two_shot/custom",
+    "symm_mem/multimem": "multimem/torch",
+    "symm_mem/two_shot": "two_shot/torch",
+    "nccl": "nccl/auto",
+}
+
+
+def from_evidence(evidence: BenchmarkSweep, sweep_id: str, preset: str, note: str = "") -> Sweep:
+    """A benchmark's output (``artune.evidence.read_evidence``) as fit data on ``preset``'s GPU: the columns
+    whose kernel the forms describe (``MODEL_KERNELS``; NCCL's in-place twin, NCCL's symmetric kernels,
+    FlashInfer and the engines' whole dispatches are left out), sizes and times as read."""
+    keep = [i for i, c in enumerate(evidence.columns) if c.kernel in MODEL_KERNELS]
+    if not keep:
+        raise ValueError(f"{evidence.source}: no column the cost model has a form for")
+    return Sweep(
+        sweep_id,
+        f"{evidence.benchmark} ({evidence.timing})",
+        preset,
+        evidence.world_size,
+        evidence.mode,
+        tuple(MODEL_KERNELS[evidence.columns[i].kernel] for i in keep),
+        evidence.sizes,
+        tuple(tuple(row[i] for i in keep) for row in evidence.times),
+        note,
+    )
 
 
 def _file(name: str, columns: tuple[str, ...]) -> tuple[tuple[int, ...], tuple]:
