@@ -1,6 +1,7 @@
 """Fit the GPU cost model on published sweeps and crossovers, and validate it the way a sceptic would.
 
     python bench/calibrate_gpu.py [--write] [--replicates 200] [--fold-replicates 30] [--quick]
+                                  [--sweep FILE@PRESET ...]
 
 Prints Markdown for the README, every figure of its cost-model section:
 
@@ -262,16 +263,42 @@ def print_explain(fit: gpu.GpuFit, preset: str = "rubin", world_sizes=(2, 3, 4, 
     print("```\n")
 
 
+def extra_sweeps(specs: list[str]) -> tuple:
+    """``FILE@PRESET`` benchmark outputs (``artune.evidence.read_evidence``) as fit data (``user1``, ...)."""
+    from artune.evidence import read_evidence
+    from artune.model.presets import bundled
+    from artune.model.sweeps import from_evidence
+
+    presets = bundled()["preset"]
+    out = []
+    for i, spec in enumerate(specs):
+        path, _, preset = spec.rpartition("@")
+        if not path or preset not in presets:
+            raise SystemExit(f"--sweep {spec}: give FILE@PRESET, PRESET one of {', '.join(sorted(presets))}")
+        out.append(from_evidence(read_evidence(path), f"user{i + 1}", preset, note=path))
+    return tuple(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"store the fit in {FIT_FILE.name}")
     parser.add_argument("--replicates", type=int, default=cal.REPLICATES, help="bootstrap refits")
     parser.add_argument("--fold-replicates", type=int, default=30, help="refits per lost fold (suggestions)")
     parser.add_argument("--quick", action="store_true", help="30 refits, no per-fold selection")
+    parser.add_argument(
+        "--sweep",
+        action="append",
+        default=[],
+        metavar="FILE@PRESET",
+        help="also fit a benchmark's output (vLLM, nccl-tests, SGLang, TensorRT-LLM; artune.evidence reads it) "
+        "measured on PRESET's GPU (repeatable)",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     replicates = 30 if args.quick else args.replicates
     data = cal.default_data()
+    if args.sweep:
+        data = cal.Data(data.sweeps + extra_sweeps(args.sweep), data.crossovers)
     print_data(data)
 
     log: list[str] = []

@@ -12,6 +12,7 @@ from artune.errors import ArtuneError, EvidenceError
 from artune.evidence import detect, read_evidence, read_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "evidence"
+SWEEPS = Path(__file__).parents[1] / "src" / "artune" / "model" / "sweeps"  # the published vLLM sweeps
 KiB, MiB = 1 << 10, 1 << 20
 
 
@@ -45,7 +46,7 @@ def test_vllm_text_reads_every_column_with_its_kernel_and_sizes_from_the_shape()
 
 def test_vllm_text_and_json_of_one_sweep_agree() -> None:
     text = read_evidence(FIXTURES / "vllm" / "ds2c-sm103-ws2.txt")
-    data = read_evidence(FIXTURES / "vllm" / "ds2c-sm103-ws2.json")
+    data = read_evidence(SWEEPS / "ds2c-sm103-ws2.json")
     assert (text.format, data.format) == ("vllm-text", "vllm-json")
     assert text.sizes == data.sizes and text.sizes[0] == 16 * KiB and text.sizes[-1] == 128 * MiB
     assert [c.name for c in text.columns] == [c.name for c in data.columns]
@@ -55,7 +56,7 @@ def test_vllm_text_and_json_of_one_sweep_agree() -> None:
 
 
 def test_vllm_json_sizes_follow_hidden_size_and_dtype(tmp_path: Path) -> None:
-    data = json.loads((FIXTURES / "vllm" / "ds2b-sm100-ws2.json").read_text())
+    data = json.loads((SWEEPS / "ds2b-sm100-ws2.json").read_text())
     data.update(hidden_size=4096, dtype="torch.float32")
     path = tmp_path / "b.json"
     path.write_text(json.dumps(data))
@@ -64,7 +65,7 @@ def test_vllm_json_sizes_follow_hidden_size_and_dtype(tmp_path: Path) -> None:
 
 
 def test_vllm_size_only_column_is_snapped_to_whole_rows() -> None:
-    text = (FIXTURES / "vllm" / "ds3a-h100-tp2.txt").read_text()
+    text = (SWEEPS / "ds3a-h100-tp2.txt").read_text()
     lines = [line[20:] if line.startswith(("(", "Tensor Shape")) else line for line in text.splitlines()]
     sweep = read_text("\n".join(lines), "size-only")
     assert sweep.sizes == (512 * KiB, MiB, 1536 * KiB, 2 * MiB)
@@ -168,7 +169,7 @@ def test_unreadable_file_and_disagreeing_world_size(tmp_path: Path) -> None:
     with pytest.raises(EvidenceError, match="not a text file"):
         read_evidence(tmp_path / "bin")
     with pytest.raises(EvidenceError, match="world size 2, not 4"):
-        read_evidence(FIXTURES / "vllm" / "ds2b-sm100-ws2.json", world_size=4)
+        read_evidence(SWEEPS / "ds2b-sm100-ws2.json", world_size=4)
 
 
 def test_detect_names_each_format() -> None:
@@ -179,6 +180,41 @@ def test_detect_names_each_format() -> None:
 def test_noise_is_the_sweeps_own_non_monotonicity_or_print_precision() -> None:
     flat = read_evidence(FIXTURES / "vllm" / "invented-sm103-ws6.json")
     assert flat.noise == 0.0  # every column rises with size; the JSON has full precision
-    ds2c = read_evidence(FIXTURES / "vllm" / "ds2c-sm103-ws2.json")
+    ds2c = read_evidence(SWEEPS / "ds2c-sm103-ws2.json")
     # pynccl: 0.021 -> 0.012 -> 0.011 ms over the first sizes, 39 adjacent pairs in all
     assert ds2c.noise == pytest.approx((0.021 / 0.012 - 1 + 0.012 / 0.011 - 1) / 39)
+
+
+def test_the_cost_model_reads_the_same_files() -> None:
+    from artune.model.sweeps import from_evidence, sweep
+
+    ds3a = from_evidence(read_evidence(SWEEPS / "ds3a-h100-tp2.txt"), "DS3a", "h100-sxm")
+    published = sweep("DS3a")
+    assert (ds3a.kernels, ds3a.sizes, ds3a.world_size, ds3a.mode) == (
+        published.kernels,
+        published.sizes,
+        published.world_size,
+        published.mode,
+    )
+    for mine, theirs in zip(ds3a.times, published.times, strict=True):
+        assert mine == pytest.approx(theirs, nan_ok=True)
+    nccl = from_evidence(read_evidence(FIXTURES / "nccl-tests" / "ds12a-h100-nvls-2gpu.txt"), "u", "h100-sxm")
+    assert nccl.kernels == ("nccl/auto",)  # the in-place twin is left out
+    data = json.loads((SWEEPS / "ds2b-sm100-ws2.json").read_text())
+    for entry in data["results"].values():
+        entry["timings"] = {"pynccl-symm": entry["timings"]["pynccl"]}
+    with pytest.raises(ValueError, match="no column the cost model has a form for"):
+        from_evidence(read_text(json.dumps(data)), "u", "b200")
+
+
+def test_calibrate_takes_sweep_files() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
+    from calibrate_gpu import extra_sweeps
+
+    (added,) = extra_sweeps([f"{FIXTURES / 'vllm' / 'invented-sm103-ws6.json'}@b300"])
+    assert (added.id, added.preset, added.world_size, len(added.sizes)) == ("user1", "b300", 6, 14)
+    assert added.kernels[:2] == ("one_shot/custom", "two_shot/custom")
+    with pytest.raises(SystemExit, match="FILE@PRESET"):
+        extra_sweeps([str(FIXTURES / "vllm" / "invented-sm103-ws6.json")])

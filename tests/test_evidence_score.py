@@ -27,6 +27,7 @@ from artune.sources import open_source
 from artune.table.model import Band, Plan, Platform, Provenance, Table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "evidence"
+SWEEPS = Path(__file__).parents[1] / "src" / "artune" / "model" / "sweeps"  # the published vLLM sweeps
 B300 = FIXTURES / "vllm" / "invented-sm103-ws6.json"
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -118,7 +119,7 @@ def test_best_row_is_found_in_vllms_knobs_and_reads_back_as_scored(vllm_table) -
 
 
 def test_a_kernel_the_sweep_did_not_measure_is_unscored_never_substituted() -> None:
-    sweep = read_evidence(FIXTURES / "vllm" / "ds2c-sm103-ws2.json")  # no ca_* columns
+    sweep = read_evidence(SWEEPS / "ds2c-sm103-ws2.json")  # no ca_* columns
     score = score_table(reference_set("vllm").resolve("10.3"), sweep, "10.3")
     assert score.unscored and all(s.kernel.startswith(("custom_ar/", "flashinfer/")) for s in score.unscored)
     assert all(s.column == "" and s.regret is None for s in score.unscored)
@@ -141,3 +142,19 @@ def test_no_row_without_measured_kernels_and_other_engines_are_refused() -> None
         best_row("vllm", sweep, "10.0")
     with pytest.raises(EvidenceError, match="covers vllm"):
         best_row("sglang", read_evidence(B300), "10.3")
+
+
+def test_both_sides_and_the_best_row_as_review_data(vllm_table) -> None:
+    from artune.evidence import compare_sides
+
+    sweep = read_evidence(B300)
+    data = compare_sides(vllm_table("0.25.0", "10.3"), vllm_table("0.33.0", "10.3"), sweep, "10.3")
+    expected = hand_score(hand_column)
+    for side in ("before", "after"):
+        assert data["sides"][side]["geomean"] == pytest.approx(expected, abs=0.01)
+        assert data["sides"][side]["worst"] == pytest.approx(62.0 / 28.0)
+    assert data["best"]["geomean"] <= expected / 1.10
+    assert "CUSTOM_ALL_REDUCE_MAX_SIZES" in data["best"]["row"]
+    assert data["best"]["gain_over_after"] == pytest.approx(expected / data["best"]["geomean"] - 1)
+    assert data["sweep"]["columns"]["ca_2stage"]["kernel"] == "custom_ar/2stage"
+    json.dumps(data)  # plain data

@@ -313,6 +313,44 @@ KINDS: Mapping[str, FindingKind] = _kinds(
     ),
     # ---------------------------------------------------------------- X: the evidence behind a review
     FindingKind(
+        "X100",
+        "A row scored on a sweep",
+        "`artune check --evidence`: the row's geomean regret as the engine runs it on the sweep, beside the best "
+        "row the engine's knobs allow and the fastest-column bound. Information, not a problem.",
+        "note X100 arch=10.3 ws=6 mode=graph: as run: geomean 1.196, worst 2.21 at 4MiB; best row 1.002; bound 1.000",
+        "None needed.",
+    ),
+    FindingKind(
+        "X101",
+        "Row loses to the best row its engine allows",
+        "On the sweep, the row as run is slower than the best row the engine's own knobs allow by more than the "
+        "sweep's own noise; the finding names the best row's knobs.",
+        "warning X101 arch=10.3 ws=6 mode=graph: loses to the best row (custom-AR cap 192KiB, ...) by 19%",
+        "Paste the best row (`artune.evidence.best_row(...).text`), or measure again if the sweep is suspect.",
+    ),
+    FindingKind(
+        "X102",
+        "Sizes the sweep cannot score",
+        "The sweep has no column for the kernel the engine runs at these sizes, so they are named and left "
+        "unscored; no other column stands in.",
+        "note X102 arch=10.3 ws=6 mode=graph: not scored, the sweep did not measure the kernel: 16KiB, 32KiB",
+        "Run a sweep that measures that kernel (for vLLM, the ca_1stage / ca_2stage columns).",
+    ),
+    FindingKind(
+        "X103",
+        "The sweep measured none of the row's kernels",
+        "No size of the row can be scored on the sweep: it measured none of the kernels the row runs.",
+        "warning X103 arch=10.0 ws=8 mode=graph: the sweep measured none of the row's kernels",
+        "Measure with the engine's own benchmark, which times each of its kernels.",
+    ),
+    FindingKind(
+        "X104",
+        "No knob search for this engine",
+        "The row is scored as run, but artune has no search of this engine's knobs for a best row.",
+        "note X104 arch=10.0 ws=4 mode=graph: as run: geomean 1.02; no knob search for sglang rows",
+        "None needed.",
+    ),
+    FindingKind(
         "X111",
         "Moved range nothing measured",
         "`artune review`: ranges move at an arch and world size where no evidence (a benchmark's output, an "

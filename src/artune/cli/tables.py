@@ -19,7 +19,7 @@ from artune.errors import ArtuneError
 from artune.findings import parse_codes, selected
 from artune.formats.references import reference_set
 from artune.sizes import format_size, format_span, parse_size
-from artune.sources import SOURCES, open_source, open_tables, selected_source, source_findings
+from artune.sources import SOURCES, Source, open_source, open_tables, selected_source, source_findings
 from artune.table.check import Finding, modelled_summary
 from artune.table.decide import decide
 from artune.table.io import dumps_table, table_to_dict
@@ -46,6 +46,17 @@ def register(commands: Any) -> None:
     )
     check.add_argument("--ignore", metavar="CODE,...", help="leave out findings with these codes or prefixes")
     check.add_argument("--nvlink-domain", choices=NVLINK_DOMAINS, help=_DOMAIN_HELP)
+    check.add_argument(
+        "--evidence",
+        metavar="FILE",
+        help="an engine benchmark's output (vLLM, nccl-tests, SGLang, TensorRT-LLM): flag rows that lose to the "
+        "best row the engine's knobs allow on it by more than its noise",
+    )
+    check.add_argument("--arch", help="the arch the evidence was measured on (required with --evidence)")
+    check.add_argument(
+        "--evidence-world-size", type=int, metavar="N", help="for evidence files that do not print their world size"
+    )
+    check.add_argument("--evidence-mode", choices=MODES, help="for evidence files that do not record their mode")
     check.set_defaults(run=run_check)
 
     explain = commands.add_parser("explain", help="which algorithm a table picks for one message, and why")
@@ -126,17 +137,23 @@ def run_check(args: argparse.Namespace) -> int:
     select, ignore = parse_codes(args.select, "--select"), parse_codes(args.ignore, "--ignore")
     found = 0
     unreadable = 0
+    evidence = _evidence(args)
     for spec in args.tables or [None]:
         try:
             source = open_source(spec) if spec is not None else selected_source()
+            if args.nvlink_domain is not None:
+                source = replace(source, tables=[in_domain(t, args.nvlink_domain) for t in source.tables])
+                source = replace(
+                    source, findings=tuple(f for f in source.findings if _in_domain(f, args.nvlink_domain))
+                )
+            findings = source_findings(source, args.max_world_size)
+            if evidence is not None:
+                findings += _evidence_findings(source, evidence, args.arch)
         except ArtuneError as err:
             print(f"{err}", file=sys.stderr)
             unreadable += 1
             continue
-        if args.nvlink_domain is not None:
-            source = replace(source, tables=[in_domain(t, args.nvlink_domain) for t in source.tables])
-            source = replace(source, findings=tuple(f for f in source.findings if _in_domain(f, args.nvlink_domain)))
-        for finding in selected(source_findings(source, args.max_world_size), select, ignore):
+        for finding in selected(findings, select, ignore):
             print(finding)
             found += not finding.note
     if unreadable:
@@ -152,6 +169,25 @@ def _in_domain(finding: Finding, nvlink: str) -> bool:
     N102 and N111 are about racks, N103 about hosts joined over a network)."""
     about = {"N101": "rack", "N102": "rack", "N111": "rack", "N103": "host"}.get(finding.code)
     return about is None or about == nvlink
+
+
+def _evidence(args: argparse.Namespace) -> Any:
+    """The sweep ``--evidence`` names (``None`` without it)."""
+    if not args.evidence:
+        return None
+    if not args.arch:
+        raise ArtuneError("check: --evidence needs --arch, the arch the sweep was measured on (e.g. --arch 10.3)")
+    from artune.evidence import read_evidence
+
+    return read_evidence(args.evidence, world_size=args.evidence_world_size, mode=args.evidence_mode, arch=args.arch)
+
+
+def _evidence_findings(source: Source, evidence: Any, arch: str) -> list[Finding]:
+    """``check --evidence``: the findings of the table ``source`` runs on ``arch``, scored on the sweep."""
+    from artune.evidence.check import evidence_findings
+
+    table = source.table_set.resolve(arch) if source.table_set is not None else source.tables[0]
+    return evidence_findings(table, evidence, arch)
 
 
 # ------------------------------------------------------------------ explain

@@ -7,7 +7,8 @@
   (each with the kernel it ran and how it was forced) and times.
 - ``score_table(table, evidence)`` scores a table's row on the sweep as the
   engine runs it, down to the kernel; ``best_row(engine, evidence, arch)``
-  finds the best row the engine's own knobs allow on it.
+  finds the best row the engine's own knobs allow on it; ``compare_sides``
+  gives both sides of a change and the best row as plain data (review's).
 
 docs/evidence.md describes the formats, the columns-to-kernels map and the
 scoring.
@@ -19,6 +20,7 @@ from artune.evidence.best import BestRow, best_row
 from artune.evidence.model import BenchmarkSweep, Column
 from artune.evidence.read import FORMATS, detect, read_evidence, read_text
 from artune.evidence.score import EvidenceScore, SizeScore, score_table
+from artune.evidence.sides import compare_sides
 
 #: the public name of one sweep read from a benchmark's output (the class is ``BenchmarkSweep``, distinct
 #: from the tuner's paired ``artune.tune.evidence.Evidence``)
@@ -33,6 +35,7 @@ __all__ = [
     "EvidenceScore",
     "SizeScore",
     "best_row",
+    "compare_sides",
     "detect",
     "read_evidence",
     "read_text",

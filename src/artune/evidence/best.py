@@ -8,8 +8,8 @@ no row turns torch symmetric memory off, and then custom all-reduce keeps its
 (multimem, else two-shot) and, where the sweep measured the FlashInfer
 backend vLLM would run, FlashInfer's cap (``FI_ALLREDUCE_FUSION_MAX_SIZE_MB``).
 The kernel switch inside custom all-reduce is vLLM's, not a knob. Every cap
-is tried between each two adjacent sizes of the sweep (their midpoint, so
-``<`` and ``<=`` agree), each candidate is built with vLLM's rules
+is tried between each two adjacent sizes of the sweep (the roundest size
+strictly between them, so ``<`` and ``<=`` agree), each candidate is built with vLLM's rules
 (``artune.formats.vllm.rules``) and scored by ``score_table``; a candidate
 that would run a kernel the sweep did not measure is not a candidate. The
 winner is written as vLLM's rows (``artune.formats.vllm.write``), the
@@ -57,6 +57,12 @@ class BestRow:
         """The best row's geometric-mean regret against the fastest column: what no row can close."""
         return self.score.geomean
 
+    def gain_over(self, as_run: EvidenceScore) -> float | None:
+        """How much worse ``as_run``'s geomean regret is than this row's, on the sizes ``as_run`` scored
+        (0.193: 19.3% worse); ``None`` when it scored none."""
+        mine = self.score.geomean_at({s.size for s in as_run.scored})
+        return None if mine is None or as_run.geomean is None else as_run.geomean / mine - 1
+
     @property
     def unreachable(self) -> tuple[SizeScore, ...]:
         """The sizes where even the best row runs slower than the fastest column."""
@@ -78,10 +84,20 @@ class BestRow:
         }
 
 
+def _between(low: int, high: int) -> int:
+    """The roundest size strictly between ``low`` and ``high`` (the multiple of the largest power of two):
+    6 MiB between 4 and 8 MiB, 48 MiB between 47.84 and 64 MiB; ``<`` and ``<=`` bounds then agree."""
+    for bit in range(high.bit_length(), -1, -1):
+        step = 1 << bit
+        first = (low // step + 1) * step
+        if first < high:
+            return first
+    raise ValueError(f"no size between {low} and {high}")
+
+
 def _cuts(sizes: list[int]) -> list[int]:
-    """A cap between each two adjacent sizes (their midpoint, a multiple of 16) and one above the last."""
-    cuts = [(a + (b - a) // 2) // 16 * 16 for a, b in itertools.pairwise(sizes)]
-    return [*cuts, sizes[-1] * 2]
+    """A cap between each two adjacent sizes of the sweep, and one above the last."""
+    return [*(_between(a, b) for a, b in itertools.pairwise(sizes)), sizes[-1] * 2]
 
 
 def _vllm_table(arch: str, ws: int, fi: int | None, ca: int, sm: int | None, mm: bool) -> Table:
@@ -139,7 +155,8 @@ def _vllm_written(evidence: BenchmarkSweep, arch: str, base: Table | None, knobs
     if base is None:
         base = reference_set("vllm").resolve(arch)
     custom, symm, multimem, flashinfer = vllm_write.project(base)
-    custom[ws] = ca
+    if ws in vllm_rules.Dispatch("").custom_ar_sizes():
+        custom[ws] = ca
     symm.pop(ws, None)
     flashinfer.pop(ws, None)
     multimem = [w for w in multimem if w != ws] + ([ws] if mm else [])
@@ -152,7 +169,7 @@ def _vllm_written(evidence: BenchmarkSweep, arch: str, base: Table | None, knobs
     text = vllm_write.export_vllm([table], command).text
     named = (
         ("FI_ALLREDUCE_FUSION_MAX_SIZE_MB", "off" if fi is None else format_size(fi)),
-        ("CUSTOM_ALL_REDUCE_MAX_SIZES", format_size(ca)),
+        ("CUSTOM_ALL_REDUCE_MAX_SIZES", format_size(ca) if ws in custom else f"none at ws={ws}"),
         ("SYMM_MEM_ALL_REDUCE_MAX_SIZES", "no row" if sm is None else format_size(sm)),
         ("_WORLD_SIZES_MULTIMEM", "yes" if mm else "no"),
     )

@@ -24,6 +24,7 @@ from itertools import pairwise
 from statistics import median
 
 from artune.errors import EvidenceError
+from artune.sizes import format_size
 
 MODES = ("graph", "eager")
 
@@ -113,8 +114,6 @@ class BenchmarkSweep:
 
     def describe(self) -> str:
         """One line: the benchmark, world size, mode and size range."""
-        from artune.sizes import format_size
-
         return (
             f"{self.benchmark} ({self.format}), world size {self.world_size}, {self.mode} mode, {self.dtype}, "
             f"{len(self.sizes)} sizes {format_size(self.sizes[0])}-{format_size(self.sizes[-1])}, "

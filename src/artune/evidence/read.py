@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from artune.errors import EvidenceError
@@ -69,11 +70,7 @@ def read_text(
         raise EvidenceError(f"{source}: the sweep is at world size {sweep.world_size}, not {world_size}")
     if mode is not None and sweep.mode != mode:
         raise EvidenceError(f"{source}: the sweep was timed in {sweep.mode} mode ({sweep.timing}), not {mode}")
-    if arch:
-        from dataclasses import replace
-
-        sweep = replace(sweep, arch=arch)
-    return sweep
+    return replace(sweep, arch=arch) if arch else sweep
 
 
 def read_evidence(

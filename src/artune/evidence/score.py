@@ -84,6 +84,11 @@ class EvidenceScore:
         regrets = [s.regret for s in self.scored if s.regret is not None]
         return math.exp(sum(map(math.log, regrets)) / len(regrets)) if regrets else None
 
+    def geomean_at(self, sizes: set[int] | frozenset[int]) -> float | None:
+        """The geometric mean of the regrets at ``sizes`` (those of them scored here); ``None`` when none is."""
+        regrets = [s.regret for s in self.scored if s.size in sizes and s.regret is not None]
+        return math.exp(sum(map(math.log, regrets)) / len(regrets)) if regrets else None
+
     @property
     def worst(self) -> SizeScore | None:
         """The scored size with the largest regret."""

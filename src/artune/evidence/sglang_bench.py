@@ -59,7 +59,7 @@ def _size(text: str, source: str) -> int:
 
 def _world_size(world_size: int | None, benchmark: str, source: str) -> int:
     if world_size is None:
-        raise EvidenceError(f"{source}: {benchmark} does not print its world size; give it (--world-size N)")
+        raise EvidenceError(f"{source}: {benchmark} does not print its world size; give it (--evidence-world-size N)")
     return world_size
 
 

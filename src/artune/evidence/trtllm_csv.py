@@ -58,7 +58,7 @@ def read(
         raise EvidenceError(f"{source}: no rows with fusion {fusion} (op allreduce)")
     sizes_ws = sorted({int(r["world_size"]) for r in rows})
     if world_size is None and len(sizes_ws) > 1:
-        raise EvidenceError(f"{source}: world sizes {sizes_ws} in one CSV; give one (--world-size N)")
+        raise EvidenceError(f"{source}: world sizes {sizes_ws} in one CSV; give one (--evidence-world-size N)")
     ws = world_size if world_size is not None else sizes_ws[0]
     rows = [r for r in rows if int(r["world_size"]) == ws]
     if not rows:
@@ -66,7 +66,7 @@ def read(
     if mode is None:
         raise EvidenceError(
             f"{source}: the CSV does not record whether the run set --enable_cudagraph; give the mode "
-            "(--mode graph with it, eager without)"
+            "(--evidence-mode graph with it, eager without)"
         )
     unknown = sorted({r["strategy"] for r in rows} - STRATEGIES.keys())
     if unknown:

@@ -1,10 +1,14 @@
 """Published per-size all-reduce latency sweeps on NVLink GPUs, as fit and validation data.
 
 Every sweep says which GPU (a preset), world size, timing mode and, per
-column, which kernel ran; numbers are copied from
-``/work/shared/reference/gpu-measured.md`` (section ids ``DS..``), converted
-to microseconds. Where that file marks a label as inferred, the sweep's
-``note`` says so.
+column, which kernel ran; numbers are from
+``/work/shared/reference/gpu-measured.md`` (section ids ``DS..``), in
+microseconds. The vLLM sweeps are files in the benchmark's own output format
+under ``artune/model/sweeps/`` (package data; their README names each
+source), read by ``artune.evidence`` as a user's sweep is; the others, whose
+sources printed none of the formats artune reads (symm-mem-recipes', kraken's
+tables, Azure's busbw summaries, an issue's list), are typed here. Where the
+reference marks a label as inferred, the sweep's ``note`` says so.
 
 A *kernel* is ``class/implementation``: the class is the algorithm family
 the forms describe (``one_shot``, ``two_shot``, ``multimem``) or ``nccl``;
@@ -39,6 +43,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from artune.evidence import BenchmarkSweep
 
 KiB, MiB = 1 << 10, 1 << 20
 NAN = math.nan
@@ -83,9 +91,52 @@ class Sweep:
         ]
 
 
-def _ms(rows: tuple[tuple[float, tuple[float, ...]], ...], unit: int) -> tuple[tuple[int, ...], tuple]:
-    """Sizes in ``unit`` bytes and times in ms -> (bytes, us rows)."""
-    return tuple(int(s * unit) for s, _ in rows), tuple(tuple(v * 1000 for v in t) for _, t in rows)
+#: the evidence kernels (``artune.evidence``) the forms describe -> the model's class/implementation
+MODEL_KERNELS = {
+    "custom_ar/1stage": "one_shot/custom",
+    "custom_ar/2stage": "two_shot/custom",
+    "push_ar": "one_shot/custom",
+    "trtllm/oneshot": "one_shot/custom",
+    "trtllm/twoshot": "two_shot/custom",
+    "symm_mem/multimem": "multimem/torch",
+    "symm_mem/two_shot": "two_shot/torch",
+    "nccl": "nccl/auto",
+}
+
+
+def from_evidence(evidence: BenchmarkSweep, sweep_id: str, preset: str, note: str = "") -> Sweep:
+    """A benchmark's output (``artune.evidence.read_evidence``) as fit data on ``preset``'s GPU: the columns
+    whose kernel the forms describe (``MODEL_KERNELS``; NCCL's in-place twin, NCCL's symmetric kernels,
+    FlashInfer and the engines' whole dispatches are left out), sizes and times as read."""
+    keep = [i for i, c in enumerate(evidence.columns) if c.kernel in MODEL_KERNELS]
+    if not keep:
+        raise ValueError(f"{evidence.source}: no column the cost model has a form for")
+    return Sweep(
+        sweep_id,
+        f"{evidence.benchmark} ({evidence.timing})",
+        preset,
+        evidence.world_size,
+        evidence.mode,
+        tuple(MODEL_KERNELS[evidence.columns[i].kernel] for i in keep),
+        evidence.sizes,
+        tuple(tuple(row[i] for i in keep) for row in evidence.times),
+        note,
+    )
+
+
+def _file(name: str, columns: tuple[str, ...]) -> tuple[tuple[int, ...], tuple]:
+    """Sizes and times (us) of the sweep file ``name`` in ``artune/model/sweeps/``, ``columns`` in kernel order."""
+    from importlib.resources import files
+
+    from artune.evidence import read_text
+
+    found = read_text(files("artune.model").joinpath("sweeps", name).read_text(encoding="utf-8"), name)
+    names = [c.name for c in found.columns]
+    order = [names.index(c) for c in columns]
+    return found.sizes, tuple(tuple(row[i] for i in order) for row in found.times)
+
+
+_SYMM = ("pynccl", "symm_mem_multimem", "symm_mem_two_shot")
 
 
 def _us(rows: tuple[tuple[float, tuple[float, ...]], ...], unit: int) -> tuple[tuple[int, ...], tuple]:
@@ -115,23 +166,7 @@ SWEEPS: tuple[Sweep, ...] = (
         8,
         "graph",
         ("nccl/auto", "multimem/torch", "two_shot/torch"),
-        *_ms(
-            (
-                (0.5, (0.024, 0.011, 0.015)),
-                (1, (0.025, 0.014, 0.017)),
-                (1.5, (0.033, 0.016, 0.019)),
-                (2, (0.037, 0.018, 0.022)),
-                (3, (0.044, 0.023, 0.029)),
-                (4, (0.050, 0.027, 0.037)),
-                (8, (0.076, 0.046, 0.065)),
-                (16, (0.121, 0.087, 0.125)),
-                (32, (0.195, 0.165, 0.242)),
-                (47.84, (0.267, 0.244, 0.354)),
-                (64, (0.316, 0.320, 0.468)),
-                (128, (0.561, 0.631, 0.923)),
-            ),
-            MiB,
-        ),
+        *_file("ds2a-sm90-ws8.json", _SYMM),
         note="world size 8 inferred (the last SM 9.0 table); H100/H200 class",
     ),
     Sweep(
@@ -141,7 +176,7 @@ SWEEPS: tuple[Sweep, ...] = (
         2,
         "graph",
         ("nccl/auto", "multimem/torch", "two_shot/torch"),
-        *_ms(((0.5, (0.013, 0.016, 0.017)), (1, (0.017, 0.021, 0.020)), (1.5, (0.019, 0.025, 0.021))), MiB),
+        *_file("ds2b-sm100-ws2.json", _SYMM),
         note="first rows only (the rest was cut off)",
     ),
     Sweep(
@@ -151,25 +186,7 @@ SWEEPS: tuple[Sweep, ...] = (
         2,
         "graph",
         ("nccl/auto", "multimem/torch", "two_shot/torch"),
-        *_ms(
-            (
-                (16, (0.021, 0.013, 0.014)),
-                (32, (0.012, 0.013, 0.015)),
-                (64, (0.011, 0.015, 0.016)),
-                (128, (0.011, 0.016, 0.018)),
-                (256, (0.014, 0.016, 0.018)),
-                (512, (0.015, 0.019, 0.018)),
-                (1024, (0.017, 0.023, 0.021)),
-                (2048, (0.021, 0.032, 0.025)),
-                (4096, (0.035, 0.049, 0.034)),
-                (8192, (0.046, 0.085, 0.049)),
-                (16384, (0.057, 0.157, 0.081)),
-                (32768, (0.086, 0.305, 0.154)),
-                (65536, (0.150, 0.638, 0.333)),
-                (131072, (0.281, 1.298, 0.669)),
-            ),
-            KiB,
-        ),
+        *_file("ds2c-sm103-ws2.json", _SYMM),
         note="SM 10.3 (B300) inferred from its NCCL bandwidth and its 4 MiB two-shot limit",
     ),
     Sweep(
@@ -179,7 +196,7 @@ SWEEPS: tuple[Sweep, ...] = (
         4,
         "graph",
         ("nccl/auto", "multimem/torch", "two_shot/torch"),
-        *_ms(((16, (0.025, 0.013, 0.014)), (32, (0.017, 0.013, 0.014))), KiB),
+        *_file("ds2c4-sm103-ws4.json", _SYMM),
         note="the world size 4 block after DS2c, same inferred GPU",
     ),
     Sweep(
@@ -189,15 +206,7 @@ SWEEPS: tuple[Sweep, ...] = (
         2,
         "graph",
         ("one_shot/custom", "two_shot/custom", "nccl/auto", "multimem/torch", "two_shot/torch"),
-        *_ms(
-            (
-                (0.5, (0.007, 0.012, 0.011, 0.014, 0.014)),
-                (1, (0.009, 0.014, 0.017, 0.016, 0.016)),
-                (1.5, (0.011, 0.017, 0.020, 0.020, 0.018)),
-                (2, (0.013, 0.019, 0.037, 0.023, NAN)),
-            ),
-            MiB,
-        ),
+        *_file("ds3a-h100-tp2.txt", ("ca_1stage", "ca_2stage", "pynccl", "symm_mem_multimem", "symm_mem_two_shot")),
         note="ca_1stage / ca_2stage: vLLM's custom all-reduce forced to one or two stages",
     ),
     Sweep(
