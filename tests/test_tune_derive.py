@@ -13,13 +13,13 @@ from artune.measure.records import Candidate, Measurement
 from artune.table.model import Band
 from artune.tune.bench import CachedBench
 from artune.tune.derive import Crossover, bands_from, bisect_crossover, changes, pick, pick_all, plan_from
-from artune.tune.evidence import Rule, usable
+from artune.tune.evidence import FasterRule, usable
 from artune.tune.grid import midpoint, off_grid_sizes, powers, quantize
 from artune.tune.synthetic import SyntheticBench, linear_cost
 
 A, B, G = Candidate("shm_one_shot"), Candidate("shm_two_shot"), Candidate("gloo")
 PREF = ("gloo", "shm_one_shot", "shm_two_shot")
-RULE = Rule()
+RULE = FasterRule()
 
 
 def call(times: dict[Candidate, float], size: int = 4096, rounds: int = 60, jitter: float = 0.01) -> list[Measurement]:

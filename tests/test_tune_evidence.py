@@ -24,7 +24,7 @@ from artune.tune.evidence import (
     TIE_VERDICT,
     UNSURE,
     Evidence,
-    Rule,
+    FasterRule,
     _sign_rank,
     median_interval,
     paired_ratios,
@@ -34,7 +34,7 @@ from artune.tune.synthetic import SyntheticBench, linear_cost
 from artune.tune.tuner import plan_table, tune_world
 
 A, B = Candidate("shm_one_shot"), Candidate("shm_two_shot")
-RULE = Rule()
+RULE = FasterRule()
 
 
 def timed(cand: Candidate, turns: np.ndarray, call: str = "c1", burst: int = 1, size: int = 4096) -> Measurement:
@@ -227,7 +227,7 @@ def test_a_machine_with_two_regimes_gets_the_robust_choice_in_95_of_100_trials()
     """Half the calls are slow, where two-shot leads by 15% from 48 KiB; the quick ones tie there. The
     quick calls fit ten times the rounds, so pooled rounds say "tie" and one-shot would keep the sizes:
     the close calls are looked at again at another moment, and a candidate faster in one call and slower
-    in none takes the size (``Rule.across``)."""
+    in none takes the size (``FasterRule.across``)."""
     config = TuneConfig(budget_s=10.0, min_size=1024, max_size=4 << 20, regret_sizes=2)
     robust = 0
     for seed in range(100):

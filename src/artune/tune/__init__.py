@@ -21,7 +21,7 @@ from artune.tune.bench import Bench, CachedBench
 from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
 from artune.tune.derive import Crossover, Pick
-from artune.tune.evidence import Comparison, Evidence, Rule
+from artune.tune.evidence import Comparison, Evidence, FasterRule
 from artune.tune.regret import Regret
 from artune.tune.search import ParamSearch
 from artune.tune.tuner import WorldResult, tune_world
@@ -35,10 +35,10 @@ __all__ = [
     "Comparison",
     "Crossover",
     "Evidence",
+    "FasterRule",
     "ParamSearch",
     "Pick",
     "Regret",
-    "Rule",
     "TuneConfig",
     "WorldResult",
     "build_table",

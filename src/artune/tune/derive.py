@@ -41,7 +41,7 @@ from typing import Protocol
 
 from artune.measure.records import Candidate
 from artune.table.model import Band, Plan, freeze_params
-from artune.tune.evidence import FASTER, UNSURE, Comparison, Rule, Timed, usable
+from artune.tune.evidence import FASTER, UNSURE, Comparison, FasterRule, Timed, usable
 from artune.tune.grid import midpoint
 
 #: re-measurements of one unsure bisection step at most (each with the step's budget)
@@ -125,7 +125,7 @@ def preference_key(preference: Sequence[str]) -> Callable[[Candidate], tuple[int
 def pick(
     size: int,
     measurements: Sequence[Timed],
-    rule: Rule,
+    rule: FasterRule,
     preference: Sequence[str],
     incumbent: Candidate | None = None,
     banned: Collection[Candidate] = (),
@@ -160,7 +160,7 @@ def pick(
 
 def pick_all(
     by_size: Mapping[int, Sequence[Timed]],
-    rule: Rule,
+    rule: FasterRule,
     preference: Sequence[str],
     banned: Collection[Candidate] = (),
 ) -> list[Pick]:
@@ -185,7 +185,7 @@ def bisect_crossover(
     above: Candidate,
     lo: int,
     hi: int,
-    rule: Rule,
+    rule: FasterRule,
     resolution: float,
     budget_per_step: float,
     itemsize: int = 4,
