@@ -128,3 +128,22 @@ def test_a_slower_tuned_setting_is_repaired_to_the_defaults() -> None:
     assert own_duel_losses(result) == []
     if result.duel is not None and result.duel.fixes:
         assert {f.how for f in result.duel.fixes} <= set(Repair)
+
+
+def test_the_report_shows_the_duel_its_repairs_and_the_states() -> None:
+    from artune.machine import cpu_platform
+    from artune.report.document import to_markdown
+    from artune.report.summary import RunInfo, report_blocks
+    from artune.tune.build import build_table
+
+    repaired = next(
+        r
+        for seed in range(20)
+        if (r := tune_world(CachedBench(flipping(seed)), CONFIG.with_changes(seed=seed))).duel is not None
+        and r.duel.fixes
+    )
+    text = to_markdown(report_blocks([repaired], build_table([repaired], cpu_platform()), [], RunInfo()))
+    assert "Duel before shipping (ws=2)" in text and "loses to no fixed rule there" in text
+    fix = repaired.duel.fixes[0] if repaired.duel is not None else None
+    assert fix is not None and f"{fix.how}: {fix.what}" in text
+    assert "The machine's states (ws=2)" in text and "disagreed" in text

@@ -128,9 +128,11 @@ def test_a_verdict_across_calls_taken_at_different_moments() -> None:
     assert c.ratio == pytest.approx(1.01) and c.low >= 1 / 1.03  # pooled: the quick call's 600 rounds tie
     assert c.verdict == FASTER and [v for _, v in c.calls] == [TIE_VERDICT, FASTER]
     assert c.swapped().verdict == SLOWER and "per call: 0.990 tie, 1.167 slower" in c.swapped().describe()
-    # faster in one call, slower in another: the side whose worst call loses less
+    # faster in one call, slower in another: the side the mix of the calls favours (their ratios' geomean)
     assert RULE.across(UNSURE, [(0.8, FASTER), (1.05, SLOWER)]) == FASTER
     assert RULE.across(UNSURE, [(0.96, FASTER), (1.25, SLOWER)]) == SLOWER
+    # two calls in the state where a leads, one where it loses by more: the mix, not the worst call, decides
+    assert RULE.across(UNSURE, [(0.8, FASTER), (0.8, FASTER), (1.3, SLOWER)]) == FASTER
     assert RULE.across(TIE_VERDICT, [(1.0, TIE_VERDICT), (0.99, UNSURE)]) == TIE_VERDICT
 
 

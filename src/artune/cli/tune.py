@@ -22,7 +22,7 @@ unless ``--no-install``. ``artune verify TABLE`` re-measures both sides of
 every band bound, and an open-ended last band against the fallback at a few
 sizes across it, and exits 1 when one no longer holds.
 
-``--device cuda`` (not yet run on a GPU) measures CUDA tensors (bf16), one
+``--device cuda`` (its GPU status: the README's status table) measures CUDA tensors (bf16), one
 GPU per rank, NCCL and torch symmetric memory, in each ``--mode``: ``graph``
 (calls captured in CUDA graphs and replayed, as engines run decode; default
 with ``eager``) and ``eager`` (CUDA events around each call). The table's
@@ -255,16 +255,7 @@ def run_tune(args: argparse.Namespace) -> int:
         )
     platform, fingerprint, timings = machine.cpu_platform(), machine.fingerprint(), _timings(args)
     if cuda:
-        from artune.gpufacts import gpu_facts
-
-        facts = gpu_facts()
-        too_many = [ws for ws in world_sizes if ws > facts.count]
-        if too_many and not _under_torchrun():
-            raise ArtuneError(
-                f"--world-size {too_many[0]} needs one GPU per rank; this host has {facts.count} "
-                f"({facts.name}); use torchrun across hosts or a smaller world size"
-            )
-        platform, fingerprint = facts.platform(), facts.fingerprint()
+        platform, fingerprint = _gpu_platform(world_sizes)
         config = config.with_changes(dtype="bfloat16", itemsize=2)  # what the engines' tables are for
     out = Path(args.out) if args.out else Path(f"artune-tune-{'cuda-' if cuda else ''}{fingerprint}")
     out.mkdir(parents=True, exist_ok=True)
@@ -292,10 +283,25 @@ def run_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpu_platform(world_sizes: list[int]) -> tuple[Any, str]:
+    """This host's GPU platform and fingerprint; refuses more ranks than GPUs outside torchrun."""
+    from artune.gpufacts import gpu_facts
+
+    facts = gpu_facts()
+    too_many = [ws for ws in world_sizes if ws > facts.count]
+    if too_many and not _under_torchrun():
+        raise ArtuneError(
+            f"--world-size {too_many[0]} needs one GPU per rank; this host has {facts.count} "
+            f"({facts.name}); use torchrun across hosts or a smaller world size"
+        )
+    return facts.platform(), facts.fingerprint()
+
+
 def _print_summary(
     results: list[Any], table_path: Path, out: Path, findings: list[Any], installed: str, wall: float
 ) -> None:
     from artune.report import loss_warning, regret_line
+    from artune.report.duel import duel_line
     from artune.sizes import format_span
 
     for r in results:
@@ -306,6 +312,9 @@ def _print_summary(
         print(f"world_size={r.world_size}{mode}: " + ", ".join(bands) + f"; fallback {r.plan.fallback}")
         if params:
             print(f"  parameters: {params}")
+        print(f"  {duel_line(r)}")
+        if r.states is not None and r.states.seen:
+            print(f"  {r.states.describe()}")
         print(f"  {regret_line(r)}")
         warning = loss_warning(r)
         if warning:

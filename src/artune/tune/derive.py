@@ -37,11 +37,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 from artune.measure.records import Candidate
 from artune.table.model import Band, Plan, freeze_params
-from artune.tune.evidence import FASTER, UNSURE, Comparison, FasterRule, Timed, usable
+from artune.tune.evidence import FASTER, UNSURE, Comparison, FasterRule, Timed, Verdict, usable
 from artune.tune.grid import midpoint
 
 #: re-measurements of one unsure bisection step at most (each with the step's budget)
@@ -64,21 +65,33 @@ class Sampler(Protocol):
         ...
 
 
+class Why(str, Enum):
+    """Why a pick's winner won its size (rule 2)."""
+
+    FASTEST = "fastest"
+    INCUMBENT = "incumbent"  # tied with (or unsure against) the fastest, and the winner at the size below
+    SIMPLER = "simpler"  # tied with (or unsure against) the fastest, and simpler
+    ONLY_USABLE = "only usable"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Pick:
     """The winner at one size, why, and how sure."""
 
     size: int
     winner: Candidate
-    why: str  # "fastest", "incumbent", "simpler" or "only usable"
+    why: Why
     fastest: Candidate
     against: Comparison | None  # the winner against the fastest (kept), or against the runner-up (fastest)
     unsure: tuple[Candidate, Candidate] | None = None  # (fastest, winner): more rounds could change the pick
 
     @property
-    def verdict(self) -> str:
-        """How sure the pick is: the verdict of ``against`` (``only usable`` without a rival)."""
-        return self.against.verdict if self.against is not None else "only usable"
+    def verdict(self) -> Verdict | Why:
+        """How sure the pick is: the verdict of ``against`` (``Why.ONLY_USABLE`` without a rival)."""
+        return self.against.verdict if self.against is not None else Why.ONLY_USABLE
 
 
 @dataclass(frozen=True)
@@ -136,7 +149,7 @@ def pick(
         return None
     simpler = preference_key(preference)
     if len(ok) == 1:
-        return Pick(size, ok[0].candidate, "only usable", ok[0].candidate, None)
+        return Pick(size, ok[0].candidate, Why.ONLY_USABLE, ok[0].candidate, None)
     reference = min(ok, key=lambda m: (m.time_us, simpler(m.candidate)))
     ratios = {m.candidate: rule.compare(m, reference).ratio if m is not reference else 1.0 for m in ok}
     order = sorted(ok, key=lambda m: (ratios[m.candidate], simpler(m.candidate)))
@@ -147,12 +160,12 @@ def pick(
     contenders = [m for m in ok if m is fastest or against[m.candidate].verdict != FASTER]
     names = {m.candidate for m in contenders}
     if incumbent is not None and incumbent in names:
-        chosen, why = incumbent, "incumbent"
+        chosen, why = incumbent, Why.INCUMBENT
     else:
-        chosen, why = min(names, key=simpler), "simpler"
+        chosen, why = min(names, key=simpler), Why.SIMPLER
     if chosen == fastest.candidate:
         runner = max(against.values(), key=lambda c: c.ratio)  # the closest rival
-        return Pick(size, chosen, "fastest", chosen, runner)
+        return Pick(size, chosen, Why.FASTEST, chosen, runner)
     kept = against[chosen].swapped()
     unsure = (fastest.candidate, chosen) if kept.verdict == UNSURE else None
     return Pick(size, chosen, why, fastest.candidate, kept, unsure)

@@ -2,7 +2,8 @@
 
 After the plan is derived, the table's choice and every fixed rule's choice
 (the published rule, ``always <algorithm>`` for each algorithm) are timed
-together, interleaved, at off-grid sizes no phase measured. At every size
+together, interleaved, at off-grid sizes no phase measured (up to a quarter
+of the largest size tuned). At every size
 the evidence rule (``artune.tune.evidence``) compares each rule's choice
 with the table's: a rule *wins* a size where its choice is ``faster``.
 
@@ -46,12 +47,14 @@ from artune.tune.state import TuneState, plan_table
 #: rounds of fresh duel sizes at most (each after a repair)
 DUEL_ROUNDS = 3
 #: of a round's share, what its first call of every size gets (the rest: confirming wins, bisecting repairs)
-FIRST_LOOK = 0.4
+FIRST_LOOK = 0.6
 #: passes over the duel sizes pinning a winner, at most (a pin can change the choice at no other duel size,
 #: but dropping a winner's tuned parameters can)
 PIN_PASSES = 4
 #: of the whole budget, what the duel's first round gets at least (earlier phases that overran do not skip it)
 FIRST_ROUND_FLOOR = 0.08
+#: the duel's sizes go up to the largest size tuned over this
+TOP_SHARE = 4
 #: seed offset of the duel's sizes, so they differ from the held-out regret's
 DUEL_SEED = 7919
 
@@ -231,12 +234,14 @@ def _pin(state: TuneState, plan: Plan, sizes: Sequence[int], budget_s: float) ->
 
 
 def _round_sizes(state: TuneState, round_: int) -> list[int]:
+    """Fresh off-grid sizes up to a quarter of the largest size tuned: above, one call of every rule's choice
+    costs more than the whole duel's share, and the last band's algorithm is measured at the largest size."""
     config = state.config
     measured = {m.size_bytes for m in state.bench.used()}
+    top = max(config.min_size * 2, config.max_size // TOP_SHARE)
     return off_grid_sizes(
-        config.min_size, config.max_size, config.duel_sizes, config.seed + DUEL_SEED * (round_ + 1),
-        config.itemsize, measured,
-    )  # fmt: skip
+        config.min_size, top, config.duel_sizes, config.seed + DUEL_SEED * (round_ + 1), config.itemsize, measured
+    )
 
 
 def duel(state: TuneState) -> Duel:
@@ -254,7 +259,7 @@ def duel(state: TuneState) -> Duel:
         if left <= 0 and r:
             break
         fresh = _round_sizes(state, r)
-        share = left / (DUEL_ROUNDS - r)
+        share = left / 2 if r == 0 else left / (DUEL_ROUNDS - r)  # the first round most: often the only one
         for s in fresh:
             _evidence(state, state.plan, s, share * FIRST_LOOK / len(fresh))
         sizes.extend(fresh)
