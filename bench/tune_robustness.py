@@ -209,6 +209,8 @@ def main() -> int:
             f"load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
+        if args.json:  # after every run, so a cut-short bench keeps what it measured
+            Path(args.json).write_text(json.dumps({"summary": summary(runs), "runs": runs}, indent=1))
     s = summary(runs)
     print(
         f"{s['runs']} runs: median {s['median']:.3f}, worst {s['worst']:.3f}, worst over the best fixed rule "
