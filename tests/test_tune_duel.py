@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from artune.measure.records import Candidate, Measurement
 from artune.table.model import Band, ParamValue, Plan
 from artune.tune.bench import CachedBench
@@ -147,3 +150,27 @@ def test_the_report_shows_the_duel_its_repairs_and_the_states() -> None:
     fix = repaired.duel.fixes[0] if repaired.duel is not None else None
     assert fix is not None and f"{fix.how}: {fix.what}" in text
     assert "The machine's states (ws=2)" in text and "disagreed" in text
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    bounds=st.lists(st.integers(1, 1 << 20), min_size=0, max_size=4, unique=True),
+    names=st.lists(st.sampled_from(NAMES), min_size=5, max_size=5),
+    open_ended=st.booleans(),
+    span=st.tuples(st.integers(1, 1 << 20), st.integers(0, 1 << 19)),
+    winner=st.sampled_from(NAMES),
+)
+def test_pinned_changes_exactly_the_span(
+    bounds: list[int], names: list[str], open_ended: bool, span: tuple[int, int], winner: str
+) -> None:
+    ups: list[int | None] = [*sorted(bounds)]
+    if open_ended:
+        ups.append(None)
+    plan = Plan(2, "eager", tuple(Band(u, (n,)) for u, n in zip(ups, names, strict=False)), "gloo")
+    lo, hi = span[0], span[0] + span[1]
+    got = pinned(plan, lo, hi, winner)
+    for size in {1, lo - 1, lo, hi, hi + 1, *(u for u in bounds), *(u + 1 for u in bounds), 2 << 20}:
+        if size < 1:
+            continue
+        want = winner if lo <= size <= hi else choice(plan_table(plan), size, 2, NAMES).algorithm
+        assert choice(plan_table(got), size, 2, NAMES).algorithm == want, size

@@ -105,7 +105,7 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Crossover:
+class BandCrossover:
     """Where the band of ``below`` ends and the band of ``above`` begins.
 
     ``below`` wins (or ties) at ``lo``, ``above`` is faster at ``hi``; the
@@ -203,7 +203,7 @@ def bisect_crossover(
     budget_per_step: float,
     itemsize: int = 4,
     extra_calls: int = EXTRA_CALLS,
-) -> Crossover:
+) -> BandCrossover:
     """Refine the crossover between ``below`` (wins at ``lo``) and ``above`` (wins at ``hi``) (rule 3).
 
     Each size is measured with both candidates in one call (``together``: a
@@ -236,11 +236,11 @@ def bisect_crossover(
     at = midpoint(lo, hi, itemsize)
     if not lo < at <= hi:
         at = hi
-    return Crossover(below, above, coarse, lo, hi, at, lead, tuple(steps))
+    return BandCrossover(below, above, coarse, lo, hi, at, lead, tuple(steps))
 
 
 def bands_from(
-    picks: Sequence[Pick], crossovers: Sequence[Crossover], fallback: str, top: int | None = None
+    picks: Sequence[Pick], crossovers: Sequence[BandCrossover], fallback: str, top: int | None = None
 ) -> tuple[Band, ...]:
     """Bands ending at the crossovers (rule 4), adjacent equal bands merged, no trailing fallback band.
 
@@ -264,7 +264,7 @@ def bands_from(
 def plan_from(
     world_size: int,
     picks: Sequence[Pick],
-    crossovers: Sequence[Crossover],
+    crossovers: Sequence[BandCrossover],
     fallback: str,
     params: Mapping[str, Mapping[str, object]],
     top: int | None = None,

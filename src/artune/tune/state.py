@@ -16,7 +16,7 @@ from artune.measure.records import Candidate, Measurement
 from artune.table.model import Plan, Platform, Provenance, Table
 from artune.tune.bench import CachedBench
 from artune.tune.config import Budget, TuneConfig
-from artune.tune.derive import Crossover, Pick, bisect_crossover, changes, pick_all, plan_from
+from artune.tune.derive import BandCrossover, Pick, bisect_crossover, changes, pick_all, plan_from
 from artune.tune.evidence import Evidence, wrong
 from artune.tune.search import ParamSearch
 
@@ -52,7 +52,7 @@ class TuneState:
     tuned: dict[str, Candidate] = field(default_factory=dict)  # per algorithm, its parameters found
     searches: list[ParamSearch] = field(default_factory=list)
     picks: list[Pick] = field(default_factory=list)
-    crossovers: list[Crossover] = field(default_factory=list)
+    crossovers: list[BandCrossover] = field(default_factory=list)
     plan: Plan | None = None
 
     @property

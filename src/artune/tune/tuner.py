@@ -25,11 +25,11 @@ from artune.measure.records import Candidate, Measurement
 from artune.table.model import Plan, Platform, Table
 from artune.tune.bench import WARMUP_SHARE, CachedBench
 from artune.tune.config import Budget, TuneConfig
-from artune.tune.derive import Crossover, Pick
+from artune.tune.derive import BandCrossover, Pick
 from artune.tune.duel import Duel, duel
 from artune.tune.evidence import TIE_VERDICT, UNSURE, Evidence, spread, usable
 from artune.tune.grid import midpoint, off_grid_sizes
-from artune.tune.regret import TUNED, Regret, regret_candidates, regret_from, single_rules
+from artune.tune.regret import TUNED, RegretScore, regret_candidates, regret_from, single_rules
 from artune.tune.search import ParamSearch, search_algorithm, search_sizes
 from artune.tune.state import TuneState, plan_table
 from artune.tune.states import States, states_of
@@ -55,9 +55,9 @@ class WorldResult:
     config: TuneConfig
     plan: Plan
     picks: tuple[Pick, ...]
-    crossovers: tuple[Crossover, ...]
+    crossovers: tuple[BandCrossover, ...]
     searches: tuple[ParamSearch, ...]
-    regret: Regret
+    regret: RegretScore
     banned: tuple[tuple[str, str], ...]  # (candidate key, why)
     measurements: tuple[Measurement, ...]
     measured: int
@@ -215,7 +215,7 @@ def _start(bench: CachedBench, config: TuneConfig, fixed: Table | None, fixed_na
     return TuneState(bench, config, Budget(config.budget_s, config.phases), names, [(fixed_name, fixed), *singles])
 
 
-def _held_out(state: TuneState, sizes: list[int], allowance: float) -> Regret:
+def _held_out(state: TuneState, sizes: list[int], allowance: float) -> RegretScore:
     """The regret of the shipped plan and of every fixed rule at ``sizes`` (no other phase measured them)."""
     bench = state.bench
     bench.phase("regret")
@@ -278,7 +278,7 @@ def tune_world(
     return _result(state, regret, record, time.monotonic() - started)
 
 
-def _result(state: TuneState, regret: Regret, record: Duel, wall_s: float) -> WorldResult:
+def _result(state: TuneState, regret: RegretScore, record: Duel, wall_s: float) -> WorldResult:
     bench = state.bench
     assert state.plan is not None
     return WorldResult(
