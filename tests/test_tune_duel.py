@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from artune.tune.duel import Repair, pinned
 from artune.tune.evidence import FASTER, Evidence, FasterRule
 from artune.tune.regret import choice
 from artune.tune.state import plan_table
+from artune.tune.states import states_of
 from artune.tune.synthetic import SyntheticBench, linear_cost
 from artune.tune.tuner import WorldResult, tune_world
 
@@ -174,3 +176,18 @@ def test_pinned_changes_exactly_the_span(
             continue
         want = winner if lo <= size <= hi else choice(plan_table(plan), size, 2, NAMES).algorithm
         assert choice(plan_table(got), size, 2, NAMES).algorithm == want, size
+
+
+def test_a_median_and_a_mean_that_disagree_are_a_tail() -> None:
+    """One candidate quicker in most calls but with slow calls 20x longer: the median says it is faster,
+    the time spent says it is slower, and the states record it."""
+    spiky = [50.0] * 90 + [1000.0] * 10  # median 50, mean 145
+    steady = [60.0] * 100
+    a = Measurement(Candidate("shm_two_shot"), 65536, "float32", 2, tuple(spiky), 0, burst=1, call="c1")
+    b = Measurement(Candidate("shm_one_shot"), 65536, "float32", 2, tuple(steady), 0, burst=1, call="c1")
+    st = states_of([a, b], FasterRule())
+    (tail,) = st.tails
+    assert tail.median_ratio == pytest.approx(50 / 60) and tail.mean_ratio == pytest.approx(145 / 60)
+    assert st.seen and "by time spent" in st.describe()
+    calm = Measurement(Candidate("shm_two_shot"), 65536, "float32", 2, tuple([50.0] * 100), 0, burst=1, call="c1")
+    assert states_of([calm, b], FasterRule()).tails == ()

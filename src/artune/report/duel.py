@@ -83,4 +83,16 @@ def states_blocks(result: WorldResult) -> list[Block]:
                 "moment of the machine), not to the state the last call landed in."
             )
         )
+    if st.tails:
+        rows = tuple(
+            (human_size(t.size), f"{t.a.key}/{t.b.key}", f"{t.median_ratio:.3f}", f"{t.mean_ratio:.3f}")
+            for t in sorted(st.tails, key=lambda t: t.size)[:SHOWN_SWINGS]
+        )
+        blocks.append(Grid(("size", "pair (one call)", "ratio of medians", "ratio of time spent"), rows))
+        blocks.append(
+            Para(
+                "The tuner decides on the medians of turns; where the time spent points the other way, a "
+                "workload's total time may favour the other candidate."
+            )
+        )
     return blocks

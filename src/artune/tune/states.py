@@ -10,7 +10,12 @@ bisection step, a confirmed duel loss). ``states_of`` collects those:
   than the tie band on both sides (``max / min > (1 + tie)**2``), or whose
   per-call verdicts are ``faster`` in one call and ``slower`` in another;
 - a *shift* is one candidate at a size whose per-call medians differ by more
-  than that (the whole machine slower for a call).
+  than that (the whole machine slower for a call);
+- a *tail* is a pair timed in one call whose median times and mean times
+  (the time spent) point opposite ways beyond the tie band: one is quicker
+  in a typical call, the other over the whole call, because its slow calls
+  are slower or more frequent. The tuner decides on medians of turns, so a
+  tail marks a size where a workload's total time may favour the other.
 
 Decisions over such calls are taken for the mix of the states met
 (``FasterRule.across``); the report shows this record.
@@ -50,6 +55,24 @@ class Swing:
 
 
 @dataclass(frozen=True)
+class Tail:
+    """A pair timed in one call whose median and mean time ratios point opposite ways."""
+
+    size: int
+    a: Candidate
+    b: Candidate
+    median_ratio: float  # a's median time over b's
+    mean_ratio: float  # a's mean time over b's (the time spent)
+
+    def describe(self) -> str:
+        """``64KiB shm_two_shot/shm_one_shot: 0.91 by median, 1.23 by time spent``."""
+        return (
+            f"{self.size} B {self.a.key}/{self.b.key}: {self.median_ratio:.2f} by median, "
+            f"{self.mean_ratio:.2f} by time spent"
+        )
+
+
+@dataclass(frozen=True)
 class States:
     """What one run saw of the machine's states."""
 
@@ -57,11 +80,12 @@ class States:
     swings: tuple[Swing, ...]
     repeated: int  # (candidate, size) timed in two calls or more
     shifts: tuple[tuple[int, Candidate, float], ...]  # (size, candidate, slowest call's median / quickest's)
+    tails: tuple[Tail, ...] = ()
 
     @property
     def seen(self) -> bool:
-        """True when calls at different moments disagreed anywhere."""
-        return bool(self.swings or self.shifts)
+        """True when calls at different moments disagreed anywhere, or a median and a mean did."""
+        return bool(self.swings or self.shifts or self.tails)
 
     def sizes(self) -> list[int]:
         """The sizes where a pair swung, sorted."""
@@ -69,8 +93,15 @@ class States:
 
     def describe(self) -> str:
         """One sentence for the report and the summary."""
+        tails = ""
+        if self.tails:
+            worst = max(self.tails, key=lambda t: abs(math.log(t.mean_ratio / t.median_ratio)))
+            tails = (
+                f" At {len({t.size for t in self.tails})} size(s) the median and the time spent disagree on "
+                f"which of two is faster (slow calls of one are slower or more frequent), e.g. {worst.describe()}."
+            )
         if not self.pairs and not self.repeated:
-            return "No pair was timed in more than one call, so the run saw one state of the machine."
+            return "No pair was timed in more than one call, so the run saw one state of the machine." + tails
         flips = sum(s.flips for s in self.swings)
         most = max((s.factor for s in self.swings), default=1.0)
         shift = max((f for _, _, f in self.shifts), default=1.0)
@@ -79,7 +110,7 @@ class States:
             f"Calls at different moments disagreed for {len(self.swings)} of {self.pairs} pairs timed more than "
             f"once ({flips} changed sides), by up to {most:.2f}x in their ratio, at sizes {where}; one "
             f"candidate's own time moved by more than the tie band in {len(self.shifts)} of {self.repeated} "
-            f"repeated measurements, by up to {shift:.2f}x."
+            f"repeated measurements, by up to {shift:.2f}x.{tails}"
         )
 
 
@@ -122,4 +153,22 @@ def states_of(measurements: Sequence[Measurement], rule: FasterRule) -> States:
             swing = Swing(size, a, b, ratios, verdicts)
             if swing.flips or swing.factor > edge:
                 swings.append(swing)
-    return States(pairs, tuple(swings), repeated, tuple(sorted(shifts, key=lambda s: s[0])))
+    shifted = tuple(sorted(shifts, key=lambda s: s[0]))
+    return States(pairs, tuple(swings), repeated, shifted, tuple(_tails(measurements, rule)))
+
+
+def _tails(measurements: Sequence[Measurement], rule: FasterRule) -> list[Tail]:
+    """Every pair timed in one call whose median and mean ratios fall on opposite sides of the tie band."""
+    low, high = rule.band
+    by_call: dict[str, list[Measurement]] = {}
+    for m in measurements:
+        if m.call and m.status == "ok" and m.samples_us:
+            by_call.setdefault(m.call, []).append(m)
+    found = []
+    for calls in by_call.values():
+        for a, b in itertools.combinations(calls, 2):
+            median = statistics.median(a.samples_us) / statistics.median(b.samples_us)
+            mean = statistics.fmean(a.samples_us) / statistics.fmean(b.samples_us)
+            if (median < low and mean > high) or (median > high and mean < low):
+                found.append(Tail(a.size_bytes, a.candidate, b.candidate, median, mean))
+    return found
