@@ -78,14 +78,14 @@ def test_a_fixed_rule_that_beats_the_table_is_flagged_loudly(result: WorldResult
 
     from artune.measure.records import Candidate
     from artune.report import loss_warning
-    from artune.tune.regret import Regret, RegretPoint
+    from artune.tune.regret import RegretPoint, RegretScore
 
     one, two = Candidate("shm_one_shot"), Candidate("shm_two_shot")
     # at both sizes the tuned table chose the slower algorithm; always two-shot chose right
     points = tuple(
         RegretPoint(size, two, 10.0, ((one, 12.0), (one, 12.0), (two, 10.0)), 100.0) for size in (5000, 9000)
     )
-    losing = replace(result, regret=Regret(points, ("tuned table", "fixed 1 MiB rule (DeepSpeed)", "always two")))
+    losing = replace(result, regret=RegretScore(points, ("tuned table", "fixed 1 MiB rule (DeepSpeed)", "always two")))
     warning = loss_warning(losing)
     assert "LOSES to always two (1.000)" in warning and "fixed 1 MiB rule" not in warning  # a tie is no loss
     assert loss_warning(result) == ""

@@ -57,7 +57,7 @@ def test_a_log_replays_without_measuring(tmp_path: object) -> None:
 class SlowBench:
     """A bench whose calls report (via ``agree``) three times the budget they were handed."""
 
-    world_size, dtype, baseline = 2, "float32", "gloo"
+    world_size, dtype, baseline, mode, hosts = 2, "float32", "gloo", "eager", 1
     algorithms = ("gloo", "shm_one_shot")
 
     def __init__(self) -> None:

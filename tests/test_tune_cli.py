@@ -112,6 +112,13 @@ def test_real_quick_tune_writes_a_clean_table_and_report(tmp_path: Path) -> None
         assert (out / name).stat().st_size > 0, name
     assert "Regret on" in (out / "report.md").read_text()
     assert not (tmp_path / "cache").exists()  # --no-install
+    # the run replays from its log and journal: the same table, measuring nothing
+    again = subprocess.run(
+        [sys.executable, "-m", "artune", "tune", "--replay", str(out)], capture_output=True, text=True, env=env
+    )
+    assert again.returncode == 0, again.stdout + again.stderr[-3000:]
+    assert "the same plan as" in again.stdout
+    assert load_table(out / "replay" / "table.toml").plans == table.plans
 
 
 def test_busy_machine_warning() -> None:

@@ -12,14 +12,14 @@ from hypothesis import strategies as st
 from artune.measure.records import Candidate, Measurement
 from artune.table.model import Band
 from artune.tune.bench import CachedBench
-from artune.tune.derive import Crossover, bands_from, bisect_crossover, changes, pick, pick_all, plan_from
-from artune.tune.evidence import Rule, usable
+from artune.tune.derive import BandCrossover, bands_from, bisect_crossover, changes, pick, pick_all, plan_from
+from artune.tune.evidence import FasterRule, usable
 from artune.tune.grid import midpoint, off_grid_sizes, powers, quantize
 from artune.tune.synthetic import SyntheticBench, linear_cost
 
 A, B, G = Candidate("shm_one_shot"), Candidate("shm_two_shot"), Candidate("gloo")
 PREF = ("gloo", "shm_one_shot", "shm_two_shot")
-RULE = Rule()
+RULE = FasterRule()
 
 
 def call(times: dict[Candidate, float], size: int = 4096, rounds: int = 60, jitter: float = 0.01) -> list[Measurement]:
@@ -114,7 +114,7 @@ def test_an_earlier_algorithm_comes_back() -> None:
     picks = pick_all(by_size, RULE, PREF)
     assert [p.winner for p in picks] == [A, B, A]
     crossings = [
-        Crossover(x.winner, y.winner, (x.size, y.size), x.size, y.size, y.size, None) for x, y in changes(picks)
+        BandCrossover(x.winner, y.winner, (x.size, y.size), x.size, y.size, y.size, None) for x, y in changes(picks)
     ]
     bands = bands_from(picks, crossings, "gloo")
     assert [b.candidates for b in bands] == [("shm_one_shot",), ("shm_two_shot",), ("shm_one_shot",)]
@@ -184,7 +184,7 @@ def test_bands_end_at_crossovers_and_the_top_band_reaches_every_size() -> None:
         RULE,
         PREF,
     )
-    cross = Crossover(A, B, (256, 4096), 1024, 1280, 1152, None)
+    cross = BandCrossover(A, B, (256, 4096), 1024, 1280, 1152, None)
     bands = bands_from(picks, [cross], "gloo")
     assert bands == (Band(1151, ("shm_one_shot",)), Band(None, ("shm_two_shot",)))  # open-ended: every larger size
 
@@ -195,7 +195,7 @@ def test_trailing_fallback_band_is_dropped_and_equal_bands_merge() -> None:
         RULE,
         PREF,
     )
-    cross = Crossover(A, G, (256, 1 << 20), 4096, 5120, 4608, None)
+    cross = BandCrossover(A, G, (256, 1 << 20), 4096, 5120, 4608, None)
     plan = plan_from(2, picks, [cross], "gloo", {"shm_one_shot": {"x": 1}, "shm_two_shot": {"y": 2}})
     assert plan.bands == (Band(4607, ("shm_one_shot",)),)
     assert plan.fallback == "gloo"

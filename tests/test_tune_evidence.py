@@ -24,7 +24,7 @@ from artune.tune.evidence import (
     TIE_VERDICT,
     UNSURE,
     Evidence,
-    Rule,
+    FasterRule,
     _sign_rank,
     median_interval,
     paired_ratios,
@@ -34,7 +34,7 @@ from artune.tune.synthetic import SyntheticBench, linear_cost
 from artune.tune.tuner import plan_table, tune_world
 
 A, B = Candidate("shm_one_shot"), Candidate("shm_two_shot")
-RULE = Rule()
+RULE = FasterRule()
 
 
 def timed(cand: Candidate, turns: np.ndarray, call: str = "c1", burst: int = 1, size: int = 4096) -> Measurement:
@@ -128,9 +128,11 @@ def test_a_verdict_across_calls_taken_at_different_moments() -> None:
     assert c.ratio == pytest.approx(1.01) and c.low >= 1 / 1.03  # pooled: the quick call's 600 rounds tie
     assert c.verdict == FASTER and [v for _, v in c.calls] == [TIE_VERDICT, FASTER]
     assert c.swapped().verdict == SLOWER and "per call: 0.990 tie, 1.167 slower" in c.swapped().describe()
-    # faster in one call, slower in another: the side whose worst call loses less
+    # faster in one call, slower in another: the side the mix of the calls favours (their ratios' geomean)
     assert RULE.across(UNSURE, [(0.8, FASTER), (1.05, SLOWER)]) == FASTER
     assert RULE.across(UNSURE, [(0.96, FASTER), (1.25, SLOWER)]) == SLOWER
+    # two calls in the state where a leads, one where it loses by more: the mix, not the worst call, decides
+    assert RULE.across(UNSURE, [(0.8, FASTER), (0.8, FASTER), (1.3, SLOWER)]) == FASTER
     assert RULE.across(TIE_VERDICT, [(1.0, TIE_VERDICT), (0.99, UNSURE)]) == TIE_VERDICT
 
 
@@ -227,7 +229,7 @@ def test_a_machine_with_two_regimes_gets_the_robust_choice_in_95_of_100_trials()
     """Half the calls are slow, where two-shot leads by 15% from 48 KiB; the quick ones tie there. The
     quick calls fit ten times the rounds, so pooled rounds say "tie" and one-shot would keep the sizes:
     the close calls are looked at again at another moment, and a candidate faster in one call and slower
-    in none takes the size (``Rule.across``)."""
+    in none takes the size (``FasterRule.across``)."""
     config = TuneConfig(budget_s=10.0, min_size=1024, max_size=4 << 20, regret_sizes=2)
     robust = 0
     for seed in range(100):

@@ -250,7 +250,7 @@ def test_a_band_between_two_coarse_sizes_is_found_by_the_probe() -> None:
 def test_a_parameter_value_whose_gain_is_unsure_is_measured_again() -> None:
     """A value 6% faster, measured with 8% noise and few rounds: unsure after one call, often decided by
     the second; the value that changes nothing is never chosen."""
-    from artune.tune.evidence import Rule
+    from artune.tune.evidence import FasterRule
     from artune.tune.search import search_param
 
     def cost(size: int, params: Mapping[str, ParamValue]) -> float:
@@ -260,7 +260,7 @@ def test_a_parameter_value_whose_gain_is_unsure_is_measured_again() -> None:
     for seed in range(10):
         inner = SyntheticBench({"shm_two_shot": cost}, noise=0.08, seed=seed, max_samples=45)
         found = search_param(
-            CachedBench(inner), Candidate("shm_two_shot"), "chunk_bytes", (1, 2), [4096, 65536], Rule(), 0.3
+            CachedBench(inner), Candidate("shm_two_shot"), "chunk_bytes", (1, 2), [4096, 65536], FasterRule(), 0.3
         )
         chosen.append(found.chosen)
         again += any(len(cands) == 2 for cands, _sizes, _budget in inner.calls)  # the current setting and one value
@@ -270,14 +270,14 @@ def test_a_parameter_value_whose_gain_is_unsure_is_measured_again() -> None:
 def test_the_current_setting_is_timed_with_its_variants_even_where_the_sweep_measured_it() -> None:
     """The default was measured before (the sweep) at a search size: it is measured again with the variants
     there, never compared with them across calls (the machine may have changed in between)."""
-    from artune.tune.evidence import Rule
+    from artune.tune.evidence import FasterRule
     from artune.tune.search import search_param
 
     inner = bench()
     cached = CachedBench(inner)
     base = Candidate("shm_two_shot")
     cached.measure([Candidate("gloo"), Candidate("shm_one_shot"), base], [4 << 20], 1.0)  # the sweep
-    found = search_param(cached, base, "chunk_bytes", (1 << 20, 4 << 20), [4 << 20], Rule(), 1.0)
+    found = search_param(cached, base, "chunk_bytes", (1 << 20, 4 << 20), [4 << 20], FasterRule(), 1.0)
     assert found.chosen == 4 << 20
     assert all(c.rounds > 0 for t in found.trials for c in t.comparisons)  # every comparison paired
     assert inner.calls[-1][0][0] == base and len(inner.calls[-1][0]) == 3  # the default and both values

@@ -10,14 +10,19 @@ per world size and writes into ``--out`` (default
 - ``measurements-ws<N>.jsonl``: the append-only measurement log per world
   size; a rerun with the same ``--out`` resumes it and re-measures nothing
   already there;
+- ``journal-ws<N>.jsonl``: what a replay needs besides the log (the
+  settings, and the seconds each call was counted as): ``artune tune
+  --replay DIR`` derives the same table again, measuring nothing;
 - ``report.md``, ``report.html``, ``latency-ws<N>.png``, ``speedup-ws<N>.png``.
 
-It then installs the table as this machine's (the Communicator's default)
+Before it ships, the table duels every fixed rule at fresh sizes and is
+repaired where one wins (docs/tuning.md). It then installs the table as
+this machine's (the Communicator's default)
 unless ``--no-install``. ``artune verify TABLE`` re-measures both sides of
 every band bound, and an open-ended last band against the fallback at a few
 sizes across it, and exits 1 when one no longer holds.
 
-``--device cuda`` (not yet run on a GPU) measures CUDA tensors (bf16), one
+``--device cuda`` (its GPU status: the README's status table) measures CUDA tensors (bf16), one
 GPU per rank, NCCL and torch symmetric memory, in each ``--mode``: ``graph``
 (calls captured in CUDA graphs and replayed, as engines run decode; default
 with ``eager``) and ``eager`` (CUDA events around each call). The table's
@@ -48,6 +53,19 @@ def register(commands: Any) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    _tune_options(tune)
+    _cuda_options(tune)
+    tune.set_defaults(run=run_tune)
+    verify = commands.add_parser(
+        "verify",
+        help="re-measure around each band bound of a table, and an open-ended last band against the fallback; "
+        "exit 1 when one no longer holds",
+    )
+    _verify_options(verify)
+    verify.set_defaults(run=run_verify)
+
+
+def _tune_options(tune: argparse.ArgumentParser) -> None:
     tune.add_argument(
         "--world-size",
         type=int,
@@ -66,6 +84,19 @@ def register(commands: Any) -> None:
     )
     tune.add_argument("--quick", action="store_true", help="fewer sizes, coarser crossovers, 15 s budget")
     tune.add_argument(
+        "--replay",
+        default=None,
+        metavar="DIR",
+        help="measure nothing: derive the table again from the logs and journals of a run in DIR, compare it "
+        "with DIR/table.toml and write it, with its report, to --out (default DIR/replay); exit 1 if it differs",
+    )
+    tune.add_argument("--no-install", action="store_true", help="do not install the table as this machine's")
+    tune.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
+    tune.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+
+
+def _cuda_options(tune: argparse.ArgumentParser) -> None:
+    tune.add_argument(
         "--device", choices=("cpu", "cuda"), default="cpu", help="measure CPU tensors (default) or CUDA tensors"
     )
     tune.add_argument(
@@ -83,16 +114,9 @@ def register(commands: Any) -> None:
         action="store_true",
         help="graph mode: overwrite L2 before each replay (SGLang's benchmark does, vLLM's does not)",
     )
-    tune.add_argument("--no-install", action="store_true", help="do not install the table as this machine's")
-    tune.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
-    tune.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    tune.set_defaults(run=run_tune)
 
-    verify = commands.add_parser(
-        "verify",
-        help="re-measure around each band bound of a table, and an open-ended last band against the fallback; "
-        "exit 1 when one no longer holds",
-    )
+
+def _verify_options(verify: argparse.ArgumentParser) -> None:
     verify.add_argument("table", metavar="TABLE", help="a table file, e.g. artune-tune-*/table.toml")
     verify.add_argument(
         "--budget", type=float, default=10.0, metavar="SECONDS", help="budget per world size (default 10)"
@@ -106,7 +130,45 @@ def register(commands: Any) -> None:
         help="verify only these plans (default: every plan; under torchrun: WORLD_SIZE's)",
     )
     verify.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
-    verify.set_defaults(run=run_verify)
+
+
+def run_replay(args: argparse.Namespace) -> int:
+    """``artune tune --replay DIR``: 0 when the replayed table is the run's, 1 when it differs."""
+    from artune import machine
+    from artune.report import RunInfo, write_report
+    from artune.table.check import check_table
+    from artune.table.io import dump_table, load_table
+    from artune.tune.build import build_table
+    from artune.tune.replay import replay
+
+    where = Path(args.replay)
+    logs = sorted(where.glob("measurements-ws*.jsonl"))
+    if not where.is_dir() or not logs:
+        raise ArtuneError(f"--replay {where}: no measurements-ws<N>.jsonl there; give the --out folder of a run")
+    results = []
+    for log_path in logs:
+        result, left = replay(log_path)
+        if left:
+            print(f"{log_path.name}: the replay took {left} call(s) fewer than the run", file=sys.stderr)
+        results.append(result)
+    shipped = where / "table.toml"
+    original = load_table(shipped) if shipped.is_file() else None
+    table = build_table(results, original.platform if original is not None else machine.cpu_platform())
+    out = Path(args.out) if args.out else where / "replay"
+    out.mkdir(parents=True, exist_ok=True)
+    dump_table(table, out / "table.toml")
+    write_report(
+        results, table, out, check_table(table), RunInfo(str(out), math.nan, "", f"artune tune --replay {where}")
+    )
+    differ = 0
+    for r in results:
+        theirs = original.plan(r.world_size, r.mode, r.plan.hosts) if original is not None else None
+        same = theirs is not None and (theirs.bands, theirs.params) == (r.plan.bands, r.plan.params)
+        differ += not same
+        what = "the same plan as" if same else "a plan that differs from"
+        print(f"ws={r.world_size}: replayed {r.calls} calls; {what} {shipped}")
+    print(f"replayed table: {out / 'table.toml'}; report: {out / 'report.md'}")
+    return 1 if differ else 0
 
 
 def _budget(value: float | None, what: str) -> float | None:
@@ -177,6 +239,8 @@ def run_tune(args: argparse.Namespace) -> int:
     from artune.tune.config import TuneConfig
     from artune.tune.session import tune_world_sizes
 
+    if args.replay is not None:
+        return run_replay(args)
     started = time.monotonic()
     budget = _budget(args.budget, "--budget")
     cuda = args.device == "cuda"
@@ -191,16 +255,7 @@ def run_tune(args: argparse.Namespace) -> int:
         )
     platform, fingerprint, timings = machine.cpu_platform(), machine.fingerprint(), _timings(args)
     if cuda:
-        from artune.gpufacts import gpu_facts
-
-        facts = gpu_facts()
-        too_many = [ws for ws in world_sizes if ws > facts.count]
-        if too_many and not _under_torchrun():
-            raise ArtuneError(
-                f"--world-size {too_many[0]} needs one GPU per rank; this host has {facts.count} "
-                f"({facts.name}); use torchrun across hosts or a smaller world size"
-            )
-        platform, fingerprint = facts.platform(), facts.fingerprint()
+        platform, fingerprint = _gpu_platform(world_sizes)
         config = config.with_changes(dtype="bfloat16", itemsize=2)  # what the engines' tables are for
     out = Path(args.out) if args.out else Path(f"artune-tune-{'cuda-' if cuda else ''}{fingerprint}")
     out.mkdir(parents=True, exist_ok=True)
@@ -228,10 +283,25 @@ def run_tune(args: argparse.Namespace) -> int:
     return 0
 
 
+def _gpu_platform(world_sizes: list[int]) -> tuple[Any, str]:
+    """This host's GPU platform and fingerprint; refuses more ranks than GPUs outside torchrun."""
+    from artune.gpufacts import gpu_facts
+
+    facts = gpu_facts()
+    too_many = [ws for ws in world_sizes if ws > facts.count]
+    if too_many and not _under_torchrun():
+        raise ArtuneError(
+            f"--world-size {too_many[0]} needs one GPU per rank; this host has {facts.count} "
+            f"({facts.name}); use torchrun across hosts or a smaller world size"
+        )
+    return facts.platform(), facts.fingerprint()
+
+
 def _print_summary(
     results: list[Any], table_path: Path, out: Path, findings: list[Any], installed: str, wall: float
 ) -> None:
     from artune.report import loss_warning, regret_line
+    from artune.report.duel import duel_line
     from artune.sizes import format_span
 
     for r in results:
@@ -242,6 +312,9 @@ def _print_summary(
         print(f"world_size={r.world_size}{mode}: " + ", ".join(bands) + f"; fallback {r.plan.fallback}")
         if params:
             print(f"  parameters: {params}")
+        print(f"  {duel_line(r)}")
+        if r.states is not None and r.states.seen:
+            print(f"  {r.states.describe()}")
         print(f"  {regret_line(r)}")
         warning = loss_warning(r)
         if warning:

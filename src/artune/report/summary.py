@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from artune.report.document import Alert, Block, Bullets, Grid, Heading, Image, Para
+from artune.report.duel import duel_blocks, states_blocks
 from artune.report.figures import speedup_summary, speedups
 from artune.sizes import format_size, format_span, human_size
 from artune.table.check import Finding
@@ -331,4 +332,6 @@ def report_blocks(
         )
     for result in results:
         blocks.extend(world_blocks(result))
+        blocks.extend(duel_blocks(result))
+        blocks.extend(states_blocks(result))
     return blocks

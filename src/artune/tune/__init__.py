@@ -20,25 +20,25 @@ with a machine's noise, for tests and dry runs).
 from artune.tune.bench import Bench, CachedBench
 from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
-from artune.tune.derive import Crossover, Pick
-from artune.tune.evidence import Comparison, Evidence, Rule
-from artune.tune.regret import Regret
+from artune.tune.derive import BandCrossover, Pick
+from artune.tune.evidence import Comparison, Evidence, FasterRule
+from artune.tune.regret import RegretScore
 from artune.tune.search import ParamSearch
 from artune.tune.tuner import WorldResult, tune_world
 from artune.tune.verify import BandCheck, BoundCheck, verify_plan
 
 __all__ = [
     "BandCheck",
+    "BandCrossover",
     "Bench",
     "BoundCheck",
     "CachedBench",
     "Comparison",
-    "Crossover",
     "Evidence",
+    "FasterRule",
     "ParamSearch",
     "Pick",
-    "Regret",
-    "Rule",
+    "RegretScore",
     "TuneConfig",
     "WorldResult",
     "build_table",

@@ -17,7 +17,7 @@ from the log where this run asks for it the n-th time.
 
 Budgets must be identical on every rank (the harness derives iteration
 counts from them). So the time a call took is *agreed*: a bench with an
-``agree(seconds)`` method (``CommBench``: rank 0's wall time, broadcast)
+``agree(seconds)`` that answers (``CommBench``: rank 0's wall time, broadcast)
 supplies it, otherwise it is estimated from the samples (``call_cost``),
 which are identical on every rank. Two corrections keep a noisy machine
 within its budget: the iteration count is capped from the mean time the
@@ -65,11 +65,17 @@ def call_cost(measurements: Sequence[Measurement]) -> float:
 
 
 class Bench(Protocol):
-    """A source of measurements for one world size and dtype (sum)."""
+    """A source of measurements for one world size and dtype (sum): what the tuner asks of a machine.
+
+    ``mode`` is the dispatch mode measured (``eager``, or ``graph`` on CUDA),
+    ``hosts`` how many hosts the ranks span (the plan is for that topology).
+    """
 
     world_size: int
     dtype: str
     baseline: str
+    mode: str
+    hosts: int
 
     @property
     def algorithms(self) -> tuple[str, ...]:
@@ -86,6 +92,15 @@ class Bench(Protocol):
         """Every candidate at every size, interleaved, in about ``budget_s`` seconds in all (collective);
         at most ``max_iters`` timed rounds per size when given."""
         ...
+
+    def agree(self, seconds: float) -> float | None:
+        """The seconds a call took as every rank counts them (``seconds``: this rank's wall time; collective),
+        or ``None`` to count them from the samples (``call_cost``)."""
+        ...
+
+
+#: what a run's journal gets per harness call: the phase, the size, the keys measured, the seconds counted
+Journal = Callable[[str, int, tuple[str, ...], float], None]
 
 
 class Progress(Protocol):
@@ -116,15 +131,17 @@ class CachedBench:
         record: Callable[[Measurement], None] | None = None,
         progress: Progress | None = None,
         redop: str = "sum",
+        journal: Journal | None = None,
     ) -> None:
         self.bench = bench
         self.world_size = bench.world_size
-        self.hosts: int = getattr(bench, "hosts", 1)  # ranks across hosts: the plan is for that topology
+        self.hosts = bench.hosts  # ranks across hosts: the plan is for that topology
         self.dtype = bench.dtype
         self.baseline = bench.baseline
-        self.mode = str(getattr(bench, "mode", "eager"))
+        self.mode = bench.mode
         self.redop = redop
         self.record = record
+        self.journal = journal  # rank 0: every call's counted seconds, so a replay budgets exactly alike
         self.progress: Progress = progress or NoProgress()
         self._known: dict[str, list[Measurement]] = {}
         for m in known:
@@ -250,8 +267,8 @@ class CachedBench:
         started = time.monotonic()
         got = self.bench.measure(missing, [size], handed, cap)
         wall = time.monotonic() - started
-        agree = getattr(self.bench, "agree", None)
-        spent = float(agree(wall)) if agree is not None else call_cost(got)
+        agreed = self.bench.agree(wall)
+        spent = float(agreed) if agreed is not None else call_cost(got)
         self.calls += 1
         self.wall_s += wall
         self.spent_s += spent
@@ -269,6 +286,8 @@ class CachedBench:
             spent,
             wall,
         )
+        if self.journal is not None:
+            self.journal(self._phase, size, tuple(self.key(c, size) for c in missing), spent)
         for m in got:
             # decide on what the log keeps (microseconds to 3 decimals), so a rerun over it decides the same
             m = replace(m, samples_us=tuple(np.round(np.asarray(m.samples_us, dtype=np.float64), 3).tolist()))
@@ -305,7 +324,7 @@ class CommBench:
 
     ``device="cuda"`` measures CUDA tensors with ``timing`` (a
     ``TimingSpec``: CUDA events for eager, graph replays for graph mode); the
-    baseline is then the process group for CUDA (NCCL). Not yet run on a GPU.
+    baseline is then the process group for CUDA (NCCL).
     """
 
     def __init__(

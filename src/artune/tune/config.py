@@ -13,19 +13,22 @@ leaves its share to the later phases; one that overran leaves less.
 | probe | 10% | between two coarse sizes won by one algorithm: it and its rivals at the midpoint |
 | settle | 10% | the sizes whose pick is unsure, the two candidates again |
 | params | 10% | each declared tunable at up to three sizes the algorithm won |
-| bisect | 20% | each crossover, two algorithms per midpoint (unsure midpoints again) |
-| regret | 25% | every algorithm and the rules' choices at off-grid sizes |
+| bisect | 15% | each crossover, two algorithms per midpoint (unsure midpoints again) |
+| duel | 15% | the table against every fixed rule at fresh sizes, repaired where one wins (``duel``) |
+| regret | 15% | held out: every algorithm and the rules' choices at sizes no other phase touched |
 
 ``TuneConfig.full()``: powers of 4 from 256 B to 64 MiB, crossovers to
-within 2^(1/4) (19%), 12 off-grid sizes, 60 s. ``TuneConfig.quick()``:
-powers of 16 from 256 B to 16 MiB, within 2^(1/2), 8 off-grid sizes, 15 s.
+within 2^(1/4) (19%), 8 duel sizes a round, 12 held-out sizes, 60 s.
+``TuneConfig.quick()``: powers of 16 from 256 B to 16 MiB, within 2^(1/2),
+6 duel sizes a round, 8 held-out sizes, 15 s.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
-from artune.tune.evidence import Rule
+from artune.tune.evidence import LEVEL, TIE, FasterRule
 from artune.tune.grid import powers
 
 PHASES: tuple[tuple[str, float], ...] = (
@@ -33,8 +36,9 @@ PHASES: tuple[tuple[str, float], ...] = (
     ("probe", 0.10),
     ("settle", 0.10),
     ("params", 0.10),
-    ("bisect", 0.20),
-    ("regret", 0.25),
+    ("bisect", 0.15),
+    ("duel", 0.15),
+    ("regret", 0.15),
 )
 FULL_BUDGET_S = 60.0
 QUICK_BUDGET_S = 15.0
@@ -50,10 +54,11 @@ class TuneConfig:
     factor: int = 4
     resolution: float = 2**0.25
     regret_sizes: int = 12
+    duel_sizes: int = 8
     seed: int = 0
     dtype: str = "float32"
     itemsize: int = 4
-    rule: Rule = field(default_factory=Rule)
+    rule: FasterRule = field(default_factory=FasterRule)
     phases: tuple[tuple[str, float], ...] = PHASES
     quick: bool = False
 
@@ -71,6 +76,7 @@ class TuneConfig:
             factor=16,
             resolution=2**0.5,
             regret_sizes=8,
+            duel_sizes=6,
             quick=True,
         )
 
@@ -81,6 +87,20 @@ class TuneConfig:
     def sweep_sizes(self) -> list[int]:
         """The coarse sizes: ``min_size * factor**k`` up to ``max_size``."""
         return powers(self.min_size, self.max_size, self.factor)
+
+    def to_dict(self) -> dict[str, object]:
+        """The settings as plain data (a run's journal keeps them, for ``artune tune --replay``)."""
+        data = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("rule", "phases")}
+        return {**data, "tie": self.rule.tie, "level": self.rule.level, "phases": [list(p) for p in self.phases]}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TuneConfig:
+        """The settings ``to_dict`` wrote."""
+        names = {f.name for f in fields(cls)} - {"rule", "phases"}
+        kept = {k: v for k, v in data.items() if k in names}
+        phases = tuple((str(n), float(w)) for n, w in data.get("phases", PHASES))
+        rule = FasterRule(float(data.get("tie", TIE)), float(data.get("level", LEVEL)))
+        return cls(**kept, rule=rule, phases=phases)
 
     def describe(self) -> str:
         """One line for provenance notes and reports."""

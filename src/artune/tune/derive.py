@@ -37,11 +37,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import Protocol
 
 from artune.measure.records import Candidate
 from artune.table.model import Band, Plan, freeze_params
-from artune.tune.evidence import FASTER, UNSURE, Comparison, Rule, Timed, usable
+from artune.tune.evidence import FASTER, UNSURE, Comparison, FasterRule, Timed, Verdict, usable
 from artune.tune.grid import midpoint
 
 #: re-measurements of one unsure bisection step at most (each with the step's budget)
@@ -64,21 +65,33 @@ class Sampler(Protocol):
         ...
 
 
+class Why(str, Enum):
+    """Why a pick's winner won its size (rule 2)."""
+
+    FASTEST = "fastest"
+    INCUMBENT = "incumbent"  # tied with (or unsure against) the fastest, and the winner at the size below
+    SIMPLER = "simpler"  # tied with (or unsure against) the fastest, and simpler
+    ONLY_USABLE = "only usable"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class Pick:
     """The winner at one size, why, and how sure."""
 
     size: int
     winner: Candidate
-    why: str  # "fastest", "incumbent", "simpler" or "only usable"
+    why: Why
     fastest: Candidate
     against: Comparison | None  # the winner against the fastest (kept), or against the runner-up (fastest)
     unsure: tuple[Candidate, Candidate] | None = None  # (fastest, winner): more rounds could change the pick
 
     @property
-    def verdict(self) -> str:
-        """How sure the pick is: the verdict of ``against`` (``only usable`` without a rival)."""
-        return self.against.verdict if self.against is not None else "only usable"
+    def verdict(self) -> Verdict | Why:
+        """How sure the pick is: the verdict of ``against`` (``Why.ONLY_USABLE`` without a rival)."""
+        return self.against.verdict if self.against is not None else Why.ONLY_USABLE
 
 
 @dataclass(frozen=True)
@@ -92,7 +105,7 @@ class Step:
 
 
 @dataclass(frozen=True)
-class Crossover:
+class BandCrossover:
     """Where the band of ``below`` ends and the band of ``above`` begins.
 
     ``below`` wins (or ties) at ``lo``, ``above`` is faster at ``hi``; the
@@ -125,7 +138,7 @@ def preference_key(preference: Sequence[str]) -> Callable[[Candidate], tuple[int
 def pick(
     size: int,
     measurements: Sequence[Timed],
-    rule: Rule,
+    rule: FasterRule,
     preference: Sequence[str],
     incumbent: Candidate | None = None,
     banned: Collection[Candidate] = (),
@@ -136,7 +149,7 @@ def pick(
         return None
     simpler = preference_key(preference)
     if len(ok) == 1:
-        return Pick(size, ok[0].candidate, "only usable", ok[0].candidate, None)
+        return Pick(size, ok[0].candidate, Why.ONLY_USABLE, ok[0].candidate, None)
     reference = min(ok, key=lambda m: (m.time_us, simpler(m.candidate)))
     ratios = {m.candidate: rule.compare(m, reference).ratio if m is not reference else 1.0 for m in ok}
     order = sorted(ok, key=lambda m: (ratios[m.candidate], simpler(m.candidate)))
@@ -147,12 +160,12 @@ def pick(
     contenders = [m for m in ok if m is fastest or against[m.candidate].verdict != FASTER]
     names = {m.candidate for m in contenders}
     if incumbent is not None and incumbent in names:
-        chosen, why = incumbent, "incumbent"
+        chosen, why = incumbent, Why.INCUMBENT
     else:
-        chosen, why = min(names, key=simpler), "simpler"
+        chosen, why = min(names, key=simpler), Why.SIMPLER
     if chosen == fastest.candidate:
         runner = max(against.values(), key=lambda c: c.ratio)  # the closest rival
-        return Pick(size, chosen, "fastest", chosen, runner)
+        return Pick(size, chosen, Why.FASTEST, chosen, runner)
     kept = against[chosen].swapped()
     unsure = (fastest.candidate, chosen) if kept.verdict == UNSURE else None
     return Pick(size, chosen, why, fastest.candidate, kept, unsure)
@@ -160,7 +173,7 @@ def pick(
 
 def pick_all(
     by_size: Mapping[int, Sequence[Timed]],
-    rule: Rule,
+    rule: FasterRule,
     preference: Sequence[str],
     banned: Collection[Candidate] = (),
 ) -> list[Pick]:
@@ -185,12 +198,12 @@ def bisect_crossover(
     above: Candidate,
     lo: int,
     hi: int,
-    rule: Rule,
+    rule: FasterRule,
     resolution: float,
     budget_per_step: float,
     itemsize: int = 4,
     extra_calls: int = EXTRA_CALLS,
-) -> Crossover:
+) -> BandCrossover:
     """Refine the crossover between ``below`` (wins at ``lo``) and ``above`` (wins at ``hi``) (rule 3).
 
     Each size is measured with both candidates in one call (``together``: a
@@ -223,11 +236,11 @@ def bisect_crossover(
     at = midpoint(lo, hi, itemsize)
     if not lo < at <= hi:
         at = hi
-    return Crossover(below, above, coarse, lo, hi, at, lead, tuple(steps))
+    return BandCrossover(below, above, coarse, lo, hi, at, lead, tuple(steps))
 
 
 def bands_from(
-    picks: Sequence[Pick], crossovers: Sequence[Crossover], fallback: str, top: int | None = None
+    picks: Sequence[Pick], crossovers: Sequence[BandCrossover], fallback: str, top: int | None = None
 ) -> tuple[Band, ...]:
     """Bands ending at the crossovers (rule 4), adjacent equal bands merged, no trailing fallback band.
 
@@ -251,7 +264,7 @@ def bands_from(
 def plan_from(
     world_size: int,
     picks: Sequence[Pick],
-    crossovers: Sequence[Crossover],
+    crossovers: Sequence[BandCrossover],
     fallback: str,
     params: Mapping[str, Mapping[str, object]],
     top: int | None = None,

@@ -2,7 +2,7 @@
 
 Every decision the tuner takes (which algorithm wins a size, where a band
 ends, whether a parameter value helps, whether a table still holds) asks one
-question: is ``a`` faster than ``b`` at this size? ``Rule.compare`` answers it,
+question: is ``a`` faster than ``b`` at this size? ``FasterRule.compare`` answers it,
 and nothing else in the tuner does.
 
 **The unit is the round.** The harness times candidates in turns: round after
@@ -26,37 +26,39 @@ rank reaches the same decision bit for bit (decisions are collective: a rank
 that decided otherwise would run another sequence of calls and hang its
 peers). A bootstrap of the ratio of medians would need a shared random stream
 and a few hundred medians per decision for the same answer. Two candidates
-never timed in one call (a log from before calls were named) are always
-``unsure``: between two calls this VM can change its speed sevenfold, which
-no interval over either call's rounds sees (the tuner measures such a pair
-together). Their ratio and the medians' intervals are kept for the record.
+never timed in one call (a log written without call names) are always
+``unsure``: between two calls a shared machine can change its speed several
+times over, which no interval over either call's rounds sees (the tuner
+measures such a pair together). Their ratio and the medians' intervals are
+kept for the record.
 
 **The tie band.** A difference is acted on only when the whole interval lies
 outside ``[1 / (1 + tie), 1 + tie]``. The interval covers the noise of the
-rounds it saw, not two effects it cannot see, which this 2-core VM shows:
+rounds it saw, not two effects it cannot see:
 
 - a candidate's position in the round: two parameter variants that run the
-  same code (``chunk_bytes`` above the message size) came out 0.5% to 2.3%
-  apart with intervals excluding 1, before odd rounds were reversed;
+  same code can come out a few percent apart with intervals excluding 1
+  (which is why odd rounds run in reverse order);
 - the machine changing between calls: the same pair's ratio moves from call
-  to call (one-shot against two-shot at 256 B: 1.07, then 0.94, in three
-  calls within a minute) as other work comes and goes.
+  to call as other work comes and goes.
 
-So ``tie`` is 3%: above both effects, below the 5-15% leads that were left
-on the table before (two-shot over one-shot from 64 KiB to 1 MiB), and a tie
+So ``tie`` is 3%: above both effects, below the leads worth taking, and a tie
 costs at most 3% at that size. ``level`` is 99% (0.5% in each tail) because
-one tuning run takes a few tens of decisions.
+one tuning run takes a few tens of decisions. The measurements behind these
+choices are in ``docs/results/tune-evidence.md``.
 
 **Across calls.** A decision may rest on several harness calls, taken at
 different moments (the tuner measures a close call again later, and an
-unsure one until it decides). This VM's ratio of two algorithms changes
-between such moments: for seconds at a time every call pays about 46 us more
-and two-shot leads one-shot by 15-27% at 256-512 KiB, where at other moments
-they tie (one regime or the other for a whole call). Pooling the rounds would
-let the quick regime outvote the slow one (it fits more rounds into a
+unsure one until it decides). A shared machine has states: for seconds at a
+time every call is slower and the ratio of two algorithms is another than at
+other moments (one state or the other for a whole call). Pooling the rounds
+would let the quick state outvote the slow one (it fits more rounds into a
 second), so each call also gets its own verdict: faster in some call and
 slower in none is faster; faster in one and slower in another goes to the
-side whose worst call loses less; otherwise the pooled verdict stands.
+side the calls favour on the whole (the geometric mean of their ratios: each
+call is one moment, so each state weighs as often as the machine was met in
+it); otherwise the pooled verdict stands. ``artune.tune.states`` reports how
+often and how far the calls of a run disagreed.
 
 **Verdicts** (of ``a`` against ``b``): ``faster`` (interval below the band),
 ``slower`` (above it), ``tie`` (inside it), ``unsure`` (it overlaps an edge of
@@ -72,6 +74,7 @@ import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 from fractions import Fraction
 from functools import cached_property
 from typing import Protocol
@@ -83,8 +86,22 @@ from artune.measure.stats import summarize
 
 TIE = 0.03
 LEVEL = 0.99
-FASTER, SLOWER, TIE_VERDICT, UNSURE = "faster", "slower", "tie", "unsure"
-VERDICTS = (FASTER, SLOWER, TIE_VERDICT, UNSURE)
+
+
+class Verdict(str, Enum):
+    """What the evidence says of ``a`` against ``b`` (see the module's **Verdicts**)."""
+
+    FASTER = "faster"
+    SLOWER = "slower"
+    TIE = "tie"
+    UNSURE = "unsure"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+FASTER, SLOWER, TIE_VERDICT, UNSURE = Verdict.FASTER, Verdict.SLOWER, Verdict.TIE, Verdict.UNSURE
+VERDICTS = tuple(Verdict)
 _EXACT_UP_TO = 1000  # rounds; beyond, the sign test's ranks come from the normal approximation
 
 
@@ -229,10 +246,10 @@ class Comparison:
     low: float
     high: float
     rounds: int  # paired rounds behind the interval (0: unpaired, from the two medians' intervals)
-    verdict: str
+    verdict: Verdict
     level: float = LEVEL
     tie: float = TIE
-    calls: tuple[tuple[float, str], ...] = ()  # (ratio, verdict) per harness call, when more than one paired
+    calls: tuple[tuple[float, Verdict], ...] = ()  # (ratio, verdict) per harness call, when more than one paired
 
     @property
     def lead(self) -> float:
@@ -356,7 +373,7 @@ def paired_ratios(a: Timed, b: Timed) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Rule:
+class FasterRule:
     """The rule for "faster": a ``level`` interval of the paired time ratio must clear the ``tie`` band."""
 
     tie: float = TIE
@@ -364,14 +381,16 @@ class Rule:
 
     def __post_init__(self) -> None:
         if not (0.0 <= self.tie < 1.0 and 0.5 <= self.level < 1.0):
-            raise ValueError(f"Rule(): need 0 <= tie < 1 and 0.5 <= level < 1, got tie={self.tie}, level={self.level}")
+            raise ValueError(
+                f"FasterRule(): need 0 <= tie < 1 and 0.5 <= level < 1, got tie={self.tie}, level={self.level}"
+            )
 
     @property
     def band(self) -> tuple[float, float]:
         """The ratios that count as equally fast: ``[1 / (1 + tie), 1 + tie]``."""
         return 1.0 / (1.0 + self.tie), 1.0 + self.tie
 
-    def verdict(self, low: float, high: float) -> str:
+    def verdict(self, low: float, high: float) -> Verdict:
         """``faster``/``slower``/``tie``/``unsure`` of an interval ``[low, high]`` of a time ratio."""
         lo_band, hi_band = self.band
         if high < lo_band:
@@ -404,7 +423,7 @@ class Rule:
                 verdict = self.across(verdict, calls)
             return Comparison(ca, cb, size, ratio, low, high, len(ratios), verdict, self.level, self.tie, calls)
         # never timed in one call: the medians' own intervals, for the record; the verdict stays unsure,
-        # since the machine may have been in another state for each (48 against 7 us at 64 KiB, seen here)
+        # since the machine may have been in another state for each (the module's **Across calls**)
         part = math.sqrt(self.level)
         ma, la, ha = median_interval(np.concatenate([_turns(m) for m in calls_of(a)]), part)
         mb, lb, hb = median_interval(np.concatenate([_turns(m) for m in calls_of(b)]), part)
@@ -412,16 +431,16 @@ class Rule:
         high = ha / lb if lb > 0 else math.inf
         return Comparison(ca, cb, size, ma / mb, low, high, 0, UNSURE, self.level, self.tie)
 
-    def across(self, pooled: str, calls: Sequence[tuple[float, str]]) -> str:
+    def across(self, pooled: Verdict, calls: Sequence[tuple[float, Verdict]]) -> Verdict:
         """The verdict over harness calls taken at different moments, from the pooled one and each call's
         ``(ratio, verdict)``: faster in some call (or pooled) and slower in none is faster; the reverse
-        slower; faster in one and slower in another goes to the side whose worst call loses less (the
-        machine changed between them); otherwise the pooled verdict."""
+        slower; faster in one and slower in another goes to the side the mix of the calls favours (the
+        geometric mean of their ratios: each call one moment of the machine, so each state counts as
+        often as it was met, not as many rounds as it fits); otherwise the pooled verdict."""
         verdicts = {pooled, *(v for _, v in calls)}
         if FASTER in verdicts and SLOWER in verdicts:
-            worst_a = max(r for r, _ in calls)  # a's time over b's in a's worst call
-            worst_b = max(1.0 / r for r, _ in calls)
-            return FASTER if worst_a < worst_b else SLOWER
+            mix = math.fsum(math.log(r) for r, _ in calls) / len(calls)
+            return FASTER if mix < 0 else SLOWER
         if FASTER in verdicts:
             return FASTER
         if SLOWER in verdicts:

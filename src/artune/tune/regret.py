@@ -11,7 +11,7 @@ The rules scored, in order: the tuned table, the fixed published rule
 (DeepSpeed's 1 MiB switch on CPU, NCCL for every size on CUDA) and every
 fixed single-algorithm rule (``always shm_one_shot``: one algorithm with its
 default parameters at every size). They need no measurement of their own:
-every algorithm is measured at every off-grid size anyway. ``Regret.losses``
+every algorithm is measured at every off-grid size anyway. ``RegretScore.losses``
 names the fixed rules that beat the tuned table, which the report and
 ``artune tune`` say loudly.
 """
@@ -37,7 +37,7 @@ class RegretPoint:
     size: int
     best: Candidate
     best_us: float
-    choices: tuple[tuple[Candidate, float], ...]  # per rule of the ``Regret``, in its order
+    choices: tuple[tuple[Candidate, float], ...]  # per rule of the ``RegretScore``, in its order
     baseline_us: float = math.nan
 
     def regret(self, rule: int) -> float:
@@ -86,7 +86,7 @@ def geomean(values: Iterable[float]) -> float:
 
 
 @dataclass(frozen=True)
-class Regret:
+class RegretScore:
     """Regret of the tuned table and of fixed rules over the same off-grid sizes.
 
     ``rules`` names them: the tuned table first, then the published rule, then
@@ -187,7 +187,7 @@ def regret_from(
     baseline: str,
     banned: Collection[Candidate] = (),
     hosts: int = 1,
-) -> Regret:
+) -> RegretScore:
     """The regret of each ``(name, table)`` of ``rules`` from measurements of ``regret_candidates`` (pure);
     the tuned table first, the published rule second."""
     by_size: dict[int, dict[Candidate, Timed]] = {}
@@ -212,4 +212,4 @@ def regret_from(
                 base.time_us if base is not None else math.nan,
             )
         )
-    return Regret(tuple(points), tuple(name for name, _ in rules))
+    return RegretScore(tuple(points), tuple(name for name, _ in rules))

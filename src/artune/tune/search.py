@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from artune.measure.records import Candidate
 from artune.table.model import ParamValue
 from artune.tune.derive import Pick, Sampler
-from artune.tune.evidence import FASTER, SLOWER, UNSURE, Comparison, Rule, Timed, usable, wrong
+from artune.tune.evidence import FASTER, SLOWER, UNSURE, Comparison, FasterRule, Timed, Verdict, usable, wrong
 from artune.tune.grid import midpoint
 
 
@@ -43,7 +43,7 @@ class Trial:
     wrong: bool = False
 
     @property
-    def verdicts(self) -> tuple[str, ...]:
+    def verdicts(self) -> tuple[Verdict, ...]:
         """The verdict at each size."""
         return tuple(c.verdict for c in self.comparisons)
 
@@ -86,7 +86,7 @@ def _with(base: Candidate, param: str, value: ParamValue) -> Candidate:
     return Candidate.of(base.algorithm, params)
 
 
-def _trial(value: ParamValue, pairs: Sequence[tuple[Timed, Timed]], rule: Rule) -> Trial:
+def _trial(value: ParamValue, pairs: Sequence[tuple[Timed, Timed]], rule: FasterRule) -> Trial:
     """One value against the current best: ``pairs`` is (best, value) at each size."""
     if not all(usable(m) for _, m in pairs):
         return Trial(value, 0.0, (), any(wrong(m) for _, m in pairs))
@@ -112,7 +112,7 @@ def search_param(
     param: str,
     values: Sequence[ParamValue],
     sizes: Sequence[int],
-    rule: Rule,
+    rule: FasterRule,
     budget_s: float,
 ) -> ParamSearch:
     """Measure ``base`` and each value of ``param`` at ``sizes`` in one call; keep a value only if it is
@@ -148,7 +148,7 @@ def search_algorithm(
     name: str,
     tunables: dict[str, tuple[ParamValue, ...]],
     sizes: Sequence[int],
-    rule: Rule,
+    rule: FasterRule,
     budget_s: float,
 ) -> tuple[Candidate, list[ParamSearch]]:
     """Coordinate search over ``name``'s tunables; returns the best candidate and each parameter's search."""

@@ -7,7 +7,7 @@ both cases only rank 0 reads and appends the measurement log and draws the
 progress bar; it broadcasts what the log holds, so every rank starts from
 the same known measurements and runs the same sequence of harness calls.
 
-With ``device="cuda"`` (not yet run on a GPU) the ranks join a
+With ``device="cuda"`` (its GPU status: the README's status table) the ranks join a
 ``"cpu:gloo,cuda:nccl"`` group, one GPU each, and measure CUDA tensors with
 the request's ``TimingSpec`` (graph replays or events); the log's header
 holds the GPU facts, the mode and how the figures were timed.
@@ -30,7 +30,8 @@ from artune.measure.timers import TimingSpec
 from artune.table.model import Plan
 from artune.tune.bench import CachedBench, CommBench
 from artune.tune.config import TuneConfig
-from artune.tune.evidence import Rule
+from artune.tune.evidence import FasterRule
+from artune.tune.replay import RunHeader, RunJournal, journal_path
 from artune.tune.tuner import WorldResult, tune_world
 from artune.tune.verify import Check, verify_plan
 
@@ -58,7 +59,7 @@ class VerifyRequest:
 
     plan: Plan
     budget_s: float
-    rule: Rule
+    rule: FasterRule
     peer_timeout: float | None = None
     log_level: int = logging.WARNING
 
@@ -132,11 +133,17 @@ def tune_rank(ctx: RankContext, request: TuneRequest) -> WorldResult | None:
         log_file, known = _open_known(ctx, path, gpu)
         bar = RichProgress(request.config.budget_s, f"artune tune {what}") if show else None
         with bar if bar is not None else contextlib.nullcontext():
+            inner = CommBench(comm, request.config.dtype, device=request.device, timing=timing)
+            journal = None
+            if log_file is not None:  # rank 0 keeps what a replay needs besides the log
+                journal = RunJournal(journal_path(path))
+                journal.begin(RunHeader.of(inner, request.config, len(known)))
             bench = CachedBench(
-                CommBench(comm, request.config.dtype, device=request.device, timing=timing),
+                inner,
                 known,
                 record=log_file.append if log_file is not None else None,
                 progress=bar,
+                journal=journal.call if journal is not None else None,
             )
             result = tune_world(bench, request.config)
     return result if ctx.rank == 0 else None

@@ -20,7 +20,7 @@ turn, odd rounds in reverse order, as many rounds as fit the budget (within
 
 and a sample is the slowest rank's time, as the harness records it. With
 ``slow_share``, a call is in the machine's other regime with that
-probability (a whole call, as on the 2-core VM this models), and then an
+probability (a whole call, as a shared machine's states are), and then an
 algorithm with a cost in ``slow_costs`` takes that cost instead. Every
 call is recorded in ``calls`` so tests can see exactly what was measured.
 """
@@ -59,6 +59,7 @@ class SyntheticBench:
     dtype: str = "float32"
     baseline: str = "gloo"
     mode: str = "eager"
+    hosts: int = 1
     params: Mapping[str, Mapping[str, tuple[ParamValue, ...]]] = field(default_factory=dict)
     wrong: Callable[[Candidate, int], bool] = lambda candidate, size: False
     failing: Callable[[Candidate, int], str] = lambda candidate, size: ""  # a status, or "" when it runs
@@ -84,6 +85,10 @@ class SyntheticBench:
     def tunables(self, name: str) -> dict[str, tuple[ParamValue, ...]]:
         """The declared tunables of ``name``."""
         return dict(self.params.get(name, {}))
+
+    def agree(self, seconds: float) -> float | None:
+        """``None``: a modelled call's seconds are counted from its samples."""
+        return None
 
     def measure(
         self, candidates: Sequence[Candidate], sizes: Sequence[int], budget_s: float, max_iters: int | None = None

@@ -28,7 +28,7 @@ from artune.sizes import format_size, format_span
 from artune.table.model import Plan
 from artune.tune.config import TuneConfig
 from artune.tune.derive import EXTRA_CALLS, Sampler
-from artune.tune.evidence import SLOWER, UNSURE, Comparison, Rule
+from artune.tune.evidence import SLOWER, UNSURE, Comparison, FasterRule
 from artune.tune.grid import midpoint, quantize
 
 SIDE_FACTOR = math.sqrt(2.0)
@@ -195,7 +195,7 @@ def sides(bound: Bound, itemsize: int = 4, factor: float = SIDE_FACTOR) -> tuple
 
 
 def _settled(
-    sampler: Sampler, rule: Rule, a: Candidate, b: Candidate, size: int, got: Comparison, budget_s: float
+    sampler: Sampler, rule: FasterRule, a: Candidate, b: Candidate, size: int, got: Comparison, budget_s: float
 ) -> Comparison:
     """``got`` (``a`` against ``b`` at ``size``), measured again while unsure, up to ``EXTRA_CALLS`` times."""
     for _ in range(EXTRA_CALLS):
@@ -210,7 +210,7 @@ def verify_plan(
     sampler: Sampler,
     plan: Plan,
     available: Collection[str],
-    rule: Rule,
+    rule: FasterRule,
     budget_s: float,
     itemsize: int = 4,
     top: int = TuneConfig.max_size,

@@ -1,0 +1,98 @@
+"""The report's account of the final duel and of the machine's states (``artune.tune.duel``, ``.states``).
+
+Per world size: how many fresh sizes the table dueled every fixed rule at,
+the wins a fixed rule had there (confirmed in a second call), what the
+repair changed, and the shipped table's standing over every duel size; then
+where calls at different moments disagreed, how often and how far.
+"""
+
+from __future__ import annotations
+
+from artune.report.document import Alert, Block, Grid, Heading, Para
+from artune.sizes import human_size
+from artune.tune.tuner import WorldResult
+
+#: swings listed in the report at most (the largest)
+SHOWN_SWINGS = 8
+
+
+def duel_line(result: WorldResult) -> str:
+    """One line: the duel's sizes, the wins it repaired, and whether the shipped table holds."""
+    d = result.duel
+    if d is None:
+        return "No duel was run."
+    wins = sum(len(r.losses) for r in d.rounds)
+    stand = (
+        "the shipped table loses to no fixed rule there"
+        if d.holds
+        else f"the shipped table still LOSES at {len(d.standing)} of them"
+    )
+    return (
+        f"Duel against every fixed rule at {len(d.sizes)} fresh sizes in {len(d.rounds)} round(s): "
+        f"{wins} win(s) by a fixed rule confirmed, {len(d.fixes)} repair(s); {stand}."
+    )
+
+
+def duel_blocks(result: WorldResult) -> list[Block]:
+    """The duel's section of one world size."""
+    d = result.duel
+    if d is None:
+        return []
+    blocks: list[Block] = [Heading(f"Duel before shipping (ws={result.world_size})", 3), Para(duel_line(result))]
+    if not d.holds:
+        blocks.append(Alert("; ".join(loss.describe() for loss in d.standing)))
+    rows = []
+    for i, r in enumerate(d.rounds, 1):
+        sizes = ", ".join(human_size(s) for s in r.sizes) or "(pins over the sizes above)"
+        wins = "; ".join(f"{human_size(loss.size)}: {loss.rule} {loss.comparison.interval()}" for loss in r.losses)
+        fixes = "; ".join(f"{human_size(f.size)} {f.how}: {f.what}" for f in r.fixes)
+        rows.append((str(i), sizes, wins or "none", fixes or "-"))
+    blocks.append(
+        Grid(("round", "fresh sizes", "wins by a fixed rule (its time over the table's)", "repair"), tuple(rows))
+    )
+    blocks.append(
+        Para(
+            "The held-out regret above is at sizes neither the tuning nor the duel measured. A win is the fixed "
+            "rule's choice faster than the table's by the evidence rule, across two calls at different moments."
+        )
+    )
+    return blocks
+
+
+def states_blocks(result: WorldResult) -> list[Block]:
+    """Where calls at different moments disagreed (the machine's states), for one world size."""
+    st = result.states
+    if st is None:
+        return []
+    blocks: list[Block] = [Heading(f"The machine's states (ws={result.world_size})", 3), Para(st.describe())]
+    if st.swings:
+        top = sorted(st.swings, key=lambda s: s.factor, reverse=True)[:SHOWN_SWINGS]
+        rows = tuple(
+            (
+                human_size(s.size),
+                f"{s.a.key}/{s.b.key}",
+                ", ".join(f"{r:.3f} {v}" for r, v in zip(s.ratios, s.verdicts, strict=True)),
+                f"{s.factor:.2f}x",
+            )
+            for s in top
+        )
+        blocks.append(Grid(("size", "pair", "ratio per call", "moved"), rows))
+        blocks.append(
+            Para(
+                "Decisions resting on such calls go to the side the calls favour on the whole (each call one "
+                "moment of the machine), not to the state the last call landed in."
+            )
+        )
+    if st.tails:
+        rows = tuple(
+            (human_size(t.size), f"{t.a.key}/{t.b.key}", f"{t.median_ratio:.3f}", f"{t.mean_ratio:.3f}")
+            for t in sorted(st.tails, key=lambda t: t.size)[:SHOWN_SWINGS]
+        )
+        blocks.append(Grid(("size", "pair (one call)", "ratio of medians", "ratio of time spent"), rows))
+        blocks.append(
+            Para(
+                "The tuner decides on the medians of turns; where the time spent points the other way, a "
+                "workload's total time may favour the other candidate."
+            )
+        )
+    return blocks

@@ -1,0 +1,107 @@
+"""What the phases of one ``tune_world`` share: the tuner's named state.
+
+One ``TuneState`` per world size holds the bench, the configuration and
+budget, the algorithms, the evidence per size that picks are made from, the
+banned candidates, the tuned parameters, and the plan derived so far with
+its picks and crossovers. Every phase reads and extends it; ``derive``
+turns it into a plan (rules in ``artune.tune.derive``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from artune.measure.records import Candidate, Measurement
+from artune.table.model import Plan, Platform, Provenance, Table
+from artune.tune.bench import CachedBench
+from artune.tune.config import Budget, TuneConfig
+from artune.tune.derive import BandCrossover, Pick, bisect_crossover, changes, pick_all, plan_from
+from artune.tune.evidence import Evidence, wrong
+from artune.tune.search import ParamSearch
+
+#: a bisection step's budget assumes this many calls on average (an unsure step takes up to 3)
+CALLS_PER_STEP = 1.5
+
+
+def plan_table(plan: Plan) -> Table:
+    """A one-plan table, for deciding with ``plan`` (not written anywhere)."""
+    return Table(Platform("cpu", "any"), Provenance("measured"), (plan,))
+
+
+def wrong_candidates(measurements: list[Measurement]) -> dict[Candidate, str]:
+    """Every candidate that gave wrong numbers somewhere in ``measurements``, with where."""
+    found: dict[Candidate, str] = {}
+    for m in measurements:
+        if wrong(m) and m.candidate not in found:
+            found[m.candidate] = f"wrong results at {m.size_bytes} bytes (nwrong={m.nwrong}, {m.status})"
+    return found
+
+
+@dataclass
+class TuneState:
+    """The state one world size's phases pass along (mutable: each phase adds what it found)."""
+
+    bench: CachedBench
+    config: TuneConfig
+    budget: Budget
+    names: tuple[str, ...]  # the algorithms, the baseline first
+    fixed: list[tuple[str, Table]]  # the published rule, then every single-algorithm rule
+    by_size: dict[int, list[Evidence]] = field(default_factory=dict)  # what picks are made from
+    banned: dict[Candidate, str] = field(default_factory=dict)
+    tuned: dict[str, Candidate] = field(default_factory=dict)  # per algorithm, its parameters found
+    searches: list[ParamSearch] = field(default_factory=list)
+    picks: list[Pick] = field(default_factory=list)
+    crossovers: list[BandCrossover] = field(default_factory=list)
+    plan: Plan | None = None
+
+    @property
+    def mode(self) -> str:
+        """The dispatch mode tuned."""
+        return self.bench.mode
+
+    @property
+    def hosts(self) -> int:
+        """The hosts the ranks span."""
+        return self.bench.hosts
+
+    def candidate(self, name: str) -> Candidate:
+        """What the table runs for algorithm ``name``: its tuned parameters unless they are banned."""
+        found = self.tuned.get(name, Candidate(name))
+        return Candidate(name) if found in self.banned else found
+
+    def ban_new(self) -> dict[Candidate, str]:
+        """Ban every candidate that gave wrong numbers since the last call; the newly banned ones."""
+        new = {c: why for c, why in wrong_candidates(self.bench.used()).items() if c not in self.banned}
+        self.banned.update(new)
+        return new
+
+    def pick(self) -> list[Pick]:
+        """The winners over ``by_size`` as things stand (``derive`` rule 2)."""
+        return pick_all(self.by_size, self.config.rule, self.names, self.banned)
+
+    def derive(self, allowance: float) -> Plan:
+        """Picks, every crossover bisected (those bisected before come from the cache at no cost; the new
+        ones share ``allowance``), and the plan from them."""
+        bench, config = self.bench, self.config
+        bench.phase("bisect")
+        self.picks = self.pick()
+        todo = changes(self.picks)
+        known = {(c.below.algorithm, c.above.algorithm, c.coarse) for c in self.crossovers}
+        new = [(a, b) for a, b in todo if (a.winner.algorithm, b.winner.algorithm, (a.size, b.size)) not in known]
+        steps_each = max(1, math.ceil(math.log2(math.log(config.factor) / math.log(config.resolution))))
+        per_step = allowance / max(1.0, len(new) * steps_each * CALLS_PER_STEP)
+        found = []
+        for a, b in todo:
+            below, above = self.candidate(a.winner.algorithm), self.candidate(b.winner.algorithm)
+            found.append(
+                bisect_crossover(
+                    bench, below, above, a.size, b.size, config.rule, config.resolution, per_step, config.itemsize
+                )
+            )
+        self.crossovers = found
+        params = {name: self.candidate(name).params_dict for name in self.names}
+        self.plan = plan_from(
+            bench.world_size, self.picks, found, bench.baseline, params, mode=self.mode, hosts=self.hosts
+        )
+        return self.plan
