@@ -16,7 +16,7 @@ per world size and writes into ``--out`` (default
 - ``report.md``, ``report.html``, ``latency-ws<N>.png``, ``speedup-ws<N>.png``.
 
 Before it ships, the table duels every fixed rule at fresh sizes and is
-repaired where one wins (docs/tuning.md). It then installs the table as
+repaired where one wins (docs/tune.md). It then installs the table as
 this machine's (the Communicator's default)
 unless ``--no-install``. ``artune verify TABLE`` re-measures both sides of
 every band bound, and an open-ended last band against the fallback at a few
