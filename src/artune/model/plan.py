@@ -51,6 +51,11 @@ class Predictor(Protocol):
 
     def samples(self, algorithm: str, world_size: int, sizes: Sequence[int], mode: str = "eager") -> np.ndarray: ...
 
+    @property
+    def interval_factor(self) -> float | None: ...
+
+    def copied(self, world_size: int, mode: str, sizes: Sequence[int]) -> list[tuple[str, str] | None]: ...
+
 
 @dataclass(frozen=True)
 class RegretBand:
@@ -59,9 +64,18 @@ class RegretBand:
     median: float
     p90: float
     worst: float  # the largest per-size 90th percentile
+    calibrated: float | None = None  # the p90 the blind-arch folds' errors give: median x their factor
 
     def __str__(self) -> str:
-        return f"predicted regret {self.median:.3f} geomean (p90 {self.p90:.3f}), worst size {self.worst:.2f}"
+        text = f"predicted regret {self.median:.3f} geomean (p90 {self.p90:.3f}"
+        if self.calibrated is not None:
+            text += f"; calibrated on archs held out, p90 {self.calibrated:.3f}"
+        return text + f"), worst size {self.worst:.2f}"
+
+    @property
+    def high(self) -> float:
+        """The p90 to state: the calibrated one where the model was validated by arch."""
+        return self.calibrated if self.calibrated is not None else self.p90
 
 
 @dataclass(frozen=True)
@@ -72,6 +86,7 @@ class ModelledPlan:
     regret: RegretBand
     sizes: tuple[int, ...]
     choice: tuple[str, ...]
+    copied: tuple[str, ...] = ()  # why sizes were copied from the nearest arch's row, one line per reason
 
 
 def _sticky_argmin(median: np.ndarray) -> np.ndarray:
@@ -116,6 +131,12 @@ def build_plan(
     samples = np.maximum(samples, 1e-9)
     median = np.median(samples, axis=1)  # (algs, sizes)
     pick = _sticky_argmin(median)
+    why: list[str] = []
+    for i, copy in enumerate(model.copied(world_size, mode, sizes)):
+        if copy is not None:
+            pick[i] = names.index(copy[0])
+            why.append(copy[1])
+    copied = tuple(dict.fromkeys(why))
     logm = np.log(median)
     bands: list[Band] = []
     for i in range(len(sizes)):
@@ -140,14 +161,18 @@ def build_plan(
     best = samples.min(axis=0).T  # (sizes, reps)
     regret = chosen / best
     geo = np.exp(np.log(regret).mean(axis=0))
+    factor = model.interval_factor
     band = RegretBand(
-        float(np.median(geo)), float(np.percentile(geo, 90)), float(np.percentile(regret, 90, axis=1).max())
+        float(np.median(geo)),
+        float(np.percentile(geo, 90)),
+        float(np.percentile(regret, 90, axis=1).max()),
+        float(np.median(geo)) * factor if factor is not None else None,
     )
     used = {c for b in bands for c in b.candidates}
     plan_params = freeze_params({k: v for k, v in (params or {}).items() if k in used})
-    provenance = modelled_provenance(model, band)
+    provenance = modelled_provenance(model, band, "; ".join(copied))
     plan = Plan(world_size, mode, tuple(bands), model.baseline, plan_params, provenance)
-    return ModelledPlan(plan, band, tuple(sizes), tuple(names[k] for k in pick))
+    return ModelledPlan(plan, band, tuple(sizes), tuple(names[k] for k in pick), copied)
 
 
 def modelled_provenance(model: Predictor, band: RegretBand | None = None, extra: str = "") -> Provenance:
