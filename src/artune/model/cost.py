@@ -112,7 +112,7 @@ class CostModel:
         """No blind-arch calibration for a machine's own fit: its bootstrap p90 stands."""
         return None
 
-    def copied(self, world_size: int, mode: str, sizes: Sequence[int]) -> list[tuple[str, str] | None]:
+    def copied(self, world_size: int, mode: str, sizes: Sequence[int]) -> list[None]:
         """A fit of the machine's own logs copies nothing."""
         return [None] * len(sizes)
 

@@ -134,12 +134,13 @@ KERNEL_OF: dict[str, str] = {
 def multicast_traffic(p: int) -> float:
     """Bytes through each rank's link, each way, per byte of message, of an NVLink SHARP all-reduce.
 
-    Each rank reduces its ``n/p`` share in the switch (``multimem.ld_reduce``:
-    its own share comes in, and the switch reads every rank's copy of every
-    share, ``n`` out) and multicasts the result (``multimem.st``: its share
-    goes out, every other share comes in, ``n``): ``(1 + 1/p) n`` each way.
-    Two-shot over P2P moves ``2 (p-1)/p n``: multicast moves less from 3 ranks
-    up (1.43x less at 6, 1.56x at 8) and more at 2 (1.5x), where the published
+    Each rank owns an ``n/p`` share. ``multimem.ld_reduce``: the switch reads
+    every share from every rank (each sends its whole buffer, ``n``) and each
+    rank receives its reduced share (``n/p``); ``multimem.st``: each rank
+    sends its share (``n/p``) and the switch delivers every share to every
+    rank (``n`` in): ``(1 + 1/p) n`` each way.
+    Two-shot over P2P moves ``2 (p-1)/p n``: multicast moves as much at 3
+    ranks, less from 4 up (1.43x less at 6, 1.56x at 8) and more at 2 (1.5x), where the published
     sweeps find it slower than two-shot (gpu-measured.md DS2c, note 3).
     """
     return 1.0 + 1.0 / p

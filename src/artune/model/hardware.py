@@ -25,7 +25,7 @@ import numpy as np
 from artune.model import blind, gpu
 from artune.model.cost import VERSION
 from artune.model.forms import log_spaced
-from artune.model.plan import SWITCH_MARGIN
+from artune.model.plan import SWITCH_MARGIN, Copy
 from artune.model.presets import Hardware
 from artune.sizes import human_size
 
@@ -71,8 +71,8 @@ class HardwareModel:
         """The blind-arch folds' split-conformal factor on a plan's predicted regret (``None``: not validated)."""
         return self.fit.blind.get("factor")
 
-    def copied(self, world_size: int, mode: str, sizes: Sequence[int]) -> list[tuple[str, str] | None]:
-        """Per size, ``(algorithm, why)`` where a copy rule takes it from the nearest arch's row, else ``None``.
+    def copied(self, world_size: int, mode: str, sizes: Sequence[int]) -> list[Copy | None]:
+        """Per size, the ``Copy`` where a copy rule takes it from the nearest arch's row, else ``None``.
 
         The copied row is decided as its engine runs it (vLLM's custom
         all-reduce by its 1-stage / 2-stage rule) and taken by family: the
@@ -81,7 +81,7 @@ class HardwareModel:
         from artune.model.validate import ENGINE_NAMES, engine_kernel
         from artune.table.decide import decide
 
-        out: list[tuple[str, str] | None] = []
+        out: list[Copy | None] = []
         names = self.candidates(world_size, mode)
         by_class = {}
         for name in reversed(names):
@@ -96,7 +96,7 @@ class HardwareModel:
             # what the model has a form for can run (not FlashInfer's fused kernels, say)
             decision = decide(table, int(n), world_size, mode, ENGINE_NAMES | {"nccl"}, multicast=self.hw.multicast)
             name = by_class.get(engine_kernel(decision.algorithm, world_size, int(n)).partition("/")[0])
-            out.append((name, rule.why(source) + "; " + self.settle(rule, world_size, mode)) if name else None)
+            out.append(Copy(name, rule.why(source), self.settle(rule, world_size, mode)) if name else None)
         return out
 
     def settle(self, rule: blind.CopyRule, world_size: int, mode: str, lo: int = 4 << 10, hi: int = 128 << 20) -> str:

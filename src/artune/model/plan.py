@@ -54,7 +54,16 @@ class Predictor(Protocol):
     @property
     def interval_factor(self) -> float | None: ...
 
-    def copied(self, world_size: int, mode: str, sizes: Sequence[int]) -> list[tuple[str, str] | None]: ...
+    def copied(self, world_size: int, mode: str, sizes: Sequence[int]) -> list[Copy | None]: ...
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A size the plan takes from the nearest arch's row: the algorithm, why, and the sweep that would settle it."""
+
+    algorithm: str
+    why: str
+    settle: str
 
 
 @dataclass(frozen=True)
@@ -69,7 +78,7 @@ class RegretBand:
     def __str__(self) -> str:
         text = f"predicted regret {self.median:.3f} geomean (p90 {self.p90:.3f}"
         if self.calibrated is not None:
-            text += f"; calibrated on archs held out, p90 {self.calibrated:.3f}"
+            text += f", calibrated on archs held out {self.calibrated:.3f}"
         return text + f"), worst size {self.worst:.2f}"
 
     @property
@@ -131,12 +140,14 @@ def build_plan(
     samples = np.maximum(samples, 1e-9)
     median = np.median(samples, axis=1)  # (algs, sizes)
     pick = _sticky_argmin(median)
-    why: list[str] = []
+    why: dict[tuple[str, str], bool] = {}  # (reason, sweep) -> whether the copy changed any size's choice
     for i, copy in enumerate(model.copied(world_size, mode, sizes)):
         if copy is not None:
-            pick[i] = names.index(copy[0])
-            why.append(copy[1])
-    copied = tuple(dict.fromkeys(why))
+            at = names.index(copy.algorithm)
+            why[copy.why, copy.settle] = why.get((copy.why, copy.settle), False) or bool(pick[i] != at)
+            pick[i] = at
+    same = " (the model's own choice there is the same)"
+    copied = tuple(f"{w}{'' if changed else same}; {settle}" for (w, settle), changed in why.items())
     logm = np.log(median)
     bands: list[Band] = []
     for i in range(len(sizes)):
