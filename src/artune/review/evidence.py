@@ -164,7 +164,8 @@ def _undecided(model: Any, arch: str, ws: int, mode: str, sizes: Sequence[int], 
     from artune.model.forms import log_spaced
     from artune.sizes import human_size
 
-    lo, hi = min(sizes), max(max(sizes), 2 * min(sizes))
+    lo = max(min(sizes), 4 << 10)  # below 4 KiB every kernel is at its latency: nothing to settle there
+    hi = max(max(sizes), 2 * lo)
     grid_sizes = log_spaced(lo, hi, 2, itemsize=2)
     algs = model.candidates(ws, mode)
     return (
