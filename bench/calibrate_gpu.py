@@ -32,8 +32,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: BLAS threa
 
 import argparse
 import contextlib
+import datetime
 import io
 import math
+import platform
 import sys
 import time
 from pathlib import Path
@@ -339,7 +341,11 @@ def main() -> None:
             run(args)
         text = page.getvalue()
         command = "python bench/calibrate_gpu.py " + " ".join(sys.argv[1:])
-        head = f"# The GPU cost model: fit, blind-arch validation, intervals\n\nMade by `{command}`.\n\n"
+        head = (
+            "# The GPU cost model: fit, blind-arch validation, intervals\n\n"
+            f"Made by `{command}` on {datetime.date.today().isoformat()} ({platform.machine()} CPU, numpy; no GPU: "
+            "every figure is a fit of published sweeps and tables, seeded, so the command reproduces it).\n\n"
+        )
         Path(args.out).write_text(head + text, encoding="utf-8")
         print(text)
     else:

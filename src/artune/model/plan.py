@@ -117,6 +117,32 @@ def _crossover(lo: int, hi: int, d_lo: float, d_hi: float, itemsize: int) -> int
     return at if lo <= at < hi else lo
 
 
+def _apply_copies(copies: Sequence[Copy | None], names: Sequence[str], pick: np.ndarray) -> tuple[str, ...]:
+    """Put each copied size's algorithm into ``pick`` (in place); one line per reason, with the sweep to run."""
+    why: dict[tuple[str, str], bool] = {}  # (reason, sweep) -> whether the copy changed any size's choice
+    for i, copy in enumerate(copies):
+        if copy is not None:
+            at = names.index(copy.algorithm)
+            why[copy.why, copy.settle] = why.get((copy.why, copy.settle), False) or bool(pick[i] != at)
+            pick[i] = at
+    same = " (the model's own choice there is the same)"
+    return tuple(f"{w}{'' if changed else same}; {settle}" for (w, settle), changed in why.items())
+
+
+def _regret_band(samples: np.ndarray, pick: np.ndarray, factor: float | None) -> RegretBand:
+    """The plan's predicted regret over the replicates, its p90 calibrated by ``factor`` where there is one."""
+    chosen = samples[pick, :, np.arange(samples.shape[2])]  # (sizes, reps)
+    regret = chosen / samples.min(axis=0).T
+    geo = np.exp(np.log(regret).mean(axis=0))
+    median = float(np.median(geo))
+    return RegretBand(
+        median,
+        float(np.percentile(geo, 90)),
+        float(np.percentile(regret, 90, axis=1).max()),
+        median * factor if factor is not None else None,
+    )
+
+
 def build_plan(
     model: Predictor,
     world_size: int,
@@ -140,14 +166,7 @@ def build_plan(
     samples = np.maximum(samples, 1e-9)
     median = np.median(samples, axis=1)  # (algs, sizes)
     pick = _sticky_argmin(median)
-    why: dict[tuple[str, str], bool] = {}  # (reason, sweep) -> whether the copy changed any size's choice
-    for i, copy in enumerate(model.copied(world_size, mode, sizes)):
-        if copy is not None:
-            at = names.index(copy.algorithm)
-            why[copy.why, copy.settle] = why.get((copy.why, copy.settle), False) or bool(pick[i] != at)
-            pick[i] = at
-    same = " (the model's own choice there is the same)"
-    copied = tuple(f"{w}{'' if changed else same}; {settle}" for (w, settle), changed in why.items())
+    copied = _apply_copies(model.copied(world_size, mode, sizes), names, pick)
     logm = np.log(median)
     bands: list[Band] = []
     for i in range(len(sizes)):
@@ -168,17 +187,7 @@ def build_plan(
         bands.pop()  # the fallback runs above the last band anyway
     if bands and getattr(model, "open_ended", False):
         bands[-1] = Band(None, bands[-1].candidates)  # as the tuner does: the top winner keeps larger sizes
-    chosen = samples[pick, :, np.arange(len(sizes))]  # (sizes, reps)
-    best = samples.min(axis=0).T  # (sizes, reps)
-    regret = chosen / best
-    geo = np.exp(np.log(regret).mean(axis=0))
-    factor = model.interval_factor
-    band = RegretBand(
-        float(np.median(geo)),
-        float(np.percentile(geo, 90)),
-        float(np.percentile(regret, 90, axis=1).max()),
-        float(np.median(geo)) * factor if factor is not None else None,
-    )
+    band = _regret_band(samples, pick, model.interval_factor)
     used = {c for b in bands for c in b.candidates}
     plan_params = freeze_params({k: v for k, v in (params or {}).items() if k in used})
     provenance = modelled_provenance(model, band, "; ".join(copied))

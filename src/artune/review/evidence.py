@@ -128,14 +128,12 @@ def modelled_regret(
     engine = [n for t in (after, before) for p in t.plans for n in p.algorithms]
     words = next((n for n in (*sides[1], *sides[0], *engine) if form(n) == fastest), fastest)
     best = f"{_FAMILY[fastest]} ({words})" if words != fastest or fastest != "nccl" else "nccl"
-    after, high = float(np.median(now)), float(np.percentile(now, 90))
+    before_regret, after = float(np.median(was)), float(np.median(now))
     factor = model.interval_factor
-    if factor is not None:
-        high = after * factor
-    undecided = ""
-    before_regret = float(np.median(was))
-    if factor is not None and before_regret <= high:
-        undecided = _undecided(model, arch, ws, mode, sizes, before_regret, after, high)
+    high = after * factor if factor is not None else float(np.percentile(now, 90))
+    # where before's rows are within after's calibrated interval the model cannot tell them apart
+    inside = after <= before_regret <= high
+    undecided = _undecided(model, arch, ws, mode, sizes, before_regret, after, high) if inside else ""
     return RegretEvidence(
         arch,
         ws,
@@ -169,8 +167,9 @@ def _undecided(model: Any, arch: str, ws: int, mode: str, sizes: Sequence[int], 
     grid_sizes = log_spaced(lo, hi, 2, itemsize=2)
     algs = model.candidates(ws, mode)
     return (
-        f"arch {arch} ws {ws} {mode}: the model cannot tell: before's {was:.2f} lies inside after's calibrated "
-        f"interval {now:.2f}..{high:.2f}; to settle it, measure on {model.device} {', '.join(algs)} at "
+        f"arch {arch} ws {ws} {mode}: the model cannot tell the sides apart: before's {was:.2f} lies between "
+        f"after's {now:.2f} and its calibrated p90 {high:.2f}; to settle it, measure on {model.device} "
+        f"{', '.join(algs)} at "
         f"{len(grid_sizes)} sizes {human_size(grid_sizes[0])}..{human_size(grid_sizes[-1])} "
         f"({len(grid_sizes) * len(algs)} measurements)"
     )
