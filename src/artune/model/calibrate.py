@@ -1,13 +1,17 @@
 """Fit the GPU forms on published latencies and crossovers; bootstrap; let the data choose per-world-size terms.
 
 Data (``Data``): the per-size sweeps of ``artune.model.sweeps`` and the
-published one-shot crossovers of SGLang's SM90 (tuned on H200) and SM100
-(tuned on B200) tables, every world size and both modes. SGLang's SM107
+crossovers that SGLang's SM90 (tuned on H200) and SM100 (tuned on B200)
+tables claim, every world size and both modes. A claim is not a timing: it
+weighs ``Data.claim_weight`` per group against one sweep, the weight the
+blind-arch folds choose (``artune.model.blind.choose_claim_weight``), and an
+arch whose rows copy another's makes no claim. SGLang's SM107
 (Rubin) table and TensorRT-LLM's strategy tables are never fitted: they are
 the held-out crossovers (``HELD_OUT``).
 
 Loss: every sweep counts equally (each point weighs ``1 / points in its
-sweep``), and so does every crossover group (one arch, one mode). A sweep
+sweep``), and every crossover group (one arch, one mode) weighs the claims'
+weight. A sweep
 point's residual is ``log(predicted / measured)`` with the sweep's own
 offset added to every kernel (its harness's per-call cost, the same for all
 of its kernels); a crossover's is ``log(predicted / published)`` (for a
