@@ -1,6 +1,6 @@
 """Fit the GPU cost model on published sweeps and crossovers, and validate it the way a sceptic would.
 
-    python bench/calibrate_gpu.py [--write] [--out docs/results/gpu-cost-model.md] [--replicates 200] [--quick]
+    python bench/calibrate_gpu.py [--write] [--out docs/results/cost-model-gpu.md] [--replicates 200] [--quick]
 
 Prints Markdown (and writes it to ``--out``), every figure of the cost model's results:
 
@@ -342,9 +342,11 @@ def main() -> None:
         text = page.getvalue()
         command = "python bench/calibrate_gpu.py " + " ".join(sys.argv[1:])
         head = (
-            "# The GPU cost model: fit, blind-arch validation, intervals\n\n"
-            f"Made by `{command}` on {datetime.date.today().isoformat()} ({platform.machine()} CPU, numpy; no GPU: "
-            "every figure is a fit of published sweeps and tables, seeded, so the command reproduces it).\n\n"
+            "# The GPU cost model, calibrated and validated on published data\n\n"
+            f"Machine: {platform.machine()} CPU, numpy (no GPU: every figure is a fit of published sweeps and "
+            f"tables), {datetime.date.today().isoformat()}.\n\n"
+            f"Command: `flock /tmp/artune-cpu.lock {command}` (seeded: it reproduces every figure and "
+            "`gpu-fit.json`).\n\n"
         )
         Path(args.out).write_text(head + text, encoding="utf-8")
         print(text)
