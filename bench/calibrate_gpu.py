@@ -1,21 +1,25 @@
 """Fit the GPU cost model on published sweeps and crossovers, and validate it the way a sceptic would.
 
-    python bench/calibrate_gpu.py [--write] [--replicates 200] [--fold-replicates 30] [--quick]
+    python bench/calibrate_gpu.py [--write] [--out docs/results/cost-model-gpu.md] [--replicates 200] [--quick]
                                   [--sweep FILE@PRESET ...]
 
-Prints Markdown for the README, every figure of its cost-model section:
+Prints Markdown (and writes it to ``--out``), every figure of the cost model's results:
 
-1. the data: every sweep fitted (gpu-measured.md ids), and the crossovers;
-2. the per-world-size terms the data chose (forward selection, cross-validated by crossover group);
+1. the data: every sweep fitted (gpu-measured.md ids), and the claimed crossovers;
+2. leave one ARCH out (``artune.model.blind``), the way a new GPU arrives: the weight of the hand
+   tables' claims chosen by it; per arch and world size the model, the nearest-arch copy under each
+   engine's rules and the arch's own hand rows, scored as the engines run them; the hybrid (copied
+   rows where the folds say the model loses); the copy rules; the calibrated interval and its coverage;
+3. the per-world-size terms the data chose (forward selection, cross-validated by crossover group);
 3. the fit: parameters with bootstrap 5-95% intervals, residuals per sweep;
-4. leave one sweep out: for every sweep with a choice, terms chosen and the model fitted without
+4. leave one sweep out (a second view): for every sweep with a choice, terms chosen and the model fitted without
    it, its plan scored on its own times, next to vLLM's and SGLang's hand tables on the same points
    (``artune.model.validate.score_sweep``), per sweep and in total; where the model loses, the cheapest
    sweep that would settle it (from a bootstrap of that fold);
 5. crossovers held out from every fit: SGLang SM107 (Rubin) and TensorRT-LLM, predicted / published,
    under each unseen-arch rule, and the coverage of the 90% intervals; then each SGLang 9.0/10.0 group
    predicted by a fit and bootstrap without it;
-6. the presets and their sources; what `artune plan --preset rubin --explain-uncertainty` says.
+6. the presets and their sources; what `artune plan --preset b300 / rubin --explain-uncertainty` says.
 
 ``--write`` stores the fit (parameters and bootstrap replicates) in ``src/artune/model/gpu-fit.json``.
 ``--quick``: fewer replicates and no per-fold term selection (for a look, not for the README).
@@ -28,15 +32,19 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # small matrices: BLAS threads only spin on a busy machine
 
 import argparse
+import contextlib
+import datetime
+import io
 import math
+import platform
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from artune.model import blind, gpu, hardware, validate
 from artune.model import calibrate as cal
-from artune.model import gpu, hardware, validate
 from artune.model.plan import build_plan
 from artune.model.presets import load_preset, preset_names
 from artune.sizes import human_size
@@ -62,6 +70,61 @@ def print_data(data: cal.Data) -> None:
         f"\n{len(data.sweeps)} sweeps, {points} times; {len(data.crossovers)} crossovers "
         "(SGLang SM90 and SM100, world sizes 2-8 and 16, graph and eager). Never fitted: SGLang SM107 "
         f"(Rubin), TensorRT-LLM ({len(cal.held_out_crossovers())} crossovers).\n"
+    )
+
+
+def print_blind(folds: list[blind.ArchFold], weight: float, totals: dict[float, float], stored: dict) -> None:
+    """The leave-one-arch-out table: per arch and world size, and in total."""
+    print("## Leave one arch out: the model against copying the nearest arch's rows\n")
+    print(
+        "Each fold drops every sweep and every claimed crossover of one arch, fits on the rest, plans for it and "
+        "scores the plan on the arch's own sweeps (rows as each engine runs them: vLLM's custom all-reduce by its "
+        "1-stage / 2-stage rule). Copies: the nearest arch's row under each engine's practice "
+        f"(`artune.model.blind.copy_source`). Claims (SGLang's hand crossovers) weigh {weight:g} against one "
+        "sweep per group, the weight whose folds score best: "
+        + ", ".join(f"weight {w:g}: model {t:.3f}" for w, t in totals.items())
+        + ".\n"
+    )
+    hybrid = blind.hybrid_scores(folds)
+    who = ("model", "hybrid", "hybrid, nested", "vllm copy", "sglang copy", "vllm", "sglang")
+    head = (
+        "| arch | ws | mode | sweeps | sizes | model | hybrid | hybrid, nested | vLLM copy | SGLang copy | "
+        "vLLM own | SGLang own |"
+    )
+    print(head + "\n|---|---:|---|---|---:|" + "---:|" * 7)
+
+    def value(score, w: str) -> float:
+        return hybrid[score.sweep.id][w] if w.startswith("hybrid") else score.geomean(w)
+
+    def line(label: str, scores: list) -> str:
+        cells = " | ".join(f"{blind.geomean([value(s, w) for s in scores]):.3f}" for w in who)
+        return f"{label} | {sum(len(s.rows) for s in scores)} | {cells} |"
+
+    for fold in folds:
+        groups: dict[tuple[int, str], list] = {}
+        for score in fold.scores:
+            groups.setdefault((score.sweep.world_size, score.sweep.mode), []).append(score)
+        for (ws, mode), scores in sorted(groups.items()):
+            print(line(f"| {fold.arch} | {ws} | {mode} | {', '.join(s.sweep.id for s in scores)}", scores))
+        sources = ", ".join(f"{k} from {v}" for k, v in fold.sources.items())
+        print(line(f"| **{fold.arch}** (fold: {sources}) | | | ", list(fold.scores)))
+    every = [s for f in folds for s in f.scores]
+    print(line("| **total** (each sweep once) | | | ", every))
+    print(
+        "\n(geomean regret = time(choice) / time(fastest measured) over the sizes; a row of several sweeps counts "
+        "each once. hybrid: the modelled table, which copies where the rules below say so (rules from every fold); "
+        "hybrid, nested: the rules from the other arches' folds only, the honest blind score of the hybrid.)\n"
+    )
+    rules = blind.rules_from(stored)
+    if rules:
+        print("Where the folds say the model loses to copying, the modelled table copies (`blind.copy_rules`):\n")
+        for r in rules:
+            print(f"- {r.why('the nearest arch')}")
+        print()
+    cal_ = blind.calibrate(folds)
+    print(
+        f"Calibrated interval: {cal_}. With the factor from the other archs' sweeps only: "
+        f"{cal_.arch_covered}/{cal_.units} = {cal_.arch_coverage:.0%}.\n"
     )
 
 
@@ -251,7 +314,10 @@ def print_explain(fit: gpu.GpuFit, preset: str = "rubin", world_sizes=(2, 3, 4, 
     for ws in world_sizes:
         for mode in ("graph", "eager"):
             planned = build_plan(model, ws, mode, 4 << 10, 128 << 20, model.params())
-            print(f"ws={ws} {mode}: {planned.regret}")
+            bands = ", ".join(f"<= {human_size(b.upto)} {b.candidates[0]}" for b in planned.plan.bands)
+            print(f"ws={ws} {mode}: {bands}; then {planned.plan.fallback}; {planned.regret}")
+            for why in planned.copied:
+                print(f"  {why}")
             for crossing in hardware.crossings(model, planned.plan):
                 print(f"  {crossing}")
             m = hardware.uncertain_sizes(model, ws, mode, 4 << 10, 128 << 20)
@@ -282,6 +348,7 @@ def extra_sweeps(specs: list[str]) -> tuple:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", action="store_true", help=f"store the fit in {FIT_FILE.name}")
+    parser.add_argument("--out", metavar="FILE.md", help="also write the Markdown here")
     parser.add_argument("--replicates", type=int, default=cal.REPLICATES, help="bootstrap refits")
     parser.add_argument("--fold-replicates", type=int, default=30, help="refits per lost fold (suggestions)")
     parser.add_argument("--quick", action="store_true", help="30 refits, no per-fold selection")
@@ -294,40 +361,72 @@ def main() -> None:
         "measured on PRESET's GPU (repeatable)",
     )
     args = parser.parse_args()
+    if args.out:
+        with contextlib.redirect_stdout(io.StringIO()) as page:
+            run(args)
+        text = page.getvalue()
+        command = "python bench/calibrate_gpu.py " + " ".join(sys.argv[1:])
+        head = (
+            "# The GPU cost model, calibrated and validated on published data\n\n"
+            f"Machine: {platform.machine()} CPU, numpy (no GPU: every figure is a fit of published sweeps and "
+            f"tables), {datetime.date.today().isoformat()}.\n\n"
+            f"Command: `flock /tmp/artune-cpu.lock {command}` (seeded: it reproduces every figure and "
+            "`gpu-fit.json`).\n\n"
+        )
+        Path(args.out).write_text(head + text, encoding="utf-8")
+        print(text)
+    else:
+        run(args)
+
+
+def run(args: argparse.Namespace) -> None:
+    """Every stage, printed in order (see the module docstring)."""
     started = time.monotonic()
     replicates = 30 if args.quick else args.replicates
-    data = cal.default_data()
+    claims = cal.default_data()
     if args.sweep:
-        data = cal.Data(data.sweeps + extra_sweeps(args.sweep), data.crossovers)
+        claims = cal.Data(claims.sweeps + extra_sweeps(args.sweep), claims.crossovers)
+    mark = time.monotonic()
+    weight, totals = blind.choose_claim_weight(claims)
+    data = cal.Data(claims.sweeps, claims.crossovers, weight)
     print_data(data)
+    mark = _stage("claim weight (leave one arch out per weight)", mark)
 
     log: list[str] = []
-    mark = time.monotonic()
     terms = cal.select_terms(data, log=log)
     mark = _stage("term selection", mark)
     print("## Per-world-size terms chosen by the data\n")
-    print(f"Candidates: {', '.join(gpu.TERMS)} at world sizes {sorted({c.world_size for c in data.crossovers})}.\n")
-    for line in log:
-        print(f"- {line}")
-    print(f"\nKept: {', '.join(terms) or 'none'}.\n")
+    if data.fitted:
+        print(f"Candidates: {', '.join(gpu.TERMS)} at world sizes {sorted({c.world_size for c in data.fitted})}.\n")
+        for line in log:
+            print(f"- {line}")
+        print(f"\nKept: {', '.join(terms) or 'none'}.\n")
+    else:
+        print("None: the terms are chosen by cross-validation over the claims' groups, and the claims weigh 0.\n")
 
+    folds = blind.leave_one_arch_out(data, terms)
+    stored = blind.summary(folds, weight, totals)
+    mark = _stage("leave one arch out", mark)
     central = cal.fit(data, terms)
     reps = cal.bootstrap(data, terms, central, replicates)
-    fit = cal.stored_fit(data, terms, central, reps)
+    fit = cal.stored_fit(data, terms, central, reps, blind=stored)
     if args.write:
         FIT_FILE.write_text(fit.to_json(), encoding="utf-8")
     mark = _stage("fit and bootstrap", mark)
+    print_blind(folds, weight, totals, stored)
     print_fit(central, reps, data)
 
     scores, notes = loo(data, terms, central, reselect=not args.quick, fold_replicates=args.fold_replicates)
     mark = _stage("leave one sweep out", mark)
     print_loo(scores, notes)
     print_crossovers(fit, central, data)
-    print_group_coverage(data, terms, central, 30 if args.quick else 60)
+    if data.fitted:
+        print_group_coverage(data, terms, central, 30 if args.quick else 60)
     mark = _stage("crossovers and group coverage", mark)
     print_presets()
+    print_explain(fit, "b300", (6,))
     print_explain(fit)
-    print(f"({time.monotonic() - started:.0f} s{', fit written to ' + str(FIT_FILE) if args.write else ''})")
+    print(f"({time.monotonic() - started:.0f} s{', fit written to ' + str(FIT_FILE.name) if args.write else ''})")
 
 
 def _stage(name: str, since: float) -> float:

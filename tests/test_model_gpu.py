@@ -230,7 +230,7 @@ def test_leave_one_out_never_sees_the_held_out_times() -> None:
 
 
 def test_intervals_cover_lower_bounds_and_points() -> None:
-    c = cal.Crossover("SGLang", "10.7", "rubin", 2, "graph", 128 * MiB, lower_bound=True, rival="nccl")
+    c = cal.ClaimedCrossover("SGLang", "10.7", "rubin", 2, "graph", 128 * MiB, lower_bound=True, rival="nccl")
     met = validate.Interval(c, 2e9, 1e8, 4e9, 1e8, 4e9)
     missed = validate.Interval(c, 1e6, 1e5, 1e7, 1e5, 1e7)
     assert met.covers() and met.log_ratio == 0.0 and not missed.covers()
@@ -253,7 +253,7 @@ def test_the_bundled_fit_is_the_fitted_optimum_not_typed_numbers() -> None:
     """Moving any fitted parameter by 10% makes the loss on the stated data worse (the file is not stale)."""
     fit = gpu.bundled_fit()
     terms = tuple(n for n in fit.names if "@ws" in n)
-    data = cal.default_data()
+    data = cal.default_data(fit.blind["claim_weight"])  # the claims at the weight the blind folds chose
     problem = cal.Problem(data, terms)
     central = cal.Result(
         tuple(problem.names),

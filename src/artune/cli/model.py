@@ -152,6 +152,8 @@ def run_plan(args: argparse.Namespace) -> int:
         bands = ", ".join(f"<= {format_bound(b.upto)} {b.candidates[0]}" for b in p.plan.bands)
         route = f"{bands}; then {p.plan.fallback}" if bands else f"{p.plan.fallback} at every size"
         print(f"ws={p.plan.world_size} {p.plan.mode}: {route}; {p.regret}", file=sys.stderr)
+        for why in p.copied:
+            print(f"  {why}", file=sys.stderr)
     if args.explain_uncertainty:
         explain_uncertainty(model, plans, lo, hi)
     if args.out:
@@ -167,9 +169,14 @@ def explain_uncertainty(model: Any, plans: list[Any], lo: int, hi: int) -> None:
     from artune.model.hardware import cheapest, crossings, uncertain_sizes
 
     found = []
+    from artune.model.blind import score_line
+
     print(f"artune plan: uncertainty ({model.fit.source})", file=sys.stderr)
+    print(f"artune plan: validated {score_line(model.fit.blind)}", file=sys.stderr)
     for p in plans:
         print(f"ws={p.plan.world_size} {p.plan.mode}: {p.regret}", file=sys.stderr)
+        for why in p.copied:
+            print(f"  {why}", file=sys.stderr)
         for crossing in crossings(model, p.plan):
             print(f"  crossover {crossing}", file=sys.stderr)
         m = uncertain_sizes(model, p.plan.world_size, p.plan.mode, lo, hi)

@@ -13,10 +13,13 @@
   physical parameters per arch family, and the stored fit (``gpu-fit.json``);
 - ``presets``: GPU hardware figures from TOML (``presets.toml``), every
   figure with its source;
-- ``calibrate``: the joint robust fit on sweeps and SGLang's crossovers,
+- ``calibrate``: the joint robust fit on sweeps and SGLang's claimed crossovers,
   per-world-size terms chosen by cross-validation, and the bootstrap;
-- ``validate``: leave one sweep out against the engines' hand tables, and
-  held-out crossovers (Rubin, TensorRT-LLM) with interval coverage;
+- ``validate``: the one scoring function (rows as each engine runs them),
+  leave one sweep out, and held-out crossovers (Rubin, TensorRT-LLM);
+- ``blind``: leave one arch out against copying the nearest arch's rows; the
+  claims' weight, the regions the modelled table copies, and the
+  split-conformal factor on a plan's regret interval;
 - ``hardware``: one GPU's model for ``plan``, crossover intervals, and the
   cheapest sweep that would settle what it is unsure of;
 - ``plan``: tables from a model, every plan ``modelled`` with its predicted

@@ -1,13 +1,17 @@
 """Fit the GPU forms on published latencies and crossovers; bootstrap; let the data choose per-world-size terms.
 
 Data (``Data``): the per-size sweeps of ``artune.model.sweeps`` and the
-published one-shot crossovers of SGLang's SM90 (tuned on H200) and SM100
-(tuned on B200) tables, every world size and both modes. SGLang's SM107
+crossovers that SGLang's SM90 (tuned on H200) and SM100 (tuned on B200)
+tables claim, every world size and both modes. A claim is not a timing: it
+weighs ``Data.claim_weight`` per group against one sweep, the weight the
+blind-arch folds choose (``artune.model.blind.choose_claim_weight``), and an
+arch whose rows copy another's makes no claim. SGLang's SM107
 (Rubin) table and TensorRT-LLM's strategy tables are never fitted: they are
 the held-out crossovers (``HELD_OUT``).
 
 Loss: every sweep counts equally (each point weighs ``1 / points in its
-sweep``), and so does every crossover group (one arch, one mode). A sweep
+sweep``), and every crossover group (one arch, one mode) weighs the claims'
+weight. A sweep
 point's residual is ``log(predicted / measured)`` with the sweep's own
 offset added to every kernel (its harness's per-call cost, the same for all
 of its kernels); a crossover's is ``log(predicted / published)`` (for a
@@ -23,6 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
@@ -37,12 +42,16 @@ _RIVAL = {"2shot_push": "2shot_pull"}  # the forms do not tell push from pull
 FAMILY_PRESET = {"9.0": "h200", "10.0": "b200", "10.7": "rubin"}  # the GPU each SGLang table was tuned on
 HUBER_TIME, HUBER_CROSS = 0.10, 0.30
 PRIOR_WEIGHT = 0.002
-CROSS_WEIGHT = 1.0  # per crossover group, as one sweep
+#: what one claimed crossover group (one arch and mode of a hand table) weighs against one sweep; the
+#: blind-arch folds choose among these (``artune.model.blind.choose_claim_weight``)
+CLAIM_WEIGHTS = (0.0, 0.1, 0.3, 1.0)
 
 
 @dataclass(frozen=True)
-class Crossover:
-    """A published crossover: where ``lead`` (one-shot unless said) stops being chosen, and what replaces it."""
+class ClaimedCrossover:
+    """A hand table's crossover: where its author says ``lead`` (one-shot unless said) stops being the
+    fastest, and what replaces it. A claim, not a timing: the fit weighs claims apart from the sweeps
+    (``Data.claim_weight``)."""
 
     source: str
     arch: str
@@ -69,12 +78,12 @@ class Crossover:
 #: (gpu-measured.md DS13, commit 005b299): ONESHOT up to this size, then TWOSHOT (or NCCL at ws 2,
 #: where the IPC workspace cap ends the custom kernels: a lower bound). No multicast in that choice.
 TRTLLM = (
-    Crossover("TRT-LLM", "9.0", "h100-sxm", 2, "graph", 8 * MiB, lower_bound=True, rival="nccl"),
-    Crossover("TRT-LLM", "9.0", "h100-sxm", 4, "graph", 256 * KiB),
-    Crossover("TRT-LLM", "9.0", "h100-sxm", 8, "graph", 256 * KiB),
-    Crossover("TRT-LLM", "10.0", "b200", 2, "graph", 8 * MiB, lower_bound=True, rival="nccl"),
-    Crossover("TRT-LLM", "10.0", "b200", 4, "graph", 2 * MiB),
-    Crossover("TRT-LLM", "10.0", "b200", 8, "graph", 1 * MiB),
+    ClaimedCrossover("TRT-LLM", "9.0", "h100-sxm", 2, "graph", 8 * MiB, lower_bound=True, rival="nccl"),
+    ClaimedCrossover("TRT-LLM", "9.0", "h100-sxm", 4, "graph", 256 * KiB),
+    ClaimedCrossover("TRT-LLM", "9.0", "h100-sxm", 8, "graph", 256 * KiB),
+    ClaimedCrossover("TRT-LLM", "10.0", "b200", 2, "graph", 8 * MiB, lower_bound=True, rival="nccl"),
+    ClaimedCrossover("TRT-LLM", "10.0", "b200", 4, "graph", 2 * MiB),
+    ClaimedCrossover("TRT-LLM", "10.0", "b200", 8, "graph", 1 * MiB),
 )
 
 
@@ -82,7 +91,7 @@ def _kernel(name: str) -> str:
     return gpu.KERNEL_OF[_RIVAL.get(name, name)]
 
 
-def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: bool = False) -> list[Crossover]:
+def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: bool = False) -> list[ClaimedCrossover]:
     """SGLang's crossovers per (arch, world size, mode) from the bundled reference tables.
 
     By default where one-shot ends; ``every``: each boundary where the first
@@ -92,9 +101,12 @@ def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: boo
     """
     from artune.formats.references import reference_set
 
-    out: list[Crossover] = []
+    out: list[ClaimedCrossover] = []
     tables = reference_set("sglang").tables
+    copies = copied(tables)
     for arch in archs:
+        if arch in copies:
+            continue  # rows copied from another arch are no claim about this one
         # the rows as SGLang wrote them (from its sweeps) are the publisher's crossovers; the 16 MiB
         # workspace clip that the reference applies at run time is not one; one host's rows (its plans
         # across a rack run the same rows again)
@@ -106,7 +118,7 @@ def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: boo
             for i, end in enumerate(ends):
                 lead, rival = names[i], names[i + 1]
                 if _kernel(lead) != _kernel(rival) and lead != "nccl":
-                    c = Crossover("SGLang", arch, FAMILY_PRESET[arch], plan.world_size, plan.mode, end)
+                    c = ClaimedCrossover("SGLang", arch, FAMILY_PRESET[arch], plan.world_size, plan.mode, end)
                     out.append(
                         replace(c, lower_bound=end >= UNTUNED, rival=_RIVAL.get(rival, rival), lead=lead, start=start)
                     )
@@ -117,12 +129,20 @@ def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: boo
     return out
 
 
-def training_crossovers() -> list[Crossover]:
+def copied(tables: Mapping[str, Any]) -> set[str]:
+    """The archs whose plans repeat an earlier arch's in every world size and mode (``artune check``'s rule)."""
+    from artune.table.check import copied_archs
+
+    rows = {arch: {(p.world_size, p.mode): (p.bands, p.fallback) for p in t.plans} for arch, t in tables.items()}
+    return {arch for arch, _parent, _equal, _total in copied_archs({"plans": {a: rows[a] for a in rows}})}
+
+
+def training_crossovers() -> list[ClaimedCrossover]:
     """The crossovers every fit may use: every boundary of SGLang SM90 and SM100, all world sizes, both modes."""
     return sglang_crossovers(("9.0", "10.0"), every=True)
 
 
-def held_out_crossovers() -> list[Crossover]:
+def held_out_crossovers() -> list[ClaimedCrossover]:
     """Never fitted: SGLang SM107 (Rubin) and TensorRT-LLM's tables."""
     return sglang_crossovers(("10.7",)) + list(TRTLLM)
 
@@ -132,14 +152,30 @@ class Data:
     """What one fit sees."""
 
     sweeps: tuple[Sweep, ...] = SWEEPS
-    crossovers: tuple[Crossover, ...] = ()
+    crossovers: tuple[ClaimedCrossover, ...] = ()
+    claim_weight: float = 1.0  # one claimed crossover group against one sweep
 
     def without(self, sweep_id: str) -> Data:
         return replace(self, sweeps=tuple(s for s in self.sweeps if s.id != sweep_id))
 
+    def without_arch(self, arch: str) -> Data:
+        """A new GPU arriving: none of ``arch``'s sweeps and none of its claims."""
+        from artune.model.presets import load_preset
 
-def default_data() -> Data:
-    return Data(SWEEPS, tuple(training_crossovers()))
+        return replace(
+            self,
+            sweeps=tuple(s for s in self.sweeps if load_preset(s.preset).arch != arch),
+            crossovers=tuple(c for c in self.crossovers if c.arch != arch),
+        )
+
+    @property
+    def fitted(self) -> tuple[ClaimedCrossover, ...]:
+        """The claims the fit weighs (none at weight 0)."""
+        return self.crossovers if self.claim_weight > 0 else ()
+
+
+def default_data(claim_weight: float = 1.0) -> Data:
+    return Data(SWEEPS, tuple(training_crossovers()), claim_weight)
 
 
 # ------------------------------------------------------------------ machines
@@ -190,9 +226,7 @@ class Problem:
         self.offsets = [f"offset:{s.id}" for s in self.sweeps]
         self.all_names = self.names + self.offsets
         self.bandwidth = family_bandwidth()
-        self.machines = {
-            p: machine_for(p) for p in {s.preset for s in self.sweeps} | {c.preset for c in data.crossovers}
-        }
+        self.machines = {p: machine_for(p) for p in {s.preset for s in self.sweeps} | {c.preset for c in data.fitted}}
         centres = np.array([prior(n)[0] for n in self.names])
         self.prior_centre = np.log(centres)
         self.prior_sd = np.array([prior(n)[1] for n in self.names])
@@ -208,10 +242,10 @@ class Problem:
                 weights += [1.0 / len(pts)] * len(n)
                 kinds += [0] * len(n)
         groups: dict[str, int] = {}
-        for c in data.crossovers:
+        for c in data.fitted:
             groups[c.group] = groups.get(c.group, 0) + 1
-        for c in data.crossovers:
-            weights.append(CROSS_WEIGHT / groups[c.group])
+        for c in data.fitted:
+            weights.append(data.claim_weight / groups[c.group])
             kinds.append(1)
         weights += [PRIOR_WEIGHT] * len(self.names)
         kinds += [2] * len(self.names)
@@ -248,7 +282,7 @@ class Problem:
             )
             pred = pred + th[self.offsets[i]][:, None]
             out.append(np.log(np.maximum(pred, 1e-6) / t[None, :]))
-        for c in self.data.crossovers:
+        for c in self.data.fitted:
             (lead,) = lines(gpu.KERNEL_OF[c.lead], c.preset, c.world_size, c.mode)
             rival = lines(gpu.KERNEL_OF[c.rival], c.preset, c.world_size, c.mode)
             r = np.log(gpu.first_crossing(lead, rival, LO, HI) / c.nbytes)
@@ -265,7 +299,7 @@ class Problem:
 
 
 def predicted_crossover(
-    theta: gpu.Theta, c: Crossover, machine: gpu.Machine, bandwidth: Mapping[str, float]
+    theta: gpu.Theta, c: ClaimedCrossover, machine: gpu.Machine, bandwidth: Mapping[str, float]
 ) -> np.ndarray:
     """Where the model's ``c.lead`` becomes slower than what the publisher switches to (b,)."""
     (lead,) = gpu.kernel_lines(theta, gpu.KERNEL_OF[c.lead], machine, c.world_size, c.mode, bandwidth)
@@ -274,7 +308,7 @@ def predicted_crossover(
 
 
 def crossover_log_ratio(
-    theta: gpu.Theta, c: Crossover, machine: gpu.Machine, bandwidth: Mapping[str, float]
+    theta: gpu.Theta, c: ClaimedCrossover, machine: gpu.Machine, bandwidth: Mapping[str, float]
 ) -> np.ndarray:
     """``log(predicted / published)``; for a lower bound only a prediction below it counts."""
     r = np.log(predicted_crossover(theta, c, machine, bandwidth) / c.nbytes)
@@ -405,14 +439,14 @@ def residuals_of(result: Result, data: Data) -> dict[str, np.ndarray]:
     for i, _kernel, n, _t in problem.columns:
         out.setdefault(problem.sweeps[i].id, []).extend(r[at : at + len(n)])
         at += len(n)
-    out["crossovers"] = list(r[at : at + len(data.crossovers)])
+    out["crossovers"] = list(r[at : at + len(data.fitted)])
     return {k: np.array(v) for k, v in out.items()}
 
 
 # ------------------------------------------------------------------ per-world-size terms
 
 
-def crossover_loss(result: Result, crossovers: Sequence[Crossover]) -> float:
+def crossover_loss(result: Result, crossovers: Sequence[ClaimedCrossover]) -> float:
     """The mean Huber loss of ``crossovers`` (log ratios) under ``result``."""
     th = result.theta()
     bandwidth = family_bandwidth()
@@ -423,7 +457,7 @@ def crossover_loss(result: Result, crossovers: Sequence[Crossover]) -> float:
 
 def group_cv_loss(data: Data, terms: Sequence[str], start: Result | None = None) -> float:
     """Leave one crossover group (arch, mode) out: the summed loss of each group under a fit without it."""
-    groups = sorted({c.group for c in data.crossovers})
+    groups = sorted({c.group for c in data.fitted})
     total = 0.0
     for g in groups:
         kept = tuple(c for c in data.crossovers if c.group != g)
@@ -434,7 +468,7 @@ def group_cv_loss(data: Data, terms: Sequence[str], start: Result | None = None)
 
 def candidate_terms(data: Data) -> list[str]:
     """Every per-world-size term for the world sizes the crossovers have."""
-    sizes = sorted({c.world_size for c in data.crossovers})
+    sizes = sorted({c.world_size for c in data.fitted})
     return [gpu.term_name(t, ws) for t in gpu.TERMS for ws in sizes]
 
 
@@ -491,11 +525,11 @@ def resample(data: Data, rng: np.random.Generator) -> Data:
     for members in by_family.values():
         for j, i in enumerate(rng.integers(0, len(members), len(members))):
             sweeps.append(replace(members[i], id=f"{members[i].id}#{j}"))
-    groups: dict[str, list[Crossover]] = {}
+    groups: dict[str, list[ClaimedCrossover]] = {}
     for c in data.crossovers:
         groups.setdefault(c.group, []).append(c)
     crossovers = [m[i] for m in groups.values() for i in rng.integers(0, len(m), len(m))]
-    return Data(tuple(sweeps), tuple(crossovers))
+    return Data(tuple(sweeps), tuple(crossovers), data.claim_weight)
 
 
 def bootstrap(
@@ -510,9 +544,14 @@ def bootstrap(
 
 
 def crossover_residuals(result: Result, data: Data) -> tuple[float, ...]:
-    """The training crossovers' log(predicted / published), lower bounds that hold left out."""
-    r = residuals_of(result, data)["crossovers"]
-    return tuple(float(v) for v, c in zip(r, data.crossovers, strict=True) if not (c.lower_bound and v == 0.0))
+    """The training claims' log(predicted / claimed), lower bounds that hold left out (whatever they weighed)."""
+    th, bandwidth = result.theta(), family_bandwidth()
+    out = []
+    for c in data.crossovers:
+        r = float(crossover_log_ratio(th, c, machine_for(c.preset), bandwidth)[0])
+        if not (c.lower_bound and r == 0.0):
+            out.append(r)
+    return tuple(out)
 
 
 def overheads(result: Result, data: Data) -> dict[str, float]:
@@ -525,15 +564,21 @@ def overheads(result: Result, data: Data) -> dict[str, float]:
 
 
 def stored_fit(
-    data: Data, terms: Sequence[str], central: Result, replicates: np.ndarray, seed: int = SEED
+    data: Data,
+    terms: Sequence[str],
+    central: Result,
+    replicates: np.ndarray,
+    seed: int = SEED,
+    blind: Mapping[str, Any] | None = None,
 ) -> gpu.GpuFit:
     """The fit as ``gpu.GpuFit``, with ``unseen:share`` (1/2 centrally, uniform per replicate) appended."""
     rng = np.random.default_rng(seed + 1)
     names = (*central.names, "unseen:share")
     share = rng.uniform(0.0, 1.0, len(replicates))
     source = (
-        f"bench/calibrate_gpu.py: {len(data.sweeps)} sweeps and {len(data.crossovers)} SGLang SM90/SM100 "
-        f"crossovers; terms {', '.join(terms) or 'none'}; {len(replicates)} bootstrap refits"
+        f"bench/calibrate_gpu.py: {len(data.sweeps)} sweeps, {len(data.crossovers)} SGLang SM90/SM100 "
+        f"claimed crossovers at weight {data.claim_weight:g}; terms {', '.join(terms) or 'none'}; "
+        f"{len(replicates)} bootstrap refits"
     )
     return gpu.GpuFit(
         names,
@@ -544,4 +589,5 @@ def stored_fit(
         overheads(central, data),
         source,
         dict(central.offsets),
+        dict(blind or {}),
     )

@@ -107,6 +107,15 @@ class CostModel:
         if why:
             raise ModelRefusal(why)
 
+    @property
+    def interval_factor(self) -> float | None:
+        """No blind-arch calibration for a machine's own fit: its bootstrap p90 stands."""
+        return None
+
+    def copied(self, world_size: int, mode: str, sizes: Sequence[int]) -> list[None]:
+        """A fit of the machine's own logs copies nothing."""
+        return [None] * len(sizes)
+
     def candidates(self, world_size: int, mode: str = "eager") -> list[str]:
         """The algorithms the model can predict (every fitted one; CPU has one mode)."""
         return sorted(self.algorithms)

@@ -9,7 +9,8 @@ bandwidth per direction), the forms are:
 
 - ``one_shot``: ``R + (p-1) n / B`` (every rank reads all peers' inputs);
 - ``two_shot``: ``2 R + 2 (p-1)/p n / B`` (reduce-scatter, all-gather);
-- ``multimem``: ``mc_rounds R + n / B`` (NVLink SHARP: the switch reduces);
+- ``multimem``: ``mc_rounds R + (1 + 1/p) n / B`` (NVLink SHARP: the switch reduces; each
+  rank's link carries its share and, multicast, every other one: ``multicast_traffic``);
 - ``nccl``: NCCL's own structure (its ``tuning.cc``): ring LL, LL128 and
   Simple, ``base + 2 (p-1) hop R + 2 (p-1)/p n / B``, and NVLS with few and
   with all channels, ``base + n / B``, each with its own efficiency (NCCL's
@@ -130,6 +131,21 @@ KERNEL_OF: dict[str, str] = {
 }
 
 
+def multicast_traffic(p: int) -> float:
+    """Bytes through each rank's link, each way, per byte of message, of an NVLink SHARP all-reduce.
+
+    Each rank owns an ``n/p`` share. ``multimem.ld_reduce``: the switch reads
+    every share from every rank (each sends its whole buffer, ``n``) and each
+    rank receives its reduced share (``n/p``); ``multimem.st``: each rank
+    sends its share (``n/p``) and the switch delivers every share to every
+    rank (``n`` in): ``(1 + 1/p) n`` each way.
+    Two-shot over P2P moves ``2 (p-1)/p n``: multicast moves as much at 3
+    ranks, less from 4 up (1.43x less at 6, 1.56x at 8) and more at 2 (1.5x), where the published
+    sweeps find it slower than two-shot (gpu-measured.md DS2c, note 3).
+    """
+    return 1.0 + 1.0 / p
+
+
 def family_name(name: str, family: str) -> str:
     return f"{name}@{family}"
 
@@ -242,7 +258,7 @@ def kernel_lines(
     elif cls == "two_shot":
         rounds, moved = 2.0, 2 * (p - 1) / p * _get(theta, term_name("two_shot_bytes", p), rnd)
     elif cls == "multimem":
-        rounds, moved = theta["mc_rounds"], _get(theta, term_name("multimem_bytes", p), rnd)
+        rounds, moved = theta["mc_rounds"], multicast_traffic(p) * _get(theta, term_name("multimem_bytes", p), rnd)
     else:
         raise KeyError(kernel)
     efficiency = 1.0 if kernel == "one_shot/custom" else theta[f"{kernel}:bytes"]
@@ -302,6 +318,9 @@ class GpuFit:
     overhead_us: Mapping[str, float] = field(default_factory=dict, hash=False)  # per "family/mode"
     source: str = ""
     offsets: Mapping[str, float] = field(default_factory=dict, hash=False)  # per fitted sweep, us
+    #: what the blind-arch folds said (``artune.model.blind``): the claims' weight, the interval factor and
+    #: its coverage, the copy rules; empty for a fit that was not validated by arch
+    blind: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
     def theta(self, which: str = "central") -> dict[str, np.ndarray]:
         """The parameters as ``name -> (b,)`` (``central``: b = 1; ``replicates``: the bootstrap)."""
@@ -321,6 +340,7 @@ class GpuFit:
             "names": list(self.names),
             "central": [float(f"{v:.6g}") for v in self.central],
             "crossover_residuals": [round(v, 4) for v in self.crossover_residuals],
+            "blind": dict(self.blind),
         }
         rows = ",\n".join("  " + json.dumps([float(f"{v:.5g}") for v in row]) for row in self.replicates)
         head = json.dumps(data, indent=1)
@@ -342,6 +362,7 @@ class GpuFit:
                 {k: float(v) for k, v in data.get("overhead_us", {}).items()},
                 str(data.get("source", "")),
                 {k: float(v) for k, v in data.get("offsets", {}).items()},
+                dict(data.get("blind", {})),
             )
         except (ValueError, KeyError, TypeError) as err:
             raise ArtuneError(f"{origin}: not a GPU fit file ({err}); rerun bench/calibrate_gpu.py --write") from None

@@ -22,10 +22,10 @@ from itertools import pairwise
 
 import numpy as np
 
-from artune.model import gpu
+from artune.model import blind, gpu
 from artune.model.cost import VERSION
 from artune.model.forms import log_spaced
-from artune.model.plan import SWITCH_MARGIN
+from artune.model.plan import SWITCH_MARGIN, Copy
 from artune.model.presets import Hardware
 from artune.sizes import human_size
 
@@ -64,6 +64,51 @@ class HardwareModel:
         )
         self._central = self.fit.theta("central")
         self._replicates = self.fit.theta("replicates")
+        self.rules = blind.rules_from(self.fit.blind)
+
+    @property
+    def interval_factor(self) -> float | None:
+        """The blind-arch folds' split-conformal factor on a plan's predicted regret (``None``: not validated)."""
+        return self.fit.blind.get("factor")
+
+    def copied(self, world_size: int, mode: str, sizes: Sequence[int]) -> list[Copy | None]:
+        """Per size, the ``Copy`` where a copy rule takes it from the nearest arch's row, else ``None``.
+
+        The copied row is decided as its engine runs it (vLLM's custom
+        all-reduce by its 1-stage / 2-stage rule) and taken by family: the
+        candidate of this model that runs the same kernel class.
+        """
+        from artune.model.validate import ENGINE_NAMES, engine_kernel
+        from artune.table.decide import decide
+
+        out: list[Copy | None] = []
+        names = self.candidates(world_size, mode)
+        by_class = {}
+        for name in reversed(names):
+            by_class[gpu.KERNEL_OF.get(name, name).partition("/")[0]] = name
+        for n in sizes:
+            rule = next((r for r in self.rules if r.covers(world_size, mode, n)), None)
+            if rule is None:
+                out.append(None)
+                continue
+            source = blind.copy_source(rule.engine, self.arch)
+            table = blind.copy_table(rule.engine, self.arch)
+            # what the model has a form for can run (not FlashInfer's fused kernels, say)
+            decision = decide(table, int(n), world_size, mode, ENGINE_NAMES | {"nccl"}, multicast=self.hw.multicast)
+            name = by_class.get(engine_kernel(decision.algorithm, world_size, int(n)).partition("/")[0])
+            out.append(Copy(name, rule.why(source), self.settle(rule, world_size, mode)) if name else None)
+        return out
+
+    def settle(self, rule: blind.CopyRule, world_size: int, mode: str, lo: int = 4 << 10, hi: int = 128 << 20) -> str:
+        """The cheapest sweep that would settle a copy rule on this GPU: the region, two sizes per octave."""
+        start, end = max(lo, rule.lo), min(hi, rule.hi or hi)
+        sizes = log_spaced(start, max(end, start * 2), 2, itemsize=2)
+        algs = [a for a in self.candidates(world_size, mode) if a != self.baseline] + [self.baseline]
+        return (
+            f"to settle it, measure on {self.device} world size {world_size} {mode}: {', '.join(algs)} at "
+            f"{len(sizes)} sizes {human_size(sizes[0])}..{human_size(sizes[-1])} "
+            f"({len(sizes) * len(algs)} measurements)"
+        )
 
     def refusal(self, world_size: int) -> str | None:
         """The GPU model refuses only world sizes below 2 (one NVLink domain is assumed)."""
@@ -150,7 +195,7 @@ class Crossing:
 
 
 @dataclass(frozen=True)
-class Measurement:
+class SuggestedSweep:
     """A sweep to run: where the replicates disagree, which algorithms, how many measurements."""
 
     world_size: int
@@ -192,7 +237,7 @@ def crossings(model: HardwareModel, plan) -> list[Crossing]:
 
 def uncertain_sizes(
     model: HardwareModel, world_size: int, mode: str, lo: int, hi: int, per_octave: int = 4
-) -> Measurement | None:
+) -> SuggestedSweep | None:
     """The sizes where the replicates disagree with the central choice, as one sweep to run (or ``None``)."""
     names = model.candidates(world_size, mode)
     sizes = log_spaced(lo, hi, per_octave, itemsize=2)
@@ -212,14 +257,14 @@ def uncertain_sizes(
         counts = np.bincount(rep_pick[:, i], minlength=len(names)) / rep_pick.shape[0]
         algs |= {j for j in np.flatnonzero(counts >= DISAGREE)}
     expected = float(np.exp(np.log(regret[:, first : last + 1]).mean()))
-    return Measurement(
+    return SuggestedSweep(
         world_size, mode, tuple(span), tuple(names[j] for j in sorted(algs)), float(other.max()), expected
     )
 
 
-def cheapest(measurements: Sequence[Measurement]) -> Measurement | None:
+def cheapest(sweeps: Sequence[SuggestedSweep]) -> SuggestedSweep | None:
     """The sweep that buys the most expected regret per measurement."""
-    useful = [m for m in measurements if m.expected_regret > 1.0]
+    useful = [m for m in sweeps if m.expected_regret > 1.0]
     if not useful:
         return None
     return max(useful, key=lambda m: math.log(m.expected_regret) * len(m.sizes) / m.count)

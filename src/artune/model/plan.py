@@ -51,6 +51,20 @@ class Predictor(Protocol):
 
     def samples(self, algorithm: str, world_size: int, sizes: Sequence[int], mode: str = "eager") -> np.ndarray: ...
 
+    @property
+    def interval_factor(self) -> float | None: ...
+
+    def copied(self, world_size: int, mode: str, sizes: Sequence[int]) -> list[Copy | None]: ...
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A size the plan takes from the nearest arch's row: the algorithm, why, and the sweep that would settle it."""
+
+    algorithm: str
+    why: str
+    settle: str
+
 
 @dataclass(frozen=True)
 class RegretBand:
@@ -59,9 +73,18 @@ class RegretBand:
     median: float
     p90: float
     worst: float  # the largest per-size 90th percentile
+    calibrated: float | None = None  # the p90 the blind-arch folds' errors give: median x their factor
 
     def __str__(self) -> str:
-        return f"predicted regret {self.median:.3f} geomean (p90 {self.p90:.3f}), worst size {self.worst:.2f}"
+        text = f"predicted regret {self.median:.3f} geomean (p90 {self.p90:.3f}"
+        if self.calibrated is not None:
+            text += f", calibrated on archs held out {self.calibrated:.3f}"
+        return text + f"), worst size {self.worst:.2f}"
+
+    @property
+    def high(self) -> float:
+        """The p90 to state: the calibrated one where the model was validated by arch."""
+        return self.calibrated if self.calibrated is not None else self.p90
 
 
 @dataclass(frozen=True)
@@ -72,6 +95,7 @@ class ModelledPlan:
     regret: RegretBand
     sizes: tuple[int, ...]
     choice: tuple[str, ...]
+    copied: tuple[str, ...] = ()  # why sizes were copied from the nearest arch's row, one line per reason
 
 
 def _sticky_argmin(median: np.ndarray) -> np.ndarray:
@@ -91,6 +115,32 @@ def _crossover(lo: int, hi: int, d_lo: float, d_hi: float, itemsize: int) -> int
     f = min(1.0, max(0.0, d_lo / (d_lo - d_hi)))
     at = quantize(lo * (hi / lo) ** f, itemsize)
     return at if lo <= at < hi else lo
+
+
+def _apply_copies(copies: Sequence[Copy | None], names: Sequence[str], pick: np.ndarray) -> tuple[str, ...]:
+    """Put each copied size's algorithm into ``pick`` (in place); one line per reason, with the sweep to run."""
+    why: dict[tuple[str, str], bool] = {}  # (reason, sweep) -> whether the copy changed any size's choice
+    for i, copy in enumerate(copies):
+        if copy is not None:
+            at = names.index(copy.algorithm)
+            why[copy.why, copy.settle] = why.get((copy.why, copy.settle), False) or bool(pick[i] != at)
+            pick[i] = at
+    same = " (the model's own choice there is the same)"
+    return tuple(f"{w}{'' if changed else same}; {settle}" for (w, settle), changed in why.items())
+
+
+def _regret_band(samples: np.ndarray, pick: np.ndarray, factor: float | None) -> RegretBand:
+    """The plan's predicted regret over the replicates, its p90 calibrated by ``factor`` where there is one."""
+    chosen = samples[pick, :, np.arange(samples.shape[2])]  # (sizes, reps)
+    regret = chosen / samples.min(axis=0).T
+    geo = np.exp(np.log(regret).mean(axis=0))
+    median = float(np.median(geo))
+    return RegretBand(
+        median,
+        float(np.percentile(geo, 90)),
+        float(np.percentile(regret, 90, axis=1).max()),
+        median * factor if factor is not None else None,
+    )
 
 
 def build_plan(
@@ -116,6 +166,7 @@ def build_plan(
     samples = np.maximum(samples, 1e-9)
     median = np.median(samples, axis=1)  # (algs, sizes)
     pick = _sticky_argmin(median)
+    copied = _apply_copies(model.copied(world_size, mode, sizes), names, pick)
     logm = np.log(median)
     bands: list[Band] = []
     for i in range(len(sizes)):
@@ -136,18 +187,12 @@ def build_plan(
         bands.pop()  # the fallback runs above the last band anyway
     if bands and getattr(model, "open_ended", False):
         bands[-1] = Band(None, bands[-1].candidates)  # as the tuner does: the top winner keeps larger sizes
-    chosen = samples[pick, :, np.arange(len(sizes))]  # (sizes, reps)
-    best = samples.min(axis=0).T  # (sizes, reps)
-    regret = chosen / best
-    geo = np.exp(np.log(regret).mean(axis=0))
-    band = RegretBand(
-        float(np.median(geo)), float(np.percentile(geo, 90)), float(np.percentile(regret, 90, axis=1).max())
-    )
+    band = _regret_band(samples, pick, model.interval_factor)
     used = {c for b in bands for c in b.candidates}
     plan_params = freeze_params({k: v for k, v in (params or {}).items() if k in used})
-    provenance = modelled_provenance(model, band)
+    provenance = modelled_provenance(model, band, "; ".join(copied))
     plan = Plan(world_size, mode, tuple(bands), model.baseline, plan_params, provenance)
-    return ModelledPlan(plan, band, tuple(sizes), tuple(names[k] for k in pick))
+    return ModelledPlan(plan, band, tuple(sizes), tuple(names[k] for k in pick), copied)
 
 
 def modelled_provenance(model: Predictor, band: RegretBand | None = None, extra: str = "") -> Provenance:

@@ -26,7 +26,8 @@ as nccl-tests without ``-G`` and torch.distributed loops do).
 Not used, and why (so that "every point" is checkable):
 
 - DS1: held back from the reference file;
-- DS3b, DS3c, DS4, DS8, DS12c, DS15 (SGLang #10571): the GPU is not stated;
+- DS3b, DS4, DS8, DS12c, DS15 (SGLang #10571): the GPU is not stated (DS3c
+  is used: its own section and the reference's summary place it on H100);
 - DS7: vLLM's and SGLang's custom all-reduce switch between one and two
   stages inside the call, and the size unit is unconfirmed;
 - DS10 kraken #6: a rerun of #7's columns (within 3%), kept out so kraken
@@ -208,6 +209,19 @@ SWEEPS: tuple[Sweep, ...] = (
         ("one_shot/custom", "two_shot/custom", "nccl/auto", "multimem/torch", "two_shot/torch"),
         *_file("ds3a-h100-tp2.txt", ("ca_1stage", "ca_2stage", "pynccl", "symm_mem_multimem", "symm_mem_two_shot")),
         note="ca_1stage / ca_2stage: vLLM's custom all-reduce forced to one or two stages",
+    ),
+    Sweep(
+        "DS3c",
+        f"vLLM PR #24111, TP=6 ({_VLLM})",
+        "h100-sxm",
+        6,
+        "graph",
+        ("one_shot/custom", "two_shot/custom", "nccl/auto", "multimem/torch", "two_shot/torch"),
+        *_file("ds3c-tp6.txt", ("ca_1stage", "ca_2stage", "pynccl", "symm_mem_multimem", "symm_mem_two_shot")),
+        note=(
+            "H100 inferred (tentative in the source: its one-shot -> multimem switch between 0.5 and 1 MB "
+            "matches vLLM's SM 9.0 world size 6 limit of 512 KB); the only published world size 6 sweep"
+        ),
     ),
     Sweep(
         "DS9a",

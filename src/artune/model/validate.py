@@ -34,6 +34,7 @@ from artune.model import calibrate as cal
 from artune.model import gpu
 from artune.model.plan import SWITCH_MARGIN
 from artune.model.sweeps import Sweep
+from artune.table.model import Table
 
 ENGINES = ("vllm", "sglang")
 _VLLM_ONE_STAGE = ((2, None), (4, 512 * 1024), (8, 256 * 1024))  # (largest world size, exclusive bound)
@@ -63,25 +64,35 @@ def stand_in(kernel: str, measured: Sequence[str]) -> str | None:
     return same[0] if same else None
 
 
-_ENGINE_NAMES = (*gpu.KERNEL_OF, "custom_ar")
+ENGINE_NAMES = frozenset((*gpu.KERNEL_OF, "custom_ar"))  # the engine algorithms the forms describe
 
 
-def hand_choice(engine: str, arch: str, world_size: int, mode: str, nbytes: int, measured: Sequence[str]) -> str:
-    """The measured column the engine's hand table picks at ``nbytes`` (``nccl`` when nothing else ran)."""
+def engine_table(engine: str, arch: str) -> Table:
+    """The table ``engine`` runs on ``arch`` (its own row, or what its dispatch gives that arch)."""
     from artune.formats.references import reference_set
-    from artune.table.decide import decide
 
-    available = {name for name in _ENGINE_NAMES if stand_in(engine_kernel(name, world_size, nbytes), measured)}
     log = logging.getLogger("artune.table.family")
     level = log.level
     log.setLevel(logging.ERROR)  # a borrowed table warns once per arch; the score says which table decided
     try:
-        table = reference_set(engine).resolve(arch)
+        return reference_set(engine).resolve(arch)
     finally:
         log.setLevel(level)
+
+
+def table_choice(table: Table, world_size: int, mode: str, nbytes: int, measured: Sequence[str]) -> str:
+    """The measured column ``table`` picks at ``nbytes`` as its engine runs it (``nccl`` when nothing else ran)."""
+    from artune.table.decide import decide
+
+    available = {name for name in ENGINE_NAMES if stand_in(engine_kernel(name, world_size, nbytes), measured)}
     decision = decide(table, nbytes, world_size, mode, frozenset(available | {"nccl"}))
     column = stand_in(engine_kernel(decision.algorithm, world_size, nbytes), measured)
     return column if column is not None else stand_in("nccl/auto", measured) or measured[0]
+
+
+def hand_choice(engine: str, arch: str, world_size: int, mode: str, nbytes: int, measured: Sequence[str]) -> str:
+    """The measured column the engine's hand table for ``arch`` picks at ``nbytes``."""
+    return table_choice(engine_table(engine, arch), world_size, mode, nbytes, measured)
 
 
 def arch_of(preset: str) -> str:
@@ -128,19 +139,29 @@ def model_choices(predicted: Callable[[str, Sequence[int]], np.ndarray], sweep: 
 
 
 def score_sweep(
-    sweep: Sweep, predicted: Callable[[str, Sequence[int]], np.ndarray], engines: Sequence[str] = ENGINES
+    sweep: Sweep,
+    predicted: Callable[[str, Sequence[int]], np.ndarray],
+    engines: Sequence[str] = ENGINES,
+    tables: Mapping[str, Table] | None = None,
+    picks: Sequence[str] | None = None,
 ) -> SweepScore:
-    """Model and hand tables on every size of ``sweep``: choices and regrets (the one scoring function)."""
+    """Model and hand tables on every size of ``sweep``: choices and regrets (the one scoring function).
+
+    ``engines`` are scored by their own table for the sweep's arch; ``tables``
+    adds choosers by name (a copied table, say); ``picks`` replaces the
+    model's plan with given columns per size (a hybrid's).
+    """
     arch = arch_of(sweep.preset)
-    picks = model_choices(predicted, sweep)
+    picks = list(picks) if picks is not None else model_choices(predicted, sweep)
+    choosers = {e: engine_table(e, arch) for e in engines} | dict(tables or {})
     rows = []
     for n, row, pick in zip(sweep.sizes, sweep.times, picks, strict=True):
         have = {k: t for k, t in zip(sweep.kernels, row, strict=True) if not math.isnan(t)}
         measured = list(have)
         best = min(have, key=have.__getitem__)
         choices = {"model": pick}
-        for engine in engines:
-            choices[engine] = hand_choice(engine, arch, sweep.world_size, sweep.mode, n, measured)
+        for who, table in choosers.items():
+            choices[who] = table_choice(table, sweep.world_size, sweep.mode, n, measured)
         rows.append(Row(n, best, choices, {who: have[c] / have[best] for who, c in choices.items()}))
     return SweepScore(sweep, tuple(rows))
 
@@ -182,7 +203,7 @@ LEVEL = 0.9
 class Interval:
     """A held-out crossover: published, predicted (central) and the interval, with and without residuals."""
 
-    crossover: cal.Crossover
+    crossover: cal.ClaimedCrossover
     predicted: float
     lo: float
     hi: float
@@ -201,7 +222,7 @@ class Interval:
         return lo <= self.crossover.nbytes <= hi
 
 
-def intervals(fit: gpu.GpuFit, crossovers: Sequence[cal.Crossover], unseen_rule: str = "between", seed: int = 3):
+def intervals(fit: gpu.GpuFit, crossovers: Sequence[cal.ClaimedCrossover], unseen_rule: str = "between", seed: int = 3):
     """Each crossover's central prediction and ``LEVEL`` interval from the stored replicates.
 
     The interval is a bootstrap prediction interval: each replicate's

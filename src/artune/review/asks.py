@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from artune.review.benchmarks import commands, reach
-from artune.review.model import EvidenceQuestion, Move, Question, Regret
+from artune.review.model import EvidenceQuestion, Move, Question, RegretEvidence
 from artune.table.model import MODES
 
 #: the engines whose dispatch reads no mode: their moves are asked in graph mode, as their benchmarks time them
@@ -95,11 +95,11 @@ def _lacks(sweep: SweepCover, ranges: Sequence[tuple[str, int, int | None]]) -> 
     return ", ".join(reach(sweep.sizes, mine)) if mine else "another mode"
 
 
-def modelled_losses(regret: Sequence[Regret], answered: set[Spot], engine: str = "") -> tuple[Question, ...]:
+def modelled_losses(regret: Sequence[RegretEvidence], answered: set[Spot], engine: str = "") -> tuple[Question, ...]:
     """X113: where the cost model predicts AFTER slower than BEFORE beyond its interval, and nothing measured.
 
-    The interval is the model's spread over its replicates: AFTER's 90th
-    percentile above its median, taken as the half-width either side. A loss
+    The interval is AFTER's 90th percentile above its median (calibrated on
+    the archs held out from the fit), taken as the half-width either side. A loss
     counts when AFTER's median less that half-width is still above BEFORE's.
     A measurement of the ``(arch, world size, mode)`` silences the model.
     """
@@ -113,7 +113,7 @@ def modelled_losses(regret: Sequence[Regret], answered: set[Spot], engine: str =
         if r.after - half > r.before:
             message = (
                 f"the cost model ({r.source}) predicts AFTER slower over the moved sizes: regret "
-                f"{r.before:.2f} before, {r.after:.2f} after (90th percentile {r.after_high:.2f}), a loss "
+                f"{r.before:.2f} before, {r.after:.2f} after (calibrated 90th percentile {r.after_high:.2f}), a loss "
                 f"beyond its interval; measure it (the command above) or say why the model is wrong here"
             )
             out.append(Question("warning", "", r.arch, f"ws {r.world_size} ({r.mode})", message, "X113"))

@@ -29,7 +29,7 @@ from artune.review.model import (
     Move,
     ParamChange,
     Question,
-    Regret,
+    RegretEvidence,
     Review,
     Side,
 )
@@ -360,7 +360,7 @@ def copies(source: Source) -> tuple[str, ...]:
 
 def regrets(
     found: Sequence[tuple[str, Table, Table]], moved: Sequence[Move], logs: Sequence[str]
-) -> tuple[tuple[Regret, ...], tuple[str, ...]]:
+) -> tuple[tuple[RegretEvidence, ...], tuple[str, ...]]:
     """The regret of both sides' rows over the moved sizes, measured (``logs``) and modelled (the presets).
 
     Returns the rows, and per arch that moved with nothing to weigh it, why.
@@ -372,13 +372,13 @@ def regrets(
             for ws in move.world_sizes:
                 for mode in move.modes:
                     spans.setdefault((arch, ws, mode), []).append((move.lo, move.hi))
-    out: list[Regret] = []
+    out: list[RegretEvidence] = []
     why: dict[str, list[str]] = {}
     for (arch, ws, mode), ranges in spans.items():
         ta, tb = tables[arch]
         out += measured_regret(logs, arch, ta, tb, ws, mode, ranges)
         modelled = modelled_regret(arch, ta, tb, ws, mode, ranges)
-        if isinstance(modelled, Regret):
+        if isinstance(modelled, RegretEvidence):
             out.append(modelled)
         else:
             why.setdefault(arch, []).append(modelled)

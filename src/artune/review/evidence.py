@@ -29,7 +29,7 @@ from typing import Any
 
 from artune import catalog
 from artune.errors import ArtuneError
-from artune.review.model import Regret
+from artune.review.model import RegretEvidence
 from artune.sizes import MAX_SIZE
 from artune.table.decide import decide
 from artune.table.model import Table
@@ -92,11 +92,11 @@ def _common(names: Sequence[str]) -> str:
 
 def modelled_regret(
     arch: str, before: Table, after: Table, ws: int, mode: str, ranges: Sequence[tuple[int, int | None]]
-) -> Regret | str:
+) -> RegretEvidence | str:
     """Both sides' modelled regret over ``ranges`` at ``(ws, mode)``, or why the model cannot weigh them.
 
     Sizes where either side's choice has no form in the model (FlashInfer's
-    fused all-reduce, say) are left out; ``Regret.sizes`` counts the rest.
+    fused all-reduce, say) are left out; ``RegretEvidence.sizes`` counts the rest.
     """
     found = _preset(arch)
     if found is None:
@@ -128,7 +128,13 @@ def modelled_regret(
     engine = [n for t in (after, before) for p in t.plans for n in p.algorithms]
     words = next((n for n in (*sides[1], *sides[0], *engine) if form(n) == fastest), fastest)
     best = f"{_FAMILY[fastest]} ({words})" if words != fastest or fastest != "nccl" else "nccl"
-    return Regret(
+    before_regret, after = float(np.median(was)), float(np.median(now))
+    factor = model.interval_factor
+    high = after * factor if factor is not None else float(np.percentile(now, 90))
+    # where before's rows are within after's calibrated interval the model cannot tell them apart
+    inside = after <= before_regret <= high
+    undecided = _undecided(model, arch, ws, mode, sizes, before_regret, after, high) if inside else ""
+    return RegretEvidence(
         arch,
         ws,
         mode,
@@ -136,10 +142,36 @@ def modelled_regret(
         f"preset {preset}",
         *_span(ranges, sizes),
         len(sizes),
-        float(np.median(was)),
-        float(np.median(now)),
-        float(np.percentile(now, 90)),
+        before_regret,
+        after,
+        high,
         best,
+        _validation(model),
+        undecided,
+    )
+
+
+def _validation(model: Any) -> str:
+    from artune.model.blind import score_line
+
+    return score_line(model.fit.blind)
+
+
+def _undecided(model: Any, arch: str, ws: int, mode: str, sizes: Sequence[int], was: float, now: float, high: float):
+    """Why the model cannot tell before's rows from after's, and the sweep that would."""
+    from artune.model.forms import log_spaced
+    from artune.sizes import human_size
+
+    lo = max(min(sizes), 4 << 10)  # below 4 KiB every kernel is at its latency: nothing to settle there
+    hi = max(max(sizes), 2 * lo)
+    grid_sizes = log_spaced(lo, hi, 2, itemsize=2)
+    algs = model.candidates(ws, mode)
+    return (
+        f"arch {arch} ws {ws} {mode}: the model cannot tell the sides apart: before's {was:.2f} lies between "
+        f"after's {now:.2f} and its calibrated p90 {high:.2f}; to settle it, measure on {model.device} "
+        f"{', '.join(algs)} at "
+        f"{len(grid_sizes)} sizes {human_size(grid_sizes[0])}..{human_size(grid_sizes[-1])} "
+        f"({len(grid_sizes) * len(algs)} measurements)"
     )
 
 
@@ -165,9 +197,9 @@ def measured_regret(
     ws: int,
     mode: str,
     ranges: Sequence[tuple[int, int | None]],
-) -> list[Regret]:
+) -> list[RegretEvidence]:
     """Both sides' measured regret over the logged sizes in ``ranges``, one row per log of ``(arch, ws, mode)``."""
-    out: list[Regret] = []
+    out: list[RegretEvidence] = []
     for path in logs:
         try:
             log_arch, log_ws, log_mode, times = log_times(path)
@@ -188,5 +220,7 @@ def measured_regret(
             was_geo, now_geo = (math.exp(sum(math.log(r[k]) for r in rows) / len(rows)) for k in (1, 2))
             lo, hi, worst = rows[0][0], rows[-1][0], max(r[2] for r in rows)
             fastest = _common([r[3] for r in rows])
-            out.append(Regret(arch, ws, mode, "measured", path, lo, hi, len(rows), was_geo, now_geo, worst, fastest))
+            out.append(
+                RegretEvidence(arch, ws, mode, "measured", path, lo, hi, len(rows), was_geo, now_geo, worst, fastest)
+            )
     return out

@@ -23,7 +23,7 @@ from artune.review.model import (
     EvidenceQuestion,
     EvidenceReport,
     Question,
-    Regret,
+    RegretEvidence,
     Review,
     SideScore,
 )
@@ -307,13 +307,13 @@ def _ratio(value: float) -> str:
     return f"{value:.2f}"
 
 
-def _basis(r: Regret) -> str:
+def _basis(r: RegretEvidence) -> str:
     """``modelled: rubin`` (the preset), ``measured: measurements-ws8.jsonl`` (the log's name)."""
     source = r.source.removeprefix("preset ") if r.basis == "modelled" else r.source.rsplit("/", 1)[-1]
     return f"{r.basis}: {inline(source)}"
 
 
-def _regret_rows(rows: Sequence[Regret]) -> list[tuple[str, ...]]:
+def _regret_rows(rows: Sequence[RegretEvidence]) -> list[tuple[str, ...]]:
     return [
         (
             r.arch,
@@ -348,13 +348,22 @@ def _evidence(review: Review) -> list[str]:
         out += _paragraph(
             "Regret over the moved sizes: time of each side's choice / time of the fastest, geometric mean over "
             "the sizes weighed (their number follows the range); 1.00 is the best. After's high end in "
-            "brackets: the 90th percentile over the model's replicates (modelled), or the worst size (measured). "
+            "brackets: the 90th percentile, calibrated on archs held out from the model's fit (modelled), or the "
+            "worst size (measured). "
             "Modelled figures are artune's cost model, not a measurement: it predicts each algorithm by its "
             "family (one-shot, two-shot, "
             "multicast, NCCL), so push and pull variants of a family weigh the same."
         )
         header = ("Arch", "WS", "Mode", "Sizes, how many", "Basis", "Before", "After", "Fastest")
         out += ["", *_table(header, _regret_rows(review.regret), right=(1, 5, 6)), ""]
+        validated = dict.fromkeys(r.validation for r in review.regret if r.basis == "modelled" and r.validation)
+        for line in validated:
+            out += _bullet(f"The model, validated {inline(line)}.")
+        for r in review.regret:
+            if r.undecided:
+                out += _bullet(inline(r.undecided) + ".")
+        if validated:
+            out.append("")
     if review.evidence is not None:
         out += _scored(review.evidence)
     for why in review.unmodelled:

@@ -17,7 +17,7 @@ from pathlib import Path
 from artune.errors import ArtuneError
 from artune.review.asks import SweepCover
 from artune.review.evidence import log_times
-from artune.review.model import Move, Question, Regret
+from artune.review.model import Move, Question, RegretEvidence
 from artune.sizes import format_span
 
 
@@ -56,7 +56,7 @@ def routes(moved: Sequence[Move], arch: str, ws: int, mode: str, side: str) -> s
     return "; ".join(dict.fromkeys(rows))
 
 
-def measured_losses(regret: Sequence[Regret], moved: Sequence[Move]) -> tuple[Question, ...]:
+def measured_losses(regret: Sequence[RegretEvidence], moved: Sequence[Move]) -> tuple[Question, ...]:
     """X201 for each measured regret row (from a log) where AFTER loses to BEFORE beyond the log's noise."""
     out: list[Question] = []
     for r in regret:

@@ -219,7 +219,7 @@ class Side:
 
 
 @dataclass(frozen=True)
-class Regret:
+class RegretEvidence:
     """How much slower the rows' choice is than the best, over the moved sizes of one (arch, ws, mode).
 
     ``basis`` is "modelled" (artune's cost model, ``source`` names the
@@ -227,8 +227,12 @@ class Regret:
     moved sizes weighed (modelled: up to 256 MiB; measured: the logged
     sizes). The regret is the geometric mean over ``sizes`` sizes of
     time(choice) / time(best). Modelled: the median over the model's
-    replicates, and as ``after_high`` the 90th percentile; measured:
-    ``after_high`` is the worst size.
+    replicates, and as ``after_high`` its 90th percentile calibrated on the
+    archs held out from the fit (the bootstrap's own where the fit was not
+    validated by arch), ``validation`` the blind-arch score behind it, and
+    ``undecided`` why the model cannot tell the sides apart and the sweep
+    that would (empty when it can); measured: ``after_high`` is the worst
+    size.
     """
 
     arch: str
@@ -243,6 +247,8 @@ class Regret:
     after: float
     after_high: float
     best: str  # what the basis finds fastest most often there: an algorithm, or "family (algorithm)" when modelled
+    validation: str = ""
+    undecided: str = ""
 
 
 @dataclass(frozen=True)
@@ -263,7 +269,7 @@ class Review:
     asks: tuple[EvidenceQuestion, ...]  # moved ranges no evidence covers, per arch and world size
     concerns: tuple[Question, ...]  # losses: measured (X201, X202) or modelled beyond the interval (X113)
     copies: tuple[str, ...]  # AFTER's arches whose plans equal another arch's: "10.7 = 10.3 in 8 of 8 plans"
-    regret: tuple[Regret, ...]
+    regret: tuple[RegretEvidence, ...]
     evidence: EvidenceReport | None  # --evidence: the sides and the best row scored on the engines' benchmarks
     unmodelled: tuple[str, ...]  # "arch A: why" for each arch that moved with nothing to weigh it
     verdict: Verdict

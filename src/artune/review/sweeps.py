@@ -27,7 +27,7 @@ from artune.review.model import (
     FileScore,
     Move,
     Question,
-    Regret,
+    RegretEvidence,
     SideScore,
     SideScores,
 )
@@ -126,7 +126,7 @@ class Scored:
     """What ``--evidence`` gives the review: the report, measured regret rows, the losses, and the coverage."""
 
     report: EvidenceReport | None
-    regret: tuple[Regret, ...]
+    regret: tuple[RegretEvidence, ...]
     concerns: tuple[Question, ...]
     coverage: tuple[SweepCover, ...]
 
@@ -146,7 +146,7 @@ def score_sweeps(
 
     tables = {arch: (ta, tb) for arch, ta, tb in found}
     rows: list[FileScore] = []
-    regret: list[Regret] = []
+    regret: list[RegretEvidence] = []
     concerns: list[Question] = []
     coverage: list[SweepCover] = []
     for sweep in sweeps:
@@ -218,7 +218,7 @@ def _unmeasured(score: FileScore, was: Sequence[Any], now: Sequence[Any]) -> lis
 
 def _answer(
     score: FileScore, pairs: Sequence[tuple[Any, Any]], moved: Sequence[Move]
-) -> tuple[list[Regret], list[Question]]:
+) -> tuple[list[RegretEvidence], list[Question]]:
     """The measured regret row over the moved sizes both sides ran measured kernels at, and the losses."""
     from artune.review.measured import routes
 
@@ -229,7 +229,7 @@ def _answer(
     fastest = Counter(b.fastest for _, b in pairs).most_common(1)[0][0]
     worst = max(b.regret for _, b in pairs)
     lo, hi = pairs[0][0].size, pairs[-1][0].size
-    row = Regret(arch, ws, mode, "measured", score.source, lo, hi, len(pairs), geo[0], geo[1], worst, fastest)
+    row = RegretEvidence(arch, ws, mode, "measured", score.source, lo, hi, len(pairs), geo[0], geo[1], worst, fastest)
     where, scope = Path(score.source).name, f"ws {ws} ({mode})"
     losses = []
     if geo[1] > geo[0] * (1 + score.noise):

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from artune.review.model import ArchChange, EvidenceQuestion, Move, ParamChange, Question, Regret, Verdict
+from artune.review.model import ArchChange, EvidenceQuestion, Move, ParamChange, Question, RegretEvidence, Verdict
 
 #: codes of the findings that are measured losses: they ask for changes, not answers
 LOSSES = ("X201", "X202")
@@ -28,13 +28,19 @@ def _span(values: Sequence[float]) -> str:
     return lo if lo == hi else f"{lo}-{hi}"
 
 
-def _weighed(regret: Sequence[Regret]) -> list[str]:
+def _weighed(regret: Sequence[RegretEvidence]) -> list[str]:
     """``modelled regret 1.10-1.15 -> 1.00`` per basis: before's and after's range over the rows weighed."""
     out = []
     for basis in ("measured", "modelled"):
         rows = [r for r in regret if r.basis == basis]
         if rows:
-            out.append(f"{basis} regret {_span([r.before for r in rows])} -> {_span([r.after for r in rows])}")
+            text = f"{basis} regret {_span([r.before for r in rows])} -> {_span([r.after for r in rows])}"
+            if basis == "modelled":
+                # a modelled figure is stated with its calibrated interval, and where it cannot tell, says so
+                text += f" (calibrated p90 up to {max(r.after_high for r in rows):.2f}"
+                undecided = sum(bool(r.undecided) for r in rows)
+                text += f"; cannot tell on {undecided} of {len(rows)})" if undecided else ")"
+            out.append(text)
     return out
 
 
@@ -63,7 +69,7 @@ def verdict(
     arches: Sequence[ArchChange],
     params: Sequence[ParamChange],
     questions: Sequence[Question],
-    regret: Sequence[Regret] = (),
+    regret: Sequence[RegretEvidence] = (),
     asks: Sequence[EvidenceQuestion] = (),
     concerns: Sequence[Question] = (),
 ) -> tuple[Verdict, str]:
