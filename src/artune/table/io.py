@@ -214,6 +214,9 @@ class _Reader:
             "provenance",
             "written",
             "notes",
+            "hidden",
+            "fusions",
+            "cap",
         )
         self.keys(data, where, keys)
         world_size = self.required(data, "world_size", where)
@@ -237,6 +240,7 @@ class _Reader:
             raise self.fail(f"{where}: notes", f"notes must be a list of strings, got {notes!r}")
         params = self.params(data.get("params", {}), f"{where}: params")
         provenance = self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
+        hidden, fusions, cap = self.shape(data, where)
         return Plan(
             world_size,
             mode,
@@ -248,7 +252,23 @@ class _Reader:
             written,
             tuple(notes),
             multicast,
+            hidden=hidden,
+            fusions=fusions,
+            cap=cap,
         )
+
+    def shape(self, data: Mapping[str, Any], where: str) -> tuple[int, tuple[str, ...], int]:
+        """A shape plan's ``hidden`` row, ``fusions`` and ``cap`` (absent: a plan by bytes)."""
+        hidden = data.get("hidden", 0)
+        if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 0:
+            raise self.fail(where, f"hidden must be a positive integer (a shape plan's row), got {hidden!r}")
+        fusions = data.get("fusions", [])
+        if not isinstance(fusions, list) or not all(isinstance(f, str) and f for f in fusions):
+            raise self.fail(where, f"fusions must be a list of fused-op names, got {fusions!r}")
+        if bool(hidden) != bool(fusions):
+            raise self.fail(where, "a shape plan gives both hidden and fusions; a plan by bytes neither")
+        cap = self.size(data["cap"], f"{where}: cap") if "cap" in data else 0
+        return hidden, tuple(fusions), cap
 
     def bands(self, data: Mapping[str, Any], key: str, where: str) -> tuple[Band, ...]:
         value = data.get(key, [])
@@ -328,7 +348,11 @@ def table_to_dict(table: Table, exact: bool = False) -> dict[str, Any]:
         if plan.multicast is not None:  # likewise: plans for any machine keep their text and digest
             entry["multicast"] = plan.multicast
         entry.update(mode=plan.mode, fallback=plan.fallback)
-        entry["bands"] = [_band_dict(b, exact) for b in plan.bands]
+        if plan.hidden:  # a shape plan: its bands count tokens, written as plain integers
+            entry.update(hidden=plan.hidden, fusions=list(plan.fusions))
+            if plan.cap:
+                entry["cap"] = _size_value(plan.cap, exact)
+        entry["bands"] = [_band_dict(b, exact or bool(plan.hidden)) for b in plan.bands]
         if plan.written:
             entry["written"] = [_band_dict(b, exact) for b in plan.written]
         if plan.notes:

@@ -84,8 +84,27 @@ class Band:
 
 
 @dataclass(frozen=True)
+class Shape:
+    """A message as an engine that decides by shape sees it: ``tokens`` rows of ``hidden`` elements,
+    reduced together with the fused op ``fusion`` (TensorRT-LLM's ``AllReduceFusionOp`` names)."""
+
+    tokens: int
+    hidden: int
+    fusion: str = "NONE"
+
+
+@dataclass(frozen=True)
 class Plan:
-    """The bands for one ``(world_size, hosts, mode, multicast)``."""
+    """The bands for one ``(world_size, hosts, mode, multicast)``, and for a shape plan one hidden row and
+    fused op.
+
+    A shape plan (``hidden`` > 0) is for an engine that decides by tokens x
+    hidden x fused op rather than by bytes (TensorRT-LLM): its bands count
+    tokens, ``hidden`` is the smallest hidden size of its row and ``fusions``
+    the fused ops it answers; ``cap`` (bytes, 0: none) is the engine's
+    workspace cap, above which the gap policy's fallback runs whatever the
+    band says. Byte plans leave all three at their defaults.
+    """
 
     world_size: int
     mode: str
@@ -102,12 +121,19 @@ class Plan:
     multicast: bool | None = None
     #: for a plan a composed table took from a later table: which one, and why (messages only)
     origin: str = field(default="", compare=False)
+    #: a shape plan's hidden row (its smallest hidden size); 0: a plan by bytes
+    hidden: int = 0
+    #: the fused ops a shape plan answers; () for a plan by bytes
+    fusions: tuple[str, ...] = ()
+    #: a shape plan's workspace cap in bytes: larger messages run the gap policy's fallback; 0: none
+    cap: int = 0
 
     @property
     def topology(self) -> str:
         """``"ws=8"`` on one host, ``"ws=8 hosts=2"`` across hosts, ``"ws=8 multicast=off"`` for one kind of machine."""
         text = f"ws={self.world_size}" + (f" hosts={self.hosts}" if self.hosts > 1 else "")
-        return text + ("" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}")
+        text += "" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}"
+        return text + (f" hidden={self.hidden} fusion={'/'.join(self.fusions)}" if self.hidden else "")
 
     def __post_init__(self) -> None:
         for name in ("bands", "written"):
@@ -186,17 +212,18 @@ class Table:
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     def __post_init__(self) -> None:
-        seen: set[tuple[int, str, int, bool | None]] = set()
+        seen: set[tuple[int, str, int, bool | None, int, str]] = set()
         for plan in self.plans:
-            key = (plan.world_size, plan.mode, plan.hosts, plan.multicast)
-            if key in seen:
-                hosts = f" hosts={plan.hosts}" if plan.hosts > 1 else ""
-                multicast = "" if plan.multicast is None else f" multicast={plan.multicast}"
-                raise TableError(
-                    f"{self.origin or 'table'}: two plans for world_size={plan.world_size}{hosts} mode={plan.mode}"
-                    f"{multicast}"
-                )
-            seen.add(key)
+            for key in _keys(plan):
+                if key in seen:
+                    hosts = f" hosts={plan.hosts}" if plan.hosts > 1 else ""
+                    multicast = "" if plan.multicast is None else f" multicast={plan.multicast}"
+                    shape = f" hidden={plan.hidden} fusion={key[-1]}" if plan.hidden else ""
+                    raise TableError(
+                        f"{self.origin or 'table'}: two plans for world_size={plan.world_size}{hosts} "
+                        f"mode={plan.mode}{multicast}{shape}"
+                    )
+                seen.add(key)
 
     @property
     def name(self) -> str:
@@ -225,8 +252,27 @@ class Table:
 
     @cached_property
     def _plans_by_key(self) -> dict[tuple[int, str, int, bool | None], Plan]:
-        return {(p.world_size, p.mode, p.hosts, p.multicast): p for p in self.plans}
+        return {(p.world_size, p.mode, p.hosts, p.multicast): p for p in self.plans if not p.hidden}
+
+    def shape_plan(self, world_size: int, mode: str, hidden: int, fusion: str) -> Plan | None:
+        """The shape plan for ``world_size`` and ``mode`` whose row starts at ``hidden`` and answers ``fusion``."""
+        return self._shape_plans.get((world_size, mode, hidden, fusion))
+
+    @property
+    def by_shape(self) -> bool:
+        """Whether the table decides by shape (it has shape plans; ``Plan.hidden``)."""
+        return bool(self._shape_plans)
+
+    @cached_property
+    def _shape_plans(self) -> dict[tuple[int, str, int, str], Plan]:
+        return {(p.world_size, p.mode, p.hidden, f): p for p in self.plans if p.hidden for f in p.fusions}
 
     def with_changes(self, **changes: object) -> Table:
         """A copy with some fields replaced (dataclasses.replace); it derives its ``memo`` afresh."""
         return replace(self, memo={}, **changes)  # type: ignore[arg-type]
+
+
+def _keys(plan: Plan) -> list[tuple[int, str, int, bool | None, int, str]]:
+    """The keys no two plans of a table may share: one per fused op of a shape plan."""
+    base = (plan.world_size, plan.mode, plan.hosts, plan.multicast, plan.hidden)
+    return [(*base, fusion) for fusion in plan.fusions] if plan.hidden else [(*base, "")]

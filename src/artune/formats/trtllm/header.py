@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from artune.errors import TableError
-from artune.formats.source import SourceFile
+from artune.formats.files import SourceFile
 from artune.formats.trtllm.cxx import Brace, Source, int_expr, line_at, strip_comments
 
 #: the arguments of ``selectStrategyLookUpTable`` and the axis each indexes
