@@ -22,13 +22,20 @@
 from __future__ import annotations
 
 from artune.formats.trtllm.enums import ALGORITHMS, Enums
-from artune.formats.trtllm.header import Header
+from artune.formats.trtllm.header import Grid, Header
 from artune.table.check import Finding
 from artune.table.model import Table
 
 #: archs a reviewer asks about, with the GPU each is
-ARCHS = {"8.0": "A100", "8.9": "L40S", "9.0": "H100/H200", "10.0": "B200", "10.3": "B300", "10.7": "Rubin",
-         "12.0": "RTX PRO 6000"}
+ARCHS = {
+    "8.0": "A100",
+    "8.9": "L40S",
+    "9.0": "H100/H200",
+    "10.0": "B200",
+    "10.3": "B300",
+    "10.7": "Rubin",
+    "12.0": "RTX PRO 6000",
+}
 WORLD_SIZES = (3, 6, 16)
 HIDDEN_SIZES = {5120: "", 6144: "", 7168: " (DeepSeek-V3)", 12288: "", 16384: ""}
 BF16 = 2
@@ -47,8 +54,7 @@ def header_findings(header: Header, enums: Enums, tables: dict[str, Table], gate
         mapped = header.table_sm(sm)
         if mapped != sm and mapped in header.grids:
             rule = [r for r in header.sm_rules if r.applies(sm)][-1]
-            add("R101", arch, f"{gpu} (SM {sm}) runs the SM{mapped} table: measured on {gpu}, or inherited?",
-                rule.line)
+            add("R101", arch, f"{gpu} (SM {sm}) runs the SM{mapped} table: measured on {gpu}, or inherited?", rule.line)
     tp, hidden, tokens = header.indices["tp"], header.indices["hidden"], header.indices["tokens"]
     for sm, grid in header.grids.items():
         arch = f"{sm // 10}.{sm % 10}"
@@ -56,33 +62,67 @@ def header_findings(header: Header, enums: Enums, tables: dict[str, Table], gate
         for ws in WORLD_SIZES:
             index = tp.of(ws)
             if index is None or index >= rows:
-                add("R102", arch, f"TP {ws} is out of range (the table has TP rows up to {tp.row(rows - 1)}): "
-                    f"every message runs {header.fallback}", tp.line, ws=ws)
+                add(
+                    "R102",
+                    arch,
+                    f"TP {ws} is out of range (the table has TP rows up to {tp.row(rows - 1)}): "
+                    f"every message runs {header.fallback}",
+                    tp.line,
+                    ws=ws,
+                )
             elif tp.row(index) != ws:
-                add("R102", arch, f"TP {ws} reads the TP={tp.row(index)} row (truncated log2): measured at TP {ws}?",
-                    tp.line, ws=ws)
+                add(
+                    "R102",
+                    arch,
+                    f"TP {ws} reads the TP={tp.row(index)} row (truncated log2): measured at TP {ws}?",
+                    tp.line,
+                    ws=ws,
+                )
         plane = grid.root.items[0]
         count = len(plane.items[0].items) if hasattr(plane, "items") and plane.items else 0  # type: ignore[union-attr]
         for size, model in HIDDEN_SIZES.items():
             index = hidden.of(size)
             if index is None or index >= count:
-                add("R103", arch, f"hidden {size}{model} is out of range (rows up to {hidden.row(count - 1)}): "
-                    f"every message runs {header.fallback}", hidden.line)
+                add(
+                    "R103",
+                    arch,
+                    f"hidden {size}{model} is out of range (rows up to {hidden.row(count - 1)}): "
+                    f"every message runs {header.fallback}",
+                    hidden.line,
+                )
             elif hidden.row(index) != size:
-                add("R103", arch, f"hidden {size}{model} reads the {hidden.row(index)} row (truncated log2)",
-                    hidden.line)
+                add(
+                    "R103",
+                    arch,
+                    f"hidden {size}{model} reads the {hidden.row(index)} row (truncated log2)",
+                    hidden.line,
+                )
         lengths = {len(row.items) for row in grid.rows().values()}
-        add("R104", arch, f"tokens from {tokens.row(min(lengths))} up are beyond the table: {header.fallback} "
-            "(prefill chunks of that size do not use the fused kernels)", tokens.line)
+        add(
+            "R104",
+            arch,
+            f"tokens from {tokens.row(min(lengths))} up are beyond the table: {header.fallback} "
+            "(prefill chunks of that size do not use the fused kernels)",
+            tokens.line,
+        )
         out += _planes(header, enums, name, arch, grid)
         out += _flips(header, enums, name, arch, grid)
         out += _capped(header, enums, name, arch, grid)
         out += _constants(header, name, arch, grid)
     if gate is not None:
         where = gate or header.where(header.select_line)
-        out.append(Finding(name, "any", "under AllReduceStrategy.AUTO the PyTorch flow asks its autotuner "
-                           "(tunable_allreduce) unless TLLM_DISABLE_ALLREDUCE_AUTOTUNE=1: these tables decide only "
-                           "with it off, and in the C++ flow", source=where, severity="note", code="R109"))
+        out.append(
+            Finding(
+                name,
+                "any",
+                "under AllReduceStrategy.AUTO the PyTorch flow asks its autotuner "
+                "(tunable_allreduce) unless TLLM_DISABLE_ALLREDUCE_AUTOTUNE=1: these tables decide only "
+                "with it off, and in the C++ flow",
+                source=where,
+                severity="note",
+                code="R109",
+            )
+        )
     return out
 
 
@@ -94,7 +134,7 @@ def _fusion_names(header: Header, index: int) -> str:
     return "/".join(op for op, i in header.fusion_index.items() if i == index) or f"plane {index}"
 
 
-def _planes(header: Header, enums: Enums, name: str, arch: str, grid) -> list[Finding]:  # noqa: ANN001
+def _planes(header: Header, enums: Enums, name: str, arch: str, grid: Grid) -> list[Finding]:
     out: list[Finding] = []
     nccl = enums.strategy.get("NCCL")
     by_plane: dict[int, list[int]] = {}
@@ -107,13 +147,21 @@ def _planes(header: Header, enums: Enums, name: str, arch: str, grid) -> list[Fi
     for b, tps in sorted(by_plane.items()):
         if len(tps) == rows_per_plane[b]:
             tp_rows = sorted({header.indices["tp"].row(a) for a in tps})
-            out.append(Finding(name, arch, f"the {_fusion_names(header, b)} plane is all NCCL at TP "
-                               f"{', '.join(map(str, tp_rows))}: the fused kernels never run for it; measured, "
-                               "or never benchmarked?", source=header.where(lines[b]), code="R105"))
+            out.append(
+                Finding(
+                    name,
+                    arch,
+                    f"the {_fusion_names(header, b)} plane is all NCCL at TP "
+                    f"{', '.join(map(str, tp_rows))}: the fused kernels never run for it; measured, "
+                    "or never benchmarked?",
+                    source=header.where(lines[b]),
+                    code="R105",
+                )
+            )
     return out
 
 
-def _flips(header: Header, enums: Enums, name: str, arch: str, grid) -> list[Finding]:  # noqa: ANN001
+def _flips(header: Header, enums: Enums, name: str, arch: str, grid: Grid) -> list[Finding]:
     """Rows whose strategy comes back after another took over, one finding per (TP, plane)."""
     out: list[Finding] = []
     tokens = header.indices["tokens"]
@@ -132,19 +180,29 @@ def _flips(header: Header, enums: Enums, name: str, arch: str, grid) -> list[Fin
             if v not in seen:
                 seen.append(v)
         path = ">".join(_strategy(enums, v) for v in runs)
-        grouped.setdefault((a, b), []).append((header.indices["hidden"].row(c), f"{path} (back at tokens "
-                                               f"{tokens.row(at)})", row.line))
+        grouped.setdefault((a, b), []).append(
+            (header.indices["hidden"].row(c), f"{path} (back at tokens {tokens.row(at)})", row.line)
+        )
     for (a, b), rows in sorted(grouped.items()):
         ws = header.indices["tp"].row(a)
         shown = "; ".join(f"hidden {h}: {text}" for h, text, _line in rows[:3])
         more = f"; and {len(rows) - 3} more" if len(rows) > 3 else ""
-        out.append(Finding(name, arch, f"{_fusion_names(header, b)}: strategies flip along tokens in {len(rows)} "
-                           f"hidden rows ({shown}{more}); no evidence here supports a strategy winning back",
-                           ws, None, header.where(rows[0][2]), code="R107"))
+        out.append(
+            Finding(
+                name,
+                arch,
+                f"{_fusion_names(header, b)}: strategies flip along tokens in {len(rows)} "
+                f"hidden rows ({shown}{more}); no evidence here supports a strategy winning back",
+                ws,
+                None,
+                header.where(rows[0][2]),
+                code="R107",
+            )
+        )
     return out
 
 
-def _capped(header: Header, enums: Enums, name: str, arch: str, grid) -> list[Finding]:  # noqa: ANN001
+def _capped(header: Header, enums: Enums, name: str, arch: str, grid: Grid) -> list[Finding]:
     """Cells the workspace cap overrides for bf16 messages (the header writes a kernel, NCCL runs)."""
     if header.workspace is None:
         return []
@@ -163,14 +221,22 @@ def _capped(header: Header, enums: Enums, name: str, arch: str, grid) -> list[Fi
                 lines.setdefault(ws, row.line)
                 break
     return [
-        Finding(name, arch, f"the workspace cap ({header.workspace.cap(ws)} bytes) sends bf16 messages to NCCL "
-                f"where the row names a kernel: {'; '.join(found[:3])}" + (f"; and {len(found) - 3} more"
-                if len(found) > 3 else ""), ws, None, header.where(lines[ws]), code="R108")
+        Finding(
+            name,
+            arch,
+            f"the workspace cap ({header.workspace.cap(ws)} bytes) sends bf16 messages to NCCL "
+            f"where the row names a kernel: {'; '.join(found[:3])}"
+            + (f"; and {len(found) - 3} more" if len(found) > 3 else ""),
+            ws,
+            None,
+            header.where(lines[ws]),
+            code="R108",
+        )
         for ws, found in sorted(hits.items())
     ]
 
 
-def _constants(header: Header, name: str, arch: str, grid) -> list[Finding]:  # noqa: ANN001
+def _constants(header: Header, name: str, arch: str, grid: Grid) -> list[Finding]:
     rows = grid.rows()
     sizes = {
         "kTpSizeChoice": {len(grid.root.items)},
@@ -180,13 +246,18 @@ def _constants(header: Header, name: str, arch: str, grid) -> list[Finding]:  # 
     }
     out: list[Finding] = []
     for constant, have in sizes.items():
-        if constant in header.constants and header.constants[constant][0] not in have or len(have) > 1:
-            if constant not in header.constants:
-                continue
+        if constant in header.constants and (header.constants[constant][0] not in have or len(have) > 1):
             value, line = header.constants[constant]
-            out.append(Finding(name, arch, f"{constant} = {value}, but {grid.name}'s rows have "
-                               f"{'/'.join(map(str, sorted(have)))} entries: which is right?",
-                               source=header.where(line), code="R106"))
+            out.append(
+                Finding(
+                    name,
+                    arch,
+                    f"{constant} = {value}, but {grid.name}'s rows have "
+                    f"{'/'.join(map(str, sorted(have)))} entries: which is right?",
+                    source=header.where(line),
+                    code="R106",
+                )
+            )
     return out
 
 

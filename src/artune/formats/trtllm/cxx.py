@@ -83,8 +83,11 @@ class Source:
                 pos = found.end()
                 expect_item = False
             else:
-                raise self.error(pos, f"{text[pos:pos + 20].split(chr(10))[0]!r} in a table initializer: "
-                                 "artune reads tables of integer literals only")
+                raise self.error(
+                    pos,
+                    f"{text[pos : pos + 20].split(chr(10))[0]!r} in a table initializer: "
+                    "artune reads tables of integer literals only",
+                )
         raise self.error(start, "initializer not closed before the end of the file")
 
     def block(self, start: int) -> tuple[int, int]:

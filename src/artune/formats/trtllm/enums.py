@@ -61,7 +61,9 @@ def _enum(src: Source, name: str) -> dict[str, int]:
         member = re.fullmatch(r"(\w+)\s*=\s*(\d+)", text)
         if member is None:
             offset = begin + src.text[begin:end].find(text)
-            raise TableError(f"{src.name}:{line_at(src.text, offset)}: {text!r} in enum {name}: artune reads "
-                             "'NAME = INT' members only")
+            raise TableError(
+                f"{src.name}:{line_at(src.text, offset)}: {text!r} in enum {name}: artune reads "
+                "'NAME = INT' members only"
+            )
         out[member.group(1)] = int(member.group(2))
     return out

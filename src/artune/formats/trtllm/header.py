@@ -36,7 +36,9 @@ ARGUMENTS = {"tp_size": "tp", "num_tokens": "tokens", "hidden_size": "hidden"}
 AXES = ("tp", "fusion", "hidden", "tokens")
 
 _TABLE = re.compile(r"AllReduceBestStrategyTableType\s+(AllReduceBestStrategyTableSM(\d+))\s*=\s*\{")
-_MAP = re.compile(r"unordered_map<\s*int\s*,\s*AllReduceBestStrategyTableType\s*>\s*AllReduceBestStrategyTable\s*=\s*\{")
+_MAP = re.compile(
+    r"unordered_map<\s*int\s*,\s*AllReduceBestStrategyTableType\s*>\s*AllReduceBestStrategyTable\s*=\s*\{"
+)
 _FUSION_MAP = re.compile(r"unordered_map<\s*AllReduceFusionOp\s*,\s*int\s*>\s*mapFusionOpToIndex\s*=\s*\{")
 _CONSTANT = re.compile(r"(?:constexpr\s+int|auto\s+const)\s+(k\w+)\s*=\s*(\d+)\s*;")
 _SELECT = re.compile(r"AllReduceStrategyType\s+selectStrategyLookUpTable\s*\(([^)]*)\)\s*\{")
@@ -267,10 +269,19 @@ def _read_select(src: Source, select: re.Match[str]) -> dict[str, object]:
         raise src.error(select.start(), "selectStrategyLookUpTable: the indices and the lookup are not all there")
     variables = {axis: var for var, axis in names.items()}
     if " ".join(bounds.split()) != _expected_bounds(sm, [variables[a] for a in order]):
-        raise src.error(select.start(), "selectStrategyLookUpTable: the out-of-range test is not the one that "
-                        "checks every index against its table's size")
-    return {"sm": sm, "sm_rules": tuple(sm_rules), "indices": indices, "order": order,
-            "fallback": fallback, "fallback_line": fallback_line}
+        raise src.error(
+            select.start(),
+            "selectStrategyLookUpTable: the out-of-range test is not the one that "
+            "checks every index against its table's size",
+        )
+    return {
+        "sm": sm,
+        "sm_rules": tuple(sm_rules),
+        "indices": indices,
+        "order": order,
+        "fallback": fallback,
+        "fallback_line": fallback_line,
+    }
 
 
 def _expected_bounds(sm: str, variables: list[str]) -> str:
@@ -300,8 +311,9 @@ def _read_map(src: Source, tables: dict[int, tuple[str, int]], order: tuple[str,
             raise src.error(begin + m.start(), f"{name}: not a table defined in this file")
         brace, _after = src.brace(by_name[name][1])
         if brace.depth() != 4:
-            raise src.error(by_name[name][1], f"{name}: {brace.depth()} levels of braces, not the 4 of "
-                            f"[{']['.join(order)}]")
+            raise src.error(
+                by_name[name][1], f"{name}: {brace.depth()} levels of braces, not the 4 of [{']['.join(order)}]"
+            )
         grids[sm] = Grid(sm, name, brace, brace.line)
     if not grids:
         raise src.error(found.start(), "AllReduceBestStrategyTable maps no SM version to a table")
@@ -339,8 +351,9 @@ def _read_workspace(src: Source) -> Workspace | None:
             continue  # forced-deterministic runs size it from their own environment; not the default path
         if m := re.match(r'^char const\* (\w+) = std::getenv\("(\w+)"\);$', stmt):
             pending_env = m.group(2)
-        elif pending_env and re.match(r"^if \(\w+ != nullptr\) \{ return static_cast<size_t>\(std::atoi\(\w+\)\); \}$",
-                                      stmt):
+        elif pending_env and re.match(
+            r"^if \(\w+ != nullptr\) \{ return static_cast<size_t>\(std::atoi\(\w+\)\); \}$", stmt
+        ):
             env = pending_env
         elif m := re.match(rf"^if \({ws} <= (\d+)\) \{{ return (.+); \}}$", stmt):
             by_world.append((int(m.group(1)), int_expr(m.group(2), where)))

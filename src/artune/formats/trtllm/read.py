@@ -29,7 +29,8 @@ from pathlib import Path
 from artune.errors import TableError
 from artune.formats.engine import EngineImport
 from artune.formats.files import SourceFile, read_source
-from artune.formats.trtllm.enums import ALGORITHMS, FILE as ENUM_FILE, Enums, parse_enums
+from artune.formats.trtllm.enums import ALGORITHMS, Enums, parse_enums
+from artune.formats.trtllm.enums import FILE as ENUM_FILE
 from artune.formats.trtllm.header import Header, parse_header
 from artune.table.family import TableSet
 from artune.table.model import Band, Plan, Platform, Provenance, Table
@@ -149,16 +150,17 @@ def build_tables(header: Header, enums: Enums, gate: str | None) -> dict[str, Ta
             )
         provenance = Provenance("published", tool=f"TensorRT-LLM {header.file.label}", notes="; ".join(notes))
         arch = arch_of(sm)
-        tables[arch] = Table(
-            Platform("cuda", arch), provenance, tuple(plans), rules="trtllm", origin=f"trtllm:{header.file.label}@{arch}"
-        )
+        origin = f"trtllm:{header.file.label}@{arch}"
+        tables[arch] = Table(Platform("cuda", arch), provenance, tuple(plans), rules="trtllm", origin=origin)
     return tables
 
 
 def _algorithm(header: Header, enums: Enums, value: int | None, line: int) -> str:
     name = enums.strategy_name(value) if value is not None else None
     if name is None:
-        raise TableError(f"{header.where(line)}: strategy {value!r} is not an AllReduceStrategyType of {enums.file.label}")
+        raise TableError(
+            f"{header.where(line)}: strategy {value!r} is not an AllReduceStrategyType of {enums.file.label}"
+        )
     return ALGORITHMS.get(name, f"trtllm_{name.lower()}")
 
 
