@@ -182,27 +182,27 @@ class _CompiledPlan:
 
 
 class _ShapePlan(_CompiledPlan):
-    """A shape plan: bands count tokens, and a message over the plan's ``cap`` runs ``over_cap``."""
+    """A shape plan: bands count tokens, and a message over the table's cap runs ``over_cap``."""
 
     unit = "tokens"
 
-    def __init__(self, table: Table, plan: Plan | None, fallback: str, rule_note: str, over_cap: str) -> None:
+    def __init__(self, table: Table, plan: Plan | None, fallback: str, rule_note: str, over_cap: str, cap: int) -> None:
         super().__init__(table, plan, fallback, rule_note)
         self.over_cap = over_cap
+        self.cap = cap
         self.capped: dict[frozenset[str] | None, Decision] = {}
 
     def span(self, lower: int, upper: int | None) -> str:
         return f"tokens {lower}+" if upper is None else f"tokens {lower}..{upper}"
 
     def over(self, available: frozenset[str] | None) -> Decision:
-        """The decision for a message over the plan's workspace cap: ``over_cap``, whatever the band."""
+        """The decision for a message over the workspace cap: ``over_cap``, whatever the band."""
         found = self.capped.get(available)
         if found is None:
             plan = self.plan
-            assert plan is not None
             note = (
-                f"plan {plan.topology}: the message is over the workspace cap of {plan.cap} bytes -> "
-                f"{self.over_cap} (the engine sends every message larger than its workspace there)"
+                f"the message is over the workspace cap of {self.cap} bytes -> {self.over_cap} (the engine "
+                "sends every message larger than its workspace there, before it reads its table)"
             )
             steps = (f"{self.table.name} [{self.table.platform}]", *self.table.borrowed, self.rule_note, note)
             found = self.capped[available] = Decision(
@@ -210,17 +210,19 @@ class _ShapePlan(_CompiledPlan):
                 MappingProxyType({}),
                 "; ".join(filter(None, steps)),
                 tuple(filter(None, steps)),
-                plan.cap + 1,
+                self.cap + 1,
                 None,
-                plan.world_size,
-                plan.mode,
+                plan.world_size if plan else 0,
+                plan.mode if plan else "",
             )
         return found
 
 
-def _pow2_floor(value: int) -> int:
-    """The largest power of two at or below ``value`` (``value`` >= 1): the row a truncated log2 reads."""
-    return 1 << (value.bit_length() - 1)
+def _row(value: int, first: int) -> int:
+    """The row a truncated log2 index reads: the largest power of two at or below ``value``, or ``first`` (the
+    first row, 0: none) for a value between half of it and it."""
+    floor = 1 << (value.bit_length() - 1)
+    return first if first and floor * 2 == first and value > floor else floor
 
 
 def _as_written(plan: Plan, lower: int, upper: int | None, runs: tuple[str, ...]) -> list[str]:
@@ -315,8 +317,7 @@ class Decider:
             raise ValueError(f"decide(): nbytes >= 0 and tokens >= 1, got nbytes={nbytes!r}, tokens={shape.tokens!r}")
         if available is not None and type(available) is not frozenset:
             available = frozenset(available)
-        plan = compiled.plan
-        if plan is not None and plan.cap and nbytes > plan.cap:
+        if compiled.cap and nbytes > compiled.cap:
             return compiled.over(available)
         return compiled.decision(bisect.bisect_left(compiled.bounds, shape.tokens), available)
 
@@ -331,20 +332,24 @@ class Decider:
         ws, hidden = world_size, shape.hidden
         notes = []
         if policy.pow2_rows:
-            ws, hidden = _pow2_floor(world_size), _pow2_floor(shape.hidden)
+            shaped = [p for p in table.plans if p.hidden]
+            first_ws = min((p.world_size for p in shaped), default=0) if policy.half_reads_first else 0
+            first_hidden = min((p.hidden for p in shaped), default=0) if policy.half_reads_first else 0
+            ws, hidden = _row(world_size, first_ws), _row(shape.hidden, first_hidden)
             if ws != world_size:
                 notes.append(f"world size {world_size} reads the ws={ws} row (truncated log2)")
             if hidden != shape.hidden:
                 notes.append(f"hidden size {shape.hidden} reads the hidden={hidden} row (truncated log2)")
         plan_mode = policy.one_mode or mode
         plan = table.shape_plan(ws, plan_mode, hidden, shape.fusion)
+        cap = table.cap(world_size)
         if plan is not None:
-            return _ShapePlan(table, plan, plan.fallback, "; ".join(notes), over_cap)
+            return _ShapePlan(table, plan, plan.fallback, "; ".join(notes), over_cap, cap)
         shaped = [p for p in table.plans if p.hidden]
         fallback = shaped[0].fallback if policy.plans_fallback and shaped else over_cap
         why = policy.out_of_range.format(world_size=world_size, hidden=shape.hidden, fusion=shape.fusion)
         why = why or f"no plan for world size {world_size}, hidden {shape.hidden}, fused op {shape.fusion}"
-        return _ShapePlan(table, None, fallback, "; ".join([*notes, f"{why}: {fallback}"]), over_cap)
+        return _ShapePlan(table, None, fallback, "; ".join([*notes, f"{why}: {fallback}"]), over_cap, cap)
 
     def _compile(self, world_size: int, mode: str, hosts: int = 1, multicast: bool | None = None) -> _CompiledPlan:
         if mode not in MODES:

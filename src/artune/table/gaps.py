@@ -36,6 +36,9 @@ class GapPolicy:
     #: shape plans: the call's world size and hidden size read the row of the largest power of two at or below
     #: them (TensorRT-LLM's truncated ``log2`` indices), and a row the table lacks is out of range
     pow2_rows: bool = False
+    #: with ``pow2_rows``: a value above half the first row and below it reads the first row, as an index cast
+    #: that truncates toward zero reads ``log2(100) - 7 = -0.36`` as row 0 (exactly half is out of range)
+    half_reads_first: bool = False
     #: the one mode the engine's plans are written for, read whatever the call's mode ("": each mode its own)
     one_mode: str = ""
     #: a call out of the table's range runs the fallback its plans name (the revision's own out-of-range
@@ -75,6 +78,7 @@ TRTLLM = GapPolicy(
     no_plan="TensorRT-LLM decides by shape (tokens x hidden x fused op), not by bytes: give the call's tokens and "
     "hidden size (explain --tokens N --hidden H)",
     pow2_rows=True,
+    half_reads_first=True,
     one_mode="eager",
     plans_fallback=True,
     out_of_range="world size {world_size}, hidden size {hidden} or fused op {fusion} is outside the table "

@@ -101,9 +101,8 @@ class Plan:
     A shape plan (``hidden`` > 0) is for an engine that decides by tokens x
     hidden x fused op rather than by bytes (TensorRT-LLM): its bands count
     tokens, ``hidden`` is the smallest hidden size of its row and ``fusions``
-    the fused ops it answers; ``cap`` (bytes, 0: none) is the engine's
-    workspace cap, above which the gap policy's fallback runs whatever the
-    band says. Byte plans leave all three at their defaults.
+    the fused ops it answers (the table's ``caps`` say which messages skip
+    the bands). Byte plans leave both at their defaults.
     """
 
     world_size: int
@@ -125,8 +124,6 @@ class Plan:
     hidden: int = 0
     #: the fused ops a shape plan answers; () for a plan by bytes
     fusions: tuple[str, ...] = ()
-    #: a shape plan's workspace cap in bytes: larger messages run the gap policy's fallback; 0: none
-    cap: int = 0
 
     @property
     def topology(self) -> str:
@@ -210,6 +207,17 @@ class Table:
     forced: str = field(default="", compare=False)  # user override: this algorithm for every size
     overrides: tuple[str, ...] = field(default=(), compare=False)  # user overrides applied, as text
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    #: an engine's workspace cap for its shape plans, by the call's world size: ``(most, bytes)`` pairs, the
+    #: first whose ``most`` (``None``: any) is at or above the world size; a larger message runs the gap
+    #: policy's fallback whatever the plans say (TensorRT-LLM's ``getMaxRequiredWorkspaceSize``); () for none
+    caps: tuple[tuple[int | None, int], ...] = ()
+
+    def cap(self, world_size: int) -> int:
+        """The workspace cap in bytes at ``world_size`` (0: none)."""
+        for most, nbytes in self.caps:
+            if most is None or world_size <= most:
+                return nbytes
+        return 0
 
     def __post_init__(self) -> None:
         seen: set[tuple[int, str, int, bool | None, int, str]] = set()

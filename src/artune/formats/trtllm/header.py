@@ -65,10 +65,10 @@ class Index:
     line: int
 
     def of(self, value: int) -> int | None:
-        """The index ``value`` reads, as the cast truncates it; ``None`` where the cast's input is negative
-        (the conversion wraps to a huge index there, out of every table's range)."""
+        """The index ``value`` reads, as the cast truncates it (toward zero: -0.4 reads 0); ``None`` where the
+        cast's input is -1 or below (undefined in C++; out of every table's range on the machines it runs on)."""
         raw = math.log2(value) - self.offset if value > 0 else -math.inf
-        return None if raw < 0 else int(raw)
+        return None if raw <= -1 else int(raw)
 
     def row(self, index: int) -> int:
         """The smallest value that reads row ``index``: ``2 ** (index + offset)``."""
@@ -139,6 +139,10 @@ class Workspace:
     by_world: tuple[tuple[int, int], ...]
     default: int
     line: int
+
+    def caps(self) -> tuple[tuple[int | None, int], ...]:
+        """The default caps as ``Table.caps``: ``(most world size, bytes)``, then ``(None, default)``."""
+        return (*self.by_world, (None, self.default))
 
     def cap(self, world_size: int, environ: Mapping[str, str] | None = None) -> int:
         """The workspace in bytes at ``world_size`` (``environ``: the serving process's environment)."""

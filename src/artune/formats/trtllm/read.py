@@ -16,9 +16,9 @@ plane, hidden row): ``Plan.hidden`` is the row's smallest hidden size,
 and the bands count tokens, one token column ``[2**k, 2**(k+1) - 1]`` per
 cell, equal neighbours merged. Tokens beyond the row and rows the table
 lacks run the revision's own out-of-range strategy (the plans' fallback),
-and ``Plan.cap`` is ``getMaxRequiredWorkspaceSize`` at the TP row's world
-size: ``AllreduceOp`` sends a larger message to NCCL before it looks at the
-table. The truncated indexing is the gap policy's (``artune.table.gaps.TRTLLM``).
+and ``Table.caps`` is ``getMaxRequiredWorkspaceSize`` by the call's world
+size (its default, without the environment override): ``AllreduceOp`` sends
+a larger message to NCCL before it looks at the table. The truncated indexing is the gap policy's (``artune.table.gaps.TRTLLM``).
 """
 
 from __future__ import annotations
@@ -135,7 +135,6 @@ def build_tables(header: Header, enums: Enums, gate: str | None) -> dict[str, Ta
                     fallback=fallback,
                     hidden=header.indices["hidden"].row(at["hidden"]),
                     fusions=fusions,
-                    cap=header.workspace.cap(ws) if header.workspace else 0,
                 )
             )
         notes = [f"{grid.name} ({header.where(grid.line)})", f"out of range: {header.fallback}"]
@@ -151,7 +150,8 @@ def build_tables(header: Header, enums: Enums, gate: str | None) -> dict[str, Ta
         provenance = Provenance("published", tool=f"TensorRT-LLM {header.file.label}", notes="; ".join(notes))
         arch = arch_of(sm)
         origin = f"trtllm:{header.file.label}@{arch}"
-        tables[arch] = Table(Platform("cuda", arch), provenance, tuple(plans), rules="trtllm", origin=origin)
+        caps = header.workspace.caps() if header.workspace else ()
+        tables[arch] = Table(Platform("cuda", arch), provenance, tuple(plans), rules="trtllm", origin=origin, caps=caps)
     return tables
 
 
