@@ -9,7 +9,8 @@ writes NCCL's tuner-plugin format. Shared by all of them: ``pyeval`` (the
 Python subset the readers interpret, never run), ``files``, ``gitrev``,
 ``releases`` and ``engine``. ``artune.formats.trtllm`` reads
 TensorRT-LLM's C++ lookup-table header (``trtllm:PATH``). A table source
-``vllm:PATH``, ``sglang:PATH`` or ``trtllm:PATH`` is accepted wherever a table is; ``READERS`` is where an engine is registered.
+``vllm:PATH``, ``sglang:PATH`` or ``trtllm:PATH`` is accepted wherever a table
+is; ``READERS`` is where an engine is registered.
 """
 
 from __future__ import annotations

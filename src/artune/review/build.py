@@ -160,13 +160,17 @@ def _group(items: Iterable[tuple[tuple, int, str]]) -> list[tuple[tuple, tuple[i
     return out
 
 
+def _shape(d: Difference) -> str:
+    return f"hidden {d.hidden} {d.fusion}" if d.hidden else ""
+
+
 def moves(found: Sequence[tuple[str, Difference]]) -> tuple[Move, ...]:
     """The differences grouped over world sizes and modes, by arch, then by size."""
-    rows = _group(((arch, d.lo, d.hi, d.a, d.b, d.multicast), d.world_size, d.mode) for arch, d in found)
+    rows = _group(((arch, d.lo, d.hi, d.a, d.b, d.multicast, _shape(d)), d.world_size, d.mode) for arch, d in found)
     # arches that move the same sizes the same way at the same world sizes share a row
     archs: dict[tuple, list[str]] = {}
-    for (arch, lo, hi, a, b, multicast), ws, modes in rows:
-        archs.setdefault((ws, modes, lo, hi, a, b, multicast), []).append(arch)
+    for (arch, lo, hi, a, b, multicast, shape), ws, modes in rows:
+        archs.setdefault((ws, modes, lo, hi, a, b, multicast, shape), []).append(arch)
     out = [Move(", ".join(names), *key) for key, names in archs.items()]
     order = {arch: i for i, arch in enumerate(dict.fromkeys(arch for arch, _ in found))}
     first = lambda m: order[m.arch.split(", ")[0]]  # noqa: E731

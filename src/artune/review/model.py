@@ -39,6 +39,8 @@ class Move:
     before: tuple[str, ...]
     after: tuple[str, ...]
     multicast: bool | None = None  # the machine compared, where a side plans it apart: None for any machine
+    #: a shape difference (tables that decide by shape): "hidden 4096 NONE", and lo, hi count tokens
+    shape: str = ""
 
 
 @dataclass(frozen=True)

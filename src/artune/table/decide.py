@@ -62,6 +62,7 @@ class Decision:
     hosts: int = 1  # the plan's number of hosts
     multicast: bool | None = None  # the plan's machine: with/without NVLink multicast, None: any
     unit: str = "bytes"  # what lower and upper count: "tokens" for a shape plan's band
+    hidden: int = 0  # a shape plan's hidden row (Plan.hidden); 0: a plan by bytes, or none
 
     def _plan_dict(self) -> dict[str, object]:
         plan: dict[str, object] = {"world_size": self.world_size, "mode": self.mode}
@@ -178,6 +179,7 @@ class _CompiledPlan:
             hosts=plan.hosts if plan else 1,
             multicast=plan.multicast if plan else None,
             unit=self.unit,
+            hidden=plan.hidden if plan else 0,
         )
 
 

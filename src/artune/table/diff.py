@@ -19,6 +19,11 @@ for a machine with (or without) multicast, only the ``(world_size, mode)``
 where either table decides by a plan for that machine, and only the ranges
 that differ otherwise than for any machine, so a difference both share is
 reported once.
+
+Tables that decide by shape (``Table.by_shape``: TensorRT-LLM's) are compared
+per ``(world_size, hidden, fused op)`` along the token axis instead
+(``diff_shapes``), each side deciding as ``decide`` does for a bf16 message of
+that shape, so a changed workspace cap shows as a token range too.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from itertools import pairwise
 from artune.catalog import SPECS
 from artune.table.check import runs_wherever
 from artune.table.decide import decide
-from artune.table.model import MODES, Plan, Provenance, Table
+from artune.table.model import MODES, Plan, Provenance, Shape, Table
 
 
 @dataclass(frozen=True)
@@ -45,10 +50,14 @@ class Difference:
     a_provenance: Provenance
     b_provenance: Provenance
     multicast: bool | None = None  # the machine compared: with/without NVLink multicast, None: any
+    hidden: int = 0  # a shape difference (lo, hi count tokens): the hidden size and fused op compared
+    fusion: str = ""
 
     @property
     def where(self) -> str:
         """``ws=8 mode=eager``, with `` multicast=off`` for a difference on one kind of machine only."""
+        if self.hidden:
+            return f"ws={self.world_size} hidden={self.hidden} fusion={self.fusion}"
         machine = "" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}"
         return f"ws={self.world_size} mode={self.mode}{machine}"
 
@@ -122,8 +131,62 @@ def diff_plans(a: Table, b: Table, world_size: int, mode: str, multicast: bool |
     return out
 
 
-def diff_tables(a: Table, b: Table, world_size: int | None = None, mode: str | None = None) -> list[Difference]:
-    """Every difference between ``a`` and ``b``, over the world sizes either plans (or the one given)."""
+BF16 = 2  # the element size a shape difference is taken at (the workspace cap counts bytes)
+
+
+def diff_shapes(
+    a: Table, b: Table, world_size: int, hidden: int, fusion: str, tokens: int | None = None
+) -> list[Difference]:
+    """The token ranges (or the one ``tokens``) where ``a`` and ``b`` decide differently for a bf16 message of
+    ``hidden`` elements a token, fused with ``fusion``, at ``world_size``."""
+    cuts = {1} if tokens is None else {tokens}
+    if tokens is None:
+        for table in (a, b):
+            decision = decide(table, 0, world_size, shape=Shape(1, hidden, fusion))
+            plan = table.shape_plan(decision.world_size, decision.mode, decision.hidden, fusion)
+            for band in plan.bands if plan is not None else ():
+                if band.upto is not None:
+                    cuts.add(band.upto + 1)
+            cap = table.cap(world_size)
+            if cap:
+                cuts.add(cap // (hidden * BF16) + 1)
+    out: list[Difference] = []
+    points = sorted(cuts)
+    for start, stop in pairwise([*points, None]):
+        shape = Shape(start, hidden, fusion)
+        da = decide(a, start * hidden * BF16, world_size, shape=shape)
+        db = decide(b, start * hidden * BF16, world_size, shape=shape)
+        if da.algorithm == db.algorithm:
+            continue
+        hi = start if tokens is not None else (None if stop is None else stop - 1)
+        last = out[-1] if out else None
+        ra, rb = (da.algorithm,), (db.algorithm,)
+        if last is not None and last.hi is not None and last.hi + 1 == start and (last.a, last.b) == (ra, rb):
+            out[-1] = Difference(
+                world_size, "eager", last.lo, hi, ra, rb, a.provenance, b.provenance, None, hidden, fusion
+            )
+        else:
+            out.append(
+                Difference(world_size, "eager", start, hi, ra, rb, a.provenance, b.provenance, None, hidden, fusion)
+            )
+    return out
+
+
+def diff_tables(
+    a: Table,
+    b: Table,
+    world_size: int | None = None,
+    mode: str | None = None,
+    hidden: int | None = None,
+    tokens: int | None = None,
+) -> list[Difference]:
+    """Every difference between ``a`` and ``b``, over the world sizes either plans (or the one given); for
+    shape tables per hidden row and fused op (or the ``hidden`` and ``tokens`` given)."""
+    if a.by_shape or b.by_shape:
+        sizes = [world_size] if world_size is not None else sorted({p.world_size for t in (a, b) for p in t.plans})
+        rows = [hidden] if hidden is not None else sorted({p.hidden for t in (a, b) for p in t.plans if p.hidden})
+        fusions = sorted({f for t in (a, b) for p in t.plans for f in p.fusions})
+        return [d for ws in sizes for h in rows for f in fusions for d in diff_shapes(a, b, ws, h, f, tokens)]
     sizes = [world_size] if world_size is not None else sorted({p.world_size for t in (a, b) for p in t.plans})
     modes = [mode] if mode is not None else list(MODES)
     machines = sorted({p.multicast for t in (a, b) for p in t.plans} - {None})

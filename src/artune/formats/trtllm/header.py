@@ -48,7 +48,7 @@ _SM_DEF = re.compile(r"^auto (\w+) = tensorrt_llm::common::getSMVersion\(\);$")
 _LOG2_DEF = re.compile(r"^auto (\w+) = static_cast<size_t>\(std::log2\((\w+)\)(?: - (\d+))?\);$")
 _FUSION_DEF = re.compile(r"^auto (\w+) = static_cast<size_t>\(mapFusionOpToIndex\.find\((\w+)\)->second\);$")
 _SM_RULE = re.compile(r"^if \((\w+) (<|<=|>|>=|==) (\d+)\) \{ (\w+) = (\d+); \}$")
-_BOUNDS = re.compile(r"^if \((.*)\) \{ return AllReduceStrategyType::(\w+); \}$")
+_BOUNDS = re.compile(r"^if \((AllReduceBestStrategyTable\.find\(.*)\) \{ return AllReduceStrategyType::(\w+); \}$")
 _LOOKUP = re.compile(
     r"^return static_cast<AllReduceStrategyType>\( ?AllReduceBestStrategyTable\.at\((\w+)\)"
     r"\[(\w+)\]\[(\w+)\]\[(\w+)\]\[(\w+)\]\);$"

@@ -18,7 +18,8 @@ cell, equal neighbours merged. Tokens beyond the row and rows the table
 lacks run the revision's own out-of-range strategy (the plans' fallback),
 and ``Table.caps`` is ``getMaxRequiredWorkspaceSize`` by the call's world
 size (its default, without the environment override): ``AllreduceOp`` sends
-a larger message to NCCL before it looks at the table. The truncated indexing is the gap policy's (``artune.table.gaps.TRTLLM``).
+a larger message to NCCL before it looks at the table. The truncated indexing
+is the gap policy's (``artune.table.gaps.TRTLLM``).
 """
 
 from __future__ import annotations
