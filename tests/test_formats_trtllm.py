@@ -231,3 +231,14 @@ def test_a_bad_csv_is_an_error_naming_the_row(tmp_path: Path) -> None:
     path.write_text("world_size,time (us)\n8,1\n")
     with pytest.raises(TableError, match="no column"):
         read_csv(path)
+
+
+def test_the_autotuner_gate_is_read_from_the_checkouts_ops_py(tmp_path: Path) -> None:
+    root = copy(tmp_path)
+    ops = root / "tensorrt_llm/_torch/distributed/ops.py"
+    ops.parent.mkdir(parents=True)
+    ops.write_text('import os\n\nDISABLE = os.environ.get(\n    "TLLM_DISABLE_ALLREDUCE_AUTOTUNE", "0") == "1"\n')
+    imported = read_trtllm(str(root))
+    gate = [f for f in imported.findings if f.code == "R109"]
+    assert len(gate) == 1 and gate[0].note and gate[0].source.endswith("ops.py:4")
+    assert "TLLM_DISABLE_ALLREDUCE_AUTOTUNE=1" in imported.tables.tables["9.0"].provenance.notes

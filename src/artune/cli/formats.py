@@ -21,7 +21,7 @@ TARGETS = ("vllm", "sglang", "nccl-tuner", "trtllm")
 def register(commands: Any) -> None:
     """Add the import, export and diff sub-commands to the parser."""
     imp = commands.add_parser("import", help="read an engine's table file into artune TOML (provenance: published)")
-    imp.add_argument("engine", choices=("vllm", "sglang"))
+    imp.add_argument("engine", choices=("vllm", "sglang", "trtllm"))
     imp.add_argument("path", metavar="PATH", help="the engine's checkout, or its table file")
     imp.add_argument("--out", metavar="DIR", help="write one TOML per arch here (default: print them)")
     imp.set_defaults(run=run_import)

@@ -102,7 +102,7 @@ def header_findings(header: Header, enums: Enums, tables: dict[str, Table], gate
             "R104",
             arch,
             f"tokens from {tokens.row(min(lengths))} up are beyond the table: {header.fallback} "
-            "(prefill chunks of that size do not use the fused kernels)",
+            "for every message of that many tokens, whatever its size",
             tokens.line,
         )
         out += _planes(header, enums, name, arch, grid)
