@@ -21,7 +21,7 @@ from artune.formats.trtllm.write import HIDDEN_ROWS, PLANES, TOKEN_COLUMNS, TP_R
 from artune.measure.records import Candidate, Measurement
 from artune.table.decide import decide
 from artune.table.io import dumps_table, loads_table
-from artune.table.model import Shape
+from artune.table.model import TokenShape
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OLD, NEW = FIXTURES / "trtllm-005b299", FIXTURES / "trtllm-3d56e29"
@@ -56,13 +56,13 @@ def test_both_revisions_read_with_their_own_fallback_and_cap() -> None:
 def test_truncations_and_gaps_decide_as_the_header() -> None:
     table = read_trtllm(str(OLD)).tables.resolve("10.3")  # SM 103 runs the SM100 table
     assert "runs the SM100 table" in table.borrowed[0]
-    d = decide(table, 100 * 7168 * 2, 6, shape=Shape(100, 7168))
+    d = decide(table, 100 * 7168 * 2, 6, shape=TokenShape(100, 7168))
     assert "ws=4 row" in d.reason and "hidden=4096 row" in d.reason
-    assert decide(table, 2, 16, shape=Shape(1, 4096)).algorithm == "nccl_symmetric"  # TP 16: out of range
-    assert decide(table, 2, 8, shape=Shape(40_000, 128)).algorithm == "nccl_symmetric"  # tokens beyond the table
-    assert decide(table, 9_000_000, 8, shape=Shape(1100, 4096)).algorithm == "nccl"  # over the 8 MB workspace
+    assert decide(table, 2, 16, shape=TokenShape(1, 4096)).algorithm == "nccl_symmetric"  # TP 16: out of range
+    assert decide(table, 2, 8, shape=TokenShape(40_000, 128)).algorithm == "nccl_symmetric"  # tokens beyond the table
+    assert decide(table, 9_000_000, 8, shape=TokenShape(1100, 4096)).algorithm == "nccl"  # over the 8 MB workspace
     with pytest.raises(ValueError):
-        decide(table, 0, 8, shape=Shape(0, 4096))
+        decide(table, 0, 8, shape=TokenShape(0, 4096))
 
 
 @pytest.mark.parametrize(
@@ -181,7 +181,7 @@ def test_export_then_read_back_gives_the_same_decisions(tmp_path: Path) -> None:
         for fusion in PLANES:
             for hidden in HIDDEN_ROWS:
                 for tokens in (*TOKEN_COLUMNS, 3, 100, 20_000, 40_000):
-                    shape = Shape(tokens, hidden, fusion)
+                    shape = TokenShape(tokens, hidden, fusion)
                     assert decide(back, 0, ws, shape=shape).algorithm == decide(table, 0, ws, shape=shape).algorithm
 
 
@@ -217,10 +217,10 @@ def test_generator_csv_round_trip_and_the_evidence_rule(tmp_path: Path) -> None:
     }
     derived, again = derive_table(measurements, "9.0"), derive_table(back, "9.0")
     for tokens in range(1, 1024):
-        shape = Shape(tokens, 4096)
+        shape = TokenShape(tokens, 4096)
         assert decide(derived, 0, 8, shape=shape).algorithm == decide(again, 0, 8, shape=shape).algorithm
-    assert decide(again, 0, 8, shape=Shape(16, 4096)).algorithm == "trtllm_oneshot"  # one round is no evidence
-    assert decide(again, 0, 8, shape=Shape(256, 4096)).algorithm == "trtllm_twoshot"
+    assert decide(again, 0, 8, shape=TokenShape(16, 4096)).algorithm == "trtllm_oneshot"  # one round is no evidence
+    assert decide(again, 0, 8, shape=TokenShape(256, 4096)).algorithm == "trtllm_twoshot"
 
 
 def test_a_bad_csv_is_an_error_naming_the_row(tmp_path: Path) -> None:

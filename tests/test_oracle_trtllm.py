@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
 from artune.formats.trtllm.enums import ALGORITHMS
 from artune.formats.trtllm.read import arch_of, read_trtllm
 from artune.table.decide import decide
-from artune.table.model import Shape
+from artune.table.model import TokenShape
 from oracles import trtllm as oracle
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -29,7 +29,9 @@ REVISIONS = ["trtllm-005b299", "trtllm-3d56e29"]
 
 def artune_decisions(imported, probes: list[oracle.Probe]) -> list[str]:
     tables = {sm: imported.tables.resolve(arch_of(sm)) for sm in oracle.SMS}
-    return [decide(tables[p.sm], p.nbytes, p.tp, shape=Shape(p.tokens, p.hidden, p.fusion)).algorithm for p in probes]
+    return [
+        decide(tables[p.sm], p.nbytes, p.tp, shape=TokenShape(p.tokens, p.hidden, p.fusion)).algorithm for p in probes
+    ]
 
 
 @pytest.mark.parametrize("revision", REVISIONS)

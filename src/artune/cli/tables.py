@@ -21,7 +21,7 @@ from artune.sources import SOURCES, open_source, open_tables, selected_source, s
 from artune.table.check import modelled_summary
 from artune.table.decide import decide
 from artune.table.io import dumps_table, table_to_dict
-from artune.table.model import MODES, Plan, Shape, Table
+from artune.table.model import MODES, Plan, Table, TokenShape
 from artune.table.overrides import apply_overrides, parse_overrides
 from artune.table.selection import select_table
 
@@ -268,7 +268,7 @@ _ELEMENT_BYTES = {
 }
 
 
-def _message(args: argparse.Namespace, table: Table, dtype: str) -> tuple[int, Shape | None]:
+def _message(args: argparse.Namespace, table: Table, dtype: str) -> tuple[int, TokenShape | None]:
     """The message's bytes, and its shape when ``--hidden`` is given: ``--tokens`` x hidden x the dtype's
     element size, or ``--size`` split into tokens of ``--hidden`` elements."""
     if args.hidden is None:
@@ -287,14 +287,14 @@ def _message(args: argparse.Namespace, table: Table, dtype: str) -> tuple[int, S
     if args.tokens is not None:
         if args.size is not None:
             raise ArtuneError("explain: give --tokens or --size with --hidden, not both")
-        return args.tokens * args.hidden * element, Shape(args.tokens, args.hidden, args.fusion)
+        return args.tokens * args.hidden * element, TokenShape(args.tokens, args.hidden, args.fusion)
     if args.size is None:
         raise ArtuneError("explain: --hidden needs --tokens or --size")
     nbytes = parse_size(args.size, "--size")
     tokens = nbytes // (args.hidden * element)
     if tokens < 1:
         raise ArtuneError(f"explain: --size {args.size} is less than one token of {args.hidden} {dtype} elements")
-    return nbytes, Shape(tokens, args.hidden, args.fusion)
+    return nbytes, TokenShape(tokens, args.hidden, args.fusion)
 
 
 _TOKENS_HI = 16  # a shape plan's chart: log2 tokens 0..16

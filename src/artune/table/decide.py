@@ -42,7 +42,7 @@ from types import MappingProxyType
 from artune.catalog import SPECS
 from artune.sizes import format_span
 from artune.table.gaps import gap_policy
-from artune.table.model import MODES, ParamValue, Plan, Shape, Table
+from artune.table.model import MODES, ParamValue, Plan, Table, TokenShape
 
 _KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
 
@@ -249,7 +249,7 @@ def decide(
     available: frozenset[str] | set[str] | None = None,
     hosts: int = 1,
     multicast: bool | None = None,
-    shape: Shape | None = None,
+    shape: TokenShape | None = None,
 ) -> Decision:
     """Choose the algorithm for one all-reduce of ``nbytes`` bytes by ``table``.
 
@@ -306,7 +306,7 @@ class Decider:
         return found if found is not None else compiled.decision(*key)
 
     def decide_shape(
-        self, nbytes: int, world_size: int, mode: str, available: frozenset[str] | set[str] | None, shape: Shape
+        self, nbytes: int, world_size: int, mode: str, available: frozenset[str] | set[str] | None, shape: TokenShape
     ) -> Decision:
         """``decide`` for a message of ``shape`` (tokens x hidden x fused op)."""
         if self.table.forced:  # a user override wins over any plan, by shape or by bytes
@@ -323,7 +323,7 @@ class Decider:
             return compiled.over(available)
         return compiled.decision(bisect.bisect_left(compiled.bounds, shape.tokens), available)
 
-    def _compile_shape(self, world_size: int, mode: str, shape: Shape) -> _ShapePlan:
+    def _compile_shape(self, world_size: int, mode: str, shape: TokenShape) -> _ShapePlan:
         if mode not in MODES:
             raise ValueError(f"decide(): mode must be one of {MODES}, got {mode!r}")
         if world_size < 1 or shape.hidden < 1:

@@ -34,7 +34,7 @@ from itertools import pairwise
 from artune.catalog import SPECS
 from artune.table.check import runs_wherever
 from artune.table.decide import decide
-from artune.table.model import MODES, Plan, Provenance, Shape, Table
+from artune.table.model import MODES, Plan, Provenance, Table, TokenShape
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def diff_shapes(
     cuts = {1} if tokens is None else {tokens}
     if tokens is None:
         for table in (a, b):
-            decision = decide(table, 0, world_size, shape=Shape(1, hidden, fusion))
+            decision = decide(table, 0, world_size, shape=TokenShape(1, hidden, fusion))
             plan = table.shape_plan(decision.world_size, decision.mode, decision.hidden, fusion)
             for band in plan.bands if plan is not None else ():
                 if band.upto is not None:
@@ -153,7 +153,7 @@ def diff_shapes(
     out: list[Difference] = []
     points = sorted(cuts)
     for start, stop in pairwise([*points, None]):
-        shape = Shape(start, hidden, fusion)
+        shape = TokenShape(start, hidden, fusion)
         da = decide(a, start * hidden * BF16, world_size, shape=shape)
         db = decide(b, start * hidden * BF16, world_size, shape=shape)
         if da.algorithm == db.algorithm:

@@ -84,7 +84,7 @@ class Band:
 
 
 @dataclass(frozen=True)
-class Shape:
+class TokenShape:
     """A message as an engine that decides by shape sees it: ``tokens`` rows of ``hidden`` elements,
     reduced together with the fused op ``fusion`` (TensorRT-LLM's ``AllReduceFusionOp`` names)."""
 

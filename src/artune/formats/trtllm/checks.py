@@ -22,7 +22,7 @@
 from __future__ import annotations
 
 from artune.formats.trtllm.enums import ALGORITHMS, Enums
-from artune.formats.trtllm.header import Grid, Header
+from artune.formats.trtllm.header import LookupHeader, StrategyGrid
 from artune.table.check import Finding
 from artune.table.model import Table
 
@@ -41,7 +41,7 @@ HIDDEN_SIZES = {5120: "", 6144: "", 7168: " (DeepSeek-V3)", 12288: "", 16384: ""
 BF16 = 2
 
 
-def header_findings(header: Header, enums: Enums, tables: dict[str, Table], gate: str | None) -> list[Finding]:
+def header_findings(header: LookupHeader, enums: Enums, tables: dict[str, Table], gate: str | None) -> list[Finding]:
     """Every R1xx finding of one revision's header."""
     name = f"trtllm:{header.file.label}"
     out: list[Finding] = []
@@ -130,11 +130,11 @@ def _strategy(enums: Enums, value: int) -> str:
     return enums.strategy_name(value) or str(value)
 
 
-def _fusion_names(header: Header, index: int) -> str:
+def _fusion_names(header: LookupHeader, index: int) -> str:
     return "/".join(op for op, i in header.fusion_index.items() if i == index) or f"plane {index}"
 
 
-def _planes(header: Header, enums: Enums, name: str, arch: str, grid: Grid) -> list[Finding]:
+def _planes(header: LookupHeader, enums: Enums, name: str, arch: str, grid: StrategyGrid) -> list[Finding]:
     out: list[Finding] = []
     nccl = enums.strategy.get("NCCL")
     by_plane: dict[int, list[int]] = {}
@@ -161,7 +161,7 @@ def _planes(header: Header, enums: Enums, name: str, arch: str, grid: Grid) -> l
     return out
 
 
-def _flips(header: Header, enums: Enums, name: str, arch: str, grid: Grid) -> list[Finding]:
+def _flips(header: LookupHeader, enums: Enums, name: str, arch: str, grid: StrategyGrid) -> list[Finding]:
     """Rows whose strategy comes back after another took over, one finding per (TP, plane)."""
     out: list[Finding] = []
     tokens = header.indices["tokens"]
@@ -202,7 +202,7 @@ def _flips(header: Header, enums: Enums, name: str, arch: str, grid: Grid) -> li
     return out
 
 
-def _capped(header: Header, enums: Enums, name: str, arch: str, grid: Grid) -> list[Finding]:
+def _capped(header: LookupHeader, enums: Enums, name: str, arch: str, grid: StrategyGrid) -> list[Finding]:
     """Cells the workspace cap overrides for bf16 messages (the header writes a kernel, NCCL runs)."""
     if header.workspace is None:
         return []
@@ -236,7 +236,7 @@ def _capped(header: Header, enums: Enums, name: str, arch: str, grid: Grid) -> l
     ]
 
 
-def _constants(header: Header, name: str, arch: str, grid: Grid) -> list[Finding]:
+def _constants(header: LookupHeader, name: str, arch: str, grid: StrategyGrid) -> list[Finding]:
     rows = grid.rows()
     sizes = {
         "kTpSizeChoice": {len(grid.root.items)},

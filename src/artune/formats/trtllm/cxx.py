@@ -45,7 +45,7 @@ class Brace:
 
 
 @dataclass(frozen=True)
-class Source:
+class CxxText:
     """A header's text, comments blanked, with its name for messages."""
 
     name: str

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from artune.errors import TableError
 from artune.formats.files import SourceFile
-from artune.formats.trtllm.cxx import Source, line_at, strip_comments
+from artune.formats.trtllm.cxx import CxxText, line_at, strip_comments
 
 FILE = "cpp/tensorrt_llm/kernels/customAllReduceKernels.h"
 #: artune's algorithm names for the strategies a table cell can hold (the others are not table values)
@@ -44,11 +44,11 @@ class Enums:
 
 def parse_enums(file: SourceFile) -> Enums:
     """Read ``AllReduceStrategyType`` and ``AllReduceFusionOp``; ``TableError`` at the line of what is not read."""
-    src = Source(file.label, strip_comments(file.text))
+    src = CxxText(file.label, strip_comments(file.text))
     return Enums(_enum(src, "AllReduceStrategyType"), _enum(src, "AllReduceFusionOp"), file)
 
 
-def _enum(src: Source, name: str) -> dict[str, int]:
+def _enum(src: CxxText, name: str) -> dict[str, int]:
     found = re.search(rf"enum\s+class\s+{name}\s*:\s*\w+\s*\{{", src.text)
     if found is None:
         raise TableError(f"{src.name}: no 'enum class {name}' here; is this {FILE}?")

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 
 from artune.errors import TableError
 from artune.formats.files import SourceFile
-from artune.formats.trtllm.cxx import Brace, Source, int_expr, line_at, strip_comments
+from artune.formats.trtllm.cxx import Brace, CxxText, int_expr, line_at, strip_comments
 
 #: the arguments of ``selectStrategyLookUpTable`` and the axis each indexes
 ARGUMENTS = {"tp_size": "tp", "num_tokens": "tokens", "hidden_size": "hidden"}
@@ -96,7 +96,7 @@ class SmRule:
 
 
 @dataclass(frozen=True)
-class Grid:
+class StrategyGrid:
     """One SM version's table: ``cells[tp][fusion][hidden][tokens]`` (in the function's subscript order)."""
 
     sm: int
@@ -161,11 +161,11 @@ def _atoi(text: str) -> int:
 
 
 @dataclass(frozen=True)
-class Header:
+class LookupHeader:
     """What one revision's header says, every part with its line."""
 
     file: SourceFile
-    grids: dict[int, Grid]
+    grids: dict[int, StrategyGrid]
     sm_argument: str
     sm_rules: tuple[SmRule, ...]
     indices: dict[str, Index]
@@ -205,10 +205,10 @@ class Header:
         return node
 
 
-def parse_header(file: SourceFile) -> Header:
+def parse_header(file: SourceFile) -> LookupHeader:
     """Read one revision's ``customAllReduceUtils.h``; ``TableError`` at the file and line of what is not
     in the shape this module reads."""
-    src = Source(file.label, strip_comments(file.text))
+    src = CxxText(file.label, strip_comments(file.text))
     select = _SELECT.search(src.text)
     if select is None:
         raise TableError(
@@ -220,7 +220,7 @@ def parse_header(file: SourceFile) -> Header:
     grids = _read_map(src, tables, rules["order"])
     fusion, fusion_line = _read_fusion_map(src)
     constants = {m.group(1): (int(m.group(2)), line_at(src.text, m.start())) for m in _CONSTANT.finditer(src.text)}
-    return Header(
+    return LookupHeader(
         file=file,
         grids=grids,
         sm_argument=rules["sm"],
@@ -237,7 +237,7 @@ def parse_header(file: SourceFile) -> Header:
     )
 
 
-def _read_select(src: Source, select: re.Match[str]) -> dict[str, object]:
+def _read_select(src: CxxText, select: re.Match[str]) -> dict[str, object]:
     """The statements of ``selectStrategyLookUpTable``, each in the one shape artune reads."""
     params = [p.split()[-1] for p in select.group(1).split(",")]
     if sorted(params) != sorted(["num_tokens", "hidden_size", "fusionOp", "tp_size"]):
@@ -297,13 +297,13 @@ def _expected_bounds(sm: str, variables: list[str]) -> str:
     return " || ".join(parts)
 
 
-def _read_map(src: Source, tables: dict[int, tuple[str, int]], order: tuple[str, ...]) -> dict[int, Grid]:
+def _read_map(src: CxxText, tables: dict[int, tuple[str, int]], order: tuple[str, ...]) -> dict[int, StrategyGrid]:
     found = _MAP.search(src.text)
     if found is None:
         raise TableError(f"{src.name}: no AllReduceBestStrategyTable = {{...}} map from SM version to table")
     begin, end = src.block(found.end() - 1)
     by_name = {name: (sm, start) for sm, (name, start) in tables.items()}
-    grids: dict[int, Grid] = {}
+    grids: dict[int, StrategyGrid] = {}
     entry = re.compile(r"\{\s*(\d+)\s*,\s*(\w+)\s*\}")
     body = src.text[begin:end]
     rest = entry.sub("", body).replace(",", "")
@@ -318,13 +318,13 @@ def _read_map(src: Source, tables: dict[int, tuple[str, int]], order: tuple[str,
             raise src.error(
                 by_name[name][1], f"{name}: {brace.depth()} levels of braces, not the 4 of [{']['.join(order)}]"
             )
-        grids[sm] = Grid(sm, name, brace, brace.line)
+        grids[sm] = StrategyGrid(sm, name, brace, brace.line)
     if not grids:
         raise src.error(found.start(), "AllReduceBestStrategyTable maps no SM version to a table")
     return grids
 
 
-def _read_fusion_map(src: Source) -> tuple[dict[str, int], int]:
+def _read_fusion_map(src: CxxText) -> tuple[dict[str, int], int]:
     found = _FUSION_MAP.search(src.text)
     if found is None:
         raise TableError(f"{src.name}: no mapFusionOpToIndex = {{...}}: which fused op reads which plane is unknown")
@@ -340,7 +340,7 @@ def _read_fusion_map(src: Source) -> tuple[dict[str, int], int]:
     return out, line_at(src.text, found.start())
 
 
-def _read_workspace(src: Source) -> Workspace | None:
+def _read_workspace(src: CxxText) -> Workspace | None:
     found = _WORKSPACE.search(src.text)
     if found is None:
         return None

@@ -32,7 +32,7 @@ from artune.formats.engine import EngineImport
 from artune.formats.files import SourceFile, read_source
 from artune.formats.trtllm.enums import ALGORITHMS, Enums, parse_enums
 from artune.formats.trtllm.enums import FILE as ENUM_FILE
-from artune.formats.trtllm.header import Header, parse_header
+from artune.formats.trtllm.header import LookupHeader, parse_header
 from artune.table.family import TableSet
 from artune.table.model import Band, Plan, Platform, Provenance, Table
 
@@ -112,7 +112,7 @@ def autotune_gate(ops: SourceFile) -> str:
     return ""
 
 
-def build_tables(header: Header, enums: Enums, gate: str | None) -> dict[str, Table]:
+def build_tables(header: LookupHeader, enums: Enums, gate: str | None) -> dict[str, Table]:
     """One table per SM version of the header's map, with one shape plan per row."""
     fallback = _algorithm(header, enums, enums.strategy.get(header.fallback), header.fallback_line)
     planes: dict[int, tuple[str, ...]] = {}
@@ -156,7 +156,7 @@ def build_tables(header: Header, enums: Enums, gate: str | None) -> dict[str, Ta
     return tables
 
 
-def _algorithm(header: Header, enums: Enums, value: int | None, line: int) -> str:
+def _algorithm(header: LookupHeader, enums: Enums, value: int | None, line: int) -> str:
     name = enums.strategy_name(value) if value is not None else None
     if name is None:
         raise TableError(
@@ -165,7 +165,7 @@ def _algorithm(header: Header, enums: Enums, value: int | None, line: int) -> st
     return ALGORITHMS.get(name, f"trtllm_{name.lower()}")
 
 
-def _token_bands(header: Header, cells: list[str], fallback: str) -> tuple[Band, ...]:
+def _token_bands(header: LookupHeader, cells: list[str], fallback: str) -> tuple[Band, ...]:
     """Column ``k`` covers tokens ``[2**k, 2**(k+1) - 1]`` (the truncated log2); equal neighbours merge."""
     tokens = header.indices["tokens"]
     # tokens below the first column read a negative index, which the cast wraps out of range

@@ -15,7 +15,7 @@ from __future__ import annotations
 from artune.formats.header import Export, provenance_lines
 from artune.formats.trtllm.enums import STRATEGIES
 from artune.table.decide import decide
-from artune.table.model import Shape, Table
+from artune.table.model import Table, TokenShape
 
 TP_ROWS = (2, 4, 8)
 PLANES = ("NONE", "RESIDUAL_RMS_NORM", "RESIDUAL_RMS_NORM_QUANT_FP8", "RESIDUAL_RMS_NORM_QUANT_NVFP4")
@@ -49,7 +49,7 @@ def export_trtllm(table: Table, command: str, sm: int) -> Export:
 
 
 def _cell(table: Table, ws: int, tokens: int, hidden: int, fusion: str, dropped: list[str]) -> int:
-    decision = decide(table, 0, ws, shape=Shape(tokens, hidden, fusion))
+    decision = decide(table, 0, ws, shape=TokenShape(tokens, hidden, fusion))
     strategy = STRATEGIES.get(decision.algorithm)
     if strategy is None:
         dropped.append(
