@@ -195,7 +195,8 @@ class _ShapePlan(_CompiledPlan):
         self.capped: dict[frozenset[str] | None, Decision] = {}
 
     def span(self, lower: int, upper: int | None) -> str:
-        return f"tokens {lower}+" if upper is None else f"tokens {lower}..{upper}"
+        first = max(lower, 1)  # a message has at least one token
+        return f"tokens {first}+" if upper is None else f"tokens {first}..{upper}"
 
     def over(self, available: frozenset[str] | None) -> Decision:
         """The decision for a message over the workspace cap: ``over_cap``, whatever the band."""
