@@ -149,7 +149,10 @@ def _planes(header: LookupHeader, enums: Enums, name: str, arch: str, grid: Stra
             tp_rows = sorted({header.indices["tp"].row(a) for a in tps})
             why = "measured, or never benchmarked?"
             if "NVFP4" in _fusion_names(header, b) and grid.sm < 100:
-                why = "tests/microbenchmarks/all_reduce.py (03d89c48) does not benchmark NVFP4 below SM 100: nothing measured it"
+                why = (
+                    "tests/microbenchmarks/all_reduce.py (03d89c48) does not benchmark NVFP4 below SM 100: "
+                    "nothing measured it"
+                )
             out.append(
                 Finding(
                     name,
