@@ -242,3 +242,24 @@ def test_the_autotuner_gate_is_read_from_the_checkouts_ops_py(tmp_path: Path) ->
     gate = [f for f in imported.findings if f.code == "R109"]
     assert len(gate) == 1 and gate[0].note and gate[0].source.endswith("ops.py:4")
     assert "TLLM_DISABLE_ALLREDUCE_AUTOTUNE=1" in imported.tables.tables["9.0"].provenance.notes
+
+
+def test_the_csv_holds_what_the_generator_reads() -> None:
+    # the generator (allreduce_heuristic_code_gen.py at TensorRT-LLM 0c9a37db) keys cells by world_size, fusion,
+    # hidden_size and num_tokens, takes 'time (us)', and knows these strategy and fused-op names
+    strategies = {"NCCL", "NCCL_SYMMETRIC", "ONESHOT", "TWOSHOT"}
+    fusions = {"NONE", "RESIDUAL_RMS_NORM", "RESIDUAL_RMS_NORM_QUANT_FP8", "RESIDUAL_RMS_NORM_QUANT_NVFP4"}
+    import csv
+    import io
+
+    measurements = [
+        _measurement(name, 1 << k, [10.0, 11.0])
+        for k in range(15)
+        for name in ("nccl", "nccl_symmetric", "trtllm_oneshot", "trtllm_twoshot")
+    ]
+    rows = list(csv.DictReader(io.StringIO(write_csv(measurements))))
+    assert len(rows) == 2 * len(measurements)
+    assert {r["strategy"] for r in rows} == strategies and {r["fusion"] for r in rows} <= fusions
+    for r in rows:
+        assert int(r["num_tokens"]) * int(r["hidden_size"]) * 2 == int(r["size"]) and float(r["time (us)"]) > 0
+        assert 1 <= int(r["num_tokens"]) <= 1 << 15 and 128 <= int(r["hidden_size"]) <= 1 << 14
