@@ -7,10 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from artune.errors import OverrideError
-from artune.table import apply_overrides, loads_table, parse_overrides
+from artune.table import apply_overrides, dumps_table, loads_table, parse_overrides
 from artune.table.bundled import cpu_default
 from artune.table.decide import decide
 from artune.table.family import TableSet, family_chain
+from artune.table.model import MODES, Mode
 
 MiB = 1 << 20
 
@@ -97,6 +98,15 @@ def test_mode_rule(table) -> None:
     decision = decide(table, 1024, 8, "eager")
     assert decision.algorithm == "1shot_push"
     assert "no eager-mode plans" in decision.reason
+
+
+def test_modes_are_one_enum_that_reads_and_writes_as_text(table) -> None:
+    assert MODES == ("graph", "eager") and tuple(Mode) == (Mode.GRAPH, Mode.EAGER)
+    plan = table.plan(8, "graph")
+    assert plan is not None and plan.mode is Mode.GRAPH  # the reader builds the enum
+    assert table.plan(8, Mode.GRAPH) is plan  # a member and its value find the same plan
+    assert decide(table, 1024, 8, Mode.EAGER) == decide(table, 1024, 8, "eager")
+    assert 'mode = "graph"' in dumps_table(table) and f"{Mode.EAGER}" == "eager"
 
 
 def test_reason_carries_provenance(table) -> None:

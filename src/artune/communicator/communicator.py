@@ -63,7 +63,7 @@ from artune.errors import ArtuneError, CommunicatorClosed, PeerTimeout
 from artune.sizes import format_size
 from artune.table.decide import Decision, decide
 from artune.table.io import digest
-from artune.table.model import Table
+from artune.table.model import MODES, Mode, Table
 from artune.table.selection import select_table
 
 log = logging.getLogger(__name__)
@@ -167,9 +167,9 @@ class Communicator:
         self.group = group
         self.rank = dist.get_rank(group)
         self.world_size = dist.get_world_size(group)
-        if mode not in modes.MODES:
-            raise ArtuneError(f"Communicator(): mode {mode!r} is not one of {', '.join(modes.MODES)}")
-        self.mode = mode
+        if mode not in MODES:
+            raise ArtuneError(f"Communicator(): mode {mode!r} is not one of {', '.join(MODES)}")
+        self.mode = Mode(mode)
         self.timeout = float(timeout if timeout is not None else env.timeout_s)
         self.table = select_table(table, env)
         env_buffer = os.environ.get("ARTUNE_SHM_BYTES") if buffer_bytes is None else None
@@ -419,7 +419,7 @@ class Communicator:
         """
         route = self._route(tensor, op, algorithm, params, self.mode)  # type: ignore[arg-type]
         try:
-            graph = self._route(tensor, op, algorithm, params, "graph")  # type: ignore[arg-type]
+            graph = self._route(tensor, op, algorithm, params, Mode.GRAPH)  # type: ignore[arg-type]
             graph = (graph[0], None)  # no agreement inside a capture
         except ArtuneError as err:
             graph = (functools.partial(_raise, err), None)

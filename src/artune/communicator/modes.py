@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-MODES = ("eager", "graph")
+from artune.table.model import Mode
 
 
 def capturing(tensor: torch.Tensor) -> bool:
@@ -20,6 +20,6 @@ def capturing(tensor: torch.Tensor) -> bool:
     return tensor.is_cuda and torch.cuda.is_current_stream_capturing()
 
 
-def call_mode(captured: bool, default: str) -> str:
+def call_mode(captured: bool, default: Mode) -> Mode:
     """``graph`` while capturing, else ``default`` (the Communicator's ``mode``)."""
-    return "graph" if captured else default
+    return Mode.GRAPH if captured else default

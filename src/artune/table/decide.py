@@ -41,8 +41,8 @@ from types import MappingProxyType
 
 from artune.catalog import SPECS
 from artune.sizes import format_span
-from artune.table.gaps import gap_policy
-from artune.table.model import MODES, ParamValue, Plan, Table, TokenShape
+from artune.table.gaps import GapPolicy, gap_policy
+from artune.table.model import MODES, Mode, ParamValue, Plan, Table, TokenShape
 
 _KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
 
@@ -58,7 +58,7 @@ class Decision:
     lower: int = 0  # the band's bounds, inclusive; upper None = no upper bound
     upper: int | None = None
     world_size: int = 0  # the plan's world size (may differ from the call's: see reason); 0: no plan
-    mode: str = "eager"
+    mode: str = Mode.EAGER
     hosts: int = 1  # the plan's number of hosts
     multicast: bool | None = None  # the plan's machine: with/without NVLink multicast, None: any
     unit: str = "bytes"  # what lower and upper count: "tokens" for a shape plan's band
@@ -246,7 +246,7 @@ def decide(
     table: Table,
     nbytes: int,
     world_size: int,
-    mode: str = "eager",
+    mode: str = Mode.EAGER,
     available: frozenset[str] | set[str] | None = None,
     hosts: int = 1,
     multicast: bool | None = None,
@@ -331,7 +331,7 @@ class Decider:
             raise ValueError(f"decide(): world_size and hidden must be >= 1, got {world_size!r}, {shape.hidden!r}")
         table = self.table
         policy = gap_policy(table.rules)
-        over_cap = policy.fallback or _KIND_DEFAULT.get(table.platform.kind, "nccl")
+        over_cap = policy.fallback or _platform_default(table)
         ws, hidden = world_size, shape.hidden
         notes = []
         if policy.pow2_rows:
@@ -355,69 +355,104 @@ class Decider:
         return _ShapePlan(table, None, fallback, "; ".join([*notes, f"{why}: {fallback}"]), over_cap, cap)
 
     def _compile(self, world_size: int, mode: str, hosts: int = 1, multicast: bool | None = None) -> _CompiledPlan:
-        if mode not in MODES:
-            raise ValueError(f"decide(): mode must be one of {MODES}, got {mode!r}")
-        if world_size < 1 or isinstance(world_size, bool):
-            raise ValueError(f"decide(): world_size must be a positive integer, got {world_size!r}")
-        if isinstance(hosts, bool) or not isinstance(hosts, int) or not 1 <= hosts <= world_size:
-            raise ValueError(f"decide(): hosts must be an integer from 1 to world_size, got {hosts!r}")
-        if multicast not in (None, True, False):
-            raise ValueError(f"decide(): multicast must be True, False or None, got {multicast!r}")
+        """The plan a call decides by, one function per rule of the module docstring."""
+        _check_call(world_size, mode, hosts, multicast)
         table = self.table
-        mine = table.for_machine(multicast)
         if table.forced:
-            note = f"user override: {table.forced} forced for every size"
-            return _ForcedPlan(table, table.plan(world_size, mode, hosts, multicast), table.forced, note)
+            return _forced(table, world_size, mode, hosts, multicast)
         policy = gap_policy(table.rules)
         if not policy.nearest:
-            plan = table.plan(world_size, mode, hosts, multicast)
-            if plan is not None:
-                return _CompiledPlan(table, plan, plan.fallback, "")
-            fallback = policy.fallback or _KIND_DEFAULT.get(table.platform.kind, "nccl")
-            return _CompiledPlan(table, None, fallback, policy.missing(world_size, mode, hosts))
-        topology = [p for p in mine if p.hosts == hosts]
-        note = ""
-        if not topology and hosts > 1:
-            fewer = [p for p in mine if 1 < p.hosts < hosts]
-            if not fewer:
-                fallback = _KIND_DEFAULT.get(table.platform.kind, "nccl")
-                return _CompiledPlan(
-                    table,
-                    None,
-                    fallback,
-                    f"no plans for ranks across {hosts} hosts (single-host plans do not apply); "
-                    f"{fallback} for every size",
-                )
-            nearest = max(p.hosts for p in fewer)
-            topology = [p for p in fewer if p.hosts == nearest]
-            note = f"no plans for {hosts} hosts; using {nearest}-host plans (rule: nearest smaller number of hosts)"
-        plans = [p for p in topology if p.mode == mode]
+            return _engine_plan(table, policy, world_size, mode, hosts, multicast)
+        mine = table.for_machine(multicast)
+        topology, note = _for_hosts(mine, hosts)
+        plans, note = _for_mode(topology, mode, note)
         if not plans:
-            other = [p for p in topology if p.mode != mode]
-            if other:
-                note = "; ".join(filter(None, (note, f"no {mode}-mode plans; using {other[0].mode}-mode plans")))
-            plans = other
-        exact = [p for p in plans if p.world_size == world_size]
-        if exact:
-            return _CompiledPlan(table, exact[0], exact[0].fallback, note)
-        smaller = [p for p in plans if p.world_size < world_size]
-        if smaller:
-            plan = max(smaller, key=lambda p: p.world_size)
-            rule = (
-                f"no plan for world_size={world_size}; using world_size={plan.world_size}'s plan "
-                "(rule: nearest smaller world size)"
-            )
-            return _CompiledPlan(table, plan, plan.fallback, "; ".join(filter(None, (note, rule))))
-        if plans:
-            plan = min(plans, key=lambda p: p.world_size)
-            rule = (
-                f"no plan for world_size={world_size} or below; the fallback of world_size="
-                f"{plan.world_size}'s plan for every size (rule: no smaller plan)"
-            )
-            return _CompiledPlan(table, None, plan.fallback, "; ".join(filter(None, (note, rule))))
-        fallback = _KIND_DEFAULT.get(table.platform.kind, "nccl")
-        what = "no plans" if not mine else "no single-host plans"
-        return _CompiledPlan(table, None, fallback, f"table has {what}; {fallback} for every size")
+            fallback = _platform_default(table)
+            why = note or f"table has {'no single-host plans' if mine else 'no plans'}"
+            return _CompiledPlan(table, None, fallback, f"{why}; {fallback} for every size")
+        return _for_world_size(table, plans, world_size, note)
+
+
+def _check_call(world_size: int, mode: str, hosts: int, multicast: bool | None) -> None:
+    """``ValueError`` naming the first argument of a call that no table can answer."""
+    if mode not in MODES:
+        raise ValueError(f"decide(): mode must be one of {MODES}, got {mode!r}")
+    if world_size < 1 or isinstance(world_size, bool):
+        raise ValueError(f"decide(): world_size must be a positive integer, got {world_size!r}")
+    if isinstance(hosts, bool) or not isinstance(hosts, int) or not 1 <= hosts <= world_size:
+        raise ValueError(f"decide(): hosts must be an integer from 1 to world_size, got {hosts!r}")
+    if multicast not in (None, True, False):
+        raise ValueError(f"decide(): multicast must be True, False or None, got {multicast!r}")
+
+
+def _platform_default(table: Table) -> str:
+    """The platform's process group: what runs where no plan applies."""
+    return _KIND_DEFAULT.get(table.platform.kind, "nccl")
+
+
+def _join(*notes: str) -> str:
+    return "; ".join(filter(None, notes))
+
+
+def _forced(table: Table, world_size: int, mode: str, hosts: int, multicast: bool | None) -> _CompiledPlan:
+    """Rule 1: a user override that forces an algorithm wins (the plan only lends its parameters)."""
+    note = f"user override: {table.forced} forced for every size"
+    return _ForcedPlan(table, table.plan(world_size, mode, hosts, multicast), table.forced, note)
+
+
+def _engine_plan(
+    table: Table, policy: GapPolicy, world_size: int, mode: str, hosts: int, multicast: bool | None
+) -> _CompiledPlan:
+    """Rule 2 under an engine's gap policy: the exact plan, else the engine's fallback for every size."""
+    plan = table.plan(world_size, mode, hosts, multicast)
+    if plan is not None:
+        return _CompiledPlan(table, plan, plan.fallback, "")
+    fallback = policy.fallback or _platform_default(table)
+    return _CompiledPlan(table, None, fallback, policy.missing(world_size, mode, hosts))
+
+
+def _for_hosts(mine: tuple[Plan, ...], hosts: int) -> tuple[list[Plan], str]:
+    """Rule 2, hosts: the plans for the same number of hosts; with none, those for the nearest smaller
+    number above one (never single-host plans for ranks across hosts). Returns the plans and a note."""
+    same = [p for p in mine if p.hosts == hosts]
+    if same or hosts == 1:
+        return same, ""
+    fewer = [p for p in mine if 1 < p.hosts < hosts]
+    if not fewer:
+        return [], f"no plans for ranks across {hosts} hosts (single-host plans do not apply)"
+    nearest = max(p.hosts for p in fewer)
+    note = f"no plans for {hosts} hosts; using {nearest}-host plans (rule: nearest smaller number of hosts)"
+    return [p for p in fewer if p.hosts == nearest], note
+
+
+def _for_mode(topology: list[Plan], mode: str, note: str) -> tuple[list[Plan], str]:
+    """Rule 2, mode: the plans for ``mode``; a mode without any uses the other mode's plans."""
+    plans = [p for p in topology if p.mode == mode]
+    if plans or not topology:
+        return plans, note
+    return topology, _join(note, f"no {mode}-mode plans; using {topology[0].mode}-mode plans")
+
+
+def _for_world_size(table: Table, plans: list[Plan], world_size: int, note: str) -> _CompiledPlan:
+    """Rule 2, world size: the exact plan, else the nearest smaller one's; with no smaller plan, the
+    nearest larger plan's fallback for every size."""
+    exact = [p for p in plans if p.world_size == world_size]
+    if exact:
+        return _CompiledPlan(table, exact[0], exact[0].fallback, note)
+    smaller = [p for p in plans if p.world_size < world_size]
+    if smaller:
+        plan = max(smaller, key=lambda p: p.world_size)
+        rule = (
+            f"no plan for world_size={world_size}; using world_size={plan.world_size}'s plan "
+            "(rule: nearest smaller world size)"
+        )
+        return _CompiledPlan(table, plan, plan.fallback, _join(note, rule))
+    plan = min(plans, key=lambda p: p.world_size)
+    rule = (
+        f"no plan for world_size={world_size} or below; the fallback of world_size="
+        f"{plan.world_size}'s plan for every size (rule: no smaller plan)"
+    )
+    return _CompiledPlan(table, None, plan.fallback, _join(note, rule))
 
 
 class _ForcedPlan(_CompiledPlan):

@@ -27,6 +27,7 @@ from artune.table.model import (
     SCHEMA,
     SOURCES,
     Band,
+    Mode,
     Plan,
     Platform,
     Provenance,
@@ -230,7 +231,7 @@ class _Reader:
         if multicast is not None and not isinstance(multicast, bool):
             raise self.fail(where, f"multicast must be true or false (absent: any machine), got {multicast!r}")
         where = f"{where} (world_size={world_size}" + (f", hosts={hosts})" if hosts > 1 else ")")
-        mode = self.text(data, "mode", where, MODES) if "mode" in data else "eager"
+        mode = Mode(self.text(data, "mode", where, MODES)) if "mode" in data else Mode.EAGER
         fallback = self.name(self.required(data, "fallback", where), f"{where}: fallback")
         bands = self.bands(data, "bands", where)
         written = self.bands(data, "written", where)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from functools import cached_property
 from typing import Any
 
@@ -32,7 +33,24 @@ from artune.errors import TableError
 from artune.sizes import MAX_SIZE
 
 KINDS = ("cuda", "rocm", "cpu")
-MODES = ("graph", "eager")
+
+
+class Mode(str, Enum):
+    """Which plan a call uses: ``graph`` inside a CUDA graph capture, ``eager`` otherwise.
+
+    A ``str``: a member equals (and hashes as) its value, so plans keyed by
+    ``"graph"`` and by ``Mode.GRAPH`` are the same plan, and TOML and JSON
+    write the value.
+    """
+
+    GRAPH = "graph"
+    EAGER = "eager"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+MODES = tuple(m.value for m in Mode)  # ("graph", "eager"): the values, for choices and messages
 SOURCES = ("measured", "published", "inherited", "modelled")
 SCHEMA = 1
 
