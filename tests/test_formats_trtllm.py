@@ -124,6 +124,8 @@ def test_explain_show_and_diff_take_tokens_and_hidden(capsys: pytest.CaptureFixt
     assert capsys.readouterr().out.startswith("trtllm_twoshot")
     assert main([*args, "--size", "4MiB"]) == 2  # a shape table needs the shape
     assert "decides by shape" in capsys.readouterr().err
+    assert main([*args, "--tokens", "5", "--hidden", "4096", "--fusion", "RMS_NORM"]) == 2  # no plane reads it
+    assert "has planes for NONE" in capsys.readouterr().err
     assert main(["show", f"trtllm:{NEW}@9.0", "--hidden", "7168", "--fusion", "NONE"]) == 0
     assert "hidden 4096 NONE" in capsys.readouterr().out
     assert (

@@ -283,6 +283,9 @@ def _message(args: argparse.Namespace, table: Table, dtype: str) -> tuple[int, T
         return parse_size(args.size, "--size"), None
     if args.hidden < 1 or (args.tokens is not None and args.tokens < 1):
         raise ArtuneError("explain: --hidden and --tokens must be positive")
+    fusions = sorted({f for p in table.plans for f in p.fusions})
+    if fusions and args.fusion not in fusions:
+        raise ArtuneError(f"explain: --fusion {args.fusion}: {table.name} has planes for {', '.join(fusions)}")
     element = _ELEMENT_BYTES[dtype]
     if args.tokens is not None:
         if args.size is not None:
