@@ -265,3 +265,19 @@ def test_the_csv_holds_what_the_generator_reads() -> None:
     for r in rows:
         assert int(r["num_tokens"]) * int(r["hidden_size"]) * 2 == int(r["size"]) and float(r["time (us)"]) > 0
         assert 1 <= int(r["num_tokens"]) <= 1 << 15 and 128 <= int(r["hidden_size"]) <= 1 << 14
+
+
+def test_cells_the_workspace_cap_overrides_are_reported(tmp_path: Path) -> None:
+    root = copy(tmp_path)
+    path = root / HEADER
+    lines = path.read_text().splitlines(keepends=True)
+    # SM90, TP=2, NONE, hidden 8192: ONESHOT at 8192 tokens, 128 MiB of bf16 over the 64 MiB workspace
+    assert lines[137].strip() == "{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0}},"
+    lines[137] = lines[137].replace("4, 0, 0, 0}},", "4, 0, 4, 0}},")
+    path.write_text("".join(lines))
+    imported = read_trtllm(str(root))
+    capped = [f for f in imported.findings if f.code == "R108"]
+    assert len(capped) == 1 and capped[0].world_size == 2 and capped[0].source.endswith(":138")
+    assert "hidden 8192 from 8192 tokens (ONESHOT)" in capped[0].message
+    table = imported.tables.tables["9.0"]
+    assert decide(table, 8192 * 8192 * 2, 2, shape=TokenShape(8192, 8192)).algorithm == "nccl"  # the cap wins
