@@ -1,8 +1,11 @@
 """Render review pages as a reader sees them: Markdown to HTML (the ``markdown`` package), then a screenshot.
 
-    python bench/render_reviews.py [PAGE.md ...] [--out DIR] [--no-screenshot]
+    python bench/render_reviews.py [PAGE.md ...] [--out DIR] [--no-screenshot] [--regenerate]
 
-Default pages: ``docs/reviews/*.md``. Writes ``DIR/NAME.html`` (default
+``--regenerate`` first rewrites the kept reviews (``KEPT``: ``artune review
+BEFORE AFTER`` of released engines, whose wheels it downloads and caches)
+into ``docs/reviews/``; tests/test_review.py holds them current. Default
+pages: ``docs/reviews/*.md``. Writes ``DIR/NAME.html`` (default
 ``/tmp/artune-reviews``) with GitHub-like styling, and, where ``chromium`` is
 installed, ``DIR/NAME.png`` from headless Chromium at 1200 px wide. It also
 prints, per page, what reads badly in the source: lines over 120 columns
@@ -27,6 +30,21 @@ CSS = (
     "th{background:#f6f8fa}h1,h2{border-bottom:1px solid #d8dee4}"
 )
 SCREENSHOT_TIMEOUT_S = 120
+#: the kept reviews: (BEFORE, AFTER, page under docs/reviews)
+KEPT = (
+    ("vllm==0.25.0", "vllm==0.33.0", "vllm-0.25.0-to-0.33.0.md"),
+    ("sglang==0.5.20", "sglang==0.5.23", "sglang-0.5.20-to-0.5.23.md"),
+)
+
+
+def regenerate() -> None:
+    """Rewrite each kept review as ``artune review BEFORE AFTER`` prints it now."""
+    from artune.review import build_review, open_side, render_markdown
+
+    for before, after, page in KEPT:
+        review = build_review(open_side("BEFORE", before), open_side("AFTER", after))
+        (ROOT / "docs" / "reviews" / page).write_text(render_markdown(review), encoding="utf-8")
+        print(f"docs/reviews/{page}: {review.verdict.value}, {len(review.asks)} evidence questions")
 
 
 def problems(text: str) -> list[str]:
@@ -46,12 +64,15 @@ def main() -> int:
     parser.add_argument("pages", nargs="*", type=Path)
     parser.add_argument("--out", type=Path, default=Path("/tmp/artune-reviews"))
     parser.add_argument("--no-screenshot", action="store_true")
+    parser.add_argument("--regenerate", action="store_true", help="rewrite docs/reviews/ from the released engines")
     args = parser.parse_args()
+    if args.regenerate:
+        regenerate()
     try:
         import markdown
     except ModuleNotFoundError:
-        print("render_reviews: needs the markdown package: pip install markdown", file=sys.stderr)
-        return 2
+        print("render_reviews: HTML needs the markdown package: pip install markdown", file=sys.stderr)
+        return 0 if args.regenerate else 2
     pages = args.pages or sorted((ROOT / "docs" / "reviews").glob("*.md"))
     args.out.mkdir(parents=True, exist_ok=True)
     browser = None if args.no_screenshot else shutil.which("chromium") or shutil.which("chromium-browser")

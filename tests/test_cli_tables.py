@@ -158,3 +158,19 @@ def test_show_draws_an_open_ended_band_as_such(capsys) -> None:
         assert main(["show", "bundled:cpu", "--format", fmt]) == 0
         text = capsys.readouterr().out
         assert "inf" in text and "TiB" not in text
+
+
+@pytest.mark.parametrize(("size", "kernel"), [("128KiB", "1stage"), ("1MiB", "2stage")])
+def test_explain_names_vllms_custom_allreduce_kernel_and_why(capsys, monkeypatch, size, kernel) -> None:
+    monkeypatch.delenv("VLLM_CUSTOM_ALLREDUCE_ALGO", raising=False)
+    args = ["--reference", "vllm", "--arch", "10.3", "--world-size", "6", "--size", size]
+    decision = explain(capsys, *args)
+    assert (decision["algorithm"], decision["kernel"]) == ("custom_ar", f"cross_device_reduce_{kernel}")
+    assert any("1-stage below 256KiB at 5 to 8 ranks" in step for step in decision["steps"])
+    assert main(["explain", *args]) == 0
+    assert f"custom_ar (kernel cross_device_reduce_{kernel})" in capsys.readouterr().out
+    monkeypatch.setenv("VLLM_CUSTOM_ALLREDUCE_ALGO", "1stage")
+    assert explain(capsys, *args)["kernel"] == "cross_device_reduce_1stage"
+    monkeypatch.setenv("VLLM_CUSTOM_ALLREDUCE_ALGO", "3stage")
+    assert main(["explain", *args]) == 2
+    assert "valid values: 1stage, oneshot, 2stage, twoshot" in capsys.readouterr().err

@@ -14,13 +14,27 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from artune.cli import main
 from artune.formats.gitrev import engine_members, revision_tree
+from artune.formats.releases import ReleaseUnavailable
 from artune.measure.records import SCHEMA, Candidate, Header, Measurement, MeasurementLog
-from artune.review import Review, build_review, open_side, render_json, render_markdown
+from artune.review import Review, Verdict, build_review, open_side, render_json, render_markdown
+from artune.review.benchmarks import (
+    SGLANG_BENCH,
+    SGLANG_SIZES,
+    TRTLLM_BENCH,
+    VLLM_BENCH,
+    probes,
+    reach,
+    sglang_command,
+    trtllm_commands,
+    vllm_command,
+)
+from artune.review.model import BenchCommand
 from artune.table.io import dump_table
 from artune.table.model import Band, Plan, Platform, Provenance, Table, freeze_params
 
@@ -137,7 +151,7 @@ def test_hook_command_on_a_two_commit_repository(tmp_path: Path) -> None:
     entry = str(spec["entry"]).split()
     assert entry[0] == "artune" and spec["pass_filenames"] == "false"
     args = [str(a) for a in spec["args"]]  # type: ignore[union-attr]
-    assert args == ["vllm:.", "--base", "origin/main"]
+    assert args == ["vllm:.", "--base", "origin/main", "--evidence-dir", "artune-evidence"]
     before_status = _git(repo, "status", "--porcelain")
     done = cli([*entry[1:], *args], repo)
     assert done.returncode == 1, done.stderr  # questions: 10.7 copies 10.3
@@ -162,6 +176,7 @@ def test_hook_runs_on_the_files_the_reader_reads() -> None:
             path = member + "x.py" if member.endswith("/") else member
             assert pattern.search(path), (engine, member)
         assert not pattern.search("README.md")
+        assert pattern.search("artune-evidence/10.3-ws6-vllm.json")  # committing evidence reruns the review
     assert "python/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py" in engine_members("sglang")
 
 
@@ -169,7 +184,8 @@ def test_base_of_a_single_file_and_a_work_tree_change(tmp_path: Path) -> None:
     repo = two_commits(tmp_path)
     (repo / UTILS).write_text((repo / UTILS).read_text().replace('"9.0": {2: 16 * MiB', '"9.0": {2: 32 * MiB'))
     done = cli(["review", f"vllm:{UTILS}", "--base", "HEAD"], repo)  # only the uncommitted edit
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr  # the move is a question: nothing measured it
+    assert "| **X111** | 9.0 | 2 | graph (16MiB, 32MiB] |" in done.stdout
     assert re.search(r"\| 9\.0 \| 2 \| \(16MiB, 32MiB\] \| `nccl` \|", done.stdout)
     assert "New arch" not in done.stdout
     with revision_tree(str(repo), "HEAD~1", engine_members("vllm")) as tree:
@@ -314,7 +330,7 @@ def test_the_kept_reviews_are_current(before: str, after: str, page: str) -> Non
     kept = (ROOT / "docs" / "reviews" / page).read_text()
     assert render_markdown(review) == kept, (
         f"docs/reviews/{page} is not what artune review prints now; regenerate it: "
-        f"artune review {before} {after} --out docs/reviews/{page}"
+        "python bench/render_reviews.py --regenerate --no-screenshot"
     )
 
 
@@ -332,3 +348,366 @@ def test_base_of_an_sglang_checkout_under_python(tmp_path: Path) -> None:
     assert done.returncode in (0, 1), done.stderr
     assert re.search(r"\| 10\.\d \| 2 \| (?:[a-z, ]+ \| )?\(4MiB, 8MiB\] \|", done.stdout), done.stdout
     assert "HEAD:python/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py" in done.stdout
+
+
+# ------------------------------------------------------------------ evidence questions (issue #32)
+
+BENCH_FIXTURES = ROOT / "tests" / "fixtures" / "benchmarks"
+
+
+def _excerpt(name: str, namespace: dict[str, Any]) -> dict[str, Any]:
+    """Run an excerpt of an engine's benchmark (tests/fixtures/benchmarks, repository and commit named there)."""
+    import textwrap
+
+    for block in (BENCH_FIXTURES / name).read_text().split("\n\n"):
+        code = [line for line in block.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+        if code:
+            exec(textwrap.dedent("\n".join(code)), namespace)
+    return namespace
+
+
+def _torch() -> object:
+    from types import SimpleNamespace
+
+    dtype = SimpleNamespace(itemsize=2)
+    return SimpleNamespace(bfloat16=dtype, float16=dtype, float32=SimpleNamespace(itemsize=4))
+
+
+def vllm_parse(command: BenchCommand) -> list[int]:
+    """The sizes (bytes) vLLM's benchmark measures for ``command``, parsed by its own argument parser."""
+    import argparse
+
+    ns = _excerpt("vllm_benchmark_device_communicators.txt", {"torch": _torch(), **_flexible(argparse)})
+    assert command.argv[0] == "torchrun" and command.argv[2] == VLLM_BENCH
+    args = ns["parser"].parse_args(list(command.argv[3:]))  # type: ignore[attr-defined]
+    assert args.output_json == command.output
+    return [n * ns["HIDDEN_SIZE"] * ns["BENCHMARK_DTYPE"].itemsize for n in args.sequence_lengths]  # type: ignore[attr-defined,operator]
+
+
+def _flexible(argparse: object) -> dict[str, object]:
+    return {"FlexibleArgumentParser": argparse.ArgumentParser}  # type: ignore[attr-defined]  # vLLM's subclass
+
+
+def test_printed_commands_parse_with_the_benchmarks_own_parsers(monkeypatch: pytest.MonkeyPatch) -> None:
+    import argparse
+
+    ranges = [((640 << 10) + 1, 2304 << 10), ((2304 << 10) + 1, 8 * MiB), (0, 256 << 10), (32 * MiB + 1, None)]
+    vllm = vllm_command(8, ranges, "out/10.0-ws8-vllm.json")
+    sizes = vllm_parse(vllm)
+    assert sizes == list(vllm.sizes) and not reach(sizes, ranges) and not vllm.missing
+    assert 2304 << 10 in sizes and (2304 + 16) << 10 in sizes  # both sides of 2.25MiB
+    # TensorRT-LLM: --range in elements; its own loop turns it into shapes
+    ns = _excerpt(
+        "trtllm_all_reduce.txt", {"ArgumentParser": argparse.ArgumentParser, "test_range": "2,3,2", "shape_list": []}
+    )
+    measured: list[int] = []
+    for command in trtllm_commands(8, ("graph", "eager"), ranges, "out/10.0-ws8-trtllm.csv"):
+        assert command.argv[:5] == ("mpirun", "-n", "8", "python", TRTLLM_BENCH)
+        args = ns["parser"].parse_args(list(command.argv[5:]))  # type: ignore[attr-defined]
+        assert args.enable_cudagraph == (command.modes == ("graph",)) and args.save_csv == command.output
+        shapes: dict[str, Any] = {"test_range": args.range, "shape_list": []}
+        _excerpt("trtllm_all_reduce.txt", {"ArgumentParser": argparse.ArgumentParser, **shapes})
+        got = [t * h * 2 for t, h in shapes["shape_list"]]  # type: ignore[attr-defined]
+        assert got == list(command.sizes)
+        measured += got if command.modes == ("graph",) else []
+    assert not reach(measured, ranges)
+    # SGLang: no size argument; its own size list, and its parser reads the rest
+    sglang = sglang_command(4, ranges[:2], "out/10.0-ws4-sglang.txt")
+    ns = _excerpt("sglang_bench_custom_all_reduce.txt", {"torch": _torch(), "argparse": argparse, "__doc__": ""})
+    assert tuple(ns["MESSAGE_SIZES_BYTES"]) == SGLANG_SIZES  # type: ignore[arg-type]
+    assert sglang.argv[:3] == ("torchrun", "--nproc_per_node=4", SGLANG_BENCH) and sglang.stdout
+    monkeypatch.setattr(sys, "argv", [SGLANG_BENCH, *sglang.argv[3:]])
+    assert ns["parse_args"]().dtype == "bfloat16"  # type: ignore[operator]
+    assert not sglang.missing  # its list reaches both sides of 640KiB, 2.25MiB and 8MiB
+    assert sglang_command(4, [(48 * MiB, 64 * MiB)], "x").missing == (
+        "no size in [48MiB, 64MiB]",
+        "no size above 64MiB",
+    )
+
+
+def _release_review(before: str, after: str, *extra: str) -> Review:
+    from artune.formats.releases import ReleaseUnavailable
+
+    try:
+        return build_review(open_side("BEFORE", before), open_side("AFTER", after), *extra)  # type: ignore[arg-type]
+    except ReleaseUnavailable as err:
+        pytest.skip(f"the released wheels cannot be had here: {err}")
+
+
+def test_sglang_release_asks_for_the_10_0_evidence() -> None:
+    review = _release_review("sglang==0.5.20", "sglang==0.5.23")
+    assert review.verdict is Verdict.QUESTIONS and review.exit_code == 1
+    assert [(a.code, a.arch, a.world_size) for a in review.asks] == [("X111", "10.0", 4), ("X111", "10.0", 8)]
+    (ws4, ws8) = review.asks
+    assert ("graph", (640 << 10) + 1, 2304 << 10) in ws4.ranges and ("eager", (3 * MiB) + 1, 8 * MiB) in ws4.ranges
+    assert len(ws4.ranges) + len(ws8.ranges) == len(review.moves) == 9
+    for ask in review.asks:
+        engines = [c.engine for c in ask.commands]
+        assert engines == ["sglang", "artune"] and not ask.commands[0].missing
+    assert {q.code for q in review.concerns} == {"X113"}  # the model's predicted losses, asked about
+    page = render_markdown(review)
+    assert "### Measurements asked for" in page and "--nproc_per_node=8" in page
+
+
+def test_vllm_release_asks_for_10_7_with_vllms_benchmark() -> None:
+    review = _release_review("vllm==0.25.0", "vllm==0.33.0")
+    asked = {a.world_size: a for a in review.asks if a.arch == "10.7"}
+    assert sorted(asked) == [2, 4, 6, 8]
+    for ws, ask in asked.items():
+        (command,) = ask.commands
+        assert command.argv[1] == f"--nproc_per_node={ws}"
+        sizes = vllm_parse(command)
+        assert not reach(sizes, [(lo, hi) for _, lo, hi in ask.ranges])
+        assert {mode for mode, _, _ in ask.ranges} == {"graph"}  # vLLM's rows read no mode; its benchmark graphs
+    assert review.exit_code == 1
+
+
+def _log(path: Path, arch: str, ws: int, mode: str, times: dict[int, dict[str, float]]) -> str:
+    platform = {"kind": "cuda", "arch": arch, "device": "test GPU"}
+    log = MeasurementLog(path, Header(SCHEMA, platform, "test GPU", ws, gpu={"mode": mode}))
+    for size, row in times.items():
+        for name, us in row.items():
+            params = {"blocks": 16} if name != "nccl" else {}
+            samples = (us * 0.99, us, us * 1.01)
+            log.append(Measurement(Candidate.of(name, params), size, "bfloat16", ws, samples, 0))
+    return str(log.path)
+
+
+def _sglang_logs(tmp_path: Path, review: Review, after_us: float) -> list[str]:
+    """artune logs at every moved (ws, mode) of 10.0, at the probes that reach every bound: SGLang's algorithms
+    at 10 us, AFTER's ``2shot_push`` at ``after_us``."""
+    from artune.review.asks import moved_spans
+
+    logs = []
+    for (arch, ws, mode), spans in moved_spans(review.moves, "sglang").items():
+        times = {
+            n: {"1shot_push": 10.0, "2shot_pull": 10.0, "2shot_pull_mc": 10.0, "2shot_push": after_us, "nccl": 30.0}
+            for n in probes(spans)
+        }
+        logs.append(_log(tmp_path / f"measurements-ws{ws}-{mode}.jsonl", arch, ws, mode, times))
+    return logs
+
+
+def test_sglang_verdict_follows_the_measurements_both_ways(tmp_path: Path) -> None:
+    asked = _release_review("sglang==0.5.20", "sglang==0.5.23")
+    wins = _sglang_logs(tmp_path / "wins", asked, after_us=8.0) if (tmp_path / "wins").mkdir() is None else []
+    review = _release_review("sglang==0.5.20", "sglang==0.5.23", wins)
+    assert not review.asks and not review.concerns, render_markdown(review)
+    assert review.verdict is Verdict.APPROVE and review.exit_code == 0
+    measured = [r for r in review.regret if r.basis == "measured"]
+    assert len(measured) == 4 and all(r.after == 1.0 < r.before for r in measured)
+    (tmp_path / "loses").mkdir()
+    loses = _sglang_logs(tmp_path / "loses", asked, after_us=13.0)
+    review = _release_review("sglang==0.5.20", "sglang==0.5.23", loses)
+    assert review.verdict is Verdict.REQUEST_CHANGES and review.exit_code == 1
+    losses = [q for q in review.concerns if q.code == "X201"]
+    assert len(losses) == 4 and all("2shot_push" in q.message and "BEFORE's" in q.message for q in losses)
+    assert "request changes" in render_markdown(review).split("## Verdict", 1)[1]
+
+
+def test_a_sweep_short_of_a_bound_leaves_the_question(tmp_path: Path) -> None:
+    asked = _release_review("sglang==0.5.20", "sglang==0.5.23")
+    # ws 4 graph measured only inside the moves: nothing below 640KiB
+    times = {n: {"1shot_push": 10.0, "2shot_pull": 10.0, "2shot_push": 8.0} for n in (768 << 10, 3 * MiB, 16 * MiB)}
+    log = _log(tmp_path / "measurements-ws4-graph.jsonl", "10.0", 4, "graph", times)
+    review = _release_review("sglang==0.5.20", "sglang==0.5.23", [log])
+    ws4 = next(a for a in review.asks if a.world_size == 4)
+    assert ws4.code == "X112" and "no size at or below 640KiB" in ws4.why
+    assert review.verdict is Verdict.QUESTIONS and len(asked.asks) == len(review.asks)
+
+
+def test_probes_reach_both_sides_of_every_bound() -> None:
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    bound = st.integers(0, 300 * MiB)
+
+    @settings(max_examples=200, deadline=None)
+    @given(st.lists(st.tuples(bound, st.one_of(st.none(), bound)), min_size=1, max_size=4))
+    def check(raw: list[tuple[int, int | None]]) -> None:
+        # each range holds a 16 KiB step, and starts at 0 or above the smallest size the benchmark has
+        ranges = [(lo, hi) for lo, hi in raw if (hi is None or hi >= lo + 16 * 1024) and (lo == 0 or lo > 16 * 1024)]
+        assert not reach(probes(ranges), ranges)
+
+    check()
+
+
+# ------------------------------------------------------------------ --evidence: engine benchmark outputs
+
+
+def _vllm_json(path: Path, ws: int, seqs: list[int], ca_2stage_penalty: float) -> str:
+    """A vLLM ``--output-json`` file written for the test (its shape as the benchmark's ``main`` writes it):
+    times in ms that rise with size; ``ca_2stage`` pays ``ca_2stage_penalty`` ms per MiB above 1 MiB."""
+    results = {}
+    for seq in seqs:
+        x = seq * 16384 / MiB
+        timings = {
+            "ca_1stage": 0.006 + 0.040 * x,
+            "ca_2stage": 0.010 + 0.024 * x + ca_2stage_penalty * max(0.0, x - 1),
+            "symm_mem_multimem": 0.030 + 0.019 * x,
+            "symm_mem_two_shot": 0.035 + 0.025 * x,
+            "pynccl": 0.110 + 0.0165 * x,
+        }
+        best = min(timings, key=timings.__getitem__)
+        results[str(seq)] = {"timings": timings, "speedup_info": f"{best} ({timings['pynccl'] / timings[best]:.2f}x)"}
+    data = {
+        "world_size": ws,
+        "dtype": "torch.bfloat16",
+        "hidden_size": 8192,
+        "sequence_lengths": seqs,
+        "num_warmup": 5,
+        "num_trials": 50,
+        "cuda_graph_capture_cycles": 10,
+        "results": results,
+    }
+    path.write_text(json.dumps(data, indent=2))
+    return str(path)
+
+
+def _ws6_change(tmp_path: Path) -> tuple[str, str]:
+    """10.3's custom all-reduce cap at world size 6 rises from 1 MiB to 4 MiB: [1MiB, 4MiB) moves."""
+    after = {arch: (dict(a), dict(b), list(c)) for arch, (a, b, c) in _SIZES.items()}
+    after["10.3"][0][6] = 4
+    return f"vllm:{write_vllm(tmp_path / 'a', _SIZES)}", f"vllm:{write_vllm(tmp_path / 'b', after)}"
+
+
+def test_vllm_evidence_answers_the_move_both_ways(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before, after = _ws6_change(tmp_path)
+    asked = build_review(open_side("BEFORE", before), open_side("AFTER", after))
+    (ask,) = asked.asks
+    (command,) = ask.commands
+    seqs = [int(s) for s in command.argv[command.argv.index("--sequence-lengths") + 1 : -2]]
+    seqs = sorted({*seqs, *(1 << k for k in range(12))})  # the printed lengths, and a sweep around them
+    (tmp_path / "wins").mkdir()
+    wins = _vllm_json(tmp_path / "wins" / "10.3-ws6-vllm.json", 6, seqs, 0.0)  # named as the command names it
+    assert main(["review", before, after, "--evidence", wins, "--format", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["verdict"] == "approve" and not data["asks"] and not data["concerns"]
+    e = data["evidence"]
+    assert e["sides"]["after"]["geomean"] < e["sides"]["before"]["geomean"]
+    assert e["sides"]["after"]["worst"] >= e["sides"]["after"]["geomean"] >= 1.0
+    assert e["best"]["geomean"] == pytest.approx(e["sides"]["after"]["geomean"], abs=0.01)  # AFTER is the best row
+    assert "CUSTOM_ALL_REDUCE_MAX_SIZES" in e["best"]["row"]
+    (sweep,) = e["sweeps"]
+    assert (sweep["arch"], sweep["world_size"], sweep["mode"]) == ("10.3", 6, "graph")
+    assert sweep["moved"]["after"]["geomean"] == pytest.approx(1.0)
+    loses = _vllm_json(tmp_path / "loses.json", 6, seqs, 0.05)  # 2-stage custom all-reduce slow above 1 MiB
+    assert main(["review", before, after, "--evidence", f"{loses}@10.3"]) == 1
+    page = capsys.readouterr().out
+    assert "**request changes:" in page and "**error X201** arch 10.3 ws 6 (graph)" in page
+    assert "**error X202**" in page and "the better row:" in page  # the best row under vLLM's knobs, named
+    assert "`symm_mem_multimem`" in page.split("X201", 1)[1]  # BEFORE's row, the better one
+    assert "measured: loses.json" in page
+
+
+def test_evidence_errors_name_the_file_and_the_fix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before, after = _ws6_change(tmp_path)
+    seqs = [1 << k for k in range(10)]
+    unnamed = _vllm_json(tmp_path / "sweep.json", 6, seqs, 0.0)
+    # one arch moves at world size 6 in graph mode: the sweep is taken to be of it
+    assert main(["review", before, after, "--evidence", unnamed]) in (0, 1)
+    capsys.readouterr()
+    assert main(["review", before, after, "--evidence", unnamed, "--arch", "7.5"]) == 2
+    err = capsys.readouterr().err
+    assert "neither side has a table for arch 7.5" in err and "Traceback" not in err
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["review", before, after, "--evidence", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("artune") or "bad.json" in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    wrong = _vllm_json(tmp_path / "10.3-ws4-vllm.json", 6, seqs, 0.0)  # its name says ws 4, the file 6
+    assert main(["review", before, after, "--evidence", wrong]) == 2
+    assert "its name says 4" in capsys.readouterr().err
+
+
+def test_evidence_dir_for_ci(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    before, after = _ws6_change(tmp_path)
+    folder = tmp_path / "artune-evidence"
+    assert main(["review", before, after, "--evidence-dir", str(folder)]) == 1  # absent: the questions stand
+    assert "| **X111** | 10.3 | 6 |" in capsys.readouterr().out
+    folder.mkdir()
+    _vllm_json(folder / "10.3-ws6-vllm.json", 6, [1 << k for k in range(12)] + [63, 65, 255, 257], 0.0)
+    assert main(["review", before, after, "--evidence-dir", str(folder)]) == 0
+    assert "**approve:" in capsys.readouterr().out
+
+
+def test_sglang_benchmark_cannot_answer_sglangs_kernels(tmp_path: Path) -> None:
+    jit = ROOT / "tests" / "fixtures" / "evidence" / "sglang" / "invented-jit-ws4.txt"
+    named = tmp_path / "10.0-ws4-sglang.txt"
+    named.write_text(jit.read_text())
+    review = _release_review("sglang==0.5.20", "sglang==0.5.23", (), "", [str(named)])
+    x104 = [q for q in review.concerns if q.code == "X114"]
+    assert any("no column for sglang/2shot_push" in q.message for q in x104)  # AFTER's kernel
+    assert any("no column for sglang/1shot_push" in q.message for q in x104)  # BEFORE's
+    ws4 = next(a for a in review.asks if a.world_size == 4)
+    assert ws4.code == "X112"  # the sweep is there; it timed SGLang's dispatch, not the rows' kernels
+    assert review.verdict is Verdict.QUESTIONS and review.evidence is not None
+    assert review.evidence.best.geomean is None and "vLLM" in review.evidence.best.why
+
+
+def test_hook_turns_questions_into_measured_lines(tmp_path: Path) -> None:
+    """The CI workflow: the hook asks, the author commits the printed command's output, the hook approves."""
+    origin, repo = tmp_path / "origin.git", tmp_path / "engine"
+    repo.mkdir()
+    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
+    _git(repo, "init", "-q", "-b", "main")
+    write_vllm(repo, _SIZES)
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "tables")
+    _git(repo, "remote", "add", "origin", str(origin))
+    _git(repo, "push", "-q", "origin", "main")
+    _git(repo, "checkout", "-qb", "ws6")
+    after = {arch: (dict(a), dict(b), list(c)) for arch, (a, b, c) in _SIZES.items()}
+    after["10.3"][0][6] = 4
+    write_vllm(repo, after)
+    _git(repo, "commit", "-qam", "10.3 ws 6: custom all-reduce up to 4 MiB")
+    spec = hook("artune-review-vllm")
+    command = [*str(spec["entry"]).split()[1:], *[str(a) for a in spec["args"]]]  # type: ignore[union-attr]
+    asked = cli(command, repo)
+    assert asked.returncode == 1 and "| **X111** | 10.3 | 6 |" in asked.stdout, asked.stderr
+    printed = re.search(r"--output-json\s+(\S+)", asked.stdout)
+    assert printed is not None and printed[1] == "artune-evidence/10.3-ws6-vllm.json"
+    (repo / "artune-evidence").mkdir()
+    _vllm_json(repo / printed[1], 6, [1 << k for k in range(12)] + [63, 65, 255, 257], 0.0)  # the GPU run
+    _git(repo, "add", ".")
+    _git(repo, "commit", "-qm", "evidence: 10.3 ws 6")
+    answered = cli(command, repo)
+    assert answered.returncode == 0, answered.stdout
+    assert "measured: 10.3-ws6-vllm.json" in answered.stdout and "**approve:" in answered.stdout
+
+
+def test_release_review_carries_the_evidence_fields(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #25's review: the 10.3 world-size-6 row as run, and the best row vLLM's knobs allow, in the JSON."""
+    from artune.evidence import read_evidence
+    from artune.evidence.score import score_table
+
+    sweep = ROOT / "tests" / "fixtures" / "evidence" / "vllm" / "invented-sm103-ws6.json"
+    try:
+        after = open_side("AFTER", "vllm==0.33.0")
+        open_side("BEFORE", "vllm==0.25.0")
+    except ReleaseUnavailable as err:
+        pytest.skip(f"the released wheels cannot be had here: {err}")
+    args = ["review", "vllm==0.25.0", "vllm==0.33.0", "--evidence", str(sweep), "--arch", "10.3", "--format", "json"]
+    assert main(args) == 1  # the other moves still have no evidence
+    e = json.loads(capsys.readouterr().out)["evidence"]
+    table = after.source.table_set.tables["10.3"]  # type: ignore[union-attr]
+    independent = score_table(table, read_evidence(sweep), "10.3")
+    assert e["sides"]["after"]["geomean"] == pytest.approx(independent.geomean, abs=0.01)
+    assert e["sides"]["after"]["worst"] == pytest.approx(independent.worst.regret)  # type: ignore[union-attr]
+    assert e["best"]["geomean"] * 1.1 <= e["sides"]["after"]["geomean"]
+    assert "_WORLD_SIZES_MULTIMEM" in e["best"]["row"]
+    assert e["sides"]["before"]["geomean"] is not None
+
+
+def test_evidence_dir_reads_artune_logs_for_sglang(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """SGLang's benchmark cannot time its kernels; artune's tuner can, and CI finds its logs in the folder."""
+    asked = _release_review("sglang==0.5.20", "sglang==0.5.23")
+    folder = tmp_path / "artune-evidence" / "10.0-artune"  # as `artune tune --out` leaves them
+    folder.mkdir(parents=True)
+    _sglang_logs(folder, asked, after_us=8.0)
+    assert (
+        main(["review", "sglang==0.5.20", "sglang==0.5.23", "--evidence-dir", str(tmp_path / "artune-evidence")]) == 0
+    )
+    page = capsys.readouterr().out
+    assert "**approve:" in page and "measured: measurements-ws8-eager.jsonl" in page

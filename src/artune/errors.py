@@ -51,3 +51,7 @@ class ShmUnavailable(ArtuneError):
 
 class AgreementError(ArtuneError):
     """Ranks disagree at construction (different tables, parameters or versions)."""
+
+
+class EvidenceError(ArtuneError):
+    """A benchmark output file is none of the formats artune reads, is malformed, or cannot score a table."""

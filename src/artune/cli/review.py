@@ -1,8 +1,7 @@
 """``artune review BEFORE AFTER``: the review a dispatch-table pull request needs, as one Markdown comment.
 
-Exit codes: 0 nothing to question (or no change), 1 questions for the
-author, 2 a side that cannot be read (one line naming the side, no
-traceback).
+Exit codes: 0 approve, 1 questions or request changes, 2 a side or an
+evidence file that cannot be read (one line naming it, no traceback).
 """
 
 from __future__ import annotations
@@ -19,6 +18,8 @@ _EPILOG = """examples:
   artune review vllm==0.25.0 vllm==0.33.0
   artune review vllm:. --base origin/main        # a pull request: the work tree against its base
   artune review sglang:. --base HEAD --out review.md --format json
+  artune review vllm==0.25.0 vllm==0.33.0 --evidence sweep.json --arch 10.3
+  artune review vllm:. --base origin/main --evidence-dir artune-evidence   # CI
 """
 
 
@@ -26,7 +27,7 @@ def register(commands: Any) -> None:
     """Add ``review`` to the parser."""
     review = commands.add_parser(
         "review",
-        help="review a table change: what moves, questions for the author, evidence, verdict; exit 1 on questions",
+        help="review a table change: what moves, the evidence it needs, the verdict; exit 0 approve, 1 otherwise",
         epilog=_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -45,7 +46,34 @@ def register(commands: Any) -> None:
         metavar="LOG",
         help="artune measurement logs (measurements-ws<N>.jsonl) of the arch: measured regret of the moved rows",
     )
+    review.add_argument(
+        "--evidence",
+        action="append",
+        default=[],
+        metavar="FILE[@ARCH]",
+        help="an engine benchmark's output (vLLM's JSON or table, SGLang's, nccl-tests, TensorRT-LLM's CSV): "
+        "measured regret of both sides and the best row; ARCH, or --arch, or a name ARCH-wsN-... gives its arch",
+    )
+    review.add_argument(
+        "--evidence-dir",
+        metavar="DIR",
+        help="every file in DIR as --evidence, and artune logs (measurements-ws*.jsonl) under it as --measured "
+        "(CI: the folder a pull request commits its sweeps to; absent: none)",
+    )
+    review.add_argument("--arch", help="the arch of --evidence files that do not name one")
     review.set_defaults(run=run_review)
+
+
+def evidence_dir(path: str | None) -> tuple[list[str], list[str]]:
+    """``(benchmark outputs, artune logs)`` in ``path``: its files, and ``measurements-ws*.jsonl`` at any
+    depth (``artune tune --out`` folders) as logs; nothing when it is not given or does not exist."""
+    if path is None or not Path(path).exists():
+        return [], []
+    if not Path(path).is_dir():
+        raise ArtuneError(f"--evidence-dir {path}: not a folder; give the folder the sweeps are committed to")
+    logs = sorted(str(p) for p in Path(path).rglob("measurements-ws*.jsonl"))
+    files = [p for p in sorted(Path(path).iterdir()) if p.is_file() and not p.name.startswith(".")]
+    return [str(p) for p in files if str(p) not in logs], logs
 
 
 def run_review(args: argparse.Namespace) -> int:
@@ -65,7 +93,12 @@ def run_review(args: argparse.Namespace) -> int:
         before, after = open_side("BEFORE", args.sides[0]), open_side("AFTER", args.sides[1])
     command = " ".join(["artune review", *args.sides, *(["--base", args.base] if args.base else [])])
     command += "".join(f" --measured {log}" for log in args.measured)
-    review = build_review(before, after, args.measured, command)
+    found, logs = evidence_dir(args.evidence_dir)
+    files = [*args.evidence, *found]
+    command += "".join(f" --evidence {f}" for f in args.evidence)
+    command += f" --evidence-dir {args.evidence_dir}" if args.evidence_dir else ""
+    command += f" --arch {args.arch}" if args.arch else ""
+    review = build_review(before, after, [*args.measured, *logs], command, files, args.arch or "")
     text = render_json(review) if args.format == "json" else render_markdown(review)
     if args.out:
         try:

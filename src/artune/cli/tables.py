@@ -183,6 +183,8 @@ def run_explain(args: argparse.Namespace) -> int:
         else step
         for step in decision.steps
     ]
+    kernel = _vllm_kernel(table, decision.algorithm, args.world_size, nbytes)
+    steps += [f"kernel {kernel[0]}: {kernel[1]}"] if kernel else []
     figures = _figures(table, decision.world_size, decision.mode, decision.multicast)
     if decision.algorithm.startswith("shm_"):
         from artune.algorithms.shm.native import describe  # imports torch: only when shm is the answer
@@ -204,12 +206,15 @@ def run_explain(args: argparse.Namespace) -> int:
         )
         if kind == "cuda":
             data["multicast"] = multicast
+        if kernel:
+            data["kernel"] = kernel[0]
         if note:
             data["note"] = note
         print(json.dumps(data, sort_keys=True))
         return 0
     console = Console()
-    console.print(f"[bold]{decision.algorithm}[/bold] {dict(decision.params) or ''}".rstrip())
+    headline = f"[bold]{decision.algorithm}[/bold]" + (f" (kernel {kernel[0]})" if kernel else "")
+    console.print(f"{headline} {dict(decision.params) or ''}".rstrip())
     call = f"  for {format_size(nbytes)} ({nbytes} B), world_size={args.world_size}"
     call += f", {shape.tokens} tokens x hidden {shape.hidden}, fusion {shape.fusion}" if shape else ""
     call += f" on {args.hosts} hosts" if args.hosts > 1 else ""
@@ -222,6 +227,16 @@ def run_explain(args: argparse.Namespace) -> int:
     if note:
         console.print(f"  - note: {note}", highlight=False)
     return 0
+
+
+def _vllm_kernel(table: Table, algorithm: str, world_size: int, nbytes: int) -> tuple[str, str] | None:
+    """Which of vLLM's custom all-reduce kernels runs the message, and why (vLLM's C++ decides it per call)."""
+    if table.rules != "vllm" or algorithm != "custom_ar":
+        return None
+    from artune.formats.vllm.rules import CUSTOM_AR_ALGO_ENV, custom_ar_kernel
+
+    found, why = custom_ar_kernel(world_size, nbytes, os.environ.get(CUSTOM_AR_ALGO_ENV))
+    return f"cross_device_reduce_{found}", why
 
 
 def _figures(table: Table, world_size: int, mode: str, multicast: bool | None = None) -> str:

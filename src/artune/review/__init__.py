@@ -5,12 +5,16 @@
 - ``build``: the content, from two sides opened as any table source (or
   one side at a git revision);
 - ``evidence``: the regret of the moved rows, measured or modelled;
+- ``asks`` and ``benchmarks``: the moves no evidence covers, and the engines'
+  own benchmark commands that would measure them;
+- ``measured``: what artune's logs cover, and the losses they show;
+- ``verdict``: approve, questions or request changes;
 - ``markdown``: the page, and the JSON for bots.
 """
 
 from artune.review.build import Opened, build_review, open_side
 from artune.review.markdown import render_json, render_markdown
-from artune.review.model import CLEAN, QUESTIONS, UNREADABLE, Review
+from artune.review.model import CLEAN, QUESTIONS, UNREADABLE, Review, Verdict
 
 __all__ = [
     "CLEAN",
@@ -18,6 +22,7 @@ __all__ = [
     "UNREADABLE",
     "Opened",
     "Review",
+    "Verdict",
     "build_review",
     "open_side",
     "render_json",

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 from artune import catalog
 from artune.catalog import SPECS
 from artune.errors import ArtuneError, TableError
+from artune.review.asks import covering, evidence_questions, modelled_losses, moved_spans
 from artune.review.evidence import measured_regret, modelled_regret
+from artune.review.measured import log_sweep, measured_losses
 from artune.review.model import (
-    CLEAN,
-    QUESTIONS,
     ArchChange,
     Coverage,
     Move,
@@ -33,6 +33,8 @@ from artune.review.model import (
     Review,
     Side,
 )
+from artune.review.sweeps import read_sweeps, score_sweeps
+from artune.review.verdict import verdict
 from artune.sources import Source, open_source, source_findings
 from artune.table.check import Finding
 from artune.table.decide import decide
@@ -52,6 +54,27 @@ class Opened:
     source: Source
     label: str
     rename: Callable[[str], str] = field(default=lambda text: text)
+    engine: str = ""  # the engine whose tables these are ("vllm", "sglang"), or "" for artune's own
+
+
+def engine_of(spec: str) -> str:
+    """The engine a table source is of: ``vllm:PATH``, ``vllm==0.33.0``, ``reference:vllm`` give "vllm"; else ""."""
+    from artune.formats import ENGINES
+    from artune.formats.releases import release_spec
+
+    head = spec.rpartition("@")[0] if "@" in spec else spec
+    try:
+        release = release_spec(head)
+    except TableError:
+        release = None
+    if release is not None:
+        return release[0]
+    name, sep, rest = head.partition(":")
+    if sep and name in ENGINES:
+        return name
+    if sep and name == "reference":
+        return next((e for e in ENGINES if rest.startswith(e)), "")
+    return ""
 
 
 def open_side(role: str, spec: str, base: str | None = None) -> Opened:
@@ -61,7 +84,7 @@ def open_side(role: str, spec: str, base: str | None = None) -> Opened:
     """
     try:
         if base is None:
-            return Opened(spec, open_source(spec), spec)
+            return Opened(spec, open_source(spec), spec, engine=engine_of(spec))
         from artune.formats import ENGINES
         from artune.formats.gitrev import engine_members, revision_tree
 
@@ -70,7 +93,7 @@ def open_side(role: str, spec: str, base: str | None = None) -> Opened:
             raise TableError(f"--base reads an engine's git work tree: give {' or '.join(ENGINES)}:PATH, not {spec}")
         with revision_tree(path, base, engine_members(engine)) as tree:
             source = open_source(f"{engine}:{tree.path}")
-        return Opened(f"{spec} at {base}", source, f"commit {tree.commit[:12]}", tree.rename)
+        return Opened(f"{spec} at {base}", source, f"commit {tree.commit[:12]}", tree.rename, engine)
     except ArtuneError as err:
         from artune.formats.releases import ReleaseUnavailable
 
@@ -267,18 +290,22 @@ def _key(finding: Finding, rename: Callable[[str], str]) -> tuple:
 def _questions(items: Sequence[Finding], rename: Callable[[str], str]) -> tuple[Question, ...]:
     """One question per message and place, its world sizes and modes merged; arches with the same merged."""
     rows = _group(
-        ((f.severity, rename(f.source or f.table), f.arch, f.hosts, rename(f.message)), f.world_size or 0, f.mode or "")
+        (
+            (f.severity, rename(f.source or f.table), f.arch, f.hosts, rename(f.message), f.code),
+            f.world_size or 0,
+            f.mode or "",
+        )
         for f in items
     )
     by_arch: dict[tuple, list[str]] = {}
-    for (severity, where, arch, hosts, message), sizes, modes in rows:
+    for (severity, where, arch, hosts, message, code), sizes, modes in rows:
         scope = f"ws {world_sizes(s for s in sizes if s)}" if any(sizes) else ""
         scope += f" across {hosts} hosts" if hosts > 1 else ""
         scope += f" ({', '.join(m for m in modes if m)})" if any(modes) else ""
-        by_arch.setdefault((severity, where, scope.strip(), message), []).append(arch)
+        by_arch.setdefault((severity, where, scope.strip(), message, code), []).append(arch)
     out = [
-        Question(sev, where, ", ".join(archs), scope, message)
-        for (sev, where, scope, message), archs in by_arch.items()
+        Question(sev, where, ", ".join(archs), scope, message, code)
+        for (sev, where, scope, message, code), archs in by_arch.items()
     ]
     return tuple(sorted(out, key=lambda q: (_SEVERITY.get(q.severity, 3), q.where, q.arch)))
 
@@ -366,63 +393,23 @@ def regrets(
     return tuple(out), tuple(missing)
 
 
-# ------------------------------------------------------------------ verdict
+# ------------------------------------------------------------------ the review
 
 
-def _span(values: Sequence[float]) -> str:
-    lo, hi = f"{min(values):.2f}", f"{max(values):.2f}"
-    return lo if lo == hi else f"{lo}-{hi}"
+def build_review(
+    before: Opened,
+    after: Opened,
+    logs: Sequence[str] = (),
+    command: str = "",
+    evidence: Sequence[str] = (),
+    arch: str = "",
+) -> Review:
+    """The review of the change from ``before`` to ``after``.
 
-
-def _weighed(regret: Sequence[Regret]) -> list[str]:
-    """``modelled regret 1.10-1.15 -> 1.00`` per basis: before's and after's range over the rows weighed."""
-    out = []
-    for basis in ("measured", "modelled"):
-        rows = [r for r in regret if r.basis == basis]
-        if rows:
-            out.append(f"{basis} regret {_span([r.before for r in rows])} -> {_span([r.after for r in rows])}")
-    return out
-
-
-def verdict(
-    moved: Sequence[Move],
-    arches: Sequence[ArchChange],
-    params: Sequence[ParamChange],
-    questions: Sequence[Question],
-    regret: Sequence[Regret] = (),
-) -> tuple[str, int]:
-    """One line, and the exit code: 1 when there are questions for the author, else 0."""
-    if not (moved or arches or params):
-        if questions:
-            return f"{_count(len(questions), 'question')} for the author; nothing moves.", QUESTIONS
-        return "no change: both sides run the same algorithm for every arch, world size, mode and size.", CLEAN
-    parts = []
-    arrived = ", ".join(c.arch for c in arches if c.change == "new")
-    left = ", ".join(c.arch for c in arches if c.change != "new")
-    if moved:
-        on = ", ".join(dict.fromkeys(a for m in moved for a in m.arch.split(", ")))
-        news = "; ".join([f"{arrived} new" if arrived else "", f"{left} removed" if left else ""]).strip("; ")
-        text = f"{_count(len(moved), 'range')} move{'s' if len(moved) == 1 else ''} on arch {on}"
-        parts.append(text + (f" ({news})" if news else ""))
-    else:
-        parts += [f"arch {arrived} arrives" if arrived else "", f"arch {left} leaves" if left else ""]
-    parts += [f"{_count(len(params), 'parameter')} change" if params else ""]
-    what = "; ".join([", ".join(p for p in parts if p), *_weighed(regret)])
-    if questions:
-        errors = sum(q.severity == "error" for q in questions)
-        count = _count(len(questions), "question") + " for the author" + (f" ({errors} errors)" if errors else "")
-        return f"{count}; {what}.", QUESTIONS
-    return f"nothing to question; {what}.", CLEAN
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def build_review(before: Opened, after: Opened, logs: Sequence[str] = (), command: str = "") -> Review:
-    """The review of the change from ``before`` to ``after`` (``logs``: artune measurement logs to weigh it).
-
-    ``command`` names how it was made (default: ``artune review BEFORE AFTER``).
+    ``logs`` are artune measurement logs, ``evidence`` engine benchmark
+    outputs (``FILE[@ARCH]``; ``arch`` for those that name none): what they
+    cover answers the moves' questions. ``command`` names how it was made
+    (default: ``artune review BEFORE AFTER``).
     """
     found = pairs(before.source, after.source)
     diffs = [(arch, d) for arch, ta, tb in found for d in diff_tables(ta, tb)]
@@ -431,8 +418,17 @@ def build_review(before: Opened, after: Opened, logs: Sequence[str] = (), comman
     params = param_changes(found)
     questions, inherited, resolved, notes = split_findings(before, after)
     regret, unmodelled = regrets(found, moved, logs)
-    line, code = verdict(moved, arches, params, questions, regret)
-    measured = "".join(f" --measured {log}" for log in logs)
+    engine = after.engine or before.engine
+    spans = moved_spans(moved, engine)
+    scored = score_sweeps(read_sweeps(evidence, arch, spans), found, moved, spans, engine)
+    sweeps = [*(log_sweep(path) for path in logs), *scored.coverage]
+    answered = {spot for spot, ranges in spans.items() if all(covering(spot, r, sweeps) for r in ranges)}
+    asks = evidence_questions(spans, sweeps, engine)
+    logged = measured_losses(regret, moved)  # the rows so far are the logs' and the model's
+    regret = (*regret, *scored.regret)
+    concerns = (*scored.concerns, *logged, *modelled_losses(regret, answered, engine))
+    kind, line = verdict(moved, arches, params, questions, regret, asks, concerns)
+    measured = "".join(f" --measured {log}" for log in logs) + "".join(f" --evidence {e}" for e in evidence)
     return Review(
         command=command or f"artune review {before.spec} {after.spec}{measured}",
         before=side(before),
@@ -445,9 +441,13 @@ def build_review(before: Opened, after: Opened, logs: Sequence[str] = (), comman
         inherited=inherited,
         resolved=resolved,
         notes=notes,
+        asks=asks,
+        concerns=concerns,
         copies=copies(after.source),
         regret=regret,
+        evidence=scored.report,
         unmodelled=unmodelled,
-        verdict=line,
-        exit_code=code,
+        verdict=kind,
+        summary=line,
+        exit_code=kind.exit_code,
     )

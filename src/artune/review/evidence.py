@@ -143,7 +143,7 @@ def modelled_regret(
     )
 
 
-def _log_times(path: str) -> tuple[str, int, str, dict[int, dict[str, float]]]:
+def log_times(path: str) -> tuple[str, int, str, dict[int, dict[str, float]]]:
     """``(arch, world size, mode, size -> algorithm -> fastest median us)`` of one measurement log."""
     from artune.measure.records import MeasurementLog
 
@@ -170,7 +170,7 @@ def measured_regret(
     out: list[Regret] = []
     for path in logs:
         try:
-            log_arch, log_ws, log_mode, times = _log_times(path)
+            log_arch, log_ws, log_mode, times = log_times(path)
         except (OSError, ArtuneError) as err:
             raise ArtuneError(f"--measured {path}: {err}") from None
         if (log_arch, log_ws, log_mode) != (arch, ws, mode):

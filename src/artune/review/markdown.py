@@ -14,9 +14,20 @@ import json
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
+from pathlib import Path
 
 from artune.review.build import world_sizes
-from artune.review.model import Move, Question, Regret, Review
+from artune.review.model import (
+    BenchCommand,
+    BestScore,
+    EvidenceQuestion,
+    EvidenceReport,
+    Move,
+    Question,
+    Regret,
+    Review,
+    SideScore,
+)
 from artune.sizes import format_span
 from artune.table.model import MODES
 
@@ -169,7 +180,77 @@ def _merge_rows(rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, st
 def _question(q: Question) -> list[str]:
     scope = ("every arch" if q.arch == "*" else f"arch {q.arch}") + (f" {q.scope}" if q.scope else "")
     where = f" ({code(q.where)})" if q.where else ""
-    return _bullet(f"**{q.severity}** {scope}: {inline(q.message)}{where}")
+    tag = f" {q.code}" if q.code.startswith(("X", "M")) else ""  # the review's own findings show their code
+    return _bullet(f"**{q.severity}{tag}** {scope}: {inline(q.message)}{where}")
+
+
+def _ranges(ask: EvidenceQuestion) -> str:
+    """``graph (640KiB, 2.25MiB], (2.25MiB, 8MiB]; eager ...``: the ranges per mode."""
+    by_mode: dict[str, list[str]] = {}
+    for mode, lo, hi in ask.ranges:
+        by_mode.setdefault(mode, []).append(format_span(lo, hi))
+    return "; ".join(f"{mode} {', '.join(spans)}" for mode, spans in by_mode.items())
+
+
+def _shell(text: str, width: int = WIDTH - 6) -> list[str]:
+    """A shell line wrapped at ``width`` with backslash continuations (arguments never split)."""
+    words: list[str] = []
+    for token in text.split(" "):  # an option stays on the line of its first value
+        if words and words[-1].startswith("-") and " " not in words[-1] and not token.startswith("-"):
+            words[-1] += " " + token
+        else:
+            words.append(token)
+    lines, line = [], ""
+    for word in words:
+        if line and len(line) + 1 + len(word) > width:
+            lines.append(line + " \\")
+            line = "    " + word
+        else:
+            line = f"{line} {word}" if line else word
+    return [*lines, line]
+
+
+_TOOL = {  # how each benchmark's command is introduced: what it times, and how the review reads it
+    "vllm": "vLLM's benchmark ({modes} mode; `--evidence` reads its JSON):",
+    "sglang": "SGLang's benchmark ({modes} mode; it times SGLang's own dispatch as installed against NCCL; "
+    "`--evidence` reads what it prints):",
+    "trtllm": "TensorRT-LLM's microbenchmark ({modes} mode; `--evidence` reads its CSV):",
+    "artune": "artune's tuner ({modes} mode; it times every algorithm the rows name; "
+    "`--measured` reads its logs, `measurements-ws*.jsonl` in the folder):",
+}
+
+
+def _asks(asks: Sequence[EvidenceQuestion]) -> list[str]:
+    """The moved ranges no evidence covers, one table row per arch and world size, then the commands that
+    measure them, one block per benchmark with a comment line per arch and world size."""
+    rows = [(f"**{a.code}**", a.arch, str(a.world_size), inline(_ranges(a))) for a in asks]
+    out = [*_table(("Code", "Arch", "WS", "Moved ranges, by mode"), rows, right=(2,)), ""]
+    lacking = [a for a in asks if a.why]
+    for ask in lacking:
+        out += _bullet(
+            f"**{ask.code}** arch {ask.arch}, ws {ask.world_size}: the evidence does not reach every bound: "
+            f"{inline(ask.why)}."
+        )
+    out += [""] if lacking else []
+    by_tool: dict[tuple[str, tuple[str, ...]], list[tuple[EvidenceQuestion, BenchCommand]]] = {}
+    for ask in asks:
+        for command in ask.commands:
+            by_tool.setdefault((command.engine, command.modes), []).append((ask, command))
+    for (engine, modes), found in by_tool.items():
+        out += _paragraph(_TOOL[engine].format(modes=", ".join(modes)))
+        out += ["", "```sh"]
+        for ask, command in found:
+            out += [f"# arch {ask.arch}, world size {ask.world_size}", *_shell(command.text)]
+        out += ["```", ""]
+        for ask, command in found:
+            if command.missing:
+                lacks = ", ".join(command.missing)
+                out += _bullet(
+                    f"arch {ask.arch}, ws {ask.world_size}: its sizes cannot answer all of it ({lacks}); add "
+                    "those sizes to its size list"
+                )
+        out += [""] if any(c.missing for _, c in found) else []
+    return out
 
 
 def _questions(review: Review) -> list[str]:
@@ -181,6 +262,22 @@ def _questions(review: Review) -> list[str]:
     else:
         out.append("None: `artune check` finds nothing in AFTER that BEFORE does not have.")
     out.append("")
+    if review.asks:
+        count = sum(len(a.ranges) for a in review.asks)
+        out += ["### Measurements asked for", ""]
+        out += _paragraph(
+            f"{count} moved range(s) that no evidence covers, per arch and world size. Run the command on "
+            "the target GPU from the engine's checkout (after `mkdir -p artune-evidence`), commit its output "
+            "beside the change and pass it to the review (`--evidence FILE`, `--measured LOG` for artune's "
+            "logs, or both at once with `--evidence-dir artune-evidence`): the question becomes a measured line."
+        )
+        out.append("")
+        out += _asks(review.asks)
+    if review.concerns:
+        out += ["### Losses, predicted and measured", ""]
+        for q in review.concerns:
+            out += _question(q)
+        out.append("")
     if review.inherited:
         out += ["### Not introduced here", "", f"{len(review.inherited)} finding(s) already in BEFORE:", ""]
         for q in review.inherited:
@@ -259,6 +356,8 @@ def _evidence(review: Review) -> list[str]:
         )
         header = ("Arch", "WS", "Mode", "Sizes, how many", "Basis", "Before", "After", "Fastest")
         out += ["", *_table(header, _regret_rows(review.regret), right=(1, 5, 6)), ""]
+    if review.evidence is not None:
+        out += _scored(review.evidence)
     for why in review.unmodelled:
         out += _bullet(f"Not weighed: {inline(why)}.")
     if review.notes:
@@ -270,12 +369,52 @@ def _evidence(review: Review) -> list[str]:
     return out
 
 
+def _geo(score: SideScore | BestScore) -> str:
+    if score.geomean is None:
+        return "none scored"
+    return f"{score.geomean:.3f} ({score.worst:.2f})" if score.worst is not None else f"{score.geomean:.3f}"
+
+
+def _scored(report: EvidenceReport) -> list[str]:
+    """``--evidence``: both sides and the best row on each sweep, as the engine runs them."""
+    out = _paragraph(
+        "On the evidence, as the engine runs each row (down to the kernel): geometric-mean regret against the "
+        "fastest column over the sweep's sizes, the worst size in brackets; moved: over the moved sizes only. "
+        "The best row is the best the engine's own knobs allow on the sweep; its regret is the distance to the "
+        "fastest-column bound, which no row under these rules can close."
+    )
+    header = ("Evidence", "Arch", "WS", "Mode", "Noise", "Before", "After", "Moved: before", "Moved: after", "Best row")
+    rows = [
+        (
+            code(Path(s.source).name),
+            s.arch,
+            str(s.world_size),
+            s.mode,
+            f"{s.noise:.1%}",
+            _geo(s.sides.before),
+            _geo(s.sides.after),
+            _geo(s.moved.before) if s.moved.before.scored else "-",
+            _geo(s.moved.after) if s.moved.after.scored else "-",
+            _geo(s.best),
+        )
+        for s in report.sweeps
+    ]
+    out += ["", *_table(header, rows, right=(2,)), ""]
+    for s in report.sweeps:
+        if s.best.row:
+            out += _bullet(f"The best row on {code(Path(s.source).name)} ({_geo(s.best)}), ready to paste:")
+            out += ["", "  ```python", *(f"  {line}" for line in s.best.row.splitlines() if line), "  ```", ""]
+        elif s.best.why:
+            out += _bullet(f"No best row on {code(Path(s.source).name)}: {inline(s.best.why)}.")
+    return [*out, ""]
+
+
 def render_markdown(review: Review) -> str:
     """The review as one Markdown page (ends with a newline)."""
     title = f"# artune review: {code(review.before.spec)} to {code(review.after.spec)}"
     lines = [title, "", f"Made by {code(review.command)}.", "", *_moves(review), *_questions(review)]
     lines += _evidence(review)
-    lines += ["## Verdict", "", *_paragraph(f"**{inline(review.verdict)}**"), ""]  # one sentence, one paragraph
+    lines += ["## Verdict", "", *_paragraph(f"**{inline(review.summary)}**"), ""]  # one sentence, one paragraph
     return "\n".join(lines)
 
 

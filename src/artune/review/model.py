@@ -13,13 +13,35 @@ field, so a bot reading the JSON sees exactly what the page shows.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 import types
 import typing
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
-#: exit codes: nothing to question, questions for the author, a side that cannot be read
+#: exit codes: approve, questions or request changes, a side that cannot be read
 CLEAN, QUESTIONS, UNREADABLE = 0, 1, 2
+
+
+class Verdict(str, Enum):
+    """What the review asks of the change.
+
+    - ``approve``: evidence covers every move and no moved row loses by more
+      than the evidence's noise (or nothing moves and nothing is questioned);
+    - ``questions``: a move has no evidence, the cost model predicts a loss
+      beyond its interval, or ``artune check`` finds something new;
+    - ``request changes``: the evidence shows a moved row losing.
+    """
+
+    APPROVE = "approve"
+    QUESTIONS = "questions"
+    REQUEST_CHANGES = "request changes"
+
+    @property
+    def exit_code(self) -> int:
+        """0 to approve, 1 otherwise."""
+        return CLEAN if self is Verdict.APPROVE else QUESTIONS
 
 
 @dataclass(frozen=True)
@@ -84,6 +106,107 @@ class Question:
     arch: str
     scope: str
     message: str
+    code: str = ""  # the finding's stable code (artune.table.check.Finding.code), where it has one
+
+
+@dataclass(frozen=True)
+class BenchCommand:
+    """An engine's own benchmark command that measures moved ranges (``argv``, then ``> stdout`` if any).
+
+    ``sizes`` are the bytes it measures near the ranges; ``missing`` names
+    the sides of moved bounds its sizes cannot reach (a benchmark with a
+    fixed size list); ``output`` is the evidence file it leaves.
+    """
+
+    engine: str
+    argv: tuple[str, ...]
+    modes: tuple[str, ...]
+    sizes: tuple[int, ...]
+    output: str
+    stdout: bool = False  # the benchmark prints its results: the shell saves them to ``output``
+    missing: tuple[str, ...] = ()
+
+    @property
+    def text(self) -> str:
+        """The command as a shell line."""
+        return shlex.join(self.argv) + (f" > {shlex.quote(self.output)}" if self.stdout else "")
+
+
+@dataclass(frozen=True)
+class EvidenceQuestion:
+    """Moved ranges at one ``(arch, world size)`` that no evidence covers, and the commands that would.
+
+    ``code`` is X111 (no evidence at all for them) or X112 (evidence for
+    the arch and world size whose sizes do not reach both sides of every
+    moved bound; ``why`` says what it lacks). ``ranges`` are ``(mode, lo, hi)``.
+    """
+
+    code: str
+    arch: str
+    world_size: int
+    ranges: tuple[tuple[str, int, int | None], ...]
+    commands: tuple[BenchCommand, ...]
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class SideScore:
+    """One side's row on benchmark evidence, as the engine runs it: geometric-mean and worst regret against
+    the fastest column, over the sizes scored; ``unscored``: sizes whose kernel the sweep did not measure."""
+
+    geomean: float | None
+    worst: float | None
+    worst_size: int | None
+    scored: int
+    unscored: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class SideScores:
+    """Both sides' scores on the same sizes."""
+
+    before: SideScore
+    after: SideScore
+
+
+@dataclass(frozen=True)
+class BestScore:
+    """The best row the engine's own rules allow on the evidence (``row``: ready to paste), and its score.
+
+    Its geomean is also the distance to the fastest-column bound: what no
+    row under these rules can reach. ``row`` is "" and ``why`` says why
+    where the engine's knobs cannot be searched.
+    """
+
+    geomean: float | None
+    worst: float | None
+    row: str
+    why: str = ""
+    knobs: tuple[tuple[str, str], ...] = ()  # (knob, value) as the search set them
+
+
+@dataclass(frozen=True)
+class FileScore:
+    """One evidence file: what it measured, both sides over all its sizes and over the moved ones, the best row."""
+
+    source: str
+    benchmark: str
+    arch: str
+    world_size: int
+    mode: str
+    noise: float
+    sides: SideScores
+    moved: SideScores
+    best: BestScore
+
+
+@dataclass(frozen=True)
+class EvidenceReport:
+    """``--evidence``: both sides and the best row over every file's sizes (one file: its own), and each file."""
+
+    sides: SideScores
+    best: BestScore
+    sweeps: tuple[FileScore, ...]
 
 
 @dataclass(frozen=True)
@@ -137,10 +260,14 @@ class Review:
     inherited: tuple[Question, ...]  # already in BEFORE: not introduced here
     resolved: tuple[Question, ...]  # in BEFORE, gone from AFTER
     notes: tuple[Question, ...]  # AFTER's notes (information, not questions)
+    asks: tuple[EvidenceQuestion, ...]  # moved ranges no evidence covers, per arch and world size
+    concerns: tuple[Question, ...]  # losses: measured (X201, X202) or modelled beyond the interval (X113)
     copies: tuple[str, ...]  # AFTER's arches whose plans equal another arch's: "10.7 = 10.3 in 8 of 8 plans"
     regret: tuple[Regret, ...]
+    evidence: EvidenceReport | None  # --evidence: the sides and the best row scored on the engines' benchmarks
     unmodelled: tuple[str, ...]  # "arch A: why" for each arch that moved with nothing to weigh it
-    verdict: str
+    verdict: Verdict
+    summary: str  # the verdict's line
     exit_code: int
 
     @property

@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from artune.errors import OverrideError
 from artune.sizes import format_size
 from artune.table.family import TableSet
 from artune.table.model import MODES, Band, Plan, Platform, Provenance, Table
@@ -192,6 +193,59 @@ def paths(d: Dispatch, arch: str, world_size: int, multicast: bool = True) -> Pa
         tuple(notes),
         tuple(errors),
     )
+
+
+#: vLLM's C++ reads this on every custom all-reduce call (csrc/custom_all_reduce.cuh, CustomAllreduce::allreduce)
+CUSTOM_AR_ALGO_ENV = "VLLM_CUSTOM_ALLREDUCE_ALGO"
+_CUSTOM_AR_ALGOS = {"1stage": "1stage", "oneshot": "1stage", "2stage": "2stage", "twoshot": "2stage"}
+KERNEL_SOURCE = "csrc/custom_all_reduce.cuh, CustomAllreduce::allreduce (vllm-project/vllm)"
+
+
+def custom_ar_kernel(world_size: int, nbytes: int, forced: str | None = None) -> tuple[str, str]:
+    """Which kernel vLLM's custom all-reduce launches for one message, ``"1stage"`` or ``"2stage"``, and why.
+
+    ``CustomAllreduce::allreduce`` decides in C++ on every call, on an NVLink
+    machine (every peer fully connected): with ``VLLM_CUSTOM_ALLREDUCE_ALGO``
+    set to ``1stage``/``oneshot`` or ``2stage``/``twoshot`` that kernel, any
+    other value throws; otherwise 1-stage at 2 ranks, and at more ranks
+    1-stage below 512 KiB up to 4 ranks and below 256 KiB up to 8 ranks,
+    2-stage from there (vllm-project/vllm commit c9eabec7d862 and later).
+    ``forced`` is the variable's value (``None``: unset, as vLLM runs by default).
+    """
+    if forced is not None:
+        if forced not in _CUSTOM_AR_ALGOS:
+            raise OverrideError(
+                f"{CUSTOM_AR_ALGO_ENV}={forced!r}: vLLM throws 'Invalid {CUSTOM_AR_ALGO_ENV}' on its first custom "
+                "all-reduce; valid values: 1stage, oneshot, 2stage, twoshot"
+            )
+        kernel = _CUSTOM_AR_ALGOS[forced]
+        return kernel, f"{CUSTOM_AR_ALGO_ENV}={forced} forces the {kernel[0]}-stage kernel ({KERNEL_SOURCE})"
+    if world_size == 2:
+        return "1stage", f"at 2 ranks vLLM's custom all-reduce always runs its 1-stage kernel ({KERNEL_SOURCE})"
+    limit = 512 * 1024 if world_size <= 4 else 256 * 1024
+    ranks = "up to 4 ranks" if world_size <= 4 else "at 5 to 8 ranks"
+    kernel = "1stage" if nbytes < limit else "2stage"
+    compare = "<" if nbytes < limit else ">="
+    return kernel, (
+        f"vLLM's custom all-reduce runs 1-stage below {format_size(limit)} {ranks}, 2-stage from there: "
+        f"{format_size(nbytes)} {compare} {format_size(limit)} at ws={world_size} -> {kernel} "
+        f"({KERNEL_SOURCE}; {CUSTOM_AR_ALGO_ENV} unset)"
+    )
+
+
+def kernel(algorithm: str, world_size: int, nbytes: int, multicast: bool, forced: str | None = None) -> str | None:
+    """The kernel one of vLLM's paths runs (``artune.evidence``'s names), or ``None`` for another engine's name.
+
+    ``custom_ar`` by ``custom_ar_kernel``; FlashInfer's ``auto`` backend is
+    MNNVL on one host and TRT-LLM where the node has no NVLink multicast
+    (``flashinfer_all_reduce._resolve_fi_ar_backend``); ``nccl`` is pynccl.
+    """
+    if algorithm == "custom_ar":
+        return "custom_ar/" + custom_ar_kernel(world_size, nbytes, forced)[0]
+    fixed = {"symm_mem_multimem": "symm_mem/multimem", "symm_mem_two_shot": "symm_mem/two_shot", "nccl": "nccl"}
+    if algorithm == "flashinfer_ar":
+        return "flashinfer/mnnvl" if multicast else "flashinfer/trtllm"
+    return fixed.get(algorithm)
 
 
 def world_sizes(d: Dispatch, arch: str) -> list[int]:

@@ -1,0 +1,120 @@
+"""Every move is a question until evidence covers it: what the review asks the author to measure.
+
+A moved range ``(arch, world size, mode, lo..hi)`` is covered by a sweep of
+that arch, world size and mode whose sizes lie on both sides of each of the
+range's bounds and inside it (``artune.review.benchmarks.reach``). A sweep
+is an artune measurement log (``--measured``) or an engine benchmark's
+output (``--evidence``). The ranges left uncovered are grouped per arch and
+world size, each group with the engine's own benchmark command that would
+measure them (X111: nothing measured there; X112: a sweep there that does
+not reach every bound).
+
+vLLM's rows do not depend on the mode (its tables are the same in graph and
+eager), and its benchmark times CUDA graphs: a vLLM move is asked, and
+answered, in graph mode.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from artune.review.benchmarks import commands, reach
+from artune.review.model import EvidenceQuestion, Move, Question, Regret
+from artune.table.model import MODES
+
+#: the engines whose dispatch reads no mode: their moves are asked in graph mode, as their benchmarks time them
+MODELESS = frozenset({"vllm"})
+
+
+@dataclass(frozen=True)
+class SweepCover:
+    """What a measurement covers: its arch, world size, mode, the sizes it timed, and where it came from."""
+
+    arch: str
+    world_size: int
+    mode: str
+    sizes: tuple[int, ...]
+    source: str
+
+
+Spot = tuple[str, int, str]  # (arch, world size, mode)
+Span = tuple[int, int | None]
+
+
+def moved_spans(moved: Sequence[Move], engine: str) -> dict[Spot, list[Span]]:
+    """The moved ranges per ``(arch, world size, mode)``, in the order the moves list them."""
+    out: dict[Spot, list[Span]] = {}
+    for move in moved:
+        modes = ("graph",) if engine in MODELESS and set(move.modes) == set(MODES) else move.modes
+        for arch in move.arch.split(", "):
+            for ws in move.world_sizes:
+                for mode in modes:
+                    spans = out.setdefault((arch, ws, mode), [])
+                    if (move.lo, move.hi) not in spans:
+                        spans.append((move.lo, move.hi))
+    return out
+
+
+def covering(spot: Spot, span: Span, sweeps: Sequence[SweepCover]) -> SweepCover | None:
+    """The first sweep of ``spot`` whose sizes reach both sides of ``span``'s bounds and its inside."""
+    for sweep in sweeps:
+        if (sweep.arch, sweep.world_size, sweep.mode) == spot and not reach(sweep.sizes, [span]):
+            return sweep
+    return None
+
+
+def evidence_questions(
+    spans: dict[Spot, list[Span]], sweeps: Sequence[SweepCover], engine: str
+) -> tuple[EvidenceQuestion, ...]:
+    """Per ``(arch, world size)``, the moved ranges no sweep covers, and the commands that would measure them."""
+    left: dict[tuple[str, int], list[tuple[str, int, int | None]]] = {}
+    for (arch, ws, mode), ranges in spans.items():
+        for lo, hi in ranges:
+            if covering((arch, ws, mode), (lo, hi), sweeps) is None:
+                left.setdefault((arch, ws), []).append((mode, lo, hi))
+    out: list[EvidenceQuestion] = []
+    for (arch, ws), ranges in left.items():
+        near = [s for s in sweeps if (s.arch, s.world_size) == (arch, ws)]
+        why = "; ".join(f"{s.source} ({s.mode}): {_lacks(s, ranges)}" for s in near)
+        ordered = tuple(sorted(ranges, key=lambda r: (r[1], MODES.index(r[0]))))
+        code = "X112" if near else "X111"
+        out.append(EvidenceQuestion(code, arch, ws, ordered, commands(engine, arch, ws, ordered), why))
+    return tuple(sorted(out, key=lambda a: (_version(a.arch), a.world_size)))
+
+
+def _version(arch: str) -> tuple[int, ...]:
+    """``"10.3"`` -> ``(10, 3)``, for ordering; an arch that is not a version ("default") last."""
+    parts = arch.split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else (1 << 30,)
+
+
+def _lacks(sweep: SweepCover, ranges: Sequence[tuple[str, int, int | None]]) -> str:
+    """What ``sweep`` lacks for the ranges of its mode (or that it measured another mode)."""
+    mine = [(lo, hi) for mode, lo, hi in ranges if mode == sweep.mode]
+    return ", ".join(reach(sweep.sizes, mine)) if mine else "another mode"
+
+
+def modelled_losses(regret: Sequence[Regret], answered: set[Spot], engine: str = "") -> tuple[Question, ...]:
+    """X113: where the cost model predicts AFTER slower than BEFORE beyond its interval, and nothing measured.
+
+    The interval is the model's spread over its replicates: AFTER's 90th
+    percentile above its median, taken as the half-width either side. A loss
+    counts when AFTER's median less that half-width is still above BEFORE's.
+    A measurement of the ``(arch, world size, mode)`` silences the model.
+    """
+    if engine in MODELESS:  # a measured graph-mode row answers the same row in eager
+        answered = answered | {(arch, ws, mode) for arch, ws, _ in answered for mode in MODES}
+    out: list[Question] = []
+    for r in regret:
+        if r.basis != "modelled" or (r.arch, r.world_size, r.mode) in answered:
+            continue
+        half = max(r.after_high - r.after, 0.0)
+        if r.after - half > r.before:
+            message = (
+                f"the cost model ({r.source}) predicts AFTER slower over the moved sizes: regret "
+                f"{r.before:.2f} before, {r.after:.2f} after (90th percentile {r.after_high:.2f}), a loss "
+                f"beyond its interval; measure it (the command above) or say why the model is wrong here"
+            )
+            out.append(Question("warning", "", r.arch, f"ws {r.world_size} ({r.mode})", message, "X113"))
+    return tuple(out)
