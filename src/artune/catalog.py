@@ -133,6 +133,12 @@ SPECS: dict[str, AlgorithmSpec] = {
             Conditions(align=16, multicast=True),
         ),
         AlgorithmSpec("2shot_pull", "sglang", "SGLang two-shot pull", ("blocks",), _ALIGN16),
+        # TensorRT-LLM (AllReduceStrategyType; its lookup tables hold these four)
+        AlgorithmSpec(
+            "trtllm_oneshot", "trtllm", "TensorRT-LLM ONESHOT: fused one-shot all-reduce over IPC peer memory"
+        ),
+        AlgorithmSpec("trtllm_twoshot", "trtllm", "TensorRT-LLM TWOSHOT: fused reduce-scatter + all-gather over IPC"),
+        AlgorithmSpec("nccl_symmetric", "trtllm", "TensorRT-LLM NCCL_SYMMETRIC: NCCL on symmetric (window) memory"),
     )
 }
 

@@ -311,6 +311,78 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "parallel_state.py:300: note S105: arch=all: custom all-reduce v2 is off by default in this release ...",
         "None needed: information.",
     ),
+    # ---------------------------------------------------------------- R: TensorRT-LLM's lookup tables
+    FindingKind(
+        "R101",
+        "Arch runs another SM's table",
+        "TensorRT-LLM maps every SM from 100 up to the SM100 table, so B300 (10.3), Rubin (10.7) and SM 120 run"
+        " B200's cells, whatever was measured on them.",
+        "warning R101 arch=10.3: B300 (SM 103) runs the SM100 table: measured on B300, or inherited?",
+        "Measure that arch and give it its own table, or accept the mapping knowingly.",
+    ),
+    FindingKind(
+        "R102",
+        "World size read from another row",
+        "The truncated log2 index reads TP 3 from TP 2's row and TP 6 from TP 4's; TP 16 is beyond the table.",
+        "warning R102 arch=9.0 ws=6: TP 6 reads the TP 4 row (truncated log2)",
+        "Measure those world sizes and add their rows.",
+    ),
+    FindingKind(
+        "R103",
+        "Hidden size read from another row",
+        "hidden 5120, 6144, 7168 and 12288 (common models) read the row of the power of two below them; 16384 "
+        "and up are out of range.",
+        "warning R103 arch=9.0: hidden 7168 (DeepSeek-V3) reads the hidden 4096 row",
+        "Measure the hidden sizes of the models served.",
+    ),
+    FindingKind(
+        "R104",
+        "Tokens beyond the table",
+        "Token counts from the end of the token axis up (32768 in the released headers) are out of range and "
+        "take the revision's out-of-range strategy.",
+        "warning R104 arch=9.0: tokens from 32768 up are beyond the table: NCCL_SYMMETRIC",
+        "Extend the token axis, or make the out-of-range strategy the measured winner.",
+    ),
+    FindingKind(
+        "R105",
+        "A fused-op plane that is all NCCL",
+        "Every cell of a fused op's plane names NCCL, which the benchmark writes where it skipped the op (NVFP4"
+        " below SM 100).",
+        "warning R105 arch=9.0: the NVFP4 plane is NCCL in every cell",
+        "Benchmark that plane, or say why NCCL is meant.",
+    ),
+    FindingKind(
+        "R106",
+        "A constant disagrees with its table",
+        "A k...Choice constant (kNumTokensChoice = 14) disagrees with the length of the rows it indexes (15).",
+        "warning R106: kNumTokensChoice = 14, but the rows hold 15 entries",
+        "Fix the constant to the rows' length.",
+    ),
+    FindingKind(
+        "R107",
+        "Strategies flip along the token axis",
+        "Cells alternate between strategies along the token axis (4, 5, 5, 4, 5, 4) with no evidence that the "
+        "machine does: what a per-cell argmin over one noisy run writes.",
+        "warning R107 arch=9.0 ws=8 hidden=4096: ONESHOT and TWOSHOT alternate 3 times along the tokens",
+        "Measure again with rounds and derive by the evidence rule (`artune tune --from-trtllm-csv`).",
+    ),
+    FindingKind(
+        "R108",
+        "The workspace cap overrides a cell",
+        "A bf16 message over the workspace (64 MiB by default, TRTLLM_ALLREDUCE_FUSION_WORKSPACE_SIZE) goes to "
+        "NCCL where the cell names a kernel.",
+        "warning R108 arch=9.0 ws=2 hidden=8192: tokens from 4097 run NCCL: the 64MiB workspace, not the cell's"
+        " TWOSHOT",
+        "Raise the workspace, or write NCCL in those cells.",
+    ),
+    FindingKind(
+        "R109",
+        "The autotuner decides under AUTO",
+        "Under AllReduceStrategy.AUTO the PyTorch flow asks its autotuner rather than the table unless "
+        "TLLM_DISABLE_ALLREDUCE_AUTOTUNE=1. Information, not a problem.",
+        "note R109: under AUTO the autotuner decides unless TLLM_DISABLE_ALLREDUCE_AUTOTUNE=1",
+        "Know which one decides in the deployment.",
+    ),
     # ---------------------------------------------------------------- X: the evidence behind a review
     FindingKind(
         "X100",

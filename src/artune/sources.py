@@ -26,7 +26,7 @@ from artune.table.selection import compose, select_table
 
 REFERENCE_PREFIX = "reference:"
 BUNDLED_PREFIX = "bundled:"
-SOURCES = "FILE|reference:NAME|bundled:cpu|vllm:PATH|sglang:PATH[@ARCH]"
+SOURCES = "FILE|reference:NAME|bundled:cpu|vllm:PATH|sglang:PATH|trtllm:PATH[@ARCH]"
 
 
 @dataclass(frozen=True)

@@ -15,13 +15,13 @@ from artune.table.diff import diff_tables
 from artune.table.io import dump_table, dumps_table
 from artune.table.model import MODES, Table
 
-TARGETS = ("vllm", "sglang", "nccl-tuner")
+TARGETS = ("vllm", "sglang", "nccl-tuner", "trtllm")
 
 
 def register(commands: Any) -> None:
     """Add the import, export and diff sub-commands to the parser."""
     imp = commands.add_parser("import", help="read an engine's table file into artune TOML (provenance: published)")
-    imp.add_argument("engine", choices=("vllm", "sglang"))
+    imp.add_argument("engine", choices=("vllm", "sglang", "trtllm"))
     imp.add_argument("path", metavar="PATH", help="the engine's checkout, or its table file")
     imp.add_argument("--out", metavar="DIR", help="write one TOML per arch here (default: print them)")
     imp.set_defaults(run=run_import)
@@ -39,6 +39,8 @@ def register(commands: Any) -> None:
     diff.add_argument("--world-size", type=int, default=None)
     diff.add_argument("--mode", choices=MODES, default=None)
     diff.add_argument("--arch", help="compare the two sets at this arch only")
+    diff.add_argument("--hidden", type=int, help="tables that decide by shape: compare at this hidden size only")
+    diff.add_argument("--tokens", type=int, help="tables that decide by shape: compare at this token count only")
     diff.set_defaults(run=run_diff)
 
 
@@ -98,6 +100,14 @@ def run_export(args: argparse.Namespace) -> int:
         from artune.formats.sglang.write import export_sglang
 
         out = export_sglang(tables[0], command, args.arch, args.standalone)
+    elif args.to == "trtllm":
+        from artune.formats.trtllm.read import sm_of
+        from artune.formats.trtllm.write import export_trtllm
+
+        sm = sm_of(tables[0].platform.arch)
+        if sm is None or not tables[0].by_shape:
+            raise TableError(f"{tables[0].name}: --to trtllm needs a shape table for a CUDA arch (e.g. 9.0)")
+        out = export_trtllm(tables[0], command, sm)
     else:
         from artune.formats.nccl.write import export_nccl
 
@@ -154,7 +164,7 @@ def run_diff(args: argparse.Namespace) -> int:
 def _print_diff(a: Source, b: Source, args: argparse.Namespace) -> int:
     differ = 0
     for arch, ta, tb in _pairs(a, b, args.arch):
-        found = diff_tables(ta, tb, args.world_size, args.mode)
+        found = diff_tables(ta, tb, args.world_size, args.mode, args.hidden, args.tokens)
         header = f"arch={arch}: A {ta.name} [{ta.platform.arch}]; B {tb.name} [{tb.platform.arch}]"
         if not found:
             print(f"{header}: identical")
@@ -164,7 +174,9 @@ def _print_diff(a: Source, b: Source, args: argparse.Namespace) -> int:
         differ += len(found)
         print(f"{header}: {len(found)} range(s) differ")
         for d in found:
-            print(f"  {d.where} {format_span(d.lo, d.hi)}: A {_route(d.a)} | B {_route(d.b)}")
+            span = format_span(d.lo, d.hi) if not d.hidden else f"tokens {d.lo}" + (f"..{d.hi}" if d.hi != d.lo else "")
+            span = span if d.hi is not None or not d.hidden else f"tokens {d.lo}+"
+            print(f"  {d.where} {span}: A {_route(d.a)} | B {_route(d.b)}")
         print(f"  A provenance: {ta.provenance}" + "".join(f"; {n}" for n in ta.borrowed))
         print(f"  B provenance: {tb.provenance}" + "".join(f"; {n}" for n in tb.borrowed))
     return 1 if differ else 0

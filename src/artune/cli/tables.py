@@ -23,7 +23,7 @@ from artune.sources import SOURCES, Source, open_source, open_tables, selected_s
 from artune.table.check import Finding, modelled_summary
 from artune.table.decide import decide
 from artune.table.io import dumps_table, table_to_dict
-from artune.table.model import MODES, NVLINK_DOMAINS, Plan, Table
+from artune.table.model import MODES, NVLINK_DOMAINS, Plan, Table, TokenShape
 from artune.table.overrides import apply_overrides, parse_overrides
 from artune.table.selection import select_table
 
@@ -79,7 +79,12 @@ def register(commands: Any) -> None:
         help="across hosts: rack (every host in one NVLink domain, as in NVL72) or host (each host its own, the "
         "hosts joined over a network; the default where not given)",
     )
-    explain.add_argument("--size", required=True, help="message size, e.g. 4096, 64KiB, 2.5MiB")
+    explain.add_argument("--size", help="message size, e.g. 4096, 64KiB, 2.5MiB (or --tokens with --hidden)")
+    explain.add_argument(
+        "--tokens", type=int, help="tokens of the message (a table that decides by shape: TensorRT-LLM's)"
+    )
+    explain.add_argument("--hidden", type=int, help="hidden size: elements a token (with --tokens or --size)")
+    explain.add_argument("--fusion", default="NONE", help="fused op, TensorRT-LLM's AllReduceFusionOp name (NONE)")
     explain.add_argument("--mode", choices=MODES, default="eager")
     explain.add_argument("--dtype", choices=DTYPES, help="default: float32 on a CPU table, bfloat16 on a GPU one")
     explain.add_argument(
@@ -108,6 +113,8 @@ def register(commands: Any) -> None:
         "--as-written", action="store_true", help="an engine's rows as its file writes them, without its caps and clips"
     )
     show.add_argument("--nvlink-domain", choices=NVLINK_DOMAINS, help=_DOMAIN_HELP)
+    show.add_argument("--hidden", type=int, help="a shape table's plans for this hidden size's row only")
+    show.add_argument("--fusion", help="a shape table's plans for this fused op only")
     show.set_defaults(run=run_show)
 
 
@@ -211,7 +218,6 @@ _DEFAULT_DTYPE = {"cpu": "float32", "cuda": "bfloat16", "rocm": "bfloat16"}  # w
 
 def run_explain(args: argparse.Namespace) -> int:
     """Print the decision for one message."""
-    nbytes = parse_size(args.size, "--size")
     env = settings.from_env()
     # environment first, command-line arguments on top: the most explicit wins
     if args.table or args.reference:
@@ -225,6 +231,7 @@ def run_explain(args: argparse.Namespace) -> int:
     # the call a user of this table's platform makes: no multicast outside NVIDIA GPUs
     kind = table.platform.kind
     dtype = args.dtype or _DEFAULT_DTYPE[kind]
+    nbytes, shape = _message(args, table, dtype)
     multicast = kind == "cuda" and not args.no_multicast
     unavailable = catalog.unavailable(args.world_size, dtype, nbytes, multicast, args.hosts)
     if kind == "cpu" and args.world_size > 1:  # what a Communicator here would find in /dev/shm
@@ -243,7 +250,9 @@ def run_explain(args: argparse.Namespace) -> int:
     if args.nvlink_domain == "rack" and args.hosts == 1:
         print("artune explain: --nvlink-domain rack needs --hosts 2 or more", file=sys.stderr)
         return 2
-    decision = decide(table, nbytes, args.world_size, args.mode, available, args.hosts, multicast, args.nvlink_domain)
+    decision = decide(
+        table, nbytes, args.world_size, args.mode, available, args.hosts, multicast, args.nvlink_domain, shape
+    )
     note = ""
     if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
         note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
@@ -264,6 +273,8 @@ def run_explain(args: argparse.Namespace) -> int:
     if args.json:
         data: dict[str, Any] = decision.as_dict()
         data["figures"] = figures
+        if shape is not None:
+            data.update(tokens=shape.tokens, hidden=shape.hidden, fusion=shape.fusion)
         data.update(
             size=nbytes,
             world_size=args.world_size,
@@ -286,6 +297,7 @@ def run_explain(args: argparse.Namespace) -> int:
     headline = f"[bold]{decision.algorithm}[/bold]" + (f" (kernel {kernel[0]})" if kernel else "")
     console.print(f"{headline} {dict(decision.params) or ''}".rstrip())
     call = f"  for {format_size(nbytes)} ({nbytes} B), world_size={args.world_size}"
+    call += f", {shape.tokens} tokens x hidden {shape.hidden}, fusion {shape.fusion}" if shape else ""
     call += f" on {args.hosts} hosts" if args.hosts > 1 else ""
     if args.hosts > 1 and args.nvlink_domain is not None:
         call += " in one NVLink domain" if args.nvlink_domain == "rack" else " joined over a network"
@@ -342,29 +354,84 @@ def _color(name: str, colors: dict[str, str]) -> str:
     return colors[name]
 
 
+_ELEMENT_BYTES = {
+    "float32": 4,
+    "float16": 2,
+    "bfloat16": 2,
+    "float64": 8,
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "int64": 8,
+}
+
+
+def _message(args: argparse.Namespace, table: Table, dtype: str) -> tuple[int, TokenShape | None]:
+    """The message's bytes, and its shape when ``--hidden`` is given: ``--tokens`` x hidden x the dtype's
+    element size, or ``--size`` split into tokens of ``--hidden`` elements."""
+    if args.hidden is None:
+        if args.tokens is not None:
+            raise ArtuneError("explain: --tokens needs --hidden (the elements a token)")
+        if table.by_shape:
+            raise ArtuneError(
+                f"explain: {table.name} decides by shape (tokens x hidden x fused op): give --tokens N --hidden H"
+            )
+        if args.size is None:
+            raise ArtuneError("explain: give --size (or --tokens with --hidden)")
+        return parse_size(args.size, "--size"), None
+    if args.hidden < 1 or (args.tokens is not None and args.tokens < 1):
+        raise ArtuneError("explain: --hidden and --tokens must be positive")
+    fusions = sorted({f for p in table.plans for f in p.fusions})
+    if fusions and args.fusion not in fusions:
+        raise ArtuneError(f"explain: --fusion {args.fusion}: {table.name} has planes for {', '.join(fusions)}")
+    element = _ELEMENT_BYTES[dtype]
+    if args.tokens is not None:
+        if args.size is not None:
+            raise ArtuneError("explain: give --tokens or --size with --hidden, not both")
+        return args.tokens * args.hidden * element, TokenShape(args.tokens, args.hidden, args.fusion)
+    if args.size is None:
+        raise ArtuneError("explain: --hidden needs --tokens or --size")
+    nbytes = parse_size(args.size, "--size")
+    tokens = nbytes // (args.hidden * element)
+    if tokens < 1:
+        raise ArtuneError(f"explain: --size {args.size} is less than one token of {args.hidden} {dtype} elements")
+    return nbytes, TokenShape(tokens, args.hidden, args.fusion)
+
+
+_TOKENS_HI = 16  # a shape plan's chart: log2 tokens 0..16
+
+
 def _chart(plan: Plan, colors: dict[str, str]) -> Text:
-    """A log-scale bar from 1 KiB to 1 GiB, one colour per band's first candidate."""
+    """A log-scale bar from 1 KiB to 1 GiB (a shape plan: 1 to 65536 tokens), one colour per band's first
+    candidate."""
     bar = Text()
+    lo, hi = (0, _TOKENS_HI) if plan.hidden else (_CHART_LO, _CHART_HI)
     for col in range(_CHART_WIDTH):
-        nbytes = int(2 ** (_CHART_LO + (col + 0.5) * (_CHART_HI - _CHART_LO) / _CHART_WIDTH))
+        nbytes = int(2 ** (lo + (col + 0.5) * (hi - lo) / _CHART_WIDTH))
         name = next(names[0] for _, upto, names in plan.spans() if upto is None or nbytes <= upto)
         bar.append("█", style=_color(name, colors))
     return bar
+
+
+def _span(plan: Plan, lower: int, upto: int | None) -> str:
+    if not plan.hidden:
+        return format_span(lower, upto)
+    return f"{max(lower, 1)}+ tok" if upto is None else f"{max(lower, 1)}-{upto} tok"
 
 
 def _bands_text(plan: Plan, colors: dict[str, str]) -> Text:
     text = Text()
     for i, band in enumerate(plan.bands):
         if band.upto is not None and band.upto < plan.lower(i):
-            text.append(f"{format_span(plan.lower(i), band.upto)} covers nothing  ", style="red")
+            text.append(f"{_span(plan, plan.lower(i), band.upto)} covers nothing  ", style="red")
             continue
-        text.append(format_span(plan.lower(i), band.upto) + " ")
+        text.append(_span(plan, plan.lower(i), band.upto) + " ")
         for j, name in enumerate(band.candidates):
             text.append(("|" if j else "") + name, style=_color(name, colors))
         text.append("  ")
     lower, _, _ = plan.spans()[-1]
     # above a bounded last band the fallback runs; under an open-ended one only where no candidate is available
-    text.append("fallback " if plan.open_ended else format_span(lower, None) + " ")
+    text.append("fallback " if plan.open_ended else _span(plan, lower, None) + " ")
     text.append(plan.fallback, style=_color(plan.fallback, colors))
     return text
 
@@ -388,6 +455,7 @@ def _print_chart(table: Table, console: Console) -> None:
             f" ({plan.hosts} hosts{', rack' if plan.nvlink.value == 'rack' else ''})" if plan.hosts > 1 else ""
         )
         ws += "" if plan.multicast is None else f" (multicast {'on' if plan.multicast else 'off'})"
+        ws += f" hidden {plan.hidden} {'/'.join(plan.fusions)}" if plan.hidden else ""
         row = [ws, plan.mode, _chart(plan, colors), _bands_text(plan, colors)]
         grid.add_row(*row, *([plan.origin or "this table"] if composed else []))
     console.print(grid)
@@ -405,6 +473,18 @@ def _print_chart(table: Table, console: Console) -> None:
     console.print()
 
 
+def _shape_subset(table: Table, hidden: int | None, fusion: str | None) -> Table:
+    """A shape table's plans for the row ``hidden`` reads and for ``fusion`` (each ``None``: all)."""
+    if not table.by_shape:
+        return table
+    rows = sorted({p.hidden for p in table.plans if p.hidden})
+    row = max((r for r in rows if hidden is not None and r <= hidden), default=rows[0] if rows else 0)
+    plans = tuple(
+        p for p in table.plans if (hidden is None or p.hidden == row) and (fusion is None or fusion in p.fusions)
+    )
+    return table.with_changes(plans=plans)
+
+
 def as_written(table: Table) -> Table:
     """``table`` with each plan's bands as the engine's file writes them (itself for artune's tables)."""
     if not any(plan.written for plan in table.plans):
@@ -418,6 +498,8 @@ def run_show(args: argparse.Namespace) -> int:
     tables = [in_domain(t, args.nvlink_domain) for t in tables]
     if args.as_written:
         tables = [as_written(t) for t in tables]
+    if args.hidden is not None or args.fusion is not None:
+        tables = [_shape_subset(t, args.hidden, args.fusion) for t in tables]
     if args.format == "json":
         print(json.dumps([table_to_dict(t) for t in tables], indent=1))
     elif args.format == "toml":

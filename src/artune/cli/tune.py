@@ -93,6 +93,13 @@ def _tune_options(tune: argparse.ArgumentParser) -> None:
     tune.add_argument("--no-install", action="store_true", help="do not install the table as this machine's")
     tune.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
     tune.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    tune.add_argument(
+        "--from-trtllm-csv",
+        metavar="CSV",
+        help="measure nothing: derive a TensorRT-LLM shape table from its generator's CSV by the evidence rule "
+        "(with --arch; printed as TOML, or written to --out/table.toml)",
+    )
+    tune.add_argument("--arch", help="with --from-trtllm-csv: the arch the CSV was measured on, e.g. 9.0")
 
 
 def _cuda_options(tune: argparse.ArgumentParser) -> None:
@@ -228,8 +235,28 @@ def _refuse_without_shared_memory(world_sizes: list[int], buffer_bytes: int, con
             )
 
 
+def _from_trtllm_csv(args: argparse.Namespace) -> int:
+    """``artune tune --from-trtllm-csv CSV --arch A``: the table the CSV's rounds support, not its argmin."""
+    from artune.formats.trtllm.generator import derive_table, read_csv
+    from artune.table.io import dump_table, dumps_table
+
+    if not args.arch:
+        raise ArtuneError("tune --from-trtllm-csv: give --arch, the arch the CSV was measured on (e.g. 9.0)")
+    table = derive_table(read_csv(args.from_trtllm_csv), args.arch)
+    if args.out:
+        path = Path(args.out) / "table.toml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        dump_table(table, path)
+        print(path)
+    else:
+        print(dumps_table(table), end="")
+    return 0
+
+
 def run_tune(args: argparse.Namespace) -> int:
     """``artune tune``."""
+    if args.from_trtllm_csv:
+        return _from_trtllm_csv(args)
     from artune import machine, settings
     from artune.report import RunInfo, write_report
     from artune.table.cache import install_table

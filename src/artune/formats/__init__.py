@@ -7,8 +7,10 @@ request, turned into artune tables), its dispatch rules as its code runs them
 paste-ready text in the engine's current shape); ``artune.formats.nccl``
 writes NCCL's tuner-plugin format. Shared by all of them: ``pyeval`` (the
 Python subset the readers interpret, never run), ``files``, ``gitrev``,
-``releases`` and ``engine``. A table source ``vllm:PATH`` or ``sglang:PATH``
-is accepted wherever a table is; ``READERS`` is where an engine is registered.
+``releases`` and ``engine``. ``artune.formats.trtllm`` reads
+TensorRT-LLM's C++ lookup-table header (``trtllm:PATH``). A table source
+``vllm:PATH``, ``sglang:PATH`` or ``trtllm:PATH`` is accepted wherever a table
+is; ``READERS`` is where an engine is registered.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from artune.errors import TableError
 from artune.formats.engine import EngineImport
 from artune.formats.pyeval import Raised, Unsupported
 from artune.formats.sglang import read as sglang_read
+from artune.formats.trtllm import read as trtllm_read
 from artune.formats.vllm import read as vllm_read
 
 
@@ -37,6 +40,7 @@ READERS: dict[str, EngineReader] = {
     for reader in (
         EngineReader("vllm", vllm_read.read_vllm, vllm_read.FILES),
         EngineReader("sglang", sglang_read.read_sglang, sglang_read.FILES),
+        EngineReader("trtllm", trtllm_read.read_trtllm, trtllm_read.FILES),
     )
 }
 ENGINES = tuple(READERS)

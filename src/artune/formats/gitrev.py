@@ -51,7 +51,7 @@ def engine_members(engine: str) -> tuple[str, ...]:
     from artune.formats import engine_reader
     from artune.formats.releases import MEMBERS
 
-    names = (*engine_reader(engine).files, *MEMBERS[engine])
+    names = (*engine_reader(engine).files, *MEMBERS.get(engine, ()))
     out: list[str] = []
     for name in names:
         bare = name.removeprefix(_CHECKOUT_PREFIX)
@@ -104,7 +104,7 @@ def revision_tree(path: str, rev: str, members: Sequence[str]) -> Iterator[Revis
     wanted = [prefix or "."] if given.is_file() else [prefix + m for m in members]
     recursive = [] if given.is_file() else ["-r"]
     listed = _git(top, "ls-tree", *recursive, "-z", "--name-only", "--full-tree", commit, "--", *wanted)
-    files = [name for name in listed.decode().split("\0") if name.endswith(".py")]
+    files = [name for name in listed.decode().split("\0") if name.endswith((".py", ".h"))]
     if not files:
         raise TableError(f"--base {rev}: {path} has none of the engine's files at that revision ({', '.join(wanted)})")
     if given.is_file() and f"{prefix}{given.name}" not in files:

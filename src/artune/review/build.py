@@ -183,15 +183,20 @@ def _group(items: Iterable[tuple[tuple, int, str]]) -> list[tuple[tuple, tuple[i
     return out
 
 
+def _shape(d: Difference) -> str:
+    return f"hidden {d.hidden} {d.fusion}" if d.hidden else ""
+
+
 def moves(found: Sequence[tuple[str, Difference]]) -> tuple[Move, ...]:
     """The differences grouped over world sizes and modes, by arch, then by size."""
     rows = _group(
-        ((arch, d.lo, d.hi, d.a, d.b, d.multicast, d.hosts, d.nvlink.value), d.world_size, d.mode) for arch, d in found
+        ((arch, d.lo, d.hi, d.a, d.b, d.multicast, d.hosts, d.nvlink.value, _shape(d)), d.world_size, d.mode)
+        for arch, d in found
     )
     # arches that move the same sizes the same way at the same world sizes share a row
     archs: dict[tuple, list[str]] = {}
-    for (arch, lo, hi, a, b, multicast, hosts, nvlink), ws, modes in rows:
-        archs.setdefault((ws, modes, lo, hi, a, b, multicast, hosts, nvlink), []).append(arch)
+    for (arch, lo, hi, a, b, multicast, hosts, nvlink, shape), ws, modes in rows:
+        archs.setdefault((ws, modes, lo, hi, a, b, multicast, hosts, nvlink, shape), []).append(arch)
     out = [Move(", ".join(names), *key) for key, names in archs.items()]
     order = {arch: i for i, arch in enumerate(dict.fromkeys(arch for arch, _ in found))}
     first = lambda m: order[m.arch.split(", ")[0]]  # noqa: E731

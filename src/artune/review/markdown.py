@@ -22,6 +22,7 @@ from artune.review.model import (
     BestScore,
     EvidenceQuestion,
     EvidenceReport,
+    Move,
     Question,
     RegretEvidence,
     Review,
@@ -83,6 +84,13 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]], right: Sequence
     return [f"| {' | '.join(r)} |" for r in (header, rule, *rows)]
 
 
+def _sizes(m: Move) -> str:
+    """A move's sizes: bytes, or for a shape table its hidden row, fused op and tokens."""
+    if not m.shape:
+        return format_span(m.lo, m.hi)
+    return f"{m.shape}, tokens {m.lo}" + ("+" if m.hi is None else f"..{m.hi}" if m.hi != m.lo else "")
+
+
 def _route(names: Sequence[str], fallback: str = "") -> str:
     """``a > b``, less the ``fallback`` every route ends in (named once above the table)."""
     shown = names[:-1] if fallback and len(names) > 1 and names[-1] == fallback else names
@@ -132,7 +140,7 @@ def _moves(review: Review) -> list[str]:
                 ", ".join(a + (" (new)" if a in new else "") for a in m.arch.split(", ")),
                 world_sizes(m.world_sizes) + _topology(m.hosts, m.nvlink) + _machine(m.multicast),
                 *([] if both else [_modes(m.modes)]),
-                format_span(m.lo, m.hi),
+                _sizes(m),
                 _route(m.before, fallback),
                 _route(m.after, fallback),
             )

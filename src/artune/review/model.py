@@ -63,6 +63,8 @@ class Move:
     multicast: bool | None = None  # the machine compared, where a side plans it apart: None for any machine
     hosts: int = 1  # the topology compared: ranks on one host, or across this many...
     nvlink: str = "host"  # ...in one NVLink domain ("rack") or joined over a network ("host")
+    #: a shape difference (tables that decide by shape): "hidden 4096 NONE", and lo, hi count tokens
+    shape: str = ""
 
 
 @dataclass(frozen=True)

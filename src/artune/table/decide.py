@@ -45,7 +45,7 @@ from types import MappingProxyType
 from artune.catalog import SPECS
 from artune.sizes import format_span
 from artune.table.gaps import GapPolicy, gap_policy
-from artune.table.model import MODES, Mode, NVLinkDomain, ParamValue, Plan, Table
+from artune.table.model import MODES, Mode, NVLinkDomain, ParamValue, Plan, Table, TokenShape
 
 _KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
 
@@ -65,6 +65,8 @@ class Decision:
     hosts: int = 1  # the plan's number of hosts
     multicast: bool | None = None  # the plan's machine: with/without NVLink multicast, None: any
     nvlink: NVLinkDomain = NVLinkDomain.HOST  # across hosts, the plan's NVLink domain
+    unit: str = "bytes"  # what lower and upper count: "tokens" for a shape plan's band
+    hidden: int = 0  # a shape plan's hidden row (Plan.hidden); 0: a plan by bytes, or none
 
     def _plan_dict(self) -> dict[str, object]:
         plan: dict[str, object] = {"world_size": self.world_size, "mode": self.mode}
@@ -83,7 +85,7 @@ class Decision:
             "params": dict(self.params),
             "reason": self.reason,
             "steps": list(self.steps),
-            "band": {"from": self.lower, "upto": self.upper},
+            "band": {"from": self.lower, "upto": self.upper, **({"unit": self.unit} if self.unit != "bytes" else {})},
             "plan": self._plan_dict() if self.world_size else None,
         }
 
@@ -117,6 +119,12 @@ class _CompiledPlan:
         self.cache: dict[tuple[int, frozenset[str] | None], Decision] = {}
         self.forced = bool(table.forced)
 
+    unit = "bytes"
+
+    def span(self, lower: int, upper: int | None) -> str:
+        """How messages write the sizes ``lower..upper`` of a band."""
+        return format_span(lower, upper)
+
     def decision(self, index: int, available: frozenset[str] | None) -> Decision:
         key = (index, available)
         found = self.cache.get(key)
@@ -129,12 +137,12 @@ class _CompiledPlan:
         notes: list[str] = []
         if index < len(self.bands):
             lower, upper, candidates = self.bands[index]
-            where: str = f"band {index + 1} {format_span(lower, upper)}"
+            where: str = f"band {index + 1} {self.span(lower, upper)}"
         else:
             last = self.bands[-1][1] if self.bands else None
             lower = last + 1 if last is not None else 0
             upper, candidates = None, ()
-            where = f"above the last band {format_span(lower, None)}" if self.bands else "no bands"
+            where = f"above the last band {self.span(lower, None)}" if self.bands else "no bands"
         chosen = ""
         for name in candidates:
             if available is not None and name not in available:
@@ -177,7 +185,54 @@ class _CompiledPlan:
             hosts=plan.hosts if plan else 1,
             multicast=plan.multicast if plan else None,
             nvlink=plan.nvlink if plan else NVLinkDomain.HOST,
+            unit=self.unit,
+            hidden=plan.hidden if plan else 0,
         )
+
+
+class _ShapePlan(_CompiledPlan):
+    """A shape plan: bands count tokens, and a message over the table's cap runs ``over_cap``."""
+
+    unit = "tokens"
+
+    def __init__(self, table: Table, plan: Plan | None, fallback: str, rule_note: str, over_cap: str, cap: int) -> None:
+        super().__init__(table, plan, fallback, rule_note)
+        self.over_cap = over_cap
+        self.cap = cap
+        self.capped: dict[frozenset[str] | None, Decision] = {}
+
+    def span(self, lower: int, upper: int | None) -> str:
+        first = max(lower, 1)  # a message has at least one token
+        return f"tokens {first}+" if upper is None else f"tokens {first}..{upper}"
+
+    def over(self, available: frozenset[str] | None) -> Decision:
+        """The decision for a message over the workspace cap: ``over_cap``, whatever the band."""
+        found = self.capped.get(available)
+        if found is None:
+            plan = self.plan
+            note = (
+                f"the message is over the workspace cap of {self.cap} bytes -> {self.over_cap} (the engine "
+                "sends every message larger than its workspace there, before it reads its table)"
+            )
+            steps = (f"{self.table.name} [{self.table.platform}]", *self.table.borrowed, self.rule_note, note)
+            found = self.capped[available] = Decision(
+                self.over_cap,
+                MappingProxyType({}),
+                "; ".join(filter(None, steps)),
+                tuple(filter(None, steps)),
+                self.cap + 1,
+                None,
+                plan.world_size if plan else 0,
+                plan.mode if plan else "",
+            )
+        return found
+
+
+def _row(value: int, first: int) -> int:
+    """The row a truncated log2 index reads: the largest power of two at or below ``value``, or ``first`` (the
+    first row, 0: none) for a value between half of it and it."""
+    floor = 1 << (value.bit_length() - 1)
+    return first if first and floor * 2 == first and value > floor else floor
 
 
 def _as_written(plan: Plan, lower: int, upper: int | None, runs: tuple[str, ...]) -> list[str]:
@@ -203,8 +258,15 @@ def decide(
     hosts: int = 1,
     multicast: bool | None = None,
     nvlink: NVLinkDomain | str | None = None,
+    shape: TokenShape | None = None,
 ) -> Decision:
     """Choose the algorithm for one all-reduce of ``nbytes`` bytes by ``table``.
+
+    ``shape`` is the message's tokens x hidden x fused op, for a table that
+    decides by shape (``Table.by_shape``: TensorRT-LLM's): its plan is the one
+    for the call's hidden row and fused op, read as the table's gap policy
+    says (``pow2_rows``: the truncated rows), its bands count tokens, and
+    ``nbytes`` is held against the plan's workspace ``cap``.
 
     ``available`` is the set of algorithm names that can run now (``None``:
     all); ``hosts`` is how many hosts the ranks span; ``multicast`` whether
@@ -219,6 +281,8 @@ def decide(
     decider = table.memo.get(Decider)
     if decider is None:
         decider = table.memo[Decider] = Decider(table)
+    if shape is not None:
+        return decider.decide_shape(nbytes, world_size, mode, available, shape)
     return decider.decide(nbytes, world_size, mode, available, hosts, multicast, nvlink)
 
 
@@ -228,6 +292,7 @@ class Decider:
     def __init__(self, table: Table) -> None:
         self.table = table
         self.compiled: dict[tuple[int, str, int, bool | None, object], _CompiledPlan] = {}
+        self.shaped: dict[tuple[int, str, int, str], _ShapePlan] = {}
 
     def decide(
         self,
@@ -251,6 +316,54 @@ class Decider:
         key = (-1 if compiled.forced else bisect.bisect_left(compiled.bounds, nbytes), available)
         found = compiled.cache.get(key)
         return found if found is not None else compiled.decision(*key)
+
+    def decide_shape(
+        self, nbytes: int, world_size: int, mode: str, available: frozenset[str] | set[str] | None, shape: TokenShape
+    ) -> Decision:
+        """``decide`` for a message of ``shape`` (tokens x hidden x fused op)."""
+        if self.table.forced:  # a user override wins over any plan, by shape or by bytes
+            return self.decide(nbytes, world_size, mode, available)
+        key = (world_size, mode, shape.hidden, shape.fusion)
+        compiled = self.shaped.get(key)
+        if compiled is None:
+            compiled = self.shaped[key] = self._compile_shape(world_size, mode, shape)
+        if nbytes < 0 or shape.tokens < 1:
+            raise ValueError(f"decide(): nbytes >= 0 and tokens >= 1, got nbytes={nbytes!r}, tokens={shape.tokens!r}")
+        if available is not None and type(available) is not frozenset:
+            available = frozenset(available)
+        if compiled.cap and nbytes > compiled.cap:
+            return compiled.over(available)
+        return compiled.decision(bisect.bisect_left(compiled.bounds, shape.tokens), available)
+
+    def _compile_shape(self, world_size: int, mode: str, shape: TokenShape) -> _ShapePlan:
+        if mode not in MODES:
+            raise ValueError(f"decide(): mode must be one of {MODES}, got {mode!r}")
+        if world_size < 1 or shape.hidden < 1:
+            raise ValueError(f"decide(): world_size and hidden must be >= 1, got {world_size!r}, {shape.hidden!r}")
+        table = self.table
+        policy = gap_policy(table.rules)
+        over_cap = policy.fallback or _platform_default(table)
+        ws, hidden = world_size, shape.hidden
+        notes = []
+        if policy.pow2_rows:
+            shaped = [p for p in table.plans if p.hidden]
+            first_ws = min((p.world_size for p in shaped), default=0) if policy.half_reads_first else 0
+            first_hidden = min((p.hidden for p in shaped), default=0) if policy.half_reads_first else 0
+            ws, hidden = _row(world_size, first_ws), _row(shape.hidden, first_hidden)
+            if ws != world_size:
+                notes.append(f"world size {world_size} reads the ws={ws} row (truncated log2)")
+            if hidden != shape.hidden:
+                notes.append(f"hidden size {shape.hidden} reads the hidden={hidden} row (truncated log2)")
+        plan_mode = policy.one_mode or mode
+        plan = table.shape_plan(ws, plan_mode, hidden, shape.fusion)
+        cap = table.cap(world_size)
+        if plan is not None:
+            return _ShapePlan(table, plan, plan.fallback, "; ".join(notes), over_cap, cap)
+        shaped = [p for p in table.plans if p.hidden]
+        fallback = shaped[0].fallback if policy.plans_fallback and shaped else over_cap
+        why = policy.out_of_range.format(world_size=world_size, hidden=shape.hidden, fusion=shape.fusion)
+        why = why or f"no plan for world size {world_size}, hidden {shape.hidden}, fused op {shape.fusion}"
+        return _ShapePlan(table, None, fallback, "; ".join([*notes, f"{why}: {fallback}"]), over_cap, cap)
 
     def _compile(
         self,

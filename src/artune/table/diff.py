@@ -23,6 +23,11 @@ reported once.
 Plans across hosts are compared per topology either table has: each number
 of hosts and NVLink domain (``Difference.hosts``, ``Difference.nvlink``), so a
 multi-node row moves in its own rows, never mixed with one host's.
+
+Tables that decide by shape (``Table.by_shape``: TensorRT-LLM's) are compared
+per ``(world_size, hidden, fused op)`` along the token axis instead
+(``diff_shapes``), each side deciding as ``decide`` does for a bf16 message of
+that shape, so a changed workspace cap shows as a token range too.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from itertools import pairwise
 from artune.catalog import SPECS
 from artune.table.check import runs_wherever
 from artune.table.decide import decide
-from artune.table.model import MODES, NVLinkDomain, Plan, Provenance, Table
+from artune.table.model import MODES, NVLinkDomain, Plan, Provenance, Table, TokenShape
 
 
 @dataclass(frozen=True)
@@ -51,11 +56,15 @@ class Difference:
     multicast: bool | None = None  # the machine compared: with/without NVLink multicast, None: any
     hosts: int = 1  # the topology compared: the hosts the ranks span...
     nvlink: NVLinkDomain = NVLinkDomain.HOST  # ...and, across hosts, their NVLink domain
+    hidden: int = 0  # a shape difference (lo, hi count tokens): the hidden size and fused op compared
+    fusion: str = ""
 
     @property
     def where(self) -> str:
-        """``ws=8 mode=eager``, with `` multicast=off`` for a difference on one kind of machine only and
-        `` hosts=4 nvlink=rack`` across hosts."""
+        """``ws=8 mode=eager``, with `` multicast=off`` for a difference on one kind of machine only,
+        `` hosts=4 nvlink=rack`` across hosts, and ``ws=8 hidden=4096 fusion=NONE`` for a shape difference."""
+        if self.hidden:
+            return f"ws={self.world_size} hidden={self.hidden} fusion={self.fusion}"
         machine = "" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}"
         topology = f" hosts={self.hosts} nvlink={self.nvlink.value}" if self.hosts > 1 else ""
         return f"ws={self.world_size}{topology} mode={self.mode}{machine}"
@@ -149,15 +158,77 @@ def topologies_of(table: Table) -> set[Topology]:
     return {ONE_HOST} | {(p.hosts, p.nvlink) for p in table.plans}
 
 
+BF16 = 2  # the element size a shape difference is taken at (the workspace cap counts bytes)
+
+
+def diff_shapes(
+    a: Table, b: Table, world_size: int, hidden: int, fusion: str, tokens: int | None = None
+) -> list[Difference]:
+    """The token ranges (or the one ``tokens``) where ``a`` and ``b`` decide differently for a bf16 message of
+    ``hidden`` elements a token, fused with ``fusion``, at ``world_size``."""
+    cuts = {1} if tokens is None else {tokens}
+    if tokens is None:
+        for table in (a, b):
+            decision = decide(table, 0, world_size, shape=TokenShape(1, hidden, fusion))
+            plan = table.shape_plan(decision.world_size, decision.mode, decision.hidden, fusion)
+            for band in plan.bands if plan is not None else ():
+                if band.upto is not None:
+                    cuts.add(band.upto + 1)
+            cap = table.cap(world_size)
+            if cap:
+                cuts.add(cap // (hidden * BF16) + 1)
+    out: list[Difference] = []
+    points = sorted(cuts)
+    for start, stop in pairwise([*points, None]):
+        shape = TokenShape(start, hidden, fusion)
+        da = decide(a, start * hidden * BF16, world_size, shape=shape)
+        db = decide(b, start * hidden * BF16, world_size, shape=shape)
+        if da.algorithm == db.algorithm:
+            continue
+        hi = start if tokens is not None else (None if stop is None else stop - 1)
+        last = out[-1] if out else None
+        ra, rb = (da.algorithm,), (db.algorithm,)
+        if last is not None and last.hi is not None and last.hi + 1 == start and (last.a, last.b) == (ra, rb):
+            out[-1] = Difference(
+                world_size, "eager", last.lo, hi, ra, rb, a.provenance, b.provenance, None, hidden=hidden, fusion=fusion
+            )
+        else:
+            out.append(
+                Difference(
+                    world_size,
+                    "eager",
+                    start,
+                    hi,
+                    ra,
+                    rb,
+                    a.provenance,
+                    b.provenance,
+                    None,
+                    hidden=hidden,
+                    fusion=fusion,
+                )
+            )
+    return out
+
+
 def diff_tables(
     a: Table,
     b: Table,
     world_size: int | None = None,
     mode: str | None = None,
     topologies: set[Topology] | None = None,
+    hidden: int | None = None,
+    tokens: int | None = None,
 ) -> list[Difference]:
     """Every difference between ``a`` and ``b``, over the world sizes either plans (or the one given), in
-    ``topologies`` (default: one host and every topology either plans)."""
+    ``topologies`` (default: one host and every topology either plans); for shape tables per hidden row and
+    fused op (or the ``hidden`` and ``tokens`` given)."""
+    if a.by_shape or b.by_shape:
+        sizes = [world_size] if world_size is not None else sorted({p.world_size for t in (a, b) for p in t.plans})
+        rows = [hidden] if hidden is not None else sorted({p.hidden for t in (a, b) for p in t.plans if p.hidden})
+        fusions = sorted({f for t in (a, b) for p in t.plans for f in p.fusions})
+        return [d for ws in sizes for h in rows for f in fusions for d in diff_shapes(a, b, ws, h, f, tokens)]
+    sizes = [world_size] if world_size is not None else sorted({p.world_size for t in (a, b) for p in t.plans})
     modes = [mode] if mode is not None else list(MODES)
     machines = sorted({p.multicast for t in (a, b) for p in t.plans} - {None})
     topologies = sorted(topologies if topologies is not None else topologies_of(a) | topologies_of(b))

@@ -218,6 +218,8 @@ class _TableReader:
             "provenance",
             "written",
             "notes",
+            "hidden",
+            "fusions",
         )
         self.keys(data, where, keys)
         world_size = self.required(data, "world_size", where)
@@ -245,6 +247,7 @@ class _TableReader:
             raise self.fail(f"{where}: notes", f"notes must be a list of strings, got {notes!r}")
         params = self.params(data.get("params", {}), f"{where}: params")
         provenance = self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
+        hidden, fusions = self.shape(data, where)
         return Plan(
             world_size,
             mode,
@@ -257,7 +260,35 @@ class _TableReader:
             tuple(notes),
             multicast,
             nvlink=NVLinkDomain(nvlink),
+            hidden=hidden,
+            fusions=fusions,
         )
+
+    def shape(self, data: Mapping[str, Any], where: str) -> tuple[int, tuple[str, ...]]:
+        """A shape plan's ``hidden`` row and ``fusions`` (absent: a plan by bytes)."""
+        hidden = data.get("hidden", 0)
+        if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 0:
+            raise self.fail(where, f"hidden must be a positive integer (a shape plan's row), got {hidden!r}")
+        fusions = data.get("fusions", [])
+        if not isinstance(fusions, list) or not all(isinstance(f, str) and f for f in fusions):
+            raise self.fail(where, f"fusions must be a list of fused-op names, got {fusions!r}")
+        if bool(hidden) != bool(fusions):
+            raise self.fail(where, "a shape plan gives both hidden and fusions; a plan by bytes neither")
+        return hidden, tuple(fusions)
+
+    def caps(self, value: Any) -> tuple[tuple[int | None, int], ...]:
+        """``[[caps]]``: ``{world_size_upto = N, bytes = B}``, the last without ``world_size_upto``."""
+        if not isinstance(value, list):
+            raise self.fail("caps", "use [[caps]] (a list of {world_size_upto, bytes})")
+        out: list[tuple[int | None, int]] = []
+        for i, item in enumerate(value, start=1):
+            data = self.mapping(item, f"caps {i}")
+            self.keys(data, f"caps {i}", ("world_size_upto", "bytes"))
+            most = data.get("world_size_upto")
+            if most is not None and (isinstance(most, bool) or not isinstance(most, int) or most < 1):
+                raise self.fail(f"caps {i}", f"world_size_upto must be a positive integer, got {most!r}")
+            out.append((most, self.size(self.required(data, "bytes", f"caps {i}"), f"caps {i}: bytes")))
+        return tuple(out)
 
     def bands(self, data: Mapping[str, Any], key: str, where: str) -> tuple[Band, ...]:
         value = data.get(key, [])
@@ -280,7 +311,7 @@ def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
     """Build a ``Table`` from the dict form of a TOML file, checking every value."""
     r = _TableReader(origin)
     data = r.mapping(data, "")
-    r.keys(data, "top level", ("schema", "platform", "provenance", "rules", "plan"))
+    r.keys(data, "top level", ("schema", "platform", "provenance", "rules", "caps", "plan"))
     schema = data.get("schema", SCHEMA)
     if type(schema) is not int or schema != SCHEMA:
         raise r.fail("schema", f"schema = {schema!r}, this artune reads schema {SCHEMA}; upgrade artune")
@@ -302,7 +333,8 @@ def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
         raise r.fail("plan", f"{len(plans_value)} plans, more than {MAX_PLANS}")
     plans = tuple(r.plan(p, f"plan {i + 1}") for i, p in enumerate(plans_value))
     rules = r.text(data, "rules", "top level", GAP_POLICIES) if "rules" in data else "artune"
-    return Table(platform, provenance, plans, schema, rules, origin=origin)
+    caps = r.caps(data["caps"]) if "caps" in data else ()
+    return Table(platform, provenance, plans, schema, rules, origin=origin, caps=caps)
 
 
 # ---------------------------------------------------------------- Table -> dict
@@ -339,7 +371,9 @@ def table_to_dict(table: Table, exact: bool = False) -> dict[str, Any]:
         if plan.multicast is not None:  # likewise: plans for any machine keep their text and digest
             entry["multicast"] = plan.multicast
         entry.update(mode=plan.mode, fallback=plan.fallback)
-        entry["bands"] = [_band_dict(b, exact) for b in plan.bands]
+        if plan.hidden:  # a shape plan: its bands count tokens, written as plain integers
+            entry.update(hidden=plan.hidden, fusions=list(plan.fusions))
+        entry["bands"] = [_band_dict(b, exact or bool(plan.hidden)) for b in plan.bands]
         if plan.written:
             entry["written"] = [_band_dict(b, exact) for b in plan.written]
         if plan.notes:
@@ -355,6 +389,10 @@ def table_to_dict(table: Table, exact: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"schema": table.schema, "platform": platform}
     if table.rules != "artune":  # written only when it matters, so artune's tables keep their text and digest
         out["rules"] = table.rules
+    if table.caps:
+        out["caps"] = [
+            {**({"world_size_upto": most} if most is not None else {}), "bytes": nbytes} for most, nbytes in table.caps
+        ]
     return {**out, "provenance": _provenance_dict(table.provenance), "plan": plans}
 
 

@@ -128,8 +128,26 @@ class Band:
 
 
 @dataclass(frozen=True)
+class TokenShape:
+    """A message as an engine that decides by shape sees it: ``tokens`` rows of ``hidden`` elements,
+    reduced together with the fused op ``fusion`` (TensorRT-LLM's ``AllReduceFusionOp`` names)."""
+
+    tokens: int
+    hidden: int
+    fusion: str = "NONE"
+
+
+@dataclass(frozen=True)
 class Plan:
-    """The bands for one ``(world_size, hosts, mode, multicast, nvlink)``."""
+    """The bands for one ``(world_size, hosts, mode, multicast, nvlink)``, and for a shape plan one hidden row and
+    fused op.
+
+    A shape plan (``hidden`` > 0) is for an engine that decides by tokens x
+    hidden x fused op rather than by bytes (TensorRT-LLM): its bands count
+    tokens, ``hidden`` is the smallest hidden size of its row and ``fusions``
+    the fused ops it answers (the table's ``caps`` say which messages skip
+    the bands). Byte plans leave both at their defaults.
+    """
 
     world_size: int
     mode: str
@@ -148,6 +166,10 @@ class Plan:
     origin: str = field(default="", compare=False)
     #: across hosts, whether they share one NVLink domain (rack) or are joined over a network (host)
     nvlink: NVLinkDomain = NVLinkDomain.HOST
+    #: a shape plan's hidden row (its smallest hidden size); 0: a plan by bytes
+    hidden: int = 0
+    #: the fused ops a shape plan answers; () for a plan by bytes
+    fusions: tuple[str, ...] = ()
 
     @property
     def topology(self) -> str:
@@ -155,7 +177,8 @@ class Plan:
         domain, ``"ws=8 multicast=off"`` for one kind of machine."""
         text = f"ws={self.world_size}" + (f" hosts={self.hosts}" if self.hosts > 1 else "")
         text += " nvlink=rack" if self.nvlink is NVLinkDomain.RACK else ""
-        return text + ("" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}")
+        text += "" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}"
+        return text + (f" hidden={self.hidden} fusion={'/'.join(self.fusions)}" if self.hidden else "")
 
     @property
     def key(self) -> tuple[int, str, int, bool | None, NVLinkDomain]:
@@ -240,20 +263,32 @@ class Table:
     forced: str = field(default="", compare=False)  # user override: this algorithm for every size
     overrides: tuple[str, ...] = field(default=(), compare=False)  # user overrides applied, as text
     memo: dict[Any, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+    #: an engine's workspace cap for its shape plans, by the call's world size: ``(most, bytes)`` pairs, the
+    #: first whose ``most`` (``None``: any) is at or above the world size; a larger message runs the gap
+    #: policy's fallback whatever the plans say (TensorRT-LLM's ``getMaxRequiredWorkspaceSize``); () for none
+    caps: tuple[tuple[int | None, int], ...] = ()
+
+    def cap(self, world_size: int) -> int:
+        """The workspace cap in bytes at ``world_size`` (0: none)."""
+        for most, nbytes in self.caps:
+            if most is None or world_size <= most:
+                return nbytes
+        return 0
 
     def __post_init__(self) -> None:
-        seen: set[tuple[int, str, int, bool | None, NVLinkDomain]] = set()
+        seen: set[tuple[int, str, int, bool | None, NVLinkDomain, int, str]] = set()
         for plan in self.plans:
-            key = plan.key
-            if key in seen:
-                hosts = f" hosts={plan.hosts}" if plan.hosts > 1 else ""
-                hosts += " nvlink=rack" if plan.nvlink is NVLinkDomain.RACK else ""
-                multicast = "" if plan.multicast is None else f" multicast={plan.multicast}"
-                raise TableError(
-                    f"{self.origin or 'table'}: two plans for world_size={plan.world_size}{hosts} mode={plan.mode}"
-                    f"{multicast}"
-                )
-            seen.add(key)
+            for key in _keys(plan):
+                if key in seen:
+                    hosts = f" hosts={plan.hosts}" if plan.hosts > 1 else ""
+                    hosts += " nvlink=rack" if plan.nvlink is NVLinkDomain.RACK else ""
+                    multicast = "" if plan.multicast is None else f" multicast={plan.multicast}"
+                    shape = f" hidden={plan.hidden} fusion={key[-1]}" if plan.hidden else ""
+                    raise TableError(
+                        f"{self.origin or 'table'}: two plans for world_size={plan.world_size}{hosts} "
+                        f"mode={plan.mode}{multicast}{shape}"
+                    )
+                seen.add(key)
 
     @property
     def name(self) -> str:
@@ -290,8 +325,27 @@ class Table:
 
     @cached_property
     def _plans_by_key(self) -> dict[tuple[int, str, int, bool | None, NVLinkDomain], Plan]:
-        return {p.key: p for p in self.plans}
+        return {p.key: p for p in self.plans if not p.hidden}
+
+    def shape_plan(self, world_size: int, mode: str, hidden: int, fusion: str) -> Plan | None:
+        """The shape plan for ``world_size`` and ``mode`` whose row starts at ``hidden`` and answers ``fusion``."""
+        return self._shape_plans.get((world_size, mode, hidden, fusion))
+
+    @property
+    def by_shape(self) -> bool:
+        """Whether the table decides by shape (it has shape plans; ``Plan.hidden``)."""
+        return bool(self._shape_plans)
+
+    @cached_property
+    def _shape_plans(self) -> dict[tuple[int, str, int, str], Plan]:
+        return {(p.world_size, p.mode, p.hidden, f): p for p in self.plans if p.hidden for f in p.fusions}
 
     def with_changes(self, **changes: object) -> Table:
         """A copy with some fields replaced (dataclasses.replace); it derives its ``memo`` afresh."""
         return replace(self, memo={}, **changes)  # type: ignore[arg-type]
+
+
+def _keys(plan: Plan) -> list[tuple[int, str, int, bool | None, NVLinkDomain, int, str]]:
+    """The keys no two plans of a table may share: one per fused op of a shape plan."""
+    base = (*plan.key, plan.hidden)
+    return [(*base, fusion) for fusion in plan.fusions] if plan.hidden else [(*base, "")]
