@@ -164,7 +164,7 @@ def run_diff(args: argparse.Namespace) -> int:
 def _print_diff(a: Source, b: Source, args: argparse.Namespace) -> int:
     differ = 0
     for arch, ta, tb in _pairs(a, b, args.arch):
-        found = diff_tables(ta, tb, args.world_size, args.mode, args.hidden, args.tokens)
+        found = diff_tables(ta, tb, args.world_size, args.mode, hidden=args.hidden, tokens=args.tokens)
         header = f"arch={arch}: A {ta.name} [{ta.platform.arch}]; B {tb.name} [{tb.platform.arch}]"
         if not found:
             print(f"{header}: identical")

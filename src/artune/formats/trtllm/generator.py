@@ -126,13 +126,13 @@ def derive_table(measurements: Sequence[ShapeMeasurement], arch: str, fallback: 
     the evidence rule, the previous count's winner kept unless the rounds overturn it; rows the measurements
     lack are out of range (``fallback``)."""
     from artune.tune.derive import pick_all
-    from artune.tune.evidence import Rule
+    from artune.tune.evidence import FasterRule
 
     groups: dict[tuple[int, str, int], dict[int, list[Measurement]]] = {}
     for sm in measurements:
         groups.setdefault((sm.world_size, sm.fusion, sm.hidden), {}).setdefault(sm.tokens, []).append(sm.measurement)
     plans = []
-    rule = Rule()
+    rule = FasterRule()
     for (ws, fusion, hidden), by_tokens in sorted(groups.items()):
         picks = pick_all(by_tokens, rule, PREFERENCE)
         bands: list[Band] = []
