@@ -22,7 +22,7 @@ unless ``--no-install``. ``artune verify TABLE`` re-measures both sides of
 every band bound, and an open-ended last band against the fallback at a few
 sizes across it, and exits 1 when one no longer holds.
 
-``--device cuda`` (its GPU status: the README's status table) measures CUDA tensors (bf16), one
+``--device cuda`` (its GPU status: docs/status.md) measures CUDA tensors (bf16), one
 GPU per rank, NCCL and torch symmetric memory, in each ``--mode``: ``graph``
 (calls captured in CUDA graphs and replayed, as engines run decode; default
 with ``eager``) and ``eager`` (CUDA events around each call). The table's

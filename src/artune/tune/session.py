@@ -7,7 +7,7 @@ both cases only rank 0 reads and appends the measurement log and draws the
 progress bar; it broadcasts what the log holds, so every rank starts from
 the same known measurements and runs the same sequence of harness calls.
 
-With ``device="cuda"`` (its GPU status: the README's status table) the ranks join a
+With ``device="cuda"`` (its GPU status: docs/status.md) the ranks join a
 ``"cpu:gloo,cuda:nccl"`` group, one GPU each, and measure CUDA tensors with
 the request's ``TimingSpec`` (graph replays or events); the log's header
 holds the GPU facts, the mode and how the figures were timed.
