@@ -144,3 +144,13 @@ def test_the_reader_sees_lazy_and_relative_imports() -> None:
     assert "artune.measure.cuda_timing" in GRAPH["artune.measure.harness"]
     assert "artune.model.hardware" in GRAPH["artune.review.evidence"]  # imported inside a function
     assert _cycle_through("a", {"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
+
+
+def test_no_class_name_is_defined_twice() -> None:
+    """One concept, one name: a class name names one class in the whole package."""
+    homes: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                homes.setdefault(node.name, []).append(name)
+    assert not {c: m for c, m in homes.items() if len(m) > 1}

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.console import Console
@@ -21,7 +21,7 @@ from artune.formats.references import reference_set
 from artune.sizes import format_size, format_span, parse_size
 from artune.sources import SOURCES, Source, open_source, open_tables, selected_source, source_findings
 from artune.table.check import Finding, modelled_summary
-from artune.table.decide import decide
+from artune.table.decide import Decision, decide
 from artune.table.io import dumps_table, table_to_dict
 from artune.table.model import MODES, NVLINK_DOMAINS, Plan, Table, TokenShape
 from artune.table.overrides import apply_overrides, parse_overrides
@@ -30,6 +30,7 @@ from artune.table.selection import select_table
 
 def register(commands: Any) -> None:
     """Add the table sub-commands to the parser."""
+    # over 60 lines, and whole on purpose: one list of argparse declarations reads best as the --help it makes
     check = commands.add_parser(
         "check", help="lint tables (default: the one a Communicator here would use); exit 1 when anything is found"
     )
@@ -219,22 +220,70 @@ _DEFAULT_DTYPE = {"cpu": "float32", "cuda": "bfloat16", "rocm": "bfloat16"}  # w
 def run_explain(args: argparse.Namespace) -> int:
     """Print the decision for one message."""
     env = settings.from_env()
-    # environment first, command-line arguments on top: the most explicit wins
+    table = _explain_table(args, env)
+    kind = table.platform.kind
+    dtype = args.dtype or _DEFAULT_DTYPE[kind]
+    nbytes, shape = _message(args, table, dtype)
+    # the call a user of this table's platform makes: no multicast outside NVIDIA GPUs
+    multicast = kind == "cuda" and not args.no_multicast
+    unavailable = _unavailable(args, kind, dtype, nbytes, multicast, env)
+    if not 1 <= args.hosts <= args.world_size:
+        print(f"artune explain: --hosts must be from 1 to --world-size ({args.world_size})", file=sys.stderr)
+        return 2
+    if args.nvlink_domain == "rack" and args.hosts == 1:
+        print("artune explain: --nvlink-domain rack needs --hosts 2 or more", file=sys.stderr)
+        return 2
+    available = frozenset(SPECS) - unavailable.keys()
+    decision = decide(
+        table, nbytes, args.world_size, args.mode, available, args.hosts, multicast, args.nvlink_domain, shape
+    )
+    note = ""
+    if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
+        note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
+    kernel = _vllm_kernel(table, decision.algorithm, args.world_size, nbytes)
+    steps = _explained_steps(decision, unavailable, kernel)
+    figures = _figures(table, decision.world_size, decision.mode, decision.multicast)
+    call = _Explained(nbytes, shape, dtype, multicast if kind == "cuda" else None, kernel, note, figures, steps)
+    if args.json:
+        print(json.dumps(_explained_json(args, table, decision, call), sort_keys=True))
+    else:
+        _print_explained(args, decision, call)
+    return 0
+
+
+@dataclass(frozen=True)
+class _Explained:
+    """What ``explain`` found out about the call beside the decision itself."""
+
+    nbytes: int
+    shape: TokenShape | None
+    dtype: str
+    multicast: bool | None  # None: not a CUDA table
+    kernel: tuple[str, str] | None
+    note: str
+    figures: str
+    steps: list[str]
+
+
+def _explain_table(args: argparse.Namespace, env: settings.Settings) -> Table:
+    """The table ``explain`` decides by: environment first, command-line arguments on top (the most explicit
+    wins)."""
     if args.table or args.reference:
         table = _resolve_for_explain(args)
         table = apply_overrides(table, parse_overrides(env.algorithm, env.bounds, "ARTUNE_ALGORITHM/ARTUNE_BOUNDS"))
     else:
         table = select_table(None, env)  # the Communicator's choice, the environment's overrides applied
     table = apply_overrides(table, parse_overrides(args.algorithm, ",".join(args.bound) or None, "--algorithm/--bound"))
-    if args.as_written:
-        table = as_written(table)
-    # the call a user of this table's platform makes: no multicast outside NVIDIA GPUs
-    kind = table.platform.kind
-    dtype = args.dtype or _DEFAULT_DTYPE[kind]
-    nbytes, shape = _message(args, table, dtype)
-    multicast = kind == "cuda" and not args.no_multicast
+    return as_written(table) if args.as_written else table
+
+
+def _unavailable(
+    args: argparse.Namespace, kind: str, dtype: str, nbytes: int, multicast: bool, env: settings.Settings
+) -> dict[str, str]:
+    """Algorithms the call cannot run, with why: the catalog's conditions, and on CPU what a Communicator here
+    would find in /dev/shm."""
     unavailable = catalog.unavailable(args.world_size, dtype, nbytes, multicast, args.hosts)
-    if kind == "cpu" and args.world_size > 1:  # what a Communicator here would find in /dev/shm
+    if kind == "cpu" and args.world_size > 1:
         from artune.algorithms.shm import ShmOneShot, ShmTwoShot
         from artune.algorithms.shm.segment import shm_problem
         from artune.communicator.communicator import shm_env_hint
@@ -243,73 +292,69 @@ def run_explain(args: argparse.Namespace) -> int:
         if problem:
             problem += shm_env_hint(args.world_size, os.environ.get("ARTUNE_SHM_BYTES"))
             unavailable.update({a.name: f"shared memory unavailable: {problem}" for a in (ShmOneShot, ShmTwoShot)})
-    available = frozenset(SPECS) - unavailable.keys()
-    if not 1 <= args.hosts <= args.world_size:
-        print(f"artune explain: --hosts must be from 1 to --world-size ({args.world_size})", file=sys.stderr)
-        return 2
-    if args.nvlink_domain == "rack" and args.hosts == 1:
-        print("artune explain: --nvlink-domain rack needs --hosts 2 or more", file=sys.stderr)
-        return 2
-    decision = decide(
-        table, nbytes, args.world_size, args.mode, available, args.hosts, multicast, args.nvlink_domain, shape
-    )
-    note = ""
-    if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
-        note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
-    # name the unmet engine condition where the decision only says "not available here"
+    return unavailable
+
+
+def _explained_steps(decision: Decision, unavailable: dict[str, str], kernel: tuple[str, str] | None) -> list[str]:
+    """The decision's steps, with the unmet engine condition named where a step only says "not available
+    here", the kernel that runs, and the shm round's build when shm is the answer."""
     steps = [
         f"{step.split()[0]} skipped: {unavailable[step.split()[0]]}"
         if step.endswith("skipped: not available here") and step.split()[0] in unavailable
         else step
         for step in decision.steps
     ]
-    kernel = _vllm_kernel(table, decision.algorithm, args.world_size, nbytes)
     steps += [f"kernel {kernel[0]}: {kernel[1]}"] if kernel else []
-    figures = _figures(table, decision.world_size, decision.mode, decision.multicast)
     if decision.algorithm.startswith("shm_"):
         from artune.algorithms.shm.native import describe  # imports torch: only when shm is the answer
 
         steps.append(f"shm round on this machine: {describe()}")
-    if args.json:
-        data: dict[str, Any] = decision.as_dict()
-        data["figures"] = figures
-        if shape is not None:
-            data.update(tokens=shape.tokens, hidden=shape.hidden, fusion=shape.fusion)
-        data.update(
-            size=nbytes,
-            world_size=args.world_size,
-            hosts=args.hosts,
-            nvlink_domain=args.nvlink_domain or "host",
-            mode=args.mode,
-            dtype=dtype,
-            table=table.name,
-            steps=steps,
-        )
-        if kind == "cuda":
-            data["multicast"] = multicast
-        if kernel:
-            data["kernel"] = kernel[0]
-        if note:
-            data["note"] = note
-        print(json.dumps(data, sort_keys=True))
-        return 0
+    return steps
+
+
+def _explained_json(args: argparse.Namespace, table: Table, decision: Decision, call: _Explained) -> dict[str, Any]:
+    data: dict[str, Any] = decision.as_dict()
+    data["figures"] = call.figures
+    if call.shape is not None:
+        data.update(tokens=call.shape.tokens, hidden=call.shape.hidden, fusion=call.shape.fusion)
+    data.update(
+        size=call.nbytes,
+        world_size=args.world_size,
+        hosts=args.hosts,
+        nvlink_domain=args.nvlink_domain or "host",
+        mode=args.mode,
+        dtype=call.dtype,
+        table=table.name,
+        steps=call.steps,
+    )
+    if call.multicast is not None:
+        data["multicast"] = call.multicast
+    if call.kernel:
+        data["kernel"] = call.kernel[0]
+    if call.note:
+        data["note"] = call.note
+    return data
+
+
+def _print_explained(args: argparse.Namespace, decision: Decision, call: _Explained) -> None:
     console = Console()
-    headline = f"[bold]{decision.algorithm}[/bold]" + (f" (kernel {kernel[0]})" if kernel else "")
+    headline = f"[bold]{decision.algorithm}[/bold]" + (f" (kernel {call.kernel[0]})" if call.kernel else "")
     console.print(f"{headline} {dict(decision.params) or ''}".rstrip())
-    call = f"  for {format_size(nbytes)} ({nbytes} B), world_size={args.world_size}"
-    call += f", {shape.tokens} tokens x hidden {shape.hidden}, fusion {shape.fusion}" if shape else ""
-    call += f" on {args.hosts} hosts" if args.hosts > 1 else ""
+    shape = call.shape
+    text = f"  for {format_size(call.nbytes)} ({call.nbytes} B), world_size={args.world_size}"
+    text += f", {shape.tokens} tokens x hidden {shape.hidden}, fusion {shape.fusion}" if shape else ""
+    text += f" on {args.hosts} hosts" if args.hosts > 1 else ""
     if args.hosts > 1 and args.nvlink_domain is not None:
-        call += " in one NVLink domain" if args.nvlink_domain == "rack" else " joined over a network"
-    call += f", mode={args.mode}, dtype={dtype}"
-    console.print(call + (f", multicast={'on' if multicast else 'off'}" if kind == "cuda" else ""), highlight=False)
-    for step in steps:
+        text += " in one NVLink domain" if args.nvlink_domain == "rack" else " joined over a network"
+    text += f", mode={args.mode}, dtype={call.dtype}"
+    text += "" if call.multicast is None else f", multicast={'on' if call.multicast else 'off'}"
+    console.print(text, highlight=False)
+    for step in call.steps:
         console.print(f"  - {step}", highlight=False, markup=False, soft_wrap=True)
-    if figures.startswith("modelled"):
-        console.print(f"  - figures: {figures}", highlight=False, markup=False, soft_wrap=True)
-    if note:
-        console.print(f"  - note: {note}", highlight=False)
-    return 0
+    if call.figures.startswith("modelled"):
+        console.print(f"  - figures: {call.figures}", highlight=False, markup=False, soft_wrap=True)
+    if call.note:
+        console.print(f"  - note: {call.note}", highlight=False)
 
 
 def _vllm_kernel(table: Table, algorithm: str, world_size: int, nbytes: int) -> tuple[str, str] | None:

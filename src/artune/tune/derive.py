@@ -42,7 +42,7 @@ from typing import Protocol
 
 from artune.measure.records import Candidate
 from artune.table.model import Band, Plan, freeze_params
-from artune.tune.evidence import FASTER, UNSURE, Comparison, FasterRule, Timed, Verdict, usable
+from artune.tune.evidence import FASTER, UNSURE, Comparison, FasterRule, PairVerdict, Timed, usable
 from artune.tune.grid import midpoint
 
 #: re-measurements of one unsure bisection step at most (each with the step's budget)
@@ -89,7 +89,7 @@ class Pick:
     unsure: tuple[Candidate, Candidate] | None = None  # (fastest, winner): more rounds could change the pick
 
     @property
-    def verdict(self) -> Verdict | Why:
+    def verdict(self) -> PairVerdict | Why:
         """How sure the pick is: the verdict of ``against`` (``Why.ONLY_USABLE`` without a rival)."""
         return self.against.verdict if self.against is not None else Why.ONLY_USABLE
 

@@ -88,7 +88,7 @@ TIE = 0.03
 LEVEL = 0.99
 
 
-class Verdict(str, Enum):
+class PairVerdict(str, Enum):
     """What the evidence says of ``a`` against ``b`` (see the module's **Verdicts**)."""
 
     FASTER = "faster"
@@ -100,8 +100,8 @@ class Verdict(str, Enum):
         return self.value
 
 
-FASTER, SLOWER, TIE_VERDICT, UNSURE = Verdict.FASTER, Verdict.SLOWER, Verdict.TIE, Verdict.UNSURE
-VERDICTS = tuple(Verdict)
+FASTER, SLOWER, TIE_VERDICT, UNSURE = PairVerdict.FASTER, PairVerdict.SLOWER, PairVerdict.TIE, PairVerdict.UNSURE
+VERDICTS = tuple(PairVerdict)
 _EXACT_UP_TO = 1000  # rounds; beyond, the sign test's ranks come from the normal approximation
 
 
@@ -246,10 +246,10 @@ class Comparison:
     low: float
     high: float
     rounds: int  # paired rounds behind the interval (0: unpaired, from the two medians' intervals)
-    verdict: Verdict
+    verdict: PairVerdict
     level: float = LEVEL
     tie: float = TIE
-    calls: tuple[tuple[float, Verdict], ...] = ()  # (ratio, verdict) per harness call, when more than one paired
+    calls: tuple[tuple[float, PairVerdict], ...] = ()  # (ratio, verdict) per harness call, when more than one paired
 
     @property
     def lead(self) -> float:
@@ -390,7 +390,7 @@ class FasterRule:
         """The ratios that count as equally fast: ``[1 / (1 + tie), 1 + tie]``."""
         return 1.0 / (1.0 + self.tie), 1.0 + self.tie
 
-    def verdict(self, low: float, high: float) -> Verdict:
+    def verdict(self, low: float, high: float) -> PairVerdict:
         """``faster``/``slower``/``tie``/``unsure`` of an interval ``[low, high]`` of a time ratio."""
         lo_band, hi_band = self.band
         if high < lo_band:
@@ -431,7 +431,7 @@ class FasterRule:
         high = ha / lb if lb > 0 else math.inf
         return Comparison(ca, cb, size, ma / mb, low, high, 0, UNSURE, self.level, self.tie)
 
-    def across(self, pooled: Verdict, calls: Sequence[tuple[float, Verdict]]) -> Verdict:
+    def across(self, pooled: PairVerdict, calls: Sequence[tuple[float, PairVerdict]]) -> PairVerdict:
         """The verdict over harness calls taken at different moments, from the pooled one and each call's
         ``(ratio, verdict)``: faster in some call (or pooled) and slower in none is faster; the reverse
         slower; faster in one and slower in another goes to the side the mix of the calls favours (the

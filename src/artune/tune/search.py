@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from artune.measure.records import Candidate
 from artune.table.model import ParamValue
 from artune.tune.derive import Pick, Sampler
-from artune.tune.evidence import FASTER, SLOWER, UNSURE, Comparison, FasterRule, Timed, Verdict, usable, wrong
+from artune.tune.evidence import FASTER, SLOWER, UNSURE, Comparison, FasterRule, PairVerdict, Timed, usable, wrong
 from artune.tune.grid import midpoint
 
 
@@ -43,7 +43,7 @@ class Trial:
     wrong: bool = False
 
     @property
-    def verdicts(self) -> tuple[Verdict, ...]:
+    def verdicts(self) -> tuple[PairVerdict, ...]:
         """The verdict at each size."""
         return tuple(c.verdict for c in self.comparisons)
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from artune.measure.records import Candidate, Measurement
-from artune.tune.evidence import FASTER, SLOWER, Evidence, FasterRule, Verdict, median_interval, ratios_by_call
+from artune.tune.evidence import FASTER, SLOWER, Evidence, FasterRule, PairVerdict, median_interval, ratios_by_call
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,7 @@ class Swing:
     a: Candidate
     b: Candidate
     ratios: tuple[float, ...]  # a's time over b's, per call, in call order
-    verdicts: tuple[Verdict, ...]
+    verdicts: tuple[PairVerdict, ...]
 
     @property
     def factor(self) -> float:

@@ -44,67 +44,10 @@ BF16 = 2
 def header_findings(header: LookupHeader, enums: Enums, tables: dict[str, Table], gate: str | None) -> list[Finding]:
     """Every R1xx finding of one revision's header."""
     name = f"trtllm:{header.file.label}"
-    out: list[Finding] = []
-
-    def add(code: str, arch: str, message: str, line: int, severity: str = "warning", ws: int | None = None) -> None:
-        out.append(Finding(name, arch, message, ws, None, header.where(line), severity, code=code))
-
-    for arch, gpu in ARCHS.items():
-        sm = int(arch.split(".")[0]) * 10 + int(arch.split(".")[1])
-        mapped = header.table_sm(sm)
-        if mapped != sm and mapped in header.grids:
-            rule = [r for r in header.sm_rules if r.applies(sm)][-1]
-            add("R101", arch, f"{gpu} (SM {sm}) runs the SM{mapped} table: measured on {gpu}, or inherited?", rule.line)
-    tp, hidden, tokens = header.indices["tp"], header.indices["hidden"], header.indices["tokens"]
+    out = _mapped_sms(header, name)
     for sm, grid in header.grids.items():
         arch = f"{sm // 10}.{sm % 10}"
-        rows = len(grid.root.items)
-        for ws in WORLD_SIZES:
-            index = tp.of(ws)
-            if index is None or index >= rows:
-                add(
-                    "R102",
-                    arch,
-                    f"TP {ws} is out of range (the table has TP rows up to {tp.row(rows - 1)}): "
-                    f"every message runs {header.fallback}",
-                    tp.line,
-                    ws=ws,
-                )
-            elif tp.row(index) != ws:
-                add(
-                    "R102",
-                    arch,
-                    f"TP {ws} reads the TP={tp.row(index)} row (truncated log2): measured at TP {ws}?",
-                    tp.line,
-                    ws=ws,
-                )
-        plane = grid.root.items[0]
-        count = len(plane.items[0].items) if hasattr(plane, "items") and plane.items else 0  # type: ignore[union-attr]
-        for size, model in HIDDEN_SIZES.items():
-            index = hidden.of(size)
-            if index is None or index >= count:
-                add(
-                    "R103",
-                    arch,
-                    f"hidden {size}{model} is out of range (rows up to {hidden.row(count - 1)}): "
-                    f"every message runs {header.fallback}",
-                    hidden.line,
-                )
-            elif hidden.row(index) != size:
-                add(
-                    "R103",
-                    arch,
-                    f"hidden {size}{model} reads the {hidden.row(index)} row (truncated log2)",
-                    hidden.line,
-                )
-        lengths = {len(row.items) for row in grid.rows().values()}
-        add(
-            "R104",
-            arch,
-            f"tokens from {tokens.row(min(lengths))} up are beyond the table: {header.fallback} "
-            "for every message of that many tokens, whatever its size",
-            tokens.line,
-        )
+        out += _rows_read_elsewhere(header, name, arch, grid)
         out += _planes(header, enums, name, arch, grid)
         out += _flips(header, enums, name, arch, grid)
         out += _capped(header, enums, name, arch, grid)
@@ -123,6 +66,63 @@ def header_findings(header: LookupHeader, enums: Enums, tables: dict[str, Table]
                 code="R109",
             )
         )
+    return out
+
+
+def _finding(
+    header: LookupHeader, name: str, code: str, arch: str, message: str, line: int, ws: int | None = None
+) -> Finding:
+    return Finding(name, arch, message, ws, None, header.where(line), "warning", code=code)
+
+
+def _mapped_sms(header: LookupHeader, name: str) -> list[Finding]:
+    """R101: the archs whose SM the header maps to another SM's table."""
+    out: list[Finding] = []
+    for arch, gpu in ARCHS.items():
+        sm = int(arch.split(".")[0]) * 10 + int(arch.split(".")[1])
+        mapped = header.table_sm(sm)
+        if mapped != sm and mapped in header.grids:
+            rule = [r for r in header.sm_rules if r.applies(sm)][-1]
+            message = f"{gpu} (SM {sm}) runs the SM{mapped} table: measured on {gpu}, or inherited?"
+            out.append(_finding(header, name, "R101", arch, message, rule.line))
+    return out
+
+
+def _rows_read_elsewhere(header: LookupHeader, name: str, arch: str, grid: StrategyGrid) -> list[Finding]:
+    """R102-R104: the world sizes, hidden sizes and token counts that read another row or none."""
+    tp, hidden, tokens = header.indices["tp"], header.indices["hidden"], header.indices["tokens"]
+    out: list[Finding] = []
+    rows = len(grid.root.items)
+    for ws in WORLD_SIZES:
+        index = tp.of(ws)
+        if index is None or index >= rows:
+            message = (
+                f"TP {ws} is out of range (the table has TP rows up to {tp.row(rows - 1)}): "
+                f"every message runs {header.fallback}"
+            )
+            out.append(_finding(header, name, "R102", arch, message, tp.line, ws))
+        elif tp.row(index) != ws:
+            message = f"TP {ws} reads the TP={tp.row(index)} row (truncated log2): measured at TP {ws}?"
+            out.append(_finding(header, name, "R102", arch, message, tp.line, ws))
+    plane = grid.root.items[0]
+    count = len(plane.items[0].items) if hasattr(plane, "items") and plane.items else 0  # type: ignore[union-attr]
+    for size, model in HIDDEN_SIZES.items():
+        index = hidden.of(size)
+        if index is None or index >= count:
+            message = (
+                f"hidden {size}{model} is out of range (rows up to {hidden.row(count - 1)}): "
+                f"every message runs {header.fallback}"
+            )
+            out.append(_finding(header, name, "R103", arch, message, hidden.line))
+        elif hidden.row(index) != size:
+            message = f"hidden {size}{model} reads the {hidden.row(index)} row (truncated log2)"
+            out.append(_finding(header, name, "R103", arch, message, hidden.line))
+    lengths = {len(row.items) for row in grid.rows().values()}
+    message = (
+        f"tokens from {tokens.row(min(lengths))} up are beyond the table: {header.fallback} "
+        "for every message of that many tokens, whatever its size"
+    )
+    out.append(_finding(header, name, "R104", arch, message, tokens.line))
     return out
 
 

@@ -144,39 +144,56 @@ def _mb(bound: int) -> str:
 def export_vllm(tables: list[Table], command: str) -> Export:
     """vLLM rows for each table's arch, as a Python fragment that reads back with ``artune import vllm``."""
     lines: list[str] = []
-    rows: dict[str, tuple[dict[int, int], dict[int, int], list[int], dict[int, int]]] = {}
+    rows: dict[str, _Rows] = {}
     dropped: list[str] = []
     for table in tables:
         lines += provenance_lines(table, command)
-        custom, symm, multimem, flashinfer = project(table)
-        missing = [ws for ws in CUSTOM_AR_WORLD_SIZES if ws not in custom]
-        if missing:
-            dropped.append(
-                f"{table.platform.arch}: no plan for world sizes {missing}; vLLM needs every one of 2, 4, 6, 8 "
-                "in CUSTOM_ALL_REDUCE_MAX_SIZES: written as 0 (custom_ar never)"
-            )
-            custom.update({ws: 0 for ws in missing})
-        lonely = [ws for ws, limit in custom.items() if limit != 8 * MiB and ws not in symm]
-        if lonely:
-            dropped.append(
-                f"{table.platform.arch}: world sizes {lonely} have no symmetric-memory row: vLLM applies a "
-                "custom_ar row only where symmetric memory starts, and keeps its 8 MiB default there"
-            )
-        rows[table.platform.arch] = (dict(sorted(custom.items())), symm, multimem, flashinfer)
-        written = reread(table.platform.arch, *rows[table.platform.arch])
-        # the rows are one host's: across hosts vLLM's code decides from them (artune.formats.vllm.rack),
-        # and the fragment carries none of that code to read back
-        dropped += [f"{table.platform.arch}: {d}" for d in differences(table, written, {ONE_HOST})]
-        if table.rules == "artune" and any(p.hosts > 1 for p in table.plans):
-            dropped.append(
-                f"{table.platform.arch}: plans across hosts are not written: vLLM has no rows for them (its code "
-                "decides across hosts from the one-host rows and FI_MNNVL_ALLREDUCE_MAX_SIZE_MB)"
-            )
-        if any(p.open_ended for p in table.plans):
-            dropped.append(
-                f"{table.platform.arch}: an open-ended band is written as 1 << 50 (artune reads it back as "
-                "open-ended); vLLM clips custom_ar to its 8 MiB buffer"
-            )
+        rows[table.platform.arch], lost = _table_rows(table)
+        dropped += lost
+    return Export("\n".join(lines + _fragment(rows)) + "\n", dropped)
+
+
+_Rows = tuple[dict[int, int], dict[int, int], list[int], dict[int, int]]  # custom, symm, multimem, flashinfer
+
+
+def _table_rows(table: Table) -> tuple[_Rows, list[str]]:
+    """The vLLM rows of one table, and what they cannot hold."""
+    dropped: list[str] = []
+    custom, symm, multimem, flashinfer = project(table)
+    missing = [ws for ws in CUSTOM_AR_WORLD_SIZES if ws not in custom]
+    if missing:
+        dropped.append(
+            f"{table.platform.arch}: no plan for world sizes {missing}; vLLM needs every one of 2, 4, 6, 8 "
+            "in CUSTOM_ALL_REDUCE_MAX_SIZES: written as 0 (custom_ar never)"
+        )
+        custom.update({ws: 0 for ws in missing})
+    lonely = [ws for ws, limit in custom.items() if limit != 8 * MiB and ws not in symm]
+    if lonely:
+        dropped.append(
+            f"{table.platform.arch}: world sizes {lonely} have no symmetric-memory row: vLLM applies a "
+            "custom_ar row only where symmetric memory starts, and keeps its 8 MiB default there"
+        )
+    rows: _Rows = (dict(sorted(custom.items())), symm, multimem, flashinfer)
+    written = reread(table.platform.arch, *rows)
+    # the rows are one host's: across hosts vLLM's code decides from them (artune.formats.vllm.rack),
+    # and the fragment carries none of that code to read back
+    dropped += [f"{table.platform.arch}: {d}" for d in differences(table, written, {ONE_HOST})]
+    if table.rules == "artune" and any(p.hosts > 1 for p in table.plans):
+        dropped.append(
+            f"{table.platform.arch}: plans across hosts are not written: vLLM has no rows for them (its code "
+            "decides across hosts from the one-host rows and FI_MNNVL_ALLREDUCE_MAX_SIZE_MB)"
+        )
+    if any(p.open_ended for p in table.plans):
+        dropped.append(
+            f"{table.platform.arch}: an open-ended band is written as 1 << 50 (artune reads it back as "
+            "open-ended); vLLM clips custom_ar to its 8 MiB buffer"
+        )
+    return rows, dropped
+
+
+def _fragment(rows: dict[str, _Rows]) -> list[str]:
+    """The Python text of every arch's rows, in the shape of vLLM's files."""
+    lines: list[str] = []
     lines += ["", "KiB = 1024  # already in all_reduce_utils.py", "MiB = 1024 * KiB", ""]
     lines.append("# vllm/distributed/device_communicators/all_reduce_utils.py: custom_ar runs below (<) these")
     lines.append("CUSTOM_ALL_REDUCE_MAX_SIZES = {")
@@ -209,4 +226,4 @@ def export_vllm(tables: list[Table], command: str) -> Export:
                 cells = ", ".join(f"{ws}: {_mb(b)}" for ws, b in fi.items())
                 lines.append(f"    {int(major) * 10 + int(minor)}: {{{cells}}},")
         lines.append("}")
-    return Export("\n".join(lines) + "\n", dropped)
+    return lines
