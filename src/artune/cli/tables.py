@@ -18,6 +18,7 @@ from artune.catalog import DTYPES, SPECS
 from artune.errors import ArtuneError
 from artune.findings import parse_codes, selected
 from artune.formats.references import reference_set
+from artune.measure.records import DTYPE_BYTES
 from artune.sizes import format_size, format_span, parse_size
 from artune.sources import SOURCES, Source, open_source, open_tables, selected_source, source_findings
 from artune.table.check import Finding, modelled_summary
@@ -399,18 +400,6 @@ def _color(name: str, colors: dict[str, str]) -> str:
     return colors[name]
 
 
-_ELEMENT_BYTES = {
-    "float32": 4,
-    "float16": 2,
-    "bfloat16": 2,
-    "float64": 8,
-    "int8": 1,
-    "uint8": 1,
-    "int32": 4,
-    "int64": 8,
-}
-
-
 def _message(args: argparse.Namespace, table: Table, dtype: str) -> tuple[int, TokenShape | None]:
     """The message's bytes, and its shape when ``--hidden`` is given: ``--tokens`` x hidden x the dtype's
     element size, or ``--size`` split into tokens of ``--hidden`` elements."""
@@ -429,7 +418,7 @@ def _message(args: argparse.Namespace, table: Table, dtype: str) -> tuple[int, T
     fusions = sorted({f for p in table.plans for f in p.fusions})
     if fusions and args.fusion not in fusions:
         raise ArtuneError(f"explain: --fusion {args.fusion}: {table.name} has planes for {', '.join(fusions)}")
-    element = _ELEMENT_BYTES[dtype]
+    element = DTYPE_BYTES[dtype]
     if args.tokens is not None:
         if args.size is not None:
             raise ArtuneError("explain: give --tokens or --size with --hidden, not both")
