@@ -1,7 +1,7 @@
 """The bundled vLLM and SGLang reference tables decide exactly as the engines do.
 
 The expected decisions are re-implemented here straight from the published
-figures (``/work/shared/reference/published-tables.md``), independently of
+figures (``shared/reference/published-tables.md``), independently of
 ``artune.formats.references``: the thresholds are re-typed as the engines write
 them and each engine's first-match rule is coded again.
 """

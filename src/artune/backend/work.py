@@ -2,7 +2,7 @@
 
 The Communicator finishes a call before returning, so the work is complete
 when the process group hands it out. What torch needs from it (torch 2.13,
-``/work/shared/reference/python-backend.md`` section 2.4 summarised):
+``shared/reference/python-backend.md`` section 2.4 summarised):
 
 - ``wait(timeout=...)`` with a default: ``dist.all_reduce`` calls it with no
   argument, functional collectives with ``timedelta(0)``. On failure it raises

@@ -2,7 +2,7 @@
 
 Every sweep says which GPU (a preset), world size, timing mode and, per
 column, which kernel ran; numbers are from
-``/work/shared/reference/gpu-measured.md`` (section ids ``DS..``), in
+``shared/reference/gpu-measured.md`` (section ids ``DS..``), in
 microseconds. The vLLM sweeps are files in the benchmark's own output format
 under ``artune/model/sweeps/`` (package data; their README names each
 source), read by ``artune.evidence`` as a user's sweep is; the others, whose
