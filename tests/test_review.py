@@ -104,8 +104,8 @@ def _git(repo: Path, *args: str) -> str:
     return done.stdout
 
 
-def two_commits(tmp_path: Path) -> Path:
-    """A vLLM-shaped checkout: main (pushed to its own ``origin``) and a branch with the Rubin change."""
+def vllm_checkout(tmp_path: Path) -> Path:
+    """A vLLM-shaped checkout whose main holds ``_SIZES``, pushed to an ``origin`` of its own."""
     origin, repo = tmp_path / "origin.git", tmp_path / "engine"
     repo.mkdir()
     _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
@@ -115,6 +115,12 @@ def two_commits(tmp_path: Path) -> Path:
     _git(repo, "commit", "-qm", "tables")
     _git(repo, "remote", "add", "origin", str(origin))
     _git(repo, "push", "-q", "origin", "main")
+    return repo
+
+
+def two_commits(tmp_path: Path) -> Path:
+    """A vLLM-shaped checkout: main (pushed to its own ``origin``) and a branch with the Rubin change."""
+    repo = vllm_checkout(tmp_path)
     _git(repo, "checkout", "-qb", "rubin")
     write_vllm(repo, rubin_change())
     _git(repo, "commit", "-qam", "rubin rows")
@@ -649,15 +655,7 @@ def test_sglang_benchmark_cannot_answer_sglangs_kernels(tmp_path: Path) -> None:
 
 def test_hook_turns_questions_into_measured_lines(tmp_path: Path) -> None:
     """The CI workflow: the hook asks, the author commits the printed command's output, the hook approves."""
-    origin, repo = tmp_path / "origin.git", tmp_path / "engine"
-    repo.mkdir()
-    _git(tmp_path, "init", "-q", "--bare", "-b", "main", str(origin))
-    _git(repo, "init", "-q", "-b", "main")
-    write_vllm(repo, _SIZES)
-    _git(repo, "add", ".")
-    _git(repo, "commit", "-qm", "tables")
-    _git(repo, "remote", "add", "origin", str(origin))
-    _git(repo, "push", "-q", "origin", "main")
+    repo = vllm_checkout(tmp_path)
     _git(repo, "checkout", "-qb", "ws6")
     after = {arch: (dict(a), dict(b), list(c)) for arch, (a, b, c) in _SIZES.items()}
     after["10.3"][0][6] = 4
