@@ -13,6 +13,7 @@ from artune.measure.records import Candidate, Measurement
 from artune.table.model import Band, ParamValue, Plan
 from artune.tune.bench import CachedBench
 from artune.tune.config import TuneConfig
+from artune.report.duel import duel_line
 from artune.tune.duel import Repair, pinned
 from artune.tune.evidence import FASTER, Evidence, FasterRule
 from artune.tune.regret import choice
@@ -82,6 +83,26 @@ def test_the_shipped_table_never_loses_its_own_duel_over_100_seeds() -> None:
         assert result.duel is not None and result.duel.holds
         repaired += bool(result.duel.fixes)
     assert repaired > 0  # the machine's flips do make the duel repair some tables
+
+
+def test_small_losses_that_add_up_ship_the_rule_that_is_ahead_over_all_the_duel() -> None:
+    """Two-shot 2.5% ahead at every size: inside the tie band, so one-shot (the simpler) keeps every size and
+    no single duel size is a loss; over all of them ``always shm_two_shot`` is ahead, and its plan ships."""
+    one = linear_cost(5.0, 1.0)
+    costs = {"gloo": linear_cost(400.0, 1.2), "shm_one_shot": one,
+             "shm_two_shot": lambda size, params: 0.975 * one(size, params)}  # fmt: skip
+    shipped = 0
+    for seed in range(10):
+        result = tune_world(CachedBench(SyntheticBench(costs, noise=0.01, seed=seed)), CONFIG.with_changes(seed=seed))
+        d = result.duel
+        assert d is not None and own_duel_losses(result) == []
+        ahead = min(d.overall, key=lambda o: o.ratio)
+        if d.shipped:
+            assert d.shipped == ahead.rule == "always shm_two_shot" and ahead.ratio < 1 / 1.01
+            assert [b.candidates for b in result.plan.bands] == [("shm_two_shot",)]
+            assert "its plan shipped instead" in duel_line(result)
+        shipped += bool(d.shipped)
+    assert shipped >= 8
 
 
 def test_a_state_flipping_machine_shows_in_the_states_record() -> None:

@@ -27,10 +27,18 @@ def duel_line(result: WorldResult) -> str:
         if d.holds
         else f"the shipped table still LOSES at {len(d.standing)} of them"
     )
-    return (
+    line = (
         f"Duel against every fixed rule at {len(d.sizes)} fresh sizes in {len(d.rounds)} round(s): "
         f"{wins} win(s) by a fixed rule confirmed, {len(d.fixes)} repair(s); {stand}."
     )
+    if d.overall:
+        best = min(d.overall, key=lambda o: o.ratio)
+        line += (
+            f" Over all of them the closest fixed rule, {best.rule}, took {best.ratio:.3f}x the derived table's "
+            f"time (geometric mean)"
+        )
+        line += ": its plan shipped instead." if d.shipped else "."
+    return line
 
 
 def duel_blocks(result: WorldResult) -> list[Block]:

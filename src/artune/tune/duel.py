@@ -24,7 +24,15 @@ duel size is checked against the new plan (its choice measured with the
 rules' where it changed). When the budget is spent and a size still loses,
 the winner is **pinned** there: a band of it from halfway to the nearest
 measured size below to halfway to the nearest above. So the shipped table
-never loses to a fixed rule at a size of its own duel. The held-out regret
+never loses to a fixed rule at a size of its own duel.
+
+Small losses add up where single ones do not count: a fixed rule a little
+ahead at every size (each inside the tie band) is ahead. So the duel also
+weighs each rule **over all its sizes**: the geometric mean of the rule's
+time spent over the table's, one ratio per duel size (1 where both choose
+alike). Where a rule leads the table by more than ``AGGREGATE_TIE`` so, the
+rule's own plan ships instead, with the pins it needs to lose no size to
+another rule; the report says which and by how much. The held-out regret
 (``artune.tune.regret``) then scores it at sizes neither the tuning nor the
 duel touched.
 """
@@ -57,6 +65,8 @@ FIRST_ROUND_FLOOR = 0.08
 TOP_SHARE = 4
 #: seed offset of the duel's sizes, so they differ from the held-out regret's
 DUEL_SEED = 7919
+#: a fixed rule ahead of the table by more than this over all duel sizes (geometric mean) ships instead
+AGGREGATE_TIE = 0.01
 
 
 class Repair(str, Enum):
@@ -104,6 +114,15 @@ class DuelRound:
 
 
 @dataclass(frozen=True)
+class Overall:
+    """One fixed rule against the derived table over every duel size."""
+
+    rule: str
+    ratio: float  # geometric mean of the rule's time spent over the table's (below 1: the rule is ahead)
+    sizes: int  # the duel sizes where their choices differ
+
+
+@dataclass(frozen=True)
 class Duel:
     """The duel's record: every round, and the shipped plan's standing over every duel size."""
 
@@ -111,6 +130,8 @@ class Duel:
     sizes: tuple[int, ...]  # every duel size, sorted
     standing: tuple[Loss, ...]  # the shipped plan's losses over them (empty: it loses nowhere)
     spent_s: float
+    overall: tuple[Overall, ...] = ()  # every fixed rule against the derived table, before any replacement
+    shipped: str = ""  # the fixed rule whose plan shipped instead of the derived one ("": the derived plan)
 
     @property
     def holds(self) -> bool:
@@ -233,6 +254,37 @@ def _pin(state: TuneState, plan: Plan, sizes: Sequence[int], budget_s: float) ->
     return plan, fixes
 
 
+def overall(state: TuneState, plan: Plan, sizes: Sequence[int]) -> list[Overall]:
+    """Every fixed rule against ``plan`` over ``sizes``, from the duel's evidence (no new call)."""
+    found = []
+    for name, table in state.fixed:
+        logs = []
+        for size in sizes:
+            mine = choice(plan_table(plan), size, state.bench.world_size, state.names, state.hosts)
+            theirs = choice(table, size, state.bench.world_size, state.names, state.hosts)
+            if theirs == mine or theirs in state.banned or mine in state.banned:
+                continue
+            got = _evidence(state, plan, size, 0.0)
+            if theirs in got and mine in got:
+                ratio = state.config.rule.compare(got[theirs], got[mine]).ratio
+                if 0 < ratio < math.inf:
+                    logs.append(math.log(ratio))
+        mean = math.fsum(logs) / len(sizes) if sizes else 0.0  # sizes where both choose alike count as 1
+        found.append(Overall(name, math.exp(mean), len(logs)))
+    return found
+
+
+def _replacement(state: TuneState, standing: Sequence[Overall]) -> tuple[str, Plan] | None:
+    """The fixed rule ahead of the table by more than ``AGGREGATE_TIE`` (the most ahead) and its plan."""
+    ahead = [o for o in standing if o.ratio < 1.0 / (1.0 + AGGREGATE_TIE)]
+    tables = dict(state.fixed)
+    for o in sorted(ahead, key=lambda o: o.ratio):
+        plan = tables[o.rule].plan(state.bench.world_size, "eager", state.hosts)
+        if plan is not None:
+            return o.rule, replace(plan, mode=state.mode)
+    return None
+
+
 def _round_sizes(state: TuneState, round_: int) -> list[int]:
     """Fresh off-grid sizes up to a quarter of the largest size tuned: above, one call of every rule's choice
     costs more than the whole duel's share, and the last band's algorithm is measured at the largest size."""
@@ -272,12 +324,18 @@ def duel(state: TuneState) -> Duel:
         left = allowance - (bench.spent_s - began)
         state.derive(max(0.0, left) / (DUEL_ROUNDS - r) / 2)
         bench.phase("duel")
-    plan, pins = _pin(state, state.plan, sorted(sizes), max(0.0, allowance - (bench.spent_s - began)) / 8)
+    weighed = overall(state, state.plan, sizes)
+    instead = _replacement(state, weighed)
+    plan = state.plan if instead is None else instead[1]
+    if instead is not None:
+        state.tuned.clear()  # a fixed rule runs its algorithms with their default parameters
+    plan, pins = _pin(state, plan, sorted(sizes), max(0.0, allowance - (bench.spent_s - began)) / 8)
     if pins:
         rounds.append(DuelRound((), (), tuple(pins)))
     state.plan = plan
     standing = tuple(found[0] for s in sorted(sizes) if (found := losses_at(state, plan, s, 0.0)))
-    return Duel(tuple(rounds), tuple(sorted(sizes)), standing, bench.spent_s - began)
+    shipped = "" if instead is None else instead[0]
+    return Duel(tuple(rounds), tuple(sorted(sizes)), standing, bench.spent_s - began, tuple(weighed), shipped)
 
 
 def fixed_tables(state: TuneState) -> list[Table]:
