@@ -9,7 +9,7 @@ processes (``torch.multiprocessing``, a gloo group), an
 slower rank's time kept). At 12 off-grid sizes drawn afresh per run (log
 spaced from 256 B to 64 MiB, jittered, never a power of two) every
 algorithm with its default parameters and the tuned table's choice are
-timed, interleaved, over 5 rounds (the order reversed every other round);
+timed, interleaved, over 9 rounds (the order reversed every other round);
 a candidate's time at a size is the median over rounds of its per-call
 time. The regret of a rule at a size is its choice's time over the fastest
 candidate's, summarized by the geometric mean over the sizes. The rules:
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import Any
 
 SIZES = 12
-ROUNDS = 5
+ROUNDS = 9
 LO, HI = 256, 64 << 20
 MAX_OVER_BEST = 0.02  # the bar: tuned at most the best fixed rule + 0.02, median 1.02
 

@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from artune.measure.records import Candidate, Measurement
+from artune.report.duel import duel_line
 from artune.table.model import Band, ParamValue, Plan
 from artune.tune.bench import CachedBench
 from artune.tune.config import TuneConfig
-from artune.report.duel import duel_line
 from artune.tune.duel import Repair, pinned
 from artune.tune.evidence import FASTER, Evidence, FasterRule
 from artune.tune.regret import choice

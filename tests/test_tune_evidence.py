@@ -168,7 +168,7 @@ def test_a_verdict_across_calls_taken_at_different_moments() -> None:
     slow = [timed(A, np.full(60, 70.0), "s"), timed(B, np.full(60, 60.0), "s")]
     a, b = Evidence((quick[0], slow[0])), Evidence((quick[1], slow[1]))
     c = RULE.compare(b, a)
-    assert c.ratio == pytest.approx(1.0) and c.low >= 1 / 1.03  # pooled: the quick call's 6000 rounds tie
+    assert c.ratio == pytest.approx(1.0, abs=0.01) and c.low >= 1 / 1.03  # pooled: the quick call's rounds tie
     assert c.verdict == FASTER and [v for _, v in c.calls] == [TIE_VERDICT, FASTER]
     assert c.swapped().verdict == SLOWER and "per call: 0.990 tie, 1.167 slower" in c.swapped().describe()
     # faster in one call, slower in another: the side the mix of the calls favours (their ratios' geomean)

@@ -30,8 +30,9 @@ Small losses add up where single ones do not count: a fixed rule a little
 ahead at every size (each inside the tie band) is ahead. So the duel also
 weighs each rule **over all its sizes**: the geometric mean of the rule's
 time spent over the table's, one ratio per duel size (1 where both choose
-alike). Where a rule leads the table by more than ``AGGREGATE_TIE`` so, the
-rule's own plan ships instead, with the pins it needs to lose no size to
+alike), with its interval from the sizes' own (their log half-widths added
+in quadrature). Where a rule leads the table by more than ``AGGREGATE_TIE``
+over the whole interval, the rule's own plan ships instead, with the pins it needs to lose no size to
 another rule; the report says which and by how much. The held-out regret
 (``artune.tune.regret``) then scores it at sizes neither the tuning nor the
 duel touched.
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
@@ -119,6 +121,7 @@ class Overall:
 
     rule: str
     ratio: float  # geometric mean of the rule's time spent over the table's (below 1: the rule is ahead)
+    high: float  # the upper end of its interval (at the evidence rule's level; inf: a size has none)
     sizes: int  # the duel sizes where their choices differ
 
 
@@ -256,27 +259,36 @@ def _pin(state: TuneState, plan: Plan, sizes: Sequence[int], budget_s: float) ->
 
 def overall(state: TuneState, plan: Plan, sizes: Sequence[int]) -> list[Overall]:
     """Every fixed rule against ``plan`` over ``sizes``, from the duel's evidence (no new call)."""
+    rule = state.config.rule
+    z = statistics.NormalDist().inv_cdf(1.0 - (1.0 - rule.level) / 2)
+    ws, hosts = state.bench.world_size, state.hosts
     found = []
     for name, table in state.fixed:
-        logs = []
+        logs, variance = [], 0.0
         for size in sizes:
-            mine = choice(plan_table(plan), size, state.bench.world_size, state.names, state.hosts)
-            theirs = choice(table, size, state.bench.world_size, state.names, state.hosts)
+            mine, theirs = (
+                choice(plan_table(plan), size, ws, state.names, hosts),
+                choice(table, size, ws, state.names, hosts),
+            )
             if theirs == mine or theirs in state.banned or mine in state.banned:
                 continue
             got = _evidence(state, plan, size, 0.0)
-            if theirs in got and mine in got:
-                ratio = state.config.rule.compare(got[theirs], got[mine]).ratio
-                if 0 < ratio < math.inf:
-                    logs.append(math.log(ratio))
-        mean = math.fsum(logs) / len(sizes) if sizes else 0.0  # sizes where both choose alike count as 1
-        found.append(Overall(name, math.exp(mean), len(logs)))
+            c = rule.compare(got[theirs], got[mine]) if theirs in got and mine in got else None
+            if c is None or not 0 < c.ratio < math.inf:
+                continue
+            logs.append(math.log(c.ratio))
+            spread = (math.log(c.high) - math.log(c.low)) / (2 * z) if c.low > 0 and c.high < math.inf else math.inf
+            variance += spread**2
+        n = max(1, len(sizes))  # sizes where both choose alike count as a ratio of 1, known exactly
+        mean = math.fsum(logs) / n
+        found.append(Overall(name, math.exp(mean), math.exp(mean + z * math.sqrt(variance) / n), len(logs)))
     return found
 
 
 def _replacement(state: TuneState, standing: Sequence[Overall]) -> tuple[str, Plan] | None:
-    """The fixed rule ahead of the table by more than ``AGGREGATE_TIE`` (the most ahead) and its plan."""
-    ahead = [o for o in standing if o.ratio < 1.0 / (1.0 + AGGREGATE_TIE)]
+    """The fixed rule ahead of the table by more than ``AGGREGATE_TIE`` over its whole interval (the most
+    ahead) and its plan."""
+    ahead = [o for o in standing if o.high < 1.0 / (1.0 + AGGREGATE_TIE)]
     tables = dict(state.fixed)
     for o in sorted(ahead, key=lambda o: o.ratio):
         plan = tables[o.rule].plan(state.bench.world_size, "eager", state.hosts)
