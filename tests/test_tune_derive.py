@@ -74,14 +74,14 @@ def test_an_unsure_pick_keeps_the_incumbent_and_says_which_pair_to_measure() -> 
 
 
 def test_a_lead_in_one_call_outweighs_a_pooled_tie() -> None:
-    """Two calls at one size: B ties A in a quick one that ran long and leads by 15% in a slow one."""
+    """Two calls at one size: B ties A in a quick one with many rounds and leads by 15% in a slow one."""
     from artune.tune.evidence import Evidence
 
-    quick, slow = call({A: 10.0, B: 10.1}, rounds=6000), call({A: 70.0, B: 60.0}, rounds=60)
+    quick, slow = call({A: 10.0, B: 10.1}, rounds=600), call({A: 70.0, B: 60.0}, rounds=60)
     slow = [Measurement(m.candidate, m.size_bytes, "float32", 2, m.samples_us, 0, burst=3, call="slow") for m in slow]
     pooled = [Evidence((q, s)) for q, s in zip(quick, slow, strict=True)]
     c = RULE.compare(pooled[1], pooled[0])
-    assert c.ratio > 0.99 and c.verdict == "faster"  # pooled time says B is no faster; the slow call decides
+    assert c.ratio > 1.0 and c.verdict == "faster"  # pooled rounds say B is no faster; the slow call decides
     found = pick(4096, pooled, RULE, PREF, incumbent=A)
     assert found is not None and found.winner == B and found.fastest == B and found.verdict == "faster"
 

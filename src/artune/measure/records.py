@@ -172,11 +172,6 @@ class Measurement:
         return self._timed(self.summary.median)
 
     @property
-    def mean_us(self) -> float:
-        """Mean step time in microseconds: the time spent per back-to-back call (``inf`` when not ok)."""
-        return self._timed(self.summary.mean)
-
-    @property
     def p20_us(self) -> float:
         """20th percentile of the samples in microseconds (``inf`` when not ok)."""
         return self._timed(self.summary.p20)

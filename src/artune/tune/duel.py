@@ -121,8 +121,8 @@ class Overall:
 
     rule: str
     ratio: float  # geometric mean of the rule's time spent over the table's (below 1: the rule is ahead)
-    high: float  # the upper end of its interval (at the evidence rule's level; inf: a size has none)
-    sizes: int  # the duel sizes where their choices differ
+    high: float  # the upper end of its interval (at the evidence rule's level)
+    sizes: int  # the duel sizes where their choices differ and the evidence has an interval
 
 
 @dataclass(frozen=True)
@@ -258,28 +258,29 @@ def _pin(state: TuneState, plan: Plan, sizes: Sequence[int], budget_s: float) ->
 
 
 def overall(state: TuneState, plan: Plan, sizes: Sequence[int]) -> list[Overall]:
-    """Every fixed rule against ``plan`` over ``sizes``, from the duel's evidence (no new call)."""
+    """Every fixed rule against ``plan`` over ``sizes``, from the duel's evidence (no new call). A size where
+    the two choices differ counts only with an interval (too few rounds there tell nothing either way)."""
     rule = state.config.rule
     z = statistics.NormalDist().inv_cdf(1.0 - (1.0 - rule.level) / 2)
     ws, hosts = state.bench.world_size, state.hosts
     found = []
     for name, table in state.fixed:
-        logs, variance = [], 0.0
+        logs, variance, alike = [], 0.0, 0
         for size in sizes:
             mine, theirs = (
                 choice(plan_table(plan), size, ws, state.names, hosts),
                 choice(table, size, ws, state.names, hosts),
             )
-            if theirs == mine or theirs in state.banned or mine in state.banned:
+            if theirs == mine:
+                alike += 1
                 continue
-            got = _evidence(state, plan, size, 0.0)
+            got = _evidence(state, plan, size, 0.0) if mine not in state.banned else {}
             c = rule.compare(got[theirs], got[mine]) if theirs in got and mine in got else None
-            if c is None or not 0 < c.ratio < math.inf:
+            if c is None or not (c.low > 0 and c.high < math.inf):
                 continue
             logs.append(math.log(c.ratio))
-            spread = (math.log(c.high) - math.log(c.low)) / (2 * z) if c.low > 0 and c.high < math.inf else math.inf
-            variance += spread**2
-        n = max(1, len(sizes))  # sizes where both choose alike count as a ratio of 1, known exactly
+            variance += ((math.log(c.high) - math.log(c.low)) / (2 * z)) ** 2
+        n = max(1, alike + len(logs))  # sizes where both choose alike count as a ratio of 1, known exactly
         mean = math.fsum(logs) / n
         found.append(Overall(name, math.exp(mean), math.exp(mean + z * math.sqrt(variance) / n), len(logs)))
     return found

@@ -5,62 +5,52 @@ ends, whether a parameter value helps, whether a table still holds) asks one
 question: is ``a`` faster than ``b`` at this size? ``FasterRule.compare`` answers it,
 and nothing else in the tuner does.
 
-**The unit is the round, the measure is the time spent.** The harness
-times candidates in turns: round after round, each candidate runs ``burst``
-timed calls back to back (eager calls on a CPU or with CUDA events, graph
-replays in graph mode: the statistic does not care which), odd rounds in
-reverse order. A turn's time is the sum of its calls: back-to-back calls
-cost their sum, slow ones included, and that is what a workload pays. Two
-turns of one round are adjacent in time, so what the machine does between
-rounds (another job starts, a clock steps down, a core is taken away) hits
-both alike, and a slow rank is in both turns (each sample is already the
-slowest rank's time).
+**The unit is the round.** The harness times candidates in turns: round after
+round, each candidate runs ``burst`` timed calls (eager calls on a CPU or with
+CUDA events, graph replays in graph mode: the statistic does not care which),
+odd rounds in reverse order. Two turns of one round are adjacent in time, so
+what the machine does between rounds (another job starts, a clock steps down,
+a core is taken away) hits both alike. Per round the statistic takes the
+ratio of the two turns' medians, ``q = median(a's turn) / median(b's turn)``:
+drift between rounds cancels in it, a spike in one call of a turn does not
+move the turn's median, and a slow rank is in both turns (each sample is
+already the slowest rank's time).
 
-A median would not do. On a loaded machine one algorithm can be quicker in
-a typical call and slower in the time spent, because its slow calls are
-slower or more frequent (two-shot's extra synchronization under load: a
-lower median and a mean a third higher). A tuner deciding on medians ships
-it, and every back-to-back caller pays the mean (``docs/results/
-tune-robustness.md``).
-
-**The interval.** The estimate is the ratio of the two candidates' total
-time over every round in which both were timed (pooled over the harness
-calls that timed both): ``R = sum(a's turns) / sum(b's turns)``. Its
-interval at ``level`` is the delta method's for a ratio of paired means:
-the residuals ``a_i - R * b_i`` have mean zero, their spread gives the
-standard error of ``R``, and a Student-t quantile (Cornish-Fisher, so a few
-rounds widen it as they should) scales it, on the log scale so it stays
-positive. Drift between rounds cancels in the residuals; a heavy tail
-widens the interval rather than hiding, so the tuner measures again where
-the tails leave it unsure. It is a pure function of the samples, so every
+**The interval.** The estimate is the median of ``q`` over every round in
+which both were timed (pooled over the harness calls that timed both). Its
+interval at ``level`` is the distribution-free one for a median: the order
+statistics of ``q`` that a sign test at that level cannot reject. It is valid
+for any distribution of ``q``, heavy tails and two-regime machines included,
+needs no resampling, and is a pure function of the sorted ratios, so every
 rank reaches the same decision bit for bit (decisions are collective: a rank
 that decided otherwise would run another sequence of calls and hang its
-peers). Two candidates never timed in one call (a log written without call
-names) are always ``unsure``: between two calls a shared machine can change
-its speed several times over, which no interval over either call's rounds
-sees (the tuner measures such a pair together). Their ratio and the turn
-medians' distribution-free intervals are kept for the record.
+peers). A bootstrap of the ratio of medians would need a shared random stream
+and a few hundred medians per decision for the same answer. Two candidates
+never timed in one call (a log written without call names) are always
+``unsure``: between two calls a shared machine can change its speed several
+times over, which no interval over either call's rounds sees (the tuner
+measures such a pair together). Their ratio and the medians' intervals are
+kept for the record.
 
-**Rare spikes.** The slowest 5% of a pair's turns are capped at the
-slowest of the rest (one cap for both: a cap of each one's own would add
-the noise of two tail quantiles to the ratio, which the interval does not
-see). On this machine a 1.5 us call has a mean of 15 us: a few calls of
-milliseconds in a thousand, a descheduled rank that hits any algorithm
-alike. Uncapped, they decide the ratio by where they happened to land.
-Slow calls that come in more than one turn in twenty are the algorithm's
-own (two-shot's under load) and count in full.
-
-**The typical call.** Where the time spent cannot yet tell (its interval
-overlaps the band), the median decides: the per-round ratio of the two
-turns' medians, with the distribution-free interval for a median (the order
-statistics that a sign test at ``level`` cannot reject). A spike that hits
-either algorithm alike (a descheduled rank) widens the time spent's
-interval for many rounds but does not move the median, so a 5% lead is
-still seen within a tuning budget. The median's verdict stands only where
-the time spent does not point the other way: a lower median with a time
-spent beyond the far edge of the tie band is ``unsure``, never ``faster``
-(the loaded machine above); the tuner then measures again, and the time
-spent's interval narrows until it decides.
+**Tails: the time spent has a veto.** A typical call is not the time
+spent. On a loaded machine one algorithm can be quicker in a typical call
+and slower over the whole call, because its slow calls are slower or more
+frequent: two-shot under load, from about 15 KiB, had the lower median and
+a mean up to a third higher. A workload calling back to back pays the mean.
+So each comparison also takes the ratio of the two candidates' time spent
+(the sums of their paired turns), and a verdict that the time spent
+contradicts beyond the tie band is ``unsure``: the tuner measures again,
+then keeps the incumbent. The time spent only vetoes; it does not decide:
+over turns of 3 calls it is the noisier statistic by far (at 256 B both
+algorithms had a twentieth of their turns 30 times slower than the
+median, and the time spent put two-shot ahead where a typical call had
+one-shot 9% ahead, as an independent scorer timing 400 calls at a time
+did too). The slowest 5% of a pair's turns are capped
+at one value, the slowest of the rest (one cap for both: each its own
+would add the noise of two tail quantiles to the ratio): a few
+millisecond hiccups that hit any algorithm would otherwise decide the
+veto by where they landed. ``artune.tune.states`` reports where medians
+and means disagreed.
 
 **The tie band.** A difference is acted on only when the whole interval lies
 outside ``[1 / (1 + tie), 1 + tie]``. The interval covers the noise of the
@@ -81,9 +71,9 @@ choices are in ``docs/results/tune-evidence.md``.
 different moments (the tuner measures a close call again later, and an
 unsure one until it decides). A shared machine has states: for seconds at a
 time every call is slower and the ratio of two algorithms is another than at
-other moments (one state or the other for a whole call). Pooled rounds weigh
-each state by the time the tuner happened to spend in it, so each call also
-gets its own verdict: faster in some call and
+other moments (one state or the other for a whole call). Pooling the rounds
+would let the quick state outvote the slow one (it fits more rounds into a
+second), so each call also gets its own verdict: faster in some call and
 slower in none is faster; faster in one and slower in another goes to the
 side the calls favour on the whole (the geometric mean of their ratios: each
 call is one moment, so each state weighs as often as the machine was met in
@@ -280,6 +270,7 @@ class Comparison:
     level: float = LEVEL
     tie: float = TIE
     calls: tuple[tuple[float, PairVerdict], ...] = ()  # (ratio, verdict) per harness call, when more than one paired
+    spent: float = math.nan  # a's time spent over b's, rare spikes capped (``spent_ratio``; nan: unpaired)
 
     @property
     def lead(self) -> float:
@@ -310,7 +301,7 @@ class Comparison:
         calls = tuple((inv(r), flip.get(v, v)) for r, v in self.calls)
         return Comparison(
             self.b, self.a, self.size, inv(self.ratio), inv(self.high), inv(self.low), self.rounds,
-            flip.get(self.verdict, self.verdict), self.level, self.tie, calls,
+            flip.get(self.verdict, self.verdict), self.level, self.tie, calls, inv(self.spent),
         )  # fmt: skip
 
     def interval(self) -> str:
@@ -325,8 +316,9 @@ class Comparison:
         return f"{self.ratio:.3f}x [{self.low:.3f}, {high}]"
 
     def describe(self) -> str:
-        """One phrase: ``shm_two_shot/shm_one_shot 0.861x [0.842, 0.880] over 313 rounds: faster``."""
-        over = f"over {self.rounds} rounds" if self.rounds else "unpaired"
+        """One phrase: ``shm_two_shot/shm_one_shot 0.861x [0.842, 0.880] over 313 rounds (time spent 0.874x):
+        faster``."""
+        over = f"over {self.rounds} rounds (time spent {self.spent:.3f}x)" if self.rounds else "unpaired"
         each = f" (per call: {', '.join(f'{r:.3f} {v}' for r, v in self.calls)})" if self.calls else ""
         return f"{self.a.key}/{self.b.key} {self.interval()} {over}{each}: {self.verdict}"
 
@@ -370,7 +362,7 @@ def median_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) 
 
 
 def _turns(m: Measurement) -> np.ndarray:
-    """The turns of ``m``: one row per round, its ``burst`` back-to-back calls."""
+    """The turns of ``m``: one row per round, its ``burst`` calls."""
     samples = np.asarray(m.samples_us, dtype=np.float64)
     rounds = len(samples) // m.burst
     return samples[: rounds * m.burst].reshape(rounds, m.burst)
@@ -390,58 +382,33 @@ def pairs_by_call(a: Timed, b: Timed) -> list[tuple[np.ndarray, np.ndarray]]:
         tb = theirs.get(call)
         if tb is None or len(ta) != len(tb):
             continue
-        ok = (ta.min(axis=1) > 0) & (tb.min(axis=1) > 0)
+        ok = (ta.min(axis=1, initial=np.inf) > 0) & (tb.min(axis=1, initial=np.inf) > 0)
         if ok.any():
             pairs.append((ta[ok], tb[ok]))
     return pairs
 
 
-def _t_quantile(p: float, df: int) -> float:
-    """Student's t quantile at ``p`` for ``df`` degrees of freedom (Cornish-Fisher to ``1 / df**3``:
-    within 4% at 3 degrees, 0.1% from 10; deterministic, no table or library)."""
-    z = statistics.NormalDist().inv_cdf(p)
-    g1 = (z**3 + z) / 4
-    g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
-    g3 = (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384
-    return z + g1 / df + g2 / df**2 + g3 / df**3
+def ratios_by_call(a: Timed, b: Timed) -> list[np.ndarray]:
+    """Per-round ``a / b`` of the turns' medians, for each harness call that timed both, in call order."""
+    return [np.median(ta, axis=1) / np.median(tb, axis=1) for ta, tb in pairs_by_call(a, b)]
 
 
-#: the slowest turns of a pair, this share of them, count at the next slowest (the module's **Rare spikes**)
+#: the slowest turns of a pair, this share of them, count at the next slowest (the module's **Tails**)
 RARE = 0.05
 
 
-def spent_us(m: Timed) -> float:
-    """``m``'s time spent per call: the mean over its turns, the slowest ``RARE`` of them capped at the next
-    slowest (the module's **Rare spikes**); ``inf`` when ``m`` is not usable."""
-    if not usable(m):
-        return math.inf
-    turns = np.concatenate([_turns(c).sum(axis=1) for c in calls_of(m) if c.status == "ok" and c.samples_us])
-    burst = calls_of(m)[0].burst
-    return float(np.minimum(turns, np.quantile(turns, 1.0 - RARE, method="higher")).mean()) / burst
+def spent_ratio(ta: np.ndarray, tb: np.ndarray) -> float:
+    """The time ``a``'s paired turns ``ta`` spent over ``b``'s ``tb`` (rows: rounds), the slowest ``RARE`` of
+    all their turns capped at one value, the slowest of the rest (the module's **Tails**)."""
+    sa, sb = ta.sum(axis=1), tb.sum(axis=1)
+    cap = np.quantile(np.concatenate([sa, sb]), 1.0 - RARE, method="higher")
+    return float(np.minimum(sa, cap).sum() / np.minimum(sb, cap).sum())
 
 
-def _capped(ta: np.ndarray, tb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Both candidates' turns capped at one value: the slowest of the quickest ``1 - RARE`` of them all."""
-    cap = np.quantile(np.concatenate([ta, tb]), 1.0 - RARE, method="higher")
-    return np.minimum(ta, cap), np.minimum(tb, cap)
-
-
-#: paired rounds below which a ratio gets no interval (as the sign test gives none below 8 at 99%)
-MIN_ROUNDS = 4
-
-
-def ratio_interval(ta: np.ndarray, tb: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
-    """``(ratio, low, high)``: the total time of paired turns ``ta`` over ``tb`` and its ``level`` interval
-    (the module's **The interval**; ``low = 0``, ``high = inf`` below ``MIN_ROUNDS`` rounds)."""
-    n = len(ta)
-    ta, tb = _capped(ta, tb)
-    ratio = float(ta.sum() / tb.sum())
-    if n < MIN_ROUNDS:
-        return ratio, 0.0, math.inf
-    residual = ta - ratio * tb
-    se = math.sqrt(float(residual @ residual) / (n - 1) / n) / float(tb.mean())
-    half = _t_quantile(1.0 - (1.0 - level) / 2, n - 1) * se / ratio
-    return ratio, ratio * math.exp(-half), ratio * math.exp(half)
+def paired_ratios(a: Timed, b: Timed) -> np.ndarray:
+    """Per-round ``a / b`` over every harness call that timed both (empty when none did)."""
+    ratios = ratios_by_call(a, b)
+    return np.concatenate(ratios) if ratios else np.zeros(0)
 
 
 @dataclass(frozen=True)
@@ -486,12 +453,12 @@ class FasterRule:
         by_call = pairs_by_call(a, b)
         if by_call:
             ta, tb = np.concatenate([p[0] for p in by_call]), np.concatenate([p[1] for p in by_call])
-            ratio, low, high, verdict = self.judge(ta, tb)
+            ratio, low, high, verdict, spent = self.judge(ta, tb)
             calls: tuple[tuple[float, PairVerdict], ...] = ()
             if len(by_call) > 1:
-                calls = tuple((r, v) for r, _, _, v in (self.judge(x, y) for x, y in by_call))
+                calls = tuple((r, v) for r, _, _, v, _ in (self.judge(x, y) for x, y in by_call))
                 verdict = self.across(verdict, calls)
-            return Comparison(ca, cb, size, ratio, low, high, len(ta), verdict, self.level, self.tie, calls)
+            return Comparison(ca, cb, size, ratio, low, high, len(ta), verdict, self.level, self.tie, calls, spent)
         # never timed in one call: the turn medians' own intervals, for the record; the verdict stays unsure,
         # since the machine may have been in another state for each (the module's **Across calls**)
         part = math.sqrt(self.level)
@@ -501,20 +468,16 @@ class FasterRule:
         high = ha / lb if lb > 0 else math.inf
         return Comparison(ca, cb, size, ma / mb, low, high, 0, UNSURE, self.level, self.tie)
 
-    def judge(self, ta: np.ndarray, tb: np.ndarray) -> tuple[float, float, float, PairVerdict]:
-        """``(ratio, low, high, verdict)`` of paired turns ``ta`` against ``tb`` (rows: rounds; columns: the
-        turn's calls): the time spent decides where its interval clears the band; otherwise the median of
-        the per-round ratios of turn medians does, unless the time spent lies beyond the band the other
-        way (the module's **The typical call**)."""
-        ratio, low, high = ratio_interval(ta.sum(axis=1), tb.sum(axis=1), self.level)
-        spent = self.verdict(low, high)
-        if spent in (FASTER, SLOWER):
-            return ratio, low, high, spent
-        _mid, lo, hi = median_interval(np.median(ta, axis=1) / np.median(tb, axis=1), self.level)
-        typical, (lo_band, hi_band) = self.verdict(lo, hi), self.band
-        if (typical == FASTER and ratio > hi_band) or (typical == SLOWER and ratio < lo_band):
-            return ratio, low, high, UNSURE
-        return ratio, low, high, typical
+    def judge(self, ta: np.ndarray, tb: np.ndarray) -> tuple[float, float, float, PairVerdict, float]:
+        """``(ratio, low, high, verdict, spent)`` of paired turns ``ta`` against ``tb`` (rows: rounds): the
+        median of the per-round ratios of turn medians, its interval and verdict, and the ratio of time
+        spent (``spent_ratio``); a verdict the time spent contradicts beyond the band is ``unsure``."""
+        ratio, low, high = median_interval(np.median(ta, axis=1) / np.median(tb, axis=1), self.level)
+        verdict, spent = self.verdict(low, high), spent_ratio(ta, tb)
+        lo_band, hi_band = self.band
+        if (verdict == FASTER and spent > hi_band) or (verdict == SLOWER and spent < lo_band):
+            verdict = UNSURE
+        return ratio, low, high, verdict, spent
 
     def across(self, pooled: PairVerdict, calls: Sequence[tuple[float, PairVerdict]]) -> PairVerdict:
         """The verdict over harness calls taken at different moments, from the pooled one and each call's
@@ -539,6 +502,6 @@ class FasterRule:
     def describe(self) -> str:
         """One line for reports and provenance notes."""
         return (
-            f"faster = the {self.level:.0%} interval of the paired ratio of time spent clears a "
+            f"faster = the {self.level:.0%} interval of the paired per-round time ratio clears a "
             f"±{self.tie:.0%} tie band"
         )

@@ -3,10 +3,8 @@
 At each off-grid size every algorithm (default parameters), every tuned
 variant the table uses, and whatever a fixed published rule would choose are
 measured together, interleaved (A B C A B C ...) in the same harness call, so
-machine drift hits them alike. A candidate's time is the time spent per
-back-to-back call, rare spikes capped (``artune.tune.evidence.spent_us``). The
-regret of a rule at a size is ``time(rule's choice) / time(fastest usable
-candidate)``: 1.0 is perfect. The
+machine drift hits them alike. The regret of a rule at a size is
+``time(rule's choice) / time(fastest usable candidate)``: 1.0 is perfect. The
 summary is the geometric mean and the worst over the sizes.
 
 The rules scored, in order: the tuned table, the fixed published rule
@@ -27,7 +25,7 @@ from dataclasses import dataclass
 from artune.measure.records import Candidate
 from artune.table.decide import decide
 from artune.table.model import Band, Plan, Platform, Provenance, Table
-from artune.tune.evidence import Timed, spent_us, usable
+from artune.tune.evidence import Timed, usable
 
 TUNED = "tuned table"
 
@@ -201,17 +199,17 @@ def regret_from(
         ok = [m for m in at.values() if usable(m) and m.candidate not in banned]
         if not ok:
             continue
-        best = min(ok, key=spent_us)
+        best = min(ok, key=lambda m: m.time_us)
         picks = [choice(t, size, world_size, algorithms, hosts) for _, t in rules]
-        times = [spent_us(at[c]) if c in at and usable(at[c]) and c not in banned else math.inf for c in picks]
+        times = [at[c].time_us if c in at and usable(at[c]) and c not in banned else math.inf for c in picks]
         base = at.get(Candidate(baseline))
         points.append(
             RegretPoint(
                 size,
                 best.candidate,
-                spent_us(best),
+                best.time_us,
                 tuple(zip(picks, times, strict=True)),
-                spent_us(base) if base is not None else math.nan,
+                base.time_us if base is not None else math.nan,
             )
         )
     return RegretScore(tuple(points), tuple(name for name, _ in rules))

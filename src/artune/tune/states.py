@@ -14,9 +14,8 @@ bisection step, a confirmed duel loss). ``states_of`` collects those:
 - a *tail* is a pair timed in one call whose median times and mean times
   (the time spent) point opposite ways beyond the tie band: one is quicker
   in a typical call, the other over the whole call, because its slow calls
-  are slower or more frequent. The tuner decides on the time spent (what
-  back-to-back calls cost), so a tail marks a size where a rule chosen on
-  medians would have shipped the other.
+  are slower or more frequent. The tuner decides on medians of turns, so a
+  tail marks a size where a workload's total time may favour the other.
 
 Decisions over such calls are taken for the mix of the states met
 (``FasterRule.across``); the report shows this record.
@@ -31,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from artune.measure.records import Candidate, Measurement
-from artune.tune.evidence import FASTER, SLOWER, Evidence, FasterRule, PairVerdict, pairs_by_call
+from artune.tune.evidence import FASTER, SLOWER, Evidence, FasterRule, PairVerdict, median_interval, ratios_by_call
 
 
 @dataclass(frozen=True)
@@ -144,13 +143,13 @@ def states_of(measurements: Sequence[Measurement], rule: FasterRule) -> States:
         per_size.setdefault(size, []).append(cand)
     for size, cands in sorted(per_size.items()):
         for a, b in itertools.combinations(cands, 2):
-            by_call = pairs_by_call(Evidence(tuple(by_key[(a, size)])), Evidence(tuple(by_key[(b, size)])))
+            by_call = ratios_by_call(Evidence(tuple(by_key[(a, size)])), Evidence(tuple(by_key[(b, size)])))
             if len(by_call) < 2:
                 continue
             pairs += 1
-            each = [rule.judge(ta, tb) for ta, tb in by_call]
-            ratios = tuple(r for r, _, _, _ in each)
-            verdicts = tuple(v for _, _, _, v in each)
+            each = [median_interval(r, rule.level) for r in by_call]
+            ratios = tuple(m for m, _, _ in each)
+            verdicts = tuple(rule.verdict(lo, hi) for _, lo, hi in each)
             swing = Swing(size, a, b, ratios, verdicts)
             if swing.flips or swing.factor > edge:
                 swings.append(swing)
