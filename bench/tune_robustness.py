@@ -19,8 +19,11 @@ the tuned table, DeepSpeed's 1 MiB rule (the bundled CPU default) and
 Prints one line per run (tuned, the best fixed rule in the same scoring,
 the margin) and the distribution: median, worst, how many runs lose to a
 fixed rule and how many by more than 2%; ``--json`` writes every figure.
+``--load N`` keeps N busy processes spinning beside the tunes and the
+scoring, for the machine other work shares (the figures say so).
 
     flock /tmp/artune-cpu.lock python bench/tune_robustness.py --runs 20 --out /tmp/robust
+    flock /tmp/artune-cpu.lock python bench/tune_robustness.py --runs 6 --load 2 --out /tmp/robust-load
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import os
 import random
 import socket
@@ -172,6 +176,11 @@ def one_run(i: int, args: argparse.Namespace) -> dict[str, Any]:
             "choices": scored["choices"], "folder": str(folder)}  # fmt: skip
 
 
+def _spin() -> None:
+    while True:
+        pass
+
+
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     """The distribution over runs."""
     tuned = [r["tuned"] for r in runs]
@@ -197,8 +206,21 @@ def main() -> int:
     parser.add_argument("--out", default="tune-robustness")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="write every figure here")
+    parser.add_argument("--load", type=int, default=0, help="busy processes beside the runs (default 0)")
     args = parser.parse_args()
     Path(args.out).mkdir(parents=True, exist_ok=True)
+    load = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load)]
+    for p in load:
+        p.start()
+    try:
+        return _runs(args)
+    finally:
+        for p in load:
+            p.terminate()
+
+
+def _runs(args: argparse.Namespace) -> int:
+    """The runs of ``main``, one line each, then the distribution."""
     runs = []
     for i in range(args.runs):
         r = one_run(i, args)

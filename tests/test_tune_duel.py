@@ -199,7 +199,7 @@ def test_pinned_changes_exactly_the_span(
         assert choice(plan_table(got), size, 2, NAMES).algorithm == want, size
 
 
-def test_a_median_and_a_mean_that_disagree_are_a_tail() -> None:
+def test_a_median_and_a_time_spent_that_disagree_are_a_tail() -> None:
     """One candidate quicker in most calls but with slow calls 20x longer: the median says it is faster,
     the time spent says it is slower, and the states record it."""
     spiky = [50.0] * 90 + [1000.0] * 10  # median 50, mean 145
@@ -208,7 +208,7 @@ def test_a_median_and_a_mean_that_disagree_are_a_tail() -> None:
     b = Measurement(Candidate("shm_one_shot"), 65536, "float32", 2, tuple(steady), 0, burst=1, call="c1")
     st = states_of([a, b], FasterRule())
     (tail,) = st.tails
-    assert tail.median_ratio == pytest.approx(50 / 60) and tail.mean_ratio == pytest.approx(145 / 60)
+    assert tail.median_ratio == pytest.approx(50 / 60) and tail.spent_ratio == pytest.approx(145 / 60)
     assert st.seen and "by time spent" in st.describe()
     calm = Measurement(Candidate("shm_two_shot"), 65536, "float32", 2, tuple([50.0] * 100), 0, burst=1, call="c1")
     assert states_of([calm, b], FasterRule()).tails == ()

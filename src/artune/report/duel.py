@@ -93,14 +93,15 @@ def states_blocks(result: WorldResult) -> list[Block]:
         )
     if st.tails:
         rows = tuple(
-            (human_size(t.size), f"{t.a.key}/{t.b.key}", f"{t.median_ratio:.3f}", f"{t.mean_ratio:.3f}")
+            (human_size(t.size), f"{t.a.key}/{t.b.key}", f"{t.median_ratio:.3f}", f"{t.spent_ratio:.3f}")
             for t in sorted(st.tails, key=lambda t: t.size)[:SHOWN_SWINGS]
         )
         blocks.append(Grid(("size", "pair (one call)", "ratio of medians", "ratio of time spent"), rows))
         blocks.append(
             Para(
-                "The tuner decides on the medians of turns; where the time spent points the other way, a "
-                "workload's total time may favour the other candidate."
+                "The tuner decides on the medians of turns, and where the time spent points the other way "
+                "beyond the tie band it does not take the median's verdict: such a pair is unsure, and the "
+                "incumbent keeps the size."
             )
         )
     return blocks

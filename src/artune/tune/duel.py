@@ -28,12 +28,13 @@ never loses to a fixed rule at a size of its own duel.
 
 Small losses add up where single ones do not count: a fixed rule a little
 ahead at every size (each inside the tie band) is ahead. So the duel also
-weighs each rule **over all its sizes**: the geometric mean of the rule's
-time spent over the table's, one ratio per duel size (1 where both choose
-alike), with its interval from the sizes' own (their log half-widths added
-in quadrature). Where a rule leads the table by more than ``AGGREGATE_TIE``
-over the whole interval, the rule's own plan ships instead, with the pins it needs to lose no size to
-another rule; the report says which and by how much. The held-out regret
+weighs each rule **over all its sizes**: the geometric mean of the evidence
+rule's ratio of the rule's choice to the table's, one per duel size (1
+where both choose alike), with its interval from the sizes' own (their log
+half-widths added in quadrature). Where a rule leads the table by more than
+``AGGREGATE_TIE`` over the whole interval, the rule's own plan ships
+instead, with the pins it needs to lose no size to another rule; the report
+says which and by how much. The held-out regret
 (``artune.tune.regret``) then scores it at sizes neither the tuning nor the
 duel touched.
 """
@@ -120,7 +121,7 @@ class Overall:
     """One fixed rule against the derived table over every duel size."""
 
     rule: str
-    ratio: float  # geometric mean of the rule's time spent over the table's (below 1: the rule is ahead)
+    ratio: float  # geometric mean of the rule's choice's time over the table's (below 1: the rule is ahead)
     high: float  # the upper end of its interval (at the evidence rule's level)
     sizes: int  # the duel sizes where their choices differ and the evidence has an interval
 
@@ -267,10 +268,8 @@ def overall(state: TuneState, plan: Plan, sizes: Sequence[int]) -> list[Overall]
     for name, table in state.fixed:
         logs, variance, alike = [], 0.0, 0
         for size in sizes:
-            mine, theirs = (
-                choice(plan_table(plan), size, ws, state.names, hosts),
-                choice(table, size, ws, state.names, hosts),
-            )
+            mine = choice(plan_table(plan), size, ws, state.names, hosts)
+            theirs = choice(table, size, ws, state.names, hosts)
             if theirs == mine:
                 alike += 1
                 continue

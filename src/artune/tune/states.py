@@ -11,11 +11,11 @@ bisection step, a confirmed duel loss). ``states_of`` collects those:
   per-call verdicts are ``faster`` in one call and ``slower`` in another;
 - a *shift* is one candidate at a size whose per-call medians differ by more
   than that (the whole machine slower for a call);
-- a *tail* is a pair timed in one call whose median times and mean times
-  (the time spent) point opposite ways beyond the tie band: one is quicker
-  in a typical call, the other over the whole call, because its slow calls
-  are slower or more frequent. The tuner decides on medians of turns, so a
-  tail marks a size where a workload's total time may favour the other.
+- a *tail* is a pair timed in one call whose ratio of medians and ratio of
+  time spent (``Comparison.spent``) point opposite ways beyond the tie
+  band: one is quicker in a typical call, the other over the whole call,
+  because its slow calls are slower or more frequent. There the time spent
+  vetoes the median's verdict (``FasterRule.judge``): the pair is unsure.
 
 Decisions over such calls are taken for the mix of the states met
 (``FasterRule.across``); the report shows this record.
@@ -56,19 +56,19 @@ class Swing:
 
 @dataclass(frozen=True)
 class Tail:
-    """A pair timed in one call whose median and mean time ratios point opposite ways."""
+    """A pair timed in one call whose ratio of medians and ratio of time spent point opposite ways."""
 
     size: int
     a: Candidate
     b: Candidate
-    median_ratio: float  # a's median time over b's
-    mean_ratio: float  # a's mean time over b's (the time spent)
+    median_ratio: float  # the median of the per-round ratios of a's turns over b's
+    spent_ratio: float  # a's time spent over b's (``Comparison.spent``)
 
     def describe(self) -> str:
         """``64KiB shm_two_shot/shm_one_shot: 0.91 by median, 1.23 by time spent``."""
         return (
             f"{self.size} B {self.a.key}/{self.b.key}: {self.median_ratio:.2f} by median, "
-            f"{self.mean_ratio:.2f} by time spent"
+            f"{self.spent_ratio:.2f} by time spent"
         )
 
 
@@ -95,7 +95,7 @@ class States:
         """One sentence for the report and the summary."""
         tails = ""
         if self.tails:
-            worst = max(self.tails, key=lambda t: abs(math.log(t.mean_ratio / t.median_ratio)))
+            worst = max(self.tails, key=lambda t: abs(math.log(t.spent_ratio / t.median_ratio)))
             tails = (
                 f" At {len({t.size for t in self.tails})} size(s) the median and the time spent disagree on "
                 f"which of two is faster (slow calls of one are slower or more frequent), e.g. {worst.describe()}."
@@ -158,7 +158,8 @@ def states_of(measurements: Sequence[Measurement], rule: FasterRule) -> States:
 
 
 def _tails(measurements: Sequence[Measurement], rule: FasterRule) -> list[Tail]:
-    """Every pair timed in one call whose median and mean ratios fall on opposite sides of the tie band."""
+    """Every pair timed in one call whose ratio of medians and ratio of time spent fall on opposite sides of
+    the tie band."""
     low, high = rule.band
     by_call: dict[str, list[Measurement]] = {}
     for m in measurements:
@@ -167,8 +168,7 @@ def _tails(measurements: Sequence[Measurement], rule: FasterRule) -> list[Tail]:
     found = []
     for calls in by_call.values():
         for a, b in itertools.combinations(calls, 2):
-            median = statistics.median(a.samples_us) / statistics.median(b.samples_us)
-            mean = statistics.fmean(a.samples_us) / statistics.fmean(b.samples_us)
-            if (median < low and mean > high) or (median > high and mean < low):
-                found.append(Tail(a.size_bytes, a.candidate, b.candidate, median, mean))
+            c = rule.compare(a, b)
+            if (c.ratio < low and c.spent > high) or (c.ratio > high and c.spent < low):
+                found.append(Tail(a.size_bytes, a.candidate, b.candidate, c.ratio, c.spent))
     return found
