@@ -27,7 +27,7 @@ from artune.tune.evidence import (
     FasterRule,
     _sign_rank,
     median_interval,
-    paired_ratios,
+    pairs_by_call,
     spent_ratio,
 )
 from artune.tune.regret import choice
@@ -93,7 +93,10 @@ def test_turns_are_the_units_and_a_spike_does_not_move_them() -> None:
     samples[::3] *= 50.0  # the first call of every turn is a 50x spike: the turn's median ignores it
     a = Measurement(A, 4096, "float32", 2, tuple(samples.tolist()), 0, burst=3, call="x")
     b = timed(B, np.full(30, 97.0), call="x", burst=3)
-    assert list(paired_ratios(a, b)) == pytest.approx([100 / 97] * 30)
+    ((ta, tb),) = pairs_by_call(a, b)
+    ratio, _low, _high, verdict, spent = RULE.judge(ta, tb)
+    assert ratio == pytest.approx(100 / 97)  # the median of the per-round ratios of turn medians
+    assert spent == pytest.approx(5200 / 291) and verdict != FASTER  # a spike in every turn is time spent
 
 
 def test_the_time_spent_vetoes_a_lower_median_whose_slow_calls_cost_more() -> None:

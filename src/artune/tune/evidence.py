@@ -35,22 +35,22 @@ kept for the record.
 **Tails: the time spent has a veto.** A typical call is not the time
 spent. On a loaded machine one algorithm can be quicker in a typical call
 and slower over the whole call, because its slow calls are slower or more
-frequent: two-shot under load, from about 15 KiB, had the lower median and
-a mean up to a third higher. A workload calling back to back pays the mean.
-So each comparison also takes the ratio of the two candidates' time spent
-(the sums of their paired turns), and a verdict that the time spent
-contradicts beyond the tie band is ``unsure``: the tuner measures again,
-then keeps the incumbent. The time spent only vetoes; it does not decide:
-over turns of 3 calls it is the noisier statistic by far (at 256 B both
-algorithms had a twentieth of their turns 30 times slower than the
-median, and the time spent put two-shot ahead where a typical call had
-one-shot 9% ahead, as an independent scorer timing 400 calls at a time
-did too). The slowest 5% of a pair's turns are capped
-at one value, the slowest of the rest (one cap for both: each its own
-would add the noise of two tail quantiles to the ratio): a few
-millisecond hiccups that hit any algorithm would otherwise decide the
-veto by where they landed. ``artune.tune.states`` reports where medians
-and means disagreed.
+frequent: under load two-shot had the lower median and the higher mean
+from about 15 KiB (at 16 KiB 58.6 against 62.0 us by median, 113 against
+99 us by mean), and a workload calling back to back pays the mean. So each
+comparison also takes the ratio of the two candidates' time spent (the
+sums of their paired turns), and a verdict that the time spent contradicts
+beyond the tie band is ``unsure``: the tuner measures again, then keeps
+the incumbent. The time spent only vetoes; it does not decide: over turns
+of 3 calls it is the noisier statistic by far (at 256 B both algorithms
+had a twentieth of their turns 30 times their median, and the time spent
+put two-shot ahead where a typical call, and an independent scorer timing
+400 calls at a time, had one-shot 9% ahead). The slowest 5% of a pair's
+turns are capped at one value, the slowest of the rest (one cap for both:
+a cap of each one's own would add the noise of two tail quantiles to the
+ratio), so a few millisecond hiccups that hit any algorithm do not decide
+the veto by where they landed. ``artune.tune.states`` reports where the
+two statistics disagreed.
 
 **The tie band.** A difference is acted on only when the whole interval lies
 outside ``[1 / (1 + tie), 1 + tie]``. The interval covers the noise of the
@@ -388,11 +388,6 @@ def pairs_by_call(a: Timed, b: Timed) -> list[tuple[np.ndarray, np.ndarray]]:
     return pairs
 
 
-def ratios_by_call(a: Timed, b: Timed) -> list[np.ndarray]:
-    """Per-round ``a / b`` of the turns' medians, for each harness call that timed both, in call order."""
-    return [np.median(ta, axis=1) / np.median(tb, axis=1) for ta, tb in pairs_by_call(a, b)]
-
-
 #: the slowest turns of a pair, this share of them, count at the next slowest (the module's **Tails**)
 RARE = 0.05
 
@@ -403,12 +398,6 @@ def spent_ratio(ta: np.ndarray, tb: np.ndarray) -> float:
     sa, sb = ta.sum(axis=1), tb.sum(axis=1)
     cap = np.quantile(np.concatenate([sa, sb]), 1.0 - RARE, method="higher")
     return float(np.minimum(sa, cap).sum() / np.minimum(sb, cap).sum())
-
-
-def paired_ratios(a: Timed, b: Timed) -> np.ndarray:
-    """Per-round ``a / b`` over every harness call that timed both (empty when none did)."""
-    ratios = ratios_by_call(a, b)
-    return np.concatenate(ratios) if ratios else np.zeros(0)
 
 
 @dataclass(frozen=True)

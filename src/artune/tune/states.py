@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from artune.measure.records import Candidate, Measurement
-from artune.tune.evidence import FASTER, SLOWER, Evidence, FasterRule, PairVerdict, median_interval, ratios_by_call
+from artune.tune.evidence import FASTER, SLOWER, Evidence, FasterRule, PairVerdict, pairs_by_call
 
 
 @dataclass(frozen=True)
@@ -143,13 +143,13 @@ def states_of(measurements: Sequence[Measurement], rule: FasterRule) -> States:
         per_size.setdefault(size, []).append(cand)
     for size, cands in sorted(per_size.items()):
         for a, b in itertools.combinations(cands, 2):
-            by_call = ratios_by_call(Evidence(tuple(by_key[(a, size)])), Evidence(tuple(by_key[(b, size)])))
+            by_call = pairs_by_call(Evidence(tuple(by_key[(a, size)])), Evidence(tuple(by_key[(b, size)])))
             if len(by_call) < 2:
                 continue
             pairs += 1
-            each = [median_interval(r, rule.level) for r in by_call]
-            ratios = tuple(m for m, _, _ in each)
-            verdicts = tuple(rule.verdict(lo, hi) for _, lo, hi in each)
+            each = [rule.judge(ta, tb) for ta, tb in by_call]
+            ratios = tuple(r for r, _, _, _, _ in each)
+            verdicts = tuple(v for _, _, _, v, _ in each)
             swing = Swing(size, a, b, ratios, verdicts)
             if swing.flips or swing.factor > edge:
                 swings.append(swing)
