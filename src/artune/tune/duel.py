@@ -263,26 +263,28 @@ def overall(state: TuneState, plan: Plan, sizes: Sequence[int]) -> list[Overall]
     the two choices differ counts only with an interval (too few rounds there tell nothing either way)."""
     rule = state.config.rule
     z = statistics.NormalDist().inv_cdf(1.0 - (1.0 - rule.level) / 2)
-    ws, hosts = state.bench.world_size, state.hosts
-    found = []
-    for name, table in state.fixed:
-        logs, variance, alike = [], 0.0, 0
-        for size in sizes:
-            mine = choice(plan_table(plan), size, ws, state.names, hosts)
-            theirs = choice(table, size, ws, state.names, hosts)
-            if theirs == mine:
-                alike += 1
+    names = [name for name, _ in state.fixed]
+    logs: dict[str, list[float]] = {name: [] for name in names}
+    variance = dict.fromkeys(names, 0.0)
+    alike = dict.fromkeys(names, 0)
+    for size in sizes:
+        mine, theirs = _choices(state, plan, size)
+        got = _evidence(state, plan, size, 0.0) if any(c != mine for _, c in theirs) else {}
+        for name, c in theirs:
+            if c == mine:
+                alike[name] += 1
                 continue
-            got = _evidence(state, plan, size, 0.0) if mine not in state.banned else {}
-            c = rule.compare(got[theirs], got[mine]) if theirs in got and mine in got else None
-            if c is None or not (c.low > 0 and c.high < math.inf):
+            found = rule.compare(got[c], got[mine]) if c in got and mine in got else None
+            if found is None or not (found.low > 0 and found.high < math.inf):
                 continue
-            logs.append(math.log(c.ratio))
-            variance += ((math.log(c.high) - math.log(c.low)) / (2 * z)) ** 2
-        n = max(1, alike + len(logs))  # sizes where both choose alike count as a ratio of 1, known exactly
-        mean = math.fsum(logs) / n
-        found.append(Overall(name, math.exp(mean), math.exp(mean + z * math.sqrt(variance) / n), len(logs)))
-    return found
+            logs[name].append(math.log(found.ratio))
+            variance[name] += ((math.log(found.high) - math.log(found.low)) / (2 * z)) ** 2
+    out = []
+    for name in names:
+        n = max(1, alike[name] + len(logs[name]))  # sizes where both choose alike count as 1, known exactly
+        mean = math.fsum(logs[name]) / n
+        out.append(Overall(name, math.exp(mean), math.exp(mean + z * math.sqrt(variance[name]) / n), len(logs[name])))
+    return out
 
 
 def _replacement(state: TuneState, standing: Sequence[Overall]) -> tuple[str, Plan] | None:
