@@ -6,6 +6,7 @@ test_algorithms_correctness, test_algorithms_failures, test_algorithms_stress.
 
 from __future__ import annotations
 
+import os
 import shutil
 
 import pytest
@@ -14,6 +15,7 @@ import torch
 from artune.algorithms.shm import native
 from artune.algorithms.shm.algorithms import _PLANS, SUPPORTED_DTYPES, _reduce
 from artune.algorithms.shm.channel import DTYPE_CODES, OP_CODES
+from artune.launch import RankContext, run_ranks
 
 MODULE = native._module  # the compiled module, whatever the switch says (the reductions are tested alone)
 needs_module = pytest.mark.skipif(MODULE is None, reason="the compiled round is not built here")
@@ -99,3 +101,45 @@ def test_reductions_match_the_python_round_bit_for_bit(dtype: torch.dtype, op: s
                 expected[differ].tolist(),
                 out[differ].tolist(),
             )
+
+
+def _cpu_hint_rank(ctx: RankContext, cpus: list[int]) -> dict[str, int]:
+    """Pin this rank to ``cpus[rank]``, run one-shot and two-shot steps, and report the hint and the count."""
+    import os
+    import struct
+
+    from artune.algorithms import open_algorithms
+    from artune.algorithms.shm.channel import CPU_OFF
+
+    cpu = cpus[ctx.rank]
+    os.sched_setaffinity(0, {cpu})
+    algos = open_algorithms(None, timeout=30.0, buffer_bytes=1 << 20)
+    try:
+        channel = algos.channel
+        assert channel is not None and channel.native is not None, channel and channel.path
+        t = torch.ones(1024)
+        for _ in range(100):
+            for name in ("shm_one_shot", "shm_two_shot"):
+                algos.by_name[name].all_reduce(t.fill_(1.0), "sum", {})
+                assert t[0].item() == ctx.world_size
+        own = channel.layout.header_offset(0, ctx.rank)
+        (hint,) = struct.unpack_from("<i", channel._mm, own + CPU_OFF)
+        return {"hint": hint, "cpu": cpu, "shared_waits": channel.native.shared_waits}
+    finally:
+        algos.close()
+
+
+@needs_module
+@pytest.mark.timeout(120)
+def test_waits_yield_at_once_to_a_peer_on_their_own_cpu() -> None:
+    """Two ranks on one CPU: a wait finds the peer's hint equal to its own CPU (no spin); on two CPUs, never."""
+    cpus = sorted(os.sched_getaffinity(0))
+    same = run_ranks(_cpu_hint_rank, 2, [cpus[0], cpus[0]], timeout=90)
+    assert [r["hint"] for r in same] == [cpus[0] + 1] * 2  # a rank posts 1 + the CPU of its last wait
+    # one rank of the two waits in nearly every step: the other cannot post before it yields the core
+    assert sum(r["shared_waits"] for r in same) >= 100, same
+    if len(cpus) < 2:
+        pytest.skip("one CPU here: the two-CPU half needs two")
+    apart = run_ranks(_cpu_hint_rank, 2, cpus[:2], timeout=90)
+    for r, cpu in zip(apart, cpus[:2], strict=True):
+        assert r["hint"] in (0, cpu + 1) and r["shared_waits"] == 0, apart  # hint 0: that rank never waited

@@ -37,7 +37,11 @@
  * Waits spin (pure spin, then with sched_yield), dropping the GIL once they
  * last more than a few hundred nanoseconds, then hand over to the Python
  * blocking path (ShmChannel._wait_blocking: deadlines, liveness checks,
- * PeerTimeout) with the GIL held.
+ * PeerTimeout) with the GIL held. A wait whose peer last posted from this
+ * rank's own CPU (the int32 at CPU_OFF of its header, a relaxed hint) skips
+ * the pure spin: two ranks that the scheduler put on one core otherwise pay
+ * the whole spin on every call (about 25 us a call instead of 5 at 2 KiB on a
+ * 2-core VM, docs/results/shm-defaults.md).
  *
  * The reductions are reduce.c's: bit-identical to the Python round's.
  *
@@ -68,6 +72,7 @@
 
 #define REDUCED_OFF 64 /* byte offset of the second sequence word in a slot's header */
 #define HDR_LEN 40     /* struct "<qqqiiii" */
+#define CPU_OFF 40     /* int32 after the header: 1 + the CPU its writer posted from, 0 if not known */
 
 typedef struct {
     int64_t seq, numel, chunk;
@@ -89,6 +94,8 @@ typedef struct {
     sem_t **send;   /* sem(peer, rank): we post it */
     sem_t **recv;   /* sem(rank, peer): we wait on it */
     double spin_s, yield_s;
+    int32_t cpu;            /* 1 + the CPU this rank's last wait ran on (0: not known): the hint it posts */
+    long long shared_waits; /* waits that found their peer on this rank's CPU and yielded at once */
     PyObject *wait_blocking, *raise_mismatch, *mark_broken, *check_open;
 } Channel;
 
@@ -236,6 +243,17 @@ static inline void gil_take(PyThreadState **ts) {
     }
 }
 
+/* The peer last posted from the CPU we run on: it can run only when we give the core up, so
+ * spinning would just hold it off (a rank woken by a socket is often put on its waker's CPU).
+ * A hint, not a synchronisation: a stale or unknown value costs time, never correctness. Our
+ * own CPU is looked up here, when a wait begins, and posted with our next steps: the fast path
+ * (the peer already there) makes no call. */
+static inline int shares_cpu(Channel *c, const char *hdr) {
+    int cpu = sched_getcpu();
+    c->cpu = cpu < 0 ? 0 : cpu + 1;
+    return c->cpu && atomic_load_explicit((_Atomic int32_t *)(hdr + CPU_OFF), memory_order_relaxed) == c->cpu;
+}
+
 static inline int arrived(const char *hdr, int64_t want, int64_t off) {
     return atomic_load_explicit((_Atomic int64_t *)(hdr + off), memory_order_acquire) == want;
 }
@@ -247,7 +265,7 @@ static int wait_peers(Channel *c, int buf, int64_t seq, int64_t word_off, PyThre
     double start = 0, spin_until = 0, yield_until = 0;
     for (int i = 0; i < c->npeers; i++) {
         const char *hdr = hdr_at(c, buf, c->peers[i]);
-        int seen = 0;
+        int seen = 0, hinted = 0;
         unsigned long k = 0;
         for (;;) {
             if (!seen) seen = arrived(hdr, seq, word_off);
@@ -256,6 +274,13 @@ static int wait_peers(Channel *c, int buf, int64_t seq, int64_t word_off, PyThre
                 start = now_s();
                 spin_until = start + c->spin_s;
                 yield_until = spin_until + c->yield_s;
+            }
+            if (!hinted) {
+                hinted = 1;
+                if (shares_cpu(c, hdr)) {
+                    spin_until = 0; /* yield from the first check on */
+                    c->shared_waits++;
+                }
             }
             if ((++k & 15) == 0) {
                 gil_release(ts);
@@ -293,6 +318,8 @@ static PyMethodDef channel_methods[] = {
 
 static PyMemberDef channel_members[] = {
     {"state", T_INT, offsetof(Channel, state), 0, "0 open, 1 broken, 2 closed (mirrors ShmChannel)"},
+    {"shared_waits", T_LONGLONG, offsetof(Channel, shared_waits), READONLY,
+     "waits that found their peer last posting from this rank's CPU, so yielded it at once"},
     {NULL},
 };
 
@@ -330,6 +357,7 @@ static PyObject *str_data_ptr, *str_numel;
 static inline void write_header(Channel *c, int buf, const header_t *h) {
     char *dst = hdr_at(c, buf, c->rank);
     memcpy(dst + 8, (const char *)h + 8, HDR_LEN - 8);
+    atomic_store_explicit((_Atomic int32_t *)(dst + CPU_OFF), c->cpu, memory_order_relaxed);
     atomic_store_explicit((_Atomic int64_t *)dst, h->seq, memory_order_release);
 }
 
