@@ -73,6 +73,24 @@ def test_an_unsure_pick_keeps_the_incumbent_and_says_which_pair_to_measure() -> 
     assert found.unsure == (B, A)
 
 
+def test_an_unsure_pick_takes_the_published_rules_choice_and_a_tie_keeps_the_incumbent() -> None:
+    """The table leaves the published rule only on evidence: unsure, its choice wins over the incumbent
+    (measured again when it is not the fastest); an incumbent that ties or is the fastest stays."""
+    unsure = call({A: 10.35, B: 10.0}, rounds=12, jitter=0.05)
+    found = pick(4096, unsure, RULE, PREF, incumbent=A, published="shm_two_shot")
+    assert found is not None and found.winner == B and found.verdict == "unsure"
+    b_first = ("gloo", "shm_two_shot", "shm_one_shot")  # B is the simpler one
+    found = pick(4096, unsure, RULE, b_first, published="shm_one_shot")
+    assert found is not None and found.winner == A and found.why == "published rule" and found.unsure == (B, A)
+    assert pick(4096, unsure, RULE, PREF, incumbent=B, published="shm_one_shot").winner == B  # type: ignore[union-attr]
+    tie = call({G: 400.0, A: 10.2, B: 10.0})
+    assert pick(4096, tie, RULE, PREF, incumbent=A, published="shm_two_shot").winner == A  # type: ignore[union-attr]
+    no_incumbent = pick(4096, tie, RULE, PREF, published="shm_two_shot")
+    assert no_incumbent is not None and no_incumbent.winner == B  # over the simpler A
+    faster = call({G: 400.0, A: 10.0, B: 30.0})
+    assert pick(4096, faster, RULE, PREF, incumbent=B, published="shm_two_shot").winner == A  # type: ignore[union-attr]
+
+
 def test_a_lead_in_one_call_outweighs_a_pooled_tie() -> None:
     """Two calls at one size: B ties A in a quick one with many rounds and leads by 15% in a slow one."""
     from artune.tune.evidence import Evidence
@@ -161,6 +179,19 @@ def test_bisection_keeps_ties_in_the_lower_band() -> None:
     assert found.lo >= 4096 / 1.2  # B never won a midpoint: everything moved up to the top
     assert all(step.winner == A.key for step in found.steps)
     assert all(step.comparison.verdict == "tie" for step in found.steps)
+
+
+def test_an_unsure_midpoint_goes_where_the_published_rule_puts_it() -> None:
+    """3% apart with 8% noise and no calls to spare: every midpoint stays unsure, so the bracket closes on
+    the published rule's bound (2 KiB here) instead of moving all the way up."""
+    costs = {"shm_one_shot": lambda s, p: 100.0, "shm_two_shot": lambda s, p: 97.0}
+    bench = SyntheticBench(costs, noise=0.08, seed=3, max_samples=20)  # type: ignore[arg-type]
+    published = {True: "shm_two_shot", False: "shm_one_shot"}
+    found = bisect_crossover(
+        CachedBench(bench), A, B, 512, 8192, RULE, 1.1, 0.001, extra_calls=0, published=lambda s: published[s >= 2048]
+    )
+    assert all(step.comparison.verdict == "unsure" for step in found.steps), found.steps
+    assert found.lo < 2048 <= found.hi and found.resolution <= 1.1
 
 
 def test_an_unsure_midpoint_is_measured_again() -> None:

@@ -229,11 +229,15 @@ def test_a_five_percent_crossover_is_found_in_95_of_100_noisy_trials() -> None:
 
 
 def test_identical_candidates_get_no_crossover_in_95_of_100_noisy_trials() -> None:
+    """No crossover but the published rule's: where the two cannot be told apart at the top size (1 MiB),
+    DeepSpeed's switch to two-shot there is kept, found by bisection within the resolution."""
     invented = 0
     for seed in range(100):
         costs = {"gloo": linear_cost(400.0, 0.5), "shm_one_shot": one, "shm_two_shot": one}
         result = tune_world(CachedBench(SyntheticBench(costs, seed=seed, **NOISY)), TRIALS)  # type: ignore[arg-type]
-        invented += bool(result.crossovers) or [b.candidates for b in result.plan.bands] != [("shm_one_shot",)]
+        shape = [b.candidates for b in result.plan.bands]
+        published = all(c.at * TRIALS.resolution >= 1 << 20 and c.hi >= 1 << 20 for c in result.crossovers)
+        invented += not published or shape not in ([("shm_one_shot",)], [("shm_one_shot",), ("shm_two_shot",)])
     assert invented <= 5
 
 

@@ -12,18 +12,22 @@ The rules (they are what ``artune tune`` promises; "faster", "tie" and
    ratio: ``evidence``); the *contenders* are the
    candidates the fastest is not faster than (a tie, or unsure), itself
    included. Among them the *incumbent* (the winner at the next smaller size)
-   stays; otherwise the simplest wins: the process-group baseline first, then
-   the order in which the bench lists its algorithms. So a band never flips
-   for a difference inside the tie band. When the fastest against the kept
-   candidate is *unsure*, the pick says so (``Pick.unsure``): the tuner then
-   measures the two again there, while its budget lasts, rather than keep the
-   incumbent on too little evidence.
+   stays if it is or ties the fastest, so a band never flips for a difference
+   inside the tie band; otherwise the *published* rule's choice at that size
+   (DeepSpeed's 1 MiB switch on CPU, NCCL on CUDA), so the table leaves the
+   published rule only on evidence; otherwise the incumbent; otherwise the
+   simplest: the process-group baseline first, then the order in which the
+   bench lists its algorithms. When the fastest against the kept candidate
+   is *unsure*, the pick says so (``Pick.unsure``): the tuner then measures
+   the two again there, while its budget lasts, rather than keep a choice on
+   too little evidence.
 3. Where the winner changes between two coarse sizes, the crossover is found
    by bisection between them (geometric midpoints, quantized to tidy sizes):
    at each midpoint only the two algorithms are measured, and the upper one
-   takes the midpoint only if it is faster than the lower one (the lower band
-   keeps ties, and what is still unsure after the re-measurements the step's
-   budget allows). Bisection stops when the bracket is within the
+   takes the midpoint only if it is faster than the lower one, or if it is
+   the published rule's choice there and still unsure after the
+   re-measurements the step's budget allows (the lower band keeps ties and
+   the rest of the unsure). Bisection stops when the bracket is within the
    resolution; the band bound is the bracket's geometric midpoint.
 4. Bands end at the crossovers, and an earlier algorithm may come back
    (one-shot, two-shot, one-shot: each change of winner is a crossover of its
@@ -70,6 +74,7 @@ class Why(str, Enum):
 
     FASTEST = "fastest"
     INCUMBENT = "incumbent"  # tied with (or unsure against) the fastest, and the winner at the size below
+    PUBLISHED = "published rule"  # tied with (or unsure against) the fastest, and the published rule's choice
     SIMPLER = "simpler"  # tied with (or unsure against) the fastest, and simpler
     ONLY_USABLE = "only usable"
 
@@ -135,6 +140,10 @@ def preference_key(preference: Sequence[str]) -> Callable[[Candidate], tuple[int
     return lambda c: (rank.get(c.algorithm, len(rank)), len(c.params), c.key)
 
 
+#: the algorithm the published rule runs at a size (``None``: no published rule)
+Published = Callable[[int], str | None]
+
+
 def pick(
     size: int,
     measurements: Sequence[Timed],
@@ -142,8 +151,11 @@ def pick(
     preference: Sequence[str],
     incumbent: Candidate | None = None,
     banned: Collection[Candidate] = (),
+    published: str | None = None,
 ) -> Pick | None:
-    """The winner among ``measurements`` at one size (rule 2), or ``None`` when none is usable."""
+    """The winner among ``measurements`` at one size (rule 2), or ``None`` when none is usable.
+
+    ``published``: the algorithm the published rule runs at ``size``."""
     ok = [m for m in measurements if usable(m) and m.candidate not in banned]
     if not ok:
         return None
@@ -159,7 +171,13 @@ def pick(
     against = {m.candidate: rule.compare(fastest, m) for m in ok if m is not fastest}
     contenders = [m for m in ok if m is fastest or against[m.candidate].verdict != FASTER]
     names = {m.candidate for m in contenders}
-    if incumbent is not None and incumbent in names:
+    tied = {m.candidate for m in contenders if m is fastest or against[m.candidate].verdict != UNSURE}
+    theirs = sorted((c for c in names if c.algorithm == published), key=simpler)
+    if incumbent in tied:
+        chosen, why = incumbent, Why.INCUMBENT
+    elif theirs:
+        chosen, why = theirs[0], Why.PUBLISHED
+    elif incumbent in names:
         chosen, why = incumbent, Why.INCUMBENT
     else:
         chosen, why = min(names, key=simpler), Why.SIMPLER
@@ -176,12 +194,14 @@ def pick_all(
     rule: FasterRule,
     preference: Sequence[str],
     banned: Collection[Candidate] = (),
+    published: Published | None = None,
 ) -> list[Pick]:
     """Winners from the smallest size up, each size's incumbent being the previous winner."""
     picks: list[Pick] = []
     incumbent: Candidate | None = None
     for size in sorted(by_size):
-        found = pick(size, by_size[size], rule, preference, incumbent, banned)
+        theirs = published(size) if published is not None else None
+        found = pick(size, by_size[size], rule, preference, incumbent, banned, theirs)
         if found is not None:
             picks.append(found)
             incumbent = found.winner
@@ -203,14 +223,16 @@ def bisect_crossover(
     budget_per_step: float,
     itemsize: int = 4,
     extra_calls: int = EXTRA_CALLS,
+    published: Published | None = None,
 ) -> BandCrossover:
     """Refine the crossover between ``below`` (wins at ``lo``) and ``above`` (wins at ``hi``) (rule 3).
 
     Each size is measured with both candidates in one call (``together``: a
     size another phase measured already gets a call of the two). A step
     whose comparison is unsure is measured again, up to ``extra_calls``
-    times with ``budget_per_step`` each. The lead at ``hi`` is the two
-    compared there, then at the step that moved ``hi``.
+    times with ``budget_per_step`` each; what stays unsure goes to ``above``
+    where ``published`` runs it. The lead at ``hi`` is the two compared
+    there, then at the step that moved ``hi``.
     """
     coarse = (lo, hi)
     steps: list[Step] = []
@@ -227,7 +249,8 @@ def bisect_crossover(
             got = _by_candidate(sampler.more([below, above], mid, budget_per_step))
             found = rule.compare(got[above], got[below])
             calls += 1
-        if found.verdict == FASTER:
+        theirs = published(mid) if published is not None and found.verdict == UNSURE else None
+        if found.verdict == FASTER or theirs == above.algorithm:
             hi, lead = mid, found
             steps.append(Step(mid, above.key, found, calls))
         else:

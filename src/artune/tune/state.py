@@ -18,6 +18,7 @@ from artune.tune.bench import CachedBench
 from artune.tune.config import Budget, TuneConfig
 from artune.tune.derive import BandCrossover, Pick, bisect_crossover, changes, pick_all, plan_from
 from artune.tune.evidence import Evidence, wrong
+from artune.tune.regret import choice
 from artune.tune.search import ParamSearch
 
 #: a bisection step's budget assumes this many calls on average (an unsure step takes up to 3)
@@ -76,9 +77,13 @@ class TuneState:
         self.banned.update(new)
         return new
 
+    def published(self, size: int) -> str:
+        """The algorithm the published rule (``fixed[0]``) runs at ``size``: what an unsure pick keeps."""
+        return choice(self.fixed[0][1], size, self.bench.world_size, self.names, self.hosts).algorithm
+
     def pick(self) -> list[Pick]:
         """The winners over ``by_size`` as things stand (``derive`` rule 2)."""
-        return pick_all(self.by_size, self.config.rule, self.names, self.banned)
+        return pick_all(self.by_size, self.config.rule, self.names, self.banned, self.published)
 
     def derive(self, allowance: float) -> Plan:
         """Picks, every crossover bisected (those bisected before come from the cache at no cost; the new
@@ -96,7 +101,16 @@ class TuneState:
             below, above = self.candidate(a.winner.algorithm), self.candidate(b.winner.algorithm)
             found.append(
                 bisect_crossover(
-                    bench, below, above, a.size, b.size, config.rule, config.resolution, per_step, config.itemsize
+                    bench,
+                    below,
+                    above,
+                    a.size,
+                    b.size,
+                    config.rule,
+                    config.resolution,
+                    per_step,
+                    config.itemsize,
+                    published=self.published,
                 )
             )
         self.crossovers = found
