@@ -4,7 +4,7 @@ On a machine with a core per rank, a rank woken by a socket (a gloo barrier,
 an engine's metadata broadcast) is often placed on its waker's CPU, and the
 two ranks then share one core until the load balancer moves one, some
 milliseconds later. A wait that spins there only holds off the peer it waits
-for. The compiled round's waits read the CPU their peer last posted from and
+for. The compiled round's waits read the CPU their peer last ran on and
 yield at once when it is their own.
 
 Two ranks run ``shm_one_shot`` and ``shm_two_shot`` interleaved, in turns of

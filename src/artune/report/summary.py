@@ -327,7 +327,8 @@ def report_blocks(
                 f"{rule.level:.0%} interval of their time ratio (per round of interleaved turns, the median "
                 f"over rounds) lies outside the ±{rule.tie:.0%} tie band; inside it the incumbent band, then "
                 "the simpler algorithm, is kept; where the interval crosses an edge of the band the two are "
-                "measured again while the budget lasts."
+                "measured again while the budget lasts, and what stays unsure keeps the published rule's "
+                "choice."
             )
         )
     for result in results:

@@ -37,7 +37,7 @@
  * Waits spin (pure spin, then with sched_yield), dropping the GIL once they
  * last more than a few hundred nanoseconds, then hand over to the Python
  * blocking path (ShmChannel._wait_blocking: deadlines, liveness checks,
- * PeerTimeout) with the GIL held. A wait whose peer last posted from this
+ * PeerTimeout) with the GIL held. A wait whose peer last waited on this
  * rank's own CPU (the int32 at CPU_OFF of its header, a relaxed hint) skips
  * the pure spin: two ranks that the scheduler put on one core otherwise pay
  * the whole spin on every call (about 25 us a call instead of 5 at 2 KiB on a
@@ -72,7 +72,7 @@
 
 #define REDUCED_OFF 64 /* byte offset of the second sequence word in a slot's header */
 #define HDR_LEN 40     /* struct "<qqqiiii" */
-#define CPU_OFF 40     /* int32 after the header: 1 + the CPU its writer posted from, 0 if not known */
+#define CPU_OFF 40     /* int32 after the header: 1 + the CPU of its writer's last wait, 0 if not known */
 
 typedef struct {
     int64_t seq, numel, chunk;
@@ -243,7 +243,7 @@ static inline void gil_take(PyThreadState **ts) {
     }
 }
 
-/* The peer last posted from the CPU we run on: it can run only when we give the core up, so
+/* The peer last waited on the CPU we run on: it can run only when we give the core up, so
  * spinning would just hold it off (a rank woken by a socket is often put on its waker's CPU).
  * A hint, not a synchronisation: a stale or unknown value costs time, never correctness. Our
  * own CPU is looked up here, when a wait begins, and posted with our next steps: the fast path
@@ -319,7 +319,7 @@ static PyMethodDef channel_methods[] = {
 static PyMemberDef channel_members[] = {
     {"state", T_INT, offsetof(Channel, state), 0, "0 open, 1 broken, 2 closed (mirrors ShmChannel)"},
     {"shared_waits", T_LONGLONG, offsetof(Channel, shared_waits), READONLY,
-     "waits that found their peer last posting from this rank's CPU, so yielded it at once"},
+     "waits that found their peer's last wait on this rank's CPU, so yielded it at once"},
     {NULL},
 };
 

@@ -47,9 +47,10 @@ together in one group. A Python rank writes the words with plain stores, so
 its peers rely on the semaphore's ordering; the compiled reader always takes
 the semaphore too before it reads (``_native.c`` spells the argument out).
 Its waits spin, dropping the GIL once they last, then hand over to ``_wait_blocking``.
-It also leaves a hint at ``CPU_OFF``: the CPU it posted from. A compiled wait
-whose peer posted from its own CPU yields at once instead of spinning, since
-that peer runs only when the core is given up (Python ranks write no hint).
+It also posts a hint at ``CPU_OFF``: the CPU its last wait ran on. A compiled
+wait that finds its own CPU in the peer's hint yields at once instead of
+spinning, since that peer runs only when the core is given up (Python ranks
+post no hint).
 
 Failure handling
 ----------------
@@ -89,7 +90,7 @@ HDR_LEN = _HDR.size
 _SEQ = struct.Struct("<q")
 REDUCED_OFF = 64  # byte offset, in a slot's header, of the sequence word of two-shot's second round
 assert HDR_LEN <= REDUCED_OFF <= HEADER_BYTES - _SEQ.size
-#: byte offset of an int32 after the header: 1 + the CPU its compiled writer posted from, 0 if not known
+#: byte offset of an int32 after the header: 1 + the CPU of its compiled writer's last wait, 0 if not known
 CPU_OFF = HDR_LEN
 assert CPU_OFF + 4 <= REDUCED_OFF
 _HDR_FIELDS = ("seq", "numel", "chunk", "chunk_index", "dtype", "op", "algorithm")
