@@ -6,7 +6,7 @@
 Prints Markdown (and writes it to ``--out``), every figure of the cost model's results:
 
 1. the data: every sweep fitted (gpu-measured.md ids), and the claimed crossovers;
-2. leave one ARCH out (``artune.model.blind``), the way a new GPU arrives: the weight of the hand
+2. leave one ARCH out (``artune.costmodel.blind``), the way a new GPU arrives: the weight of the hand
    tables' claims chosen by it; per arch and world size the model, the nearest-arch copy under each
    engine's rules and the arch's own hand rows, scored as the engines run them; the hybrid (copied
    rows where the folds say the model loses); the copy rules; the calibrated interval and its coverage;
@@ -14,14 +14,14 @@ Prints Markdown (and writes it to ``--out``), every figure of the cost model's r
 3. the fit: parameters with bootstrap 5-95% intervals, residuals per sweep;
 4. leave one sweep out (a second view): for every sweep with a choice, terms chosen and the model fitted without
    it, its plan scored on its own times, next to vLLM's and SGLang's hand tables on the same points
-   (``artune.model.validate.score_sweep``), per sweep and in total; where the model loses, the cheapest
+   (``artune.costmodel.validate.score_sweep``), per sweep and in total; where the model loses, the cheapest
    sweep that would settle it (from a bootstrap of that fold);
 5. crossovers held out from every fit: SGLang SM107 (Rubin) and TensorRT-LLM, predicted / published,
    under each unseen-arch rule, and the coverage of the 90% intervals; then each SGLang 9.0/10.0 group
    predicted by a fit and bootstrap without it;
 6. the presets and their sources; what `artune plan --preset b300 / rubin --explain-uncertainty` says.
 
-``--write`` stores the fit (parameters and bootstrap replicates) in ``src/artune/model/gpu-fit.json``.
+``--write`` stores the fit (parameters and bootstrap replicates) in ``src/artune/costmodel/gpu-fit.json``.
 ``--quick``: fewer replicates and no per-fold term selection (for a look, not for the README).
 """
 
@@ -43,13 +43,13 @@ from pathlib import Path
 
 import numpy as np
 
-from artune.model import blind, gpu, hardware, validate
-from artune.model import calibrate as cal
-from artune.model.plan import build_plan
-from artune.model.presets import load_preset, preset_names
+from artune.costmodel import blind, gpu, hardware, validate
+from artune.costmodel import calibrate as cal
+from artune.costmodel.plan import build_plan
+from artune.costmodel.presets import load_preset, preset_names
 from artune.sizes import human_size
 
-FIT_FILE = Path(__file__).resolve().parents[1] / "src" / "artune" / "model" / gpu.FIT_FILE
+FIT_FILE = Path(__file__).resolve().parents[1] / "src" / "artune" / "costmodel" / gpu.FIT_FILE
 WHO = ("model", "vllm", "sglang")
 
 
@@ -80,7 +80,7 @@ def print_blind(folds: list[blind.ArchFold], weight: float, totals: dict[float, 
         "Each fold drops every sweep and every claimed crossover of one arch, fits on the rest, plans for it and "
         "scores the plan on the arch's own sweeps (rows as each engine runs them: vLLM's custom all-reduce by its "
         "1-stage / 2-stage rule). Copies: the nearest arch's row under each engine's practice "
-        f"(`artune.model.blind.copy_source`). Claims (SGLang's hand crossovers) weigh {weight:g} against one "
+        f"(`artune.costmodel.blind.copy_source`). Claims (SGLang's hand crossovers) weigh {weight:g} against one "
         "sweep per group, the weight whose folds score best: "
         + ", ".join(f"weight {w:g}: model {t:.3f}" for w, t in totals.items())
         + ".\n"
@@ -331,9 +331,9 @@ def print_explain(fit: gpu.GpuFit, preset: str = "rubin", world_sizes=(2, 3, 4, 
 
 def extra_sweeps(specs: list[str]) -> tuple:
     """``FILE@PRESET`` benchmark outputs (``artune.evidence.read_evidence``) as fit data (``user1``, ...)."""
+    from artune.costmodel.presets import bundled
+    from artune.costmodel.published import from_evidence
     from artune.evidence import read_evidence
-    from artune.model.presets import bundled
-    from artune.model.sweeps import from_evidence
 
     presets = bundled()["preset"]
     out = []

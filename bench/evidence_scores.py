@@ -1,7 +1,7 @@
 """Score the engines' rows on every published sweep artune holds, as run, beside the best row their rules allow.
 
 For each published sweep in a benchmark's own format (the vLLM ones in
-``src/artune/model/sweeps/``, the nccl-tests and SGLang ones in
+``src/artune/costmodel/data/``, the nccl-tests and SGLang ones in
 ``tests/fixtures/evidence/``; README files there name every source) and each
 engine release with a row for the sweep's arch: the row's as-run score
 (``artune.evidence.score_table``: geometric-mean and worst regret against the
@@ -33,7 +33,7 @@ from artune.sizes import format_size
 from artune.sources import open_source
 
 ROOT = Path(__file__).resolve().parents[1]
-SWEEPS_DIR = ROOT / "src" / "artune" / "model" / "sweeps"
+SWEEPS_DIR = ROOT / "src" / "artune" / "costmodel" / "data"
 FIXTURES = ROOT / "tests" / "fixtures" / "evidence"
 COMMAND = "python bench/evidence_scores.py --write docs/results/evidence.md"
 ENGINES = ("vllm==0.25.0", "vllm==0.33.0", "sglang==0.5.23")

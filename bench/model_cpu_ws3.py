@@ -31,9 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-from artune.model.cost import fit_logs, fit_points, points_from_logs
-from artune.model.fit import Points
-from artune.model.plan import build_plan
+from artune.costmodel.cost import fit_logs, fit_points, points_from_logs
+from artune.costmodel.fit import Points
+from artune.costmodel.plan import build_plan
 from artune.sizes import format_bound, human_size
 from artune.table.decide import decide
 from artune.table.io import load_table
@@ -96,7 +96,7 @@ def main() -> None:
     def chooser(table, ws):
         return lambda n: decide(table, n, ws, "eager").algorithm
 
-    from artune.table.model import Table
+    from artune.table.types import Table
 
     modelled = Table(tuned.platform, plan.provenance, (plan,))
     ws2_rule = Table(tuned.platform, tuned.provenance, tuple(p for p in tuned.plans if p.world_size == 2))

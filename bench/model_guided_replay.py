@@ -5,7 +5,7 @@
 The tuner's sweep measures every algorithm at every coarse size. The
 model-guided alternative measures a sparse start (every ``--start-every``-th
 coarse size, both ends included), fits the CPU cost model
-(``artune.model.cost.fit_points``) and then measures, one size at a time,
+(``artune.costmodel.cost.fit_points``) and then measures, one size at a time,
 the coarse size where the most bootstrap refits disagree with the central
 fit on the fastest algorithm (the least certain crossover first), until no
 unmeasured coarse size has ``--disagree`` of the refits disagreeing. Nothing
@@ -37,9 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from artune.algorithms.shm.algorithms import DEFAULT_CHUNK_BYTES
+from artune.costmodel.cost import CostModel, fit_points
+from artune.costmodel.fit import Points
 from artune.measure.records import MeasurementLog
-from artune.model.cost import CostModel, fit_points
-from artune.model.fit import Points
 from artune.sizes import human_size
 from artune.tune.config import TuneConfig
 

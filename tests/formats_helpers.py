@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 
 from artune.catalog import SPECS
 from artune.table.decide import decide
-from artune.table.model import MODES, Table
+from artune.table.types import MODES, Table
 
 CALLS = (("bfloat16", True), ("bfloat16", False), ("float32", True), ("float32", False))
 

@@ -9,7 +9,6 @@ import pytest
 import torch
 
 from artune.algorithms.base import REDUCE_OPS
-from artune.algorithms.process_group import SUPPORTED
 from artune.algorithms.shm import SUPPORTED_DTYPES, shm_unavailable
 from artune.algorithms.shm.algorithms import _PLANS, _chunk_elements, _ShmAlgorithm
 from artune.algorithms.shm.channel import (
@@ -28,6 +27,7 @@ from artune.algorithms.shm.segment import (
     _too_small_message,
     process_start_time,
 )
+from artune.algorithms.torch_dist import SUPPORTED
 from artune.catalog import SPECS
 from artune.errors import CommunicatorClosed, ShmUnavailable
 
@@ -110,12 +110,12 @@ def test_process_start_time_sees_this_process_and_not_a_missing_pid() -> None:
 
 
 def test_process_group_algorithm_name_and_availability(monkeypatch: pytest.MonkeyPatch) -> None:
-    from artune.algorithms import process_group
+    from artune.algorithms import torch_dist
 
-    monkeypatch.setattr(process_group.dist, "get_backend", lambda group=None: "cpu:gloo,cuda:nccl")
-    assert process_group.backend_name() == "gloo"
-    monkeypatch.setattr(process_group.dist, "get_backend", lambda group=None: "gloo")
-    algorithm = process_group.ProcessGroupAlgorithm(None, timeout=5.0)
+    monkeypatch.setattr(torch_dist.dist, "get_backend", lambda group=None: "cpu:gloo,cuda:nccl")
+    assert torch_dist.backend_name() == "gloo"
+    monkeypatch.setattr(torch_dist.dist, "get_backend", lambda group=None: "gloo")
+    algorithm = torch_dist.ProcessGroupAlgorithm(None, timeout=5.0)
     assert algorithm.name == "gloo" and algorithm.name in SPECS and not algorithm.checks_calls
     assert algorithm.unavailable(torch.bfloat16, "max") is None
     assert "int16" in (algorithm.unavailable(torch.int16, "sum") or "")
@@ -128,7 +128,7 @@ def test_process_group_algorithm_name_and_availability(monkeypatch: pytest.Monke
 def test_backend_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     import torch.distributed as dist
 
-    from artune.algorithms.process_group import backend_devices, backend_name
+    from artune.algorithms.torch_dist import backend_devices, backend_name
 
     for backend, devices, name in (
         ("gloo", {"cpu", "cuda"}, "gloo"),

@@ -11,7 +11,7 @@ from artune import catalog
 from artune.algorithms.cuda import rules
 from artune.algorithms.cuda.symm_mem import SymmMemAlgorithm
 from artune.algorithms.engines import ENGINES, engine_reasons
-from artune.algorithms.process_group import ProcessGroupAlgorithm
+from artune.algorithms.torch_dist import ProcessGroupAlgorithm
 from artune.communicator import devices, modes
 from artune.communicator.selfcheck import _device
 from artune.errors import ArtuneError
@@ -20,7 +20,7 @@ from artune.measure.records import Header
 from artune.settings import Settings
 from artune.table import dump_table
 from artune.table.family import conservative_default
-from artune.table.model import Platform
+from artune.table.types import Platform
 
 H100 = rules.SymmMemFacts(
     module="",

@@ -11,7 +11,7 @@ from artune.table import apply_overrides, dumps_table, loads_table, parse_overri
 from artune.table.bundled import cpu_default
 from artune.table.decide import decide
 from artune.table.family import TableSet, family_chain
-from artune.table.model import MODES, Mode
+from artune.table.types import MODES, Mode
 
 MiB = 1 << 20
 

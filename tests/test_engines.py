@@ -236,7 +236,7 @@ def _open(ctx: RankContext, fakes: str) -> dict:
     out["closed"] = (fake_vllm.made[-1].closed, sg.closed)
     # 5. a group without a gloo part (as a plain "nccl" group): the adapters get a new gloo group over the same
     #    ranks, and the last one closed destroys it
-    import artune.algorithms.process_group as process_group
+    import artune.algorithms.torch_dist as process_group
 
     process_group.backend_parts = lambda group=None: {"cuda": "nccl"}
     found, _ = engines.open_engine_algorithms(dist.group.WORLD, timeout=30)

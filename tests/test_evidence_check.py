@@ -13,7 +13,7 @@ from artune.formats.references import reference_set
 from artune.table.io import dumps_table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "evidence"
-SWEEPS = Path(__file__).parents[1] / "src" / "artune" / "model" / "sweeps"  # the published vLLM sweeps
+SWEEPS = Path(__file__).parents[1] / "src" / "artune" / "costmodel" / "data"  # the published vLLM sweeps
 B300 = FIXTURES / "vllm" / "invented-sm103-ws6.json"
 
 

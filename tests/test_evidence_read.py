@@ -12,7 +12,7 @@ from artune.errors import ArtuneError, EvidenceError
 from artune.evidence import detect, read_evidence, read_text
 
 FIXTURES = Path(__file__).parent / "fixtures" / "evidence"
-SWEEPS = Path(__file__).parents[1] / "src" / "artune" / "model" / "sweeps"  # the published vLLM sweeps
+SWEEPS = Path(__file__).parents[1] / "src" / "artune" / "costmodel" / "data"  # the published vLLM sweeps
 KiB, MiB = 1 << 10, 1 << 20
 
 
@@ -186,7 +186,7 @@ def test_noise_is_the_sweeps_own_non_monotonicity_or_print_precision() -> None:
 
 
 def test_the_cost_model_reads_the_same_files() -> None:
-    from artune.model.sweeps import from_evidence, sweep
+    from artune.costmodel.published import from_evidence, sweep
 
     ds3a = from_evidence(read_evidence(SWEEPS / "ds3a-h100-tp2.txt"), "DS3a", "h100-sxm")
     published = sweep("DS3a")

@@ -24,10 +24,10 @@ from artune.formats.releases import ReleaseUnavailable, fetch_release
 from artune.formats.vllm import write as vllm_write
 from artune.formats.vllm.rules import custom_ar_kernel
 from artune.sources import open_source
-from artune.table.model import Band, Plan, Platform, Provenance, Table
+from artune.table.types import Band, Plan, Platform, Provenance, Table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "evidence"
-SWEEPS = Path(__file__).parents[1] / "src" / "artune" / "model" / "sweeps"  # the published vLLM sweeps
+SWEEPS = Path(__file__).parents[1] / "src" / "artune" / "costmodel" / "data"  # the published vLLM sweeps
 B300 = FIXTURES / "vllm" / "invented-sm103-ws6.json"
 KiB, MiB = 1 << 10, 1 << 20
 

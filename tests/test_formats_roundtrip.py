@@ -17,11 +17,11 @@ from artune.formats.vllm.write import export_vllm
 from artune.machine import cpu_platform
 from artune.table.diff import diff_tables, topologies_of
 from artune.table.io import loads_table
-from artune.table.model import Band, Plan, Platform, Provenance, Table, freeze_params
-from artune.tune.bench import CachedBench
+from artune.table.types import Band, Plan, Platform, Provenance, Table, freeze_params
 from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
-from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.measurer import CachedMeasurer
+from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.tuner import tune_world
 from formats_helpers import decision_mismatches
 
@@ -119,8 +119,8 @@ def test_sglang_projection_states_what_it_drops(tmp_path: Path) -> None:
 
 
 def _tuned(costs: Mapping[str, object], world_size: int, baseline: str) -> object:
-    bench = SyntheticBench(costs, noise=0.02, seed=1, world_size=world_size, baseline=baseline)  # type: ignore[arg-type]
-    return tune_world(CachedBench(bench), TuneConfig.full(budget_s=10.0))
+    bench = SyntheticMeasurer(costs, noise=0.02, seed=1, world_size=world_size, baseline=baseline)  # type: ignore[arg-type]
+    return tune_world(CachedMeasurer(bench), TuneConfig.full(budget_s=10.0))
 
 
 def test_tuned_cpu_table_exports_to_sglang_by_role_and_round_trips(tmp_path: Path) -> None:

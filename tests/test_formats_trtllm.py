@@ -15,13 +15,14 @@ import pytest
 
 from artune.cli import main
 from artune.errors import TableError
-from artune.formats.trtllm.generator import COLUMNS, ShapeMeasurement, derive_table, read_csv, write_csv
+from artune.formats.trtllm.generator import COLUMNS, PREFERENCE, read_csv, write_csv
 from artune.formats.trtllm.read import HEADER, read_trtllm
 from artune.formats.trtllm.write import HIDDEN_ROWS, PLANES, TOKEN_COLUMNS, TP_ROWS, export_trtllm
-from artune.measure.records import Candidate, Measurement
+from artune.measure.records import Candidate, Measurement, ShapeMeasurement
 from artune.table.decide import decide
 from artune.table.io import dumps_table, loads_table
-from artune.table.model import TokenShape
+from artune.table.types import TokenShape
+from artune.tune.shapes import derive_shape_table
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OLD, NEW = FIXTURES / "trtllm-005b299", FIXTURES / "trtllm-3d56e29"
@@ -217,7 +218,7 @@ def test_generator_csv_round_trip_and_the_evidence_rule(tmp_path: Path) -> None:
     assert {(m.tokens, m.measurement.candidate.algorithm, m.measurement.samples_us) for m in back} == {
         (m.tokens, m.measurement.candidate.algorithm, m.measurement.samples_us) for m in measurements
     }
-    derived, again = derive_table(measurements, "9.0"), derive_table(back, "9.0")
+    derived, again = derive_shape_table(measurements, "9.0", PREFERENCE), derive_shape_table(back, "9.0", PREFERENCE)
     for tokens in range(1, 1024):
         shape = TokenShape(tokens, 4096)
         assert decide(derived, 0, 8, shape=shape).algorithm == decide(again, 0, 8, shape=shape).algorithm

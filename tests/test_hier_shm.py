@@ -67,13 +67,13 @@ def _against_gloo(ctx: RankContext, splits: list[tuple[int, ...]], table_path: s
 def _tune(comm_table: str) -> tuple:
     """A tiny ``tune`` across the current simulated hosts: it measures hier_shm against gloo."""
     import artune
-    from artune.tune.bench import CachedBench, CommBench
     from artune.tune.config import TuneConfig
+    from artune.tune.measurer import CachedMeasurer, CommMeasurer
     from artune.tune.tuner import tune_world
 
     config = TuneConfig(budget_s=1.5, min_size=4096, max_size=64 << 10, regret_sizes=2)
     with artune.Communicator(table=comm_table, timeout=20, check=False) as comm:
-        result = tune_world(CachedBench(CommBench(comm)), config)
+        result = tune_world(CachedMeasurer(CommMeasurer(comm)), config)
     return result.algorithms, result.plan
 
 
@@ -156,7 +156,7 @@ def test_faults_across_simulated_hosts_name_the_rank_and_host(tmp_path: Path) ->
 def _gloo_mismatch(ctx: RankContext) -> list[str]:
     """A table whose plan across hosts is gloo for every size: a mismatched gloo call must still be caught."""
     from artune import CallMismatch, Communicator
-    from artune.table.model import Band, Plan, Platform, Provenance, Table
+    from artune.table.types import Band, Plan, Platform, Provenance, Table
 
     os.environ["ARTUNE_HOST"] = _hosts((2, 1))[ctx.rank]
     one_host = Plan(2, "eager", (Band(None, ("shm_one_shot",)),), "gloo")

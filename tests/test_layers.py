@@ -63,7 +63,7 @@ def test_no_module_imports_itself_back() -> None:
 
 
 def test_the_table_model_is_a_leaf() -> None:
-    assert GRAPH["artune.table.model"] <= {"artune.errors", "artune.sizes"}
+    assert GRAPH["artune.table.types"] <= {"artune.errors", "artune.sizes"}
 
 
 def test_algorithms_never_import_tune_report_or_cli() -> None:
@@ -80,7 +80,9 @@ def test_algorithms_never_import_tune_report_or_cli() -> None:
 #: what sits above ``artune.table``: the table layer imports none of it
 ABOVE_TABLE = (
     "formats",
-    "model",
+    "costmodel",
+    "evidence",
+    "sources",
     "tune",
     "review",
     "report",
@@ -131,10 +133,51 @@ def test_the_table_layer_imports_nothing_above_it() -> None:
     assert not found, "artune.table imports a layer above it: " + "; ".join(found)
 
 
+#: the two towers. The runtime measures, decides and runs all-reduces; the engine analysis reads, scores and
+#: reviews the engines' tables. Below both sits the low layer they share (errors, sizes, catalog, findings,
+#: grid, settings, machine, gpufacts); the command line sits on top of both.
+RUNTIME = ("table", "algorithms", "communicator", "backend", "measure", "tune", "launch", "report")
+ANALYSIS = ("formats", "evidence", "costmodel", "review", "sources")
+#: what the analysis may read of the runtime: the table layer and the measurement log's records
+RUNTIME_FOR_ANALYSIS = ("artune.table", "artune.measure.records")
+
+
+def test_the_runtime_never_imports_the_engine_analysis() -> None:
+    """A Communicator on a serving host needs none of the engines' readers, the cost model or the review."""
+    found = _upward(RUNTIME, ANALYSIS)
+    assert not found, "the runtime imports the engine analysis: " + "; ".join(found)
+
+
+def _crossing_into_runtime(graph: dict[str, set[str]]) -> list[str]:
+    """``module -> dependency`` for every import from the analysis into the runtime beyond what it may read."""
+    return sorted(
+        f"{m} -> {dep}"
+        for m, deps in graph.items()
+        if _in(m, ANALYSIS)
+        for dep in deps
+        if _in(dep, RUNTIME) and not any(dep == r or dep.startswith(f"{r}.") for r in RUNTIME_FOR_ANALYSIS)
+    )
+
+
+def test_the_analysis_reads_the_runtime_only_through_the_table_and_the_records() -> None:
+    """The engine analysis reads tables and measurement records; deriving, timing and running stay below it."""
+    graph = {m: deps | _named_by_string(m) for m, deps in GRAPH.items()}
+    found = _crossing_into_runtime(graph)
+    assert not found, "the analysis reaches into the runtime: " + "; ".join(found)
+
+
+def test_the_tower_checks_see_a_crossing_import() -> None:
+    """The tower checks fail on the imports they forbid, as read from a module's source."""
+    assert _in("artune.tune.derive", RUNTIME) and _in("artune.costmodel.plan", ANALYSIS)
+    fake = {"artune.formats.trtllm.generator": {"artune.tune.derive", "artune.table.types", "artune.measure.records"}}
+    assert _crossing_into_runtime(fake) == ["artune.formats.trtllm.generator -> artune.tune.derive"]
+    assert "artune.tune.derive" in _named_by_string("artune.tune.x", 'import_module("artune.tune.derive")')
+
+
 def test_the_layer_checks_see_what_they_forbid() -> None:
     """The two checks above see the imports they forbid: the layers by name, the CLI's entry, a string import."""
     assert _in("artune.cli.tables", CLI) and _in("artune.__main__", CLI) and not _in("artune.catalog", CLI)
-    assert _in("artune.formats.vllm", ABOVE_TABLE) and not _in("artune.table.model", ABOVE_TABLE)
+    assert _in("artune.formats.vllm", ABOVE_TABLE) and not _in("artune.table.types", ABOVE_TABLE)
     assert "artune.cli" in GRAPH["artune.__main__"]
     assert _named_by_string("artune.table.rules", 'import_module("artune.catalog")') == {"artune.catalog"}
 
@@ -142,7 +185,7 @@ def test_the_layer_checks_see_what_they_forbid() -> None:
 def test_the_reader_sees_lazy_and_relative_imports() -> None:
     """The checks above are only as good as the import reader: it must see what a function imports late."""
     assert "artune.measure.cuda_timing" in GRAPH["artune.measure.harness"]
-    assert "artune.model.hardware" in GRAPH["artune.review.evidence"]  # imported inside a function
+    assert "artune.costmodel.hardware" in GRAPH["artune.review.regret"]  # imported inside a function
     assert _cycle_through("a", {"a": {"b"}, "b": {"a"}}) == ["a", "b", "a"]
 
 

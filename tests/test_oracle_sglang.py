@@ -131,7 +131,7 @@ def test_a_measured_table_with_two_shot_push_runs_in_the_release_as_artune_decid
     release runs what artune decides from the table, at every probe of those world sizes."""
     from artune.formats.sglang.write import export_sglang
     from artune.table.family import TableSet
-    from artune.table.model import Band, Plan, Platform, Provenance, Table, freeze_params
+    from artune.table.types import Band, Plan, Platform, Provenance, Table, freeze_params
 
     KiB = 1 << 10
     blocks = freeze_params({n: {"blocks": 96} for n in ("1shot_push", "2shot_push", "2shot_pull", "2shot_pull_mc")})

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
 from artune.formats.trtllm.enums import ALGORITHMS
 from artune.formats.trtllm.read import arch_of, read_trtllm
 from artune.table.decide import decide
-from artune.table.model import TokenShape
+from artune.table.types import TokenShape
 from oracles import trtllm as oracle
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -24,7 +24,7 @@ from artune.cli import main
 from artune.formats import read_engine
 from artune.formats.references import reference_set
 from artune.formats.releases import ReleaseUnavailable, fetch_release
-from artune.table.model import Plan
+from artune.table.types import Plan
 from oracles import vllm as oracle
 
 MiB = 1 << 20

@@ -19,7 +19,7 @@ from artune.formats.releases import ReleaseUnavailable, fetch_release
 from artune.sources import open_source, source_findings
 from artune.table.decide import decide
 from artune.table.io import dumps_table, loads_table
-from artune.table.model import Band, NVLinkDomain, Plan, Platform, Provenance, Table
+from artune.table.types import Band, NVLinkDomain, Plan, Platform, Provenance, Table
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
 from oracles import RAISES, Probe

@@ -20,7 +20,7 @@ from artune.errors import ArtuneError
 from artune.formats.references import REFERENCES, reference_set
 from artune.table.decide import decide
 from artune.table.io import digest, dumps_table, loads_table
-from artune.table.model import Band
+from artune.table.types import Band
 
 KiB = KB = 1024
 MiB = MB = 1024 * 1024

@@ -13,18 +13,18 @@ from artune.report.document import Grid, Heading, Para, to_html, to_markdown
 from artune.report.figures import band_spans, latency_series, speedup_summary, speedups
 from artune.table.check import check_table
 from artune.table.io import dumps_table
-from artune.tune.bench import CachedBench
 from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
-from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.measurer import CachedMeasurer
+from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.tuner import WorldResult, tune_world
 
 
 @pytest.fixture(scope="module")
 def result() -> WorldResult:
     costs = {"gloo": linear_cost(400, 1.2), "shm_one_shot": linear_cost(5, 1.0), "shm_two_shot": linear_cost(20, 3.0)}
-    bench = SyntheticBench(costs, noise=0.03, params={"shm_two_shot": {"chunk_bytes": (1 << 20, 4 << 20)}})
-    return tune_world(CachedBench(bench), TuneConfig.quick_run())
+    bench = SyntheticMeasurer(costs, noise=0.03, params={"shm_two_shot": {"chunk_bytes": (1 << 20, 4 << 20)}})
+    return tune_world(CachedMeasurer(bench), TuneConfig.quick_run())
 
 
 def test_figures(result: WorldResult) -> None:

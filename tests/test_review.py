@@ -34,9 +34,9 @@ from artune.review.benchmarks import (
     trtllm_commands,
     vllm_command,
 )
-from artune.review.model import BenchCommand
+from artune.review.types import BenchCommand
 from artune.table.io import dump_table
-from artune.table.model import Band, Plan, Platform, Provenance, Table, freeze_params
+from artune.table.types import Band, Plan, Platform, Provenance, Table, freeze_params
 
 ROOT = Path(__file__).parents[1]
 MiB = 1 << 20

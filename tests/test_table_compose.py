@@ -16,8 +16,8 @@ from artune.table.bundled import cpu_default
 from artune.table.cache import cached_table_path
 from artune.table.decide import decide
 from artune.table.io import dump_table, load_table
-from artune.table.model import Band, Plan, Platform, Provenance, Table
 from artune.table.selection import compose, select_table
+from artune.table.types import Band, Plan, Platform, Provenance, Table
 
 MEASURED = Provenance("measured", tool="artune")
 ONE_HOST = Plan(2, "eager", (Band(None, ("shm_two_shot",)),), "gloo")

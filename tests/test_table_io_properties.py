@@ -33,7 +33,7 @@ from artune.table.io import (
     table_from_dict,
     table_to_dict,
 )
-from artune.table.model import KINDS, MODES, SOURCES, Band, Plan, Platform, Provenance, Table, freeze_params
+from artune.table.types import KINDS, MODES, SOURCES, Band, Plan, Platform, Provenance, Table, freeze_params
 
 ORIGIN = "fuzz/table.toml"
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

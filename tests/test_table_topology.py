@@ -13,7 +13,7 @@ from artune.table import dumps_table, loads_table
 from artune.table.check import check_table
 from artune.table.decide import decide
 from artune.table.io import digest
-from artune.table.model import Band, Plan
+from artune.table.types import Band, Plan
 
 HEAD = """schema = 1
 [platform]

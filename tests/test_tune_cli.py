@@ -13,8 +13,8 @@ import pytest
 from artune.cli import main
 from artune.table.io import load_table
 from artune.tune import session
-from artune.tune.bench import CachedBench
-from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.measurer import CachedMeasurer
+from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.verify import verify_plan
 
 TABLE = """
@@ -71,8 +71,8 @@ def test_torchrun_world_size_must_match(monkeypatch: pytest.MonkeyPatch, capsys:
 def _synthetic_collective(fn: Any, world_size: int, request: Any, timeout: float) -> Any:
     """``run_collective`` replaced: verify against a modelled machine whose crossover is near 22 KB."""
     costs = {"gloo": linear_cost(400, 1.2), "shm_one_shot": linear_cost(5, 1.0), "shm_two_shot": linear_cost(20, 3.0)}
-    bench = SyntheticBench(costs, noise=0.02)
-    return verify_plan(CachedBench(bench), request.plan, bench.algorithms, request.rule, request.budget_s)
+    bench = SyntheticMeasurer(costs, noise=0.02)
+    return verify_plan(CachedMeasurer(bench), request.plan, bench.algorithms, request.rule, request.budget_s)
 
 
 @pytest.mark.parametrize(("bound", "code"), [("24KiB", 0), ("1MiB", 1)])

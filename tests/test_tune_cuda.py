@@ -11,11 +11,11 @@ import pytest
 from artune.cli import main
 from artune.table.check import check_table
 from artune.table.io import dump_table
-from artune.table.model import ParamValue, Platform
-from artune.tune.bench import CachedBench
+from artune.table.types import ParamValue, Platform
 from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
-from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.measurer import CachedMeasurer
+from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.tuner import NCCL_RULE_NAME, WorldResult, tune_world
 
 RUBIN = Platform("cuda", "10.7", "NVIDIA Rubin (synthetic), 160 SMs")
@@ -50,7 +50,7 @@ def _push(latency: float, gbps: float):  # type: ignore[no-untyped-def]
 def _tune(world_size: int, mode: str) -> WorldResult:
     costs = {name: linear_cost(*lb) for name, lb in COSTS[mode].items() if name != "1shot_push"}
     costs["1shot_push"] = _push(*COSTS[mode]["1shot_push"])
-    bench = SyntheticBench(
+    bench = SyntheticMeasurer(
         costs,  # type: ignore[arg-type]
         world_size=world_size,
         baseline="nccl",
@@ -59,7 +59,7 @@ def _tune(world_size: int, mode: str) -> WorldResult:
         params={"1shot_push": {"blocks": (16, 32)}},
     )
     config = TuneConfig.quick_run(20.0).with_changes(dtype="bfloat16", itemsize=2, max_size=64 << 20)
-    return tune_world(CachedBench(bench), config)
+    return tune_world(CachedMeasurer(bench), config)
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """The tuner's rules on synthetic measurements: winners, bisection, bands, sizes (the statistic itself:
-``test_tune_evidence``)."""
+``test_tune_compare``)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from artune.grid import midpoint, off_grid_sizes, powers, quantize
 from artune.measure.records import Candidate, Measurement
-from artune.table.model import Band
-from artune.tune.bench import CachedBench
+from artune.table.types import Band
+from artune.tune.compare import FasterRule, usable
 from artune.tune.derive import BandCrossover, bands_from, bisect_crossover, changes, pick, pick_all, plan_from
-from artune.tune.evidence import FasterRule, usable
-from artune.tune.grid import midpoint, off_grid_sizes, powers, quantize
-from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.measurer import CachedMeasurer
+from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 
 A, B, G = Candidate("shm_one_shot"), Candidate("shm_two_shot"), Candidate("gloo")
 PREF = ("gloo", "shm_one_shot", "shm_two_shot")
@@ -93,11 +93,11 @@ def test_an_unsure_pick_takes_the_published_rules_choice_and_a_tie_keeps_the_inc
 
 def test_a_lead_in_one_call_outweighs_a_pooled_tie() -> None:
     """Two calls at one size: B ties A in a quick one with many rounds and leads by 15% in a slow one."""
-    from artune.tune.evidence import Evidence
+    from artune.tune.compare import Pooled
 
     quick, slow = call({A: 10.0, B: 10.1}, rounds=600), call({A: 70.0, B: 60.0}, rounds=60)
     slow = [Measurement(m.candidate, m.size_bytes, "float32", 2, m.samples_us, 0, burst=3, call="slow") for m in slow]
-    pooled = [Evidence((q, s)) for q, s in zip(quick, slow, strict=True)]
+    pooled = [Pooled((q, s)) for q, s in zip(quick, slow, strict=True)]
     c = RULE.compare(pooled[1], pooled[0])
     assert c.ratio > 1.0 and c.verdict == "faster"  # pooled rounds say B is no faster; the slow call decides
     found = pick(4096, pooled, RULE, PREF, incumbent=A)
@@ -158,11 +158,11 @@ def _lead_size(c1: tuple[float, float], c2: tuple[float, float], lead: float) ->
     ("one", "two"), [((5.0, 1.0), (20.0, 3.0)), ((8.0, 0.5), (60.0, 2.0)), ((3.0, 2.0), (9.0, 3.0))]
 )
 def test_bisection_finds_the_crossover_within_resolution(one: tuple[float, float], two: tuple[float, float]) -> None:
-    bench = SyntheticBench({"shm_one_shot": linear_cost(*one), "shm_two_shot": linear_cost(*two)}, noise=0.01)
+    bench = SyntheticMeasurer({"shm_one_shot": linear_cost(*one), "shm_two_shot": linear_cost(*two)}, noise=0.01)
     true = _equal_time(one, two)
     lo = 4 ** math.floor(math.log(true, 4))
     resolution = 2**0.25
-    found = bisect_crossover(CachedBench(bench), A, B, lo, lo * 4, RULE, resolution, 0.1)
+    found = bisect_crossover(CachedMeasurer(bench), A, B, lo, lo * 4, RULE, resolution, 0.1)
     assert found.hi / found.lo <= resolution * 1.0001
     # the bound lies between the equal-time size and where the upper one leads by the tie band
     # (the lower band keeps ties), give or take the bisection's resolution
@@ -174,8 +174,8 @@ def test_bisection_finds_the_crossover_within_resolution(one: tuple[float, float
 
 
 def test_bisection_keeps_ties_in_the_lower_band() -> None:
-    bench = SyntheticBench({"shm_one_shot": linear_cost(10, 1.0), "shm_two_shot": linear_cost(10, 1.02)}, noise=0.0)
-    found = bisect_crossover(CachedBench(bench), A, B, 1024, 4096, RULE, 1.1, 0.1)
+    bench = SyntheticMeasurer({"shm_one_shot": linear_cost(10, 1.0), "shm_two_shot": linear_cost(10, 1.02)}, noise=0.0)
+    found = bisect_crossover(CachedMeasurer(bench), A, B, 1024, 4096, RULE, 1.1, 0.1)
     assert found.lo >= 4096 / 1.2  # B never won a midpoint: everything moved up to the top
     assert all(step.winner == A.key for step in found.steps)
     assert all(step.comparison.verdict == "tie" for step in found.steps)
@@ -185,10 +185,19 @@ def test_an_unsure_midpoint_goes_where_the_published_rule_puts_it() -> None:
     """3% apart with 8% noise and no calls to spare: every midpoint stays unsure, so the bracket closes on
     the published rule's bound (2 KiB here) instead of moving all the way up."""
     costs = {"shm_one_shot": lambda s, p: 100.0, "shm_two_shot": lambda s, p: 97.0}
-    bench = SyntheticBench(costs, noise=0.08, seed=3, max_samples=20)  # type: ignore[arg-type]
+    bench = SyntheticMeasurer(costs, noise=0.08, seed=3, max_samples=20)  # type: ignore[arg-type]
     published = {True: "shm_two_shot", False: "shm_one_shot"}
     found = bisect_crossover(
-        CachedBench(bench), A, B, 512, 8192, RULE, 1.1, 0.001, extra_calls=0, published=lambda s: published[s >= 2048]
+        CachedMeasurer(bench),
+        A,
+        B,
+        512,
+        8192,
+        RULE,
+        1.1,
+        0.001,
+        extra_calls=0,
+        published=lambda s: published[s >= 2048],
     )
     assert all(step.comparison.verdict == "unsure" for step in found.steps), found.steps
     assert found.lo < 2048 <= found.hi and found.resolution <= 1.1
@@ -197,8 +206,8 @@ def test_an_unsure_midpoint_goes_where_the_published_rule_puts_it() -> None:
 def test_an_unsure_midpoint_is_measured_again() -> None:
     """4% apart with 8% noise: one call leaves the interval across the band's edge, more calls decide."""
     costs = {"shm_one_shot": lambda s, p: 100.0, "shm_two_shot": lambda s, p: 96.0}
-    bench = SyntheticBench(costs, noise=0.08, seed=2, max_samples=60)  # type: ignore[arg-type]
-    cached = CachedBench(bench)
+    bench = SyntheticMeasurer(costs, noise=0.08, seed=2, max_samples=60)  # type: ignore[arg-type]
+    cached = CachedMeasurer(bench)
     found = bisect_crossover(cached, A, B, 1024, 4096, RULE, 2.5, 0.01)
     (step,) = found.steps
     assert step.calls > 1 and len(bench.calls) == 1 + step.calls

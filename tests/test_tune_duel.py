@@ -11,15 +11,15 @@ from hypothesis import strategies as st
 
 from artune.measure.records import Candidate, Measurement
 from artune.report.duel import duel_line
-from artune.table.model import Band, ParamValue, Plan
-from artune.tune.bench import CachedBench
+from artune.table.types import Band, ParamValue, Plan
+from artune.tune.compare import FASTER, FasterRule, Pooled
 from artune.tune.config import TuneConfig
 from artune.tune.duel import Repair, pinned
-from artune.tune.evidence import FASTER, Evidence, FasterRule
+from artune.tune.machine_states import states_of
+from artune.tune.measurer import CachedMeasurer
 from artune.tune.regret import choice
 from artune.tune.state import plan_table
-from artune.tune.states import states_of
-from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.tuner import WorldResult, tune_world
 
 NAMES = ("gloo", "shm_one_shot", "shm_two_shot")
@@ -29,7 +29,7 @@ def two_shot(size: int, params: Mapping[str, ParamValue]) -> float:
     return linear_cost(20.0, 3.0)(size, params)
 
 
-def flipping(seed: int) -> SyntheticBench:
+def flipping(seed: int) -> SyntheticMeasurer:
     """One-shot and two-shot as on a CPU, and a slow state in half the calls where two-shot leads one-shot
     by about 25% from 64 KiB to 2 MiB (where in the quick state one-shot is level or ahead)."""
     one = linear_cost(5.0, 1.0)
@@ -37,7 +37,7 @@ def flipping(seed: int) -> SyntheticBench:
     def slow_two(size: int, params: Mapping[str, ParamValue]) -> float:
         return 0.8 * one(size, params) + 46.0 if 64 << 10 <= size <= 2 << 20 else two_shot(size, params)
 
-    return SyntheticBench(
+    return SyntheticMeasurer(
         {"gloo": linear_cost(400.0, 1.2), "shm_one_shot": one, "shm_two_shot": two_shot},
         noise=0.03,
         seed=seed,
@@ -69,7 +69,7 @@ def own_duel_losses(result: WorldResult) -> list[tuple[int, str]]:
             theirs = choice(table, size, 2, NAMES)
             if theirs == mine:
                 continue
-            a, b = Evidence(tuple(calls[(theirs, size)])), Evidence(tuple(calls[(mine, size)]))
+            a, b = Pooled(tuple(calls[(theirs, size)])), Pooled(tuple(calls[(mine, size)]))
             if rule.compare(a, b).verdict == FASTER:
                 found.append((size, name))
     return found
@@ -78,7 +78,7 @@ def own_duel_losses(result: WorldResult) -> list[tuple[int, str]]:
 def test_the_shipped_table_never_loses_its_own_duel_over_100_seeds() -> None:
     repaired = 0
     for seed in range(100):
-        result = tune_world(CachedBench(flipping(seed)), CONFIG.with_changes(seed=seed))
+        result = tune_world(CachedMeasurer(flipping(seed)), CONFIG.with_changes(seed=seed))
         assert own_duel_losses(result) == [], f"seed {seed}"
         assert result.duel is not None and result.duel.holds
         repaired += bool(result.duel.fixes)
@@ -93,7 +93,9 @@ def test_small_losses_that_add_up_ship_the_rule_that_is_ahead_over_all_the_duel(
              "shm_two_shot": lambda size, params: 0.975 * one(size, params)}  # fmt: skip
     shipped = 0
     for seed in range(10):
-        result = tune_world(CachedBench(SyntheticBench(costs, noise=0.01, seed=seed)), CONFIG.with_changes(seed=seed))
+        result = tune_world(
+            CachedMeasurer(SyntheticMeasurer(costs, noise=0.01, seed=seed)), CONFIG.with_changes(seed=seed)
+        )
         d = result.duel
         assert d is not None and own_duel_losses(result) == []
         ahead = min(d.overall, key=lambda o: o.ratio)
@@ -106,11 +108,11 @@ def test_small_losses_that_add_up_ship_the_rule_that_is_ahead_over_all_the_duel(
 
 
 def test_a_state_flipping_machine_shows_in_the_states_record() -> None:
-    result = tune_world(CachedBench(flipping(3)), CONFIG)
+    result = tune_world(CachedMeasurer(flipping(3)), CONFIG)
     assert result.states is not None and result.states.seen
     assert "disagreed" in result.states.describe()
     quiet_costs = {"gloo": linear_cost(400.0, 1.2), "shm_one_shot": linear_cost(5.0, 1.0)}
-    quiet = tune_world(CachedBench(SyntheticBench(quiet_costs, seed=1)), CONFIG)
+    quiet = tune_world(CachedMeasurer(SyntheticMeasurer(quiet_costs, seed=1)), CONFIG)
     assert quiet.states is not None and not quiet.states.swings
 
 
@@ -145,12 +147,12 @@ def test_a_slower_tuned_setting_is_repaired_to_the_defaults() -> None:
             return t * (0.7 if calls["n"] < 20 else 1.3)
         return t
 
-    bench = SyntheticBench(
+    bench = SyntheticMeasurer(
         {"gloo": linear_cost(400.0, 1.2), "shm_one_shot": linear_cost(5.0, 1.0), "shm_two_shot": tricky},
         seed=2,
         params={"shm_two_shot": {"chunk_bytes": (1 << 20, 4 << 20)}},
     )
-    result = tune_world(CachedBench(bench), TuneConfig.full(budget_s=20.0))
+    result = tune_world(CachedMeasurer(bench), TuneConfig.full(budget_s=20.0))
     assert own_duel_losses(result) == []
     if result.duel is not None and result.duel.fixes:
         assert {f.how for f in result.duel.fixes} <= set(Repair)
@@ -165,7 +167,7 @@ def test_the_report_shows_the_duel_its_repairs_and_the_states() -> None:
     repaired = next(
         r
         for seed in range(20)
-        if (r := tune_world(CachedBench(flipping(seed)), CONFIG.with_changes(seed=seed))).duel is not None
+        if (r := tune_world(CachedMeasurer(flipping(seed)), CONFIG.with_changes(seed=seed))).duel is not None
         and r.duel.fixes
     )
     text = to_markdown(report_blocks([repaired], build_table([repaired], cpu_platform()), [], RunInfo()))

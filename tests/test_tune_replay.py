@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from artune.measure.records import Header, MeasurementLog
-from artune.tune.bench import CachedBench
 from artune.tune.config import TuneConfig
+from artune.tune.measurer import CachedMeasurer
 from artune.tune.replay import ReplayError, RunHeader, RunJournal, journal_path, replay
-from artune.tune.synthetic import SyntheticBench
+from artune.tune.synthetic import SyntheticMeasurer
 from artune.tune.tuner import WorldResult, tune_world
 from test_tune_duel import flipping  # a machine whose state flips between calls
 
@@ -19,10 +19,10 @@ def run(tmp_path: Path, seed: int, config: TuneConfig, known: int = 0) -> tuple[
     log_path = tmp_path / "measurements-ws2.jsonl"
     log = MeasurementLog(log_path, Header.for_this_machine(2))
     before = log.read()
-    inner: SyntheticBench = flipping(seed)
+    inner: SyntheticMeasurer = flipping(seed)
     journal = RunJournal(journal_path(log_path))
     journal.begin(RunHeader.of(inner, config, len(before)))
-    result = tune_world(CachedBench(inner, before, record=log.append, journal=journal.call), config)
+    result = tune_world(CachedMeasurer(inner, before, record=log.append, journal=journal.call), config)
     return result, log_path
 
 

@@ -12,11 +12,11 @@ from artune.machine import cpu_platform
 from artune.measure.records import Candidate, Header, MeasurementLog
 from artune.table.check import check_table
 from artune.table.io import dumps_table, loads_table
-from artune.table.model import ParamValue
-from artune.tune.bench import CachedBench
+from artune.table.types import ParamValue
 from artune.tune.build import build_table
 from artune.tune.config import Budget, TuneConfig
-from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.measurer import CachedMeasurer
+from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.tuner import tune_world
 
 # a machine like the CPU anchors: gloo ~400 us flat, one-shot fast when small, two-shot when large
@@ -35,20 +35,20 @@ def two_shot(size: int, params: Mapping[str, ParamValue]) -> float:
     return t
 
 
-def bench(seed: int = 0, noise: float = 0.02, **kw: object) -> SyntheticBench:
+def bench(seed: int = 0, noise: float = 0.02, **kw: object) -> SyntheticMeasurer:
     costs = {
         "gloo": linear_cost(400.0, 1.2),
         "shm_one_shot": linear_cost(*ONE),
         "shm_two_shot": two_shot,
     }
-    return SyntheticBench(costs, noise=noise, seed=seed, **kw)  # type: ignore[arg-type]
+    return SyntheticMeasurer(costs, noise=noise, seed=seed, **kw)  # type: ignore[arg-type]
 
 
 CONFIG = TuneConfig.full(budget_s=30.0)
 
 
 def test_plan_has_the_crossover_within_resolution_and_passes_check() -> None:
-    result = tune_world(CachedBench(bench()), CONFIG)
+    result = tune_world(CachedMeasurer(bench()), CONFIG)
     bands = result.plan.bands
     assert [b.candidates for b in bands] == [("shm_one_shot",), ("shm_two_shot",)]
     bound = bands[0].upto + 1
@@ -66,7 +66,7 @@ def test_plan_has_the_crossover_within_resolution_and_passes_check() -> None:
 
 def test_parameter_search_keeps_only_real_gains() -> None:
     params = {"shm_two_shot": {"chunk_bytes": (256 << 10, 1 << 20, 4 << 20)}}
-    result = tune_world(CachedBench(bench(params=params)), CONFIG)
+    result = tune_world(CachedMeasurer(bench(params=params)), CONFIG)
     assert result.plan.params_for("shm_two_shot") == {"chunk_bytes": 4 << 20}
     (search,) = result.searches
     gains = {t.value: t.gain for t in search.trials}
@@ -80,14 +80,14 @@ def test_parameter_value_with_wrong_results_is_never_chosen() -> None:
     def wrong(cand: Candidate, size: int) -> bool:
         return cand.params_dict.get("chunk_bytes") == 4 << 20
 
-    result = tune_world(CachedBench(bench(params=params, wrong=wrong)), CONFIG)
+    result = tune_world(CachedMeasurer(bench(params=params, wrong=wrong)), CONFIG)
     assert result.plan.params_for("shm_two_shot") == {}
     assert any("chunk_bytes=4194304" in key for key, _why in result.banned)
 
 
 def test_an_algorithm_with_wrong_results_is_never_chosen_anywhere() -> None:
     # one-shot is the fastest small-message algorithm but wrong at one size: banned everywhere
-    result = tune_world(CachedBench(bench(wrong=lambda c, s: c.algorithm == "shm_one_shot" and s == 4096)), CONFIG)
+    result = tune_world(CachedMeasurer(bench(wrong=lambda c, s: c.algorithm == "shm_one_shot" and s == 4096)), CONFIG)
     assert all("shm_one_shot" not in b.candidates for b in result.plan.bands)
     assert ("shm_one_shot", "wrong results at 4096 bytes (nwrong=1024, ok)") in result.banned
     assert all(p.tuned.algorithm != "shm_one_shot" for p in result.regret.points)
@@ -98,7 +98,7 @@ def test_wrong_results_found_late_redo_the_plan() -> None:
     def wrong(cand: Candidate, size: int) -> bool:
         return cand.algorithm == "shm_one_shot" and size & (size - 1) != 0
 
-    result = tune_world(CachedBench(bench(wrong=wrong)), CONFIG)
+    result = tune_world(CachedMeasurer(bench(wrong=wrong)), CONFIG)
     assert all("shm_one_shot" not in b.candidates for b in result.plan.bands)
     assert all(p.tuned.algorithm != "shm_one_shot" for p in result.regret.points)
 
@@ -107,7 +107,7 @@ def test_a_timeout_excludes_the_candidate_at_that_size_only() -> None:
     def failing(cand: Candidate, size: int) -> str:
         return "timeout" if cand.algorithm == "shm_two_shot" and size == 1 << 20 else ""
 
-    result = tune_world(CachedBench(bench(failing=failing)), CONFIG)
+    result = tune_world(CachedMeasurer(bench(failing=failing)), CONFIG)
     picks = {p.size: p.winner.algorithm for p in result.picks}
     assert picks[1 << 20] != "shm_two_shot"
     assert picks[4 << 20] == "shm_two_shot"
@@ -122,7 +122,7 @@ def test_equal_algorithms_never_flip_on_noise() -> None:
             "shm_one_shot": linear_cost(10, 1.0),
             "shm_two_shot": linear_cost(10, 1.0),
         }
-        result = tune_world(CachedBench(SyntheticBench(costs, noise=0.04, seed=seed)), CONFIG)
+        result = tune_world(CachedMeasurer(SyntheticMeasurer(costs, noise=0.04, seed=seed)), CONFIG)
         bands = result.plan.bands
         assert [b.candidates for b in bands] in ([("shm_one_shot",)], [("shm_one_shot",), ("shm_two_shot",)]), seed
         for crossover in result.crossovers:
@@ -130,7 +130,7 @@ def test_equal_algorithms_never_flip_on_noise() -> None:
 
 
 def test_regret_is_small_and_beats_the_fixed_rule() -> None:
-    result = tune_world(CachedBench(bench()), CONFIG)
+    result = tune_world(CachedMeasurer(bench()), CONFIG)
     regret = result.regret
     assert len(regret.points) == CONFIG.regret_sizes
     assert regret.tuned_geomean <= 1.05 and regret.tuned_worst <= 1.25
@@ -141,8 +141,8 @@ def test_regret_is_small_and_beats_the_fixed_rule() -> None:
 
 def test_same_inputs_same_sequence_of_measurements() -> None:
     one, two = bench(seed=3), bench(seed=3)
-    tune_world(CachedBench(one), CONFIG)
-    tune_world(CachedBench(two), CONFIG)
+    tune_world(CachedMeasurer(one), CONFIG)
+    tune_world(CachedMeasurer(two), CONFIG)
     assert one.calls == two.calls  # candidates, sizes and budgets: what every rank must agree on
 
 
@@ -151,7 +151,7 @@ def test_budget_is_split_and_carried_forward() -> None:
     assert budget.allowance("a") == 50.0
     assert budget.allowance("b", spent_s=20.0) == pytest.approx(40.0)  # a used less: b and c share the rest
     assert budget.allowance("c", spent_s=100.0) == 0.0
-    result = tune_world(CachedBench(bench(max_samples=100_000)), CONFIG)
+    result = tune_world(CachedMeasurer(bench(max_samples=100_000)), CONFIG)
     assert CONFIG.budget_s * 0.8 <= result.spent_s <= CONFIG.budget_s * 1.1
 
 
@@ -161,10 +161,10 @@ def _log(tmp_path: Path) -> MeasurementLog:
 
 def test_rerun_over_a_complete_log_measures_nothing(tmp_path: Path) -> None:
     log = _log(tmp_path)
-    first = tune_world(CachedBench(bench(), record=log.append), CONFIG)
+    first = tune_world(CachedMeasurer(bench(), record=log.append), CONFIG)
     assert first.measured == len(log.read()) > 0
     replay = bench(seed=99)
-    second = tune_world(CachedBench(replay, known=_log(tmp_path).read()), CONFIG)
+    second = tune_world(CachedMeasurer(replay, known=_log(tmp_path).read()), CONFIG)
     assert replay.calls == []
     assert second.measured == 0 and second.reused == first.measured
     assert second.plan == first.plan
@@ -172,13 +172,13 @@ def test_rerun_over_a_complete_log_measures_nothing(tmp_path: Path) -> None:
 
 def test_rerun_over_a_partial_log_measures_only_what_is_missing(tmp_path: Path) -> None:
     log = _log(tmp_path)
-    tune_world(CachedBench(bench(), record=log.append), CONFIG)
+    tune_world(CachedMeasurer(bench(), record=log.append), CONFIG)
     lines = log.path.read_text().splitlines(keepends=True)
     kept = lines[: len(lines) // 2]
     log.path.write_text("".join(kept))
     known = _log(tmp_path).read()
     resumed = bench(seed=5)
-    again = tune_world(CachedBench(resumed, known=known), CONFIG)
+    again = tune_world(CachedMeasurer(resumed, known=known), CONFIG)
     # a key may be measured more than once (where a decision was unsure), but the log's calls of a key are
     # all used, in order, before a new one is measured
     by_key: dict[str, list[object]] = {}
@@ -192,7 +192,7 @@ def test_rerun_over_a_partial_log_measures_only_what_is_missing(tmp_path: Path) 
 
 
 def test_noise_median_is_reported() -> None:
-    result = tune_world(CachedBench(bench(noise=0.05)), CONFIG)
+    result = tune_world(CachedMeasurer(bench(noise=0.05)), CONFIG)
     assert 0.03 < result.noise_median < 0.2
     assert not math.isnan(result.regret.fixed_worst)
 
@@ -204,7 +204,7 @@ def test_an_earlier_algorithm_returns_when_the_data_say_so() -> None:
         return linear_cost(*ONE)(size, params) * (0.8 if 96 << 10 <= size < 3 << 20 else 1.2)
 
     costs = {"gloo": linear_cost(400.0, 0.5), "shm_one_shot": linear_cost(*ONE), "shm_two_shot": middle}
-    result = tune_world(CachedBench(SyntheticBench(costs, noise=0.03, seed=4)), CONFIG)  # type: ignore[arg-type]
+    result = tune_world(CachedMeasurer(SyntheticMeasurer(costs, noise=0.03, seed=4)), CONFIG)  # type: ignore[arg-type]
     assert [b.candidates[0] for b in result.plan.bands] == ["shm_one_shot", "shm_two_shot", "shm_one_shot"]
     first, second = (b.upto + 1 for b in result.plan.bands[:2])  # type: ignore[operator]
     assert (96 << 10) / CONFIG.resolution <= first <= (96 << 10) * CONFIG.resolution
@@ -218,7 +218,7 @@ def test_an_earlier_algorithm_returns_when_the_data_say_so() -> None:
 
 
 def test_every_fixed_single_algorithm_rule_is_scored() -> None:
-    result = tune_world(CachedBench(bench()), CONFIG)
+    result = tune_world(CachedMeasurer(bench()), CONFIG)
     regret = result.regret
     assert regret.rules == (
         "tuned table",
@@ -242,7 +242,7 @@ def test_a_band_between_two_coarse_sizes_is_found_by_the_probe() -> None:
         return linear_cost(*ONE)(size, params) * (0.8 if 3 << 19 <= size < 3 << 20 else 1.2)
 
     costs = {"gloo": linear_cost(400.0, 0.5), "shm_one_shot": linear_cost(*ONE), "shm_two_shot": island}
-    result = tune_world(CachedBench(SyntheticBench(costs, noise=0.03, seed=5)), CONFIG)  # type: ignore[arg-type]
+    result = tune_world(CachedMeasurer(SyntheticMeasurer(costs, noise=0.03, seed=5)), CONFIG)  # type: ignore[arg-type]
     coarse = set(CONFIG.sweep_sizes())
     assert 2 << 20 in {p.size for p in result.picks} - coarse  # the probe between 1 and 4 MiB
     assert [b.candidates[0] for b in result.plan.bands] == ["shm_one_shot", "shm_two_shot", "shm_one_shot"]
@@ -254,7 +254,7 @@ def test_a_band_between_two_coarse_sizes_is_found_by_the_probe() -> None:
 def test_a_parameter_value_whose_gain_is_unsure_is_measured_again() -> None:
     """A value 6% faster, measured with 8% noise and few rounds: unsure after one call, often decided by
     the second; the value that changes nothing is never chosen."""
-    from artune.tune.evidence import FasterRule
+    from artune.tune.compare import FasterRule
     from artune.tune.search import search_param
 
     def cost(size: int, params: Mapping[str, ParamValue]) -> float:
@@ -262,9 +262,9 @@ def test_a_parameter_value_whose_gain_is_unsure_is_measured_again() -> None:
 
     chosen, again = [], 0
     for seed in range(10):
-        inner = SyntheticBench({"shm_two_shot": cost}, noise=0.08, seed=seed, max_samples=45)
+        inner = SyntheticMeasurer({"shm_two_shot": cost}, noise=0.08, seed=seed, max_samples=45)
         found = search_param(
-            CachedBench(inner), Candidate("shm_two_shot"), "chunk_bytes", (1, 2), [4096, 65536], FasterRule(), 0.3
+            CachedMeasurer(inner), Candidate("shm_two_shot"), "chunk_bytes", (1, 2), [4096, 65536], FasterRule(), 0.3
         )
         chosen.append(found.chosen)
         again += any(len(cands) == 2 for cands, _sizes, _budget in inner.calls)  # the current setting and one value
@@ -274,11 +274,11 @@ def test_a_parameter_value_whose_gain_is_unsure_is_measured_again() -> None:
 def test_the_current_setting_is_timed_with_its_variants_even_where_the_sweep_measured_it() -> None:
     """The default was measured before (the sweep) at a search size: it is measured again with the variants
     there, never compared with them across calls (the machine may have changed in between)."""
-    from artune.tune.evidence import FasterRule
+    from artune.tune.compare import FasterRule
     from artune.tune.search import search_param
 
     inner = bench()
-    cached = CachedBench(inner)
+    cached = CachedMeasurer(inner)
     base = Candidate("shm_two_shot")
     cached.measure([Candidate("gloo"), Candidate("shm_one_shot"), base], [4 << 20], 1.0)  # the sweep
     found = search_param(cached, base, "chunk_bytes", (1 << 20, 4 << 20), [4 << 20], FasterRule(), 1.0)

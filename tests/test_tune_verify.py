@@ -4,10 +4,10 @@ fallback, on a synthetic bench (``test_tune_cli`` runs it for real)."""
 from __future__ import annotations
 
 from artune.measure.records import Candidate
-from artune.table.model import Band, Plan, freeze_params
-from artune.tune.bench import CachedBench
-from artune.tune.evidence import FasterRule
-from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.table.types import Band, Plan, freeze_params
+from artune.tune.compare import FasterRule
+from artune.tune.measurer import CachedMeasurer
+from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.verify import BandCheck, BoundCheck, across, bounds_of, open_band_of, sides, verify_plan
 
 ALL = ("gloo", "shm_one_shot", "shm_two_shot")
@@ -37,8 +37,8 @@ def test_sides_are_inside_both_bands() -> None:
 
 
 def test_a_table_that_matches_the_machine_holds() -> None:
-    bench = SyntheticBench(COSTS, noise=0.02)
-    check, band = verify_plan(CachedBench(bench), plan(24 << 10), ALL, FasterRule(), 1.0)
+    bench = SyntheticMeasurer(COSTS, noise=0.02)
+    check, band = verify_plan(CachedMeasurer(bench), plan(24 << 10), ALL, FasterRule(), 1.0)
     assert isinstance(check, BoundCheck) and isinstance(band, BandCheck)
     assert check.holds and band.holds, (check.describe(), band.describe())
     assert "holds" in check.describe() and "[" in check.describe()  # the ratio's interval
@@ -48,8 +48,8 @@ def test_a_table_that_matches_the_machine_holds() -> None:
 
 
 def test_a_bound_far_from_the_machine_drifts() -> None:
-    bench = SyntheticBench(COSTS, noise=0.02)
-    check, _band = verify_plan(CachedBench(bench), plan(1 << 20), ALL, FasterRule(), 1.0)  # DeepSpeed's 1 MiB
+    bench = SyntheticMeasurer(COSTS, noise=0.02)
+    check, _band = verify_plan(CachedMeasurer(bench), plan(1 << 20), ALL, FasterRule(), 1.0)  # DeepSpeed's 1 MiB
     assert not check.holds and check.below_lost and not check.above_lost
     assert "DRIFTED" in check.describe()
 
@@ -75,12 +75,16 @@ def test_the_open_band_is_checked_across_its_sizes() -> None:
 
 def test_a_one_band_table_is_verified_against_its_fallback() -> None:
     """The claim of a one-band table: its algorithm beats the fallback at every size."""
-    holds = verify_plan(CachedBench(SyntheticBench(COSTS)), one_band("shm_two_shot", "gloo"), ALL, FasterRule(), 1.0)
+    holds = verify_plan(
+        CachedMeasurer(SyntheticMeasurer(COSTS)), one_band("shm_two_shot", "gloo"), ALL, FasterRule(), 1.0
+    )
     assert [type(c) for c in holds] == [BandCheck] and holds[0].holds, holds[0].describe()
     assert "band [0, inf) (shm_two_shot over fallback gloo)" in holds[0].describe()
     # this machine's gloo out-runs one-shot on large messages (1.2 against 1.0 GB/s): the claim drifted there
     # 64 MiB takes 4 rounds per call here, too few for a 99% interval: measured again until it decides
-    (drift,) = verify_plan(CachedBench(SyntheticBench(COSTS)), one_band("shm_one_shot", "gloo"), ALL, FasterRule(), 2.0)
+    (drift,) = verify_plan(
+        CachedMeasurer(SyntheticMeasurer(COSTS)), one_band("shm_one_shot", "gloo"), ALL, FasterRule(), 2.0
+    )
     assert isinstance(drift, BandCheck) and not drift.holds
     assert drift.lost == (False, False, True) and drift.sizes == (256, 128 << 10, 64 << 20)
     assert "at 64MiB shm_one_shot/gloo 1.2" in drift.describe() and drift.describe().endswith("DRIFTED")
@@ -89,8 +93,8 @@ def test_a_one_band_table_is_verified_against_its_fallback() -> None:
 def test_a_side_too_close_to_call_is_measured_again_and_said_unsure() -> None:
     """Two algorithms 3% apart (the edge of the tie band): neither drifts, the line says unsure."""
     costs = {"gloo": linear_cost(400, 1.2), "shm_one_shot": linear_cost(5, 1.0), "shm_two_shot": linear_cost(5, 1.03)}
-    bench = SyntheticBench(costs, noise=0.05, seed=3)
-    (check,) = verify_plan(CachedBench(bench), plan(24 << 10, top=(32 << 10) - 1), ALL, FasterRule(), 0.5)[:1]
+    bench = SyntheticMeasurer(costs, noise=0.05, seed=3)
+    (check,) = verify_plan(CachedMeasurer(bench), plan(24 << 10, top=(32 << 10) - 1), ALL, FasterRule(), 0.5)[:1]
     assert isinstance(check, BoundCheck) and check.holds
     if check.unsure:
         assert "unsure" in check.describe()

@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
+#: the chunk the shared-memory algorithms reduce in by default (their ``chunk_bytes``); the cost model reads it too
+SHM_CHUNK_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)

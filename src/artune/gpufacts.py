@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
 from artune.errors import ArtuneError
-from artune.table.model import Platform
+from artune.table.types import Platform
 
 
 @dataclass(frozen=True)

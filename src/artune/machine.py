@@ -13,7 +13,7 @@ import platform as _platform
 import socket
 from functools import cache
 
-from artune.table.model import Platform
+from artune.table.types import Platform
 
 
 def _cpu_model() -> str:

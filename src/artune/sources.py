@@ -21,8 +21,8 @@ from artune.table.bundled import cpu_default
 from artune.table.check import Finding, check_table
 from artune.table.family import TableSet
 from artune.table.io import load_table
-from artune.table.model import Table
 from artune.table.selection import compose, select_table
+from artune.table.types import Table
 
 REFERENCE_PREFIX = "reference:"
 BUNDLED_PREFIX = "bundled:"

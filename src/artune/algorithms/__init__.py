@@ -31,8 +31,8 @@ from typing import Any
 
 from artune.algorithms.base import REDUCE_OPS, Algorithm
 from artune.algorithms.hier_shm import HierShm
-from artune.algorithms.process_group import ProcessGroupAlgorithm, backend_parts
 from artune.algorithms.shm import ShmChannel, ShmOneShot, ShmTwoShot
+from artune.algorithms.torch_dist import ProcessGroupAlgorithm, backend_parts
 from artune.errors import ShmUnavailable
 
 __all__ = [

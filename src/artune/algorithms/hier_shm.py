@@ -47,9 +47,9 @@ import torch.distributed as dist
 
 from artune import machine
 from artune.algorithms.base import Algorithm
-from artune.algorithms.process_group import SUPPORTED
 from artune.algorithms.shm.algorithms import DEFAULT_CHUNK_BYTES, _chunk_elements, _kind, _reduce, shm_unavailable
 from artune.algorithms.shm.channel import _HDR, HDR_LEN, ShmChannel, algorithm_code, dtype_code, op_code
+from artune.algorithms.torch_dist import SUPPORTED
 from artune.errors import CallMismatch, CommunicatorClosed, PeerTimeout, ShmUnavailable
 
 _HALF_KIND = _kind(torch.bfloat16, "sum")

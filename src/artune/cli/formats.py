@@ -13,7 +13,7 @@ from artune.sizes import format_span
 from artune.sources import SOURCES, Source, open_source
 from artune.table.diff import diff_tables
 from artune.table.io import dump_table, dumps_table
-from artune.table.model import MODES, Table
+from artune.table.types import MODES, Table
 
 TARGETS = ("vllm", "sglang", "nccl-tuner", "trtllm")
 

@@ -24,9 +24,9 @@ from artune.sources import SOURCES, Source, open_source, open_tables, selected_s
 from artune.table.check import Finding, modelled_summary
 from artune.table.decide import Decision, decide
 from artune.table.io import dumps_table, table_to_dict
-from artune.table.model import MODES, NVLINK_DOMAINS, Plan, Table, TokenShape
 from artune.table.overrides import apply_overrides, parse_overrides
 from artune.table.selection import select_table
+from artune.table.types import MODES, NVLINK_DOMAINS, Plan, Table, TokenShape
 
 
 def register(commands: Any) -> None:

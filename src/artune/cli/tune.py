@@ -237,12 +237,13 @@ def _refuse_without_shared_memory(world_sizes: list[int], buffer_bytes: int, con
 
 def _from_trtllm_csv(args: argparse.Namespace) -> int:
     """``artune tune --from-trtllm-csv CSV --arch A``: the table the CSV's rounds support, not its argmin."""
-    from artune.formats.trtllm.generator import derive_table, read_csv
+    from artune.formats.trtllm.generator import PREFERENCE, read_csv
     from artune.table.io import dump_table, dumps_table
+    from artune.tune.shapes import derive_shape_table
 
     if not args.arch:
         raise ArtuneError("tune --from-trtllm-csv: give --arch, the arch the CSV was measured on (e.g. 9.0)")
-    table = derive_table(read_csv(args.from_trtllm_csv), args.arch)
+    table = derive_shape_table(read_csv(args.from_trtllm_csv), args.arch, PREFERENCE)
     if args.out:
         path = Path(args.out) / "table.toml"
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -64,8 +64,8 @@ from artune.errors import ArtuneError, CommunicatorClosed, PeerTimeout
 from artune.sizes import format_size
 from artune.table.decide import Decision, decide
 from artune.table.io import digest
-from artune.table.model import MODES, Mode, Table
 from artune.table.selection import select_table
+from artune.table.types import MODES, Mode, Table
 
 log = logging.getLogger(__name__)
 

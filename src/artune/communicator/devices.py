@@ -15,12 +15,12 @@ from typing import Any
 
 from artune import machine
 from artune.algorithms.base import Algorithm
-from artune.algorithms.process_group import ProcessGroupAlgorithm, backend_parts
+from artune.algorithms.torch_dist import ProcessGroupAlgorithm, backend_parts
 from artune.settings import Settings
 from artune.table.bundled import default_table
 from artune.table.cache import cached_table_path, load_cached_table
-from artune.table.model import Platform, Table
 from artune.table.overrides import apply_overrides, parse_overrides
+from artune.table.types import Platform, Table
 
 
 def wants_cuda(group: Any) -> bool:

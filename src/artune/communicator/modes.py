@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from artune.table.model import Mode
+from artune.table.types import Mode
 
 
 def capturing(tensor: torch.Tensor) -> bool:

@@ -17,21 +17,16 @@ scoring.
 from __future__ import annotations
 
 from artune.evidence.best import BestRow, best_row
-from artune.evidence.model import BenchmarkSweep, Column
 from artune.evidence.read import FORMATS, detect, read_evidence, read_text
 from artune.evidence.score import EvidenceScore, SizeScore, score_table
 from artune.evidence.sides import compare_sides
-
-#: the public name of one sweep read from a benchmark's output (the class is ``BenchmarkSweep``, distinct
-#: from the tuner's paired ``artune.tune.evidence.Evidence``)
-Evidence = BenchmarkSweep
+from artune.evidence.sweep import BenchmarkSweep, Column
 
 __all__ = [
     "FORMATS",
     "BenchmarkSweep",
     "BestRow",
     "Column",
-    "Evidence",
     "EvidenceScore",
     "SizeScore",
     "best_row",

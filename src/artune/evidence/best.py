@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from artune.errors import EvidenceError
-from artune.evidence.model import BenchmarkSweep
 from artune.evidence.score import EvidenceScore, SizeScore, score_table
+from artune.evidence.sweep import BenchmarkSweep
 from artune.formats.vllm import rules as vllm_rules
 from artune.formats.vllm import write as vllm_write
 from artune.sizes import format_size
-from artune.table.model import Platform, Provenance, Table
+from artune.table.types import Platform, Provenance, Table
 
 MiB = 1 << 20
 ENGINES = ("vllm",)

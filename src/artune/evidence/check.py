@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from artune.errors import EvidenceError
 from artune.evidence.best import ENGINES, best_row
-from artune.evidence.model import BenchmarkSweep
 from artune.evidence.score import score_table
+from artune.evidence.sweep import BenchmarkSweep
 from artune.sizes import format_size
 from artune.table.check import Finding
-from artune.table.model import Table
+from artune.table.types import Table
 
 
 def evidence_findings(table: Table, evidence: BenchmarkSweep, arch: str) -> list[Finding]:

@@ -1,4 +1,4 @@
-"""The kernel an engine's choice runs, in the evidence's vocabulary (``artune.evidence.model``).
+"""The kernel an engine's choice runs, in the evidence's vocabulary (``artune.evidence.sweep``).
 
 vLLM's paths go through vLLM's rules (``artune.formats.vllm.rules.kernel``:
 its custom all-reduce picks 1-stage or 2-stage per call in C++). SGLang's

@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 
 from artune.errors import EvidenceError
-from artune.evidence.model import BenchmarkSweep, Column, build
+from artune.evidence.sweep import BenchmarkSweep, Column, build
 
 BENCHMARK = "nccl-tests all_reduce_perf"
 _PREFIX = re.compile(r"^\[\d+,\d+\]<std(?:out|err)>:")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from artune.errors import EvidenceError
 from artune.evidence import nccl_tests, sglang_bench, trtllm_csv, vllm_bench
-from artune.evidence.model import BenchmarkSweep
+from artune.evidence.sweep import BenchmarkSweep
 
 FORMATS = ("vllm-text", "vllm-json", "nccl-tests", "sglang-markdown", "sglang-jit", "trtllm-csv")
 

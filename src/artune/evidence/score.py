@@ -20,10 +20,10 @@ from typing import Any
 
 from artune import catalog
 from artune.evidence.kernels import kernel_of, why_kernel
-from artune.evidence.model import BenchmarkSweep
+from artune.evidence.sweep import BenchmarkSweep
 from artune.sizes import format_size
 from artune.table.decide import decide
-from artune.table.model import Table
+from artune.table.types import Table
 
 
 @dataclass(frozen=True)

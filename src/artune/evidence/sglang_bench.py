@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from artune.errors import EvidenceError
-from artune.evidence.model import BenchmarkSweep, Column, build
+from artune.evidence.sweep import BenchmarkSweep, Column, build
 
 MARKDOWN = "SGLang benchmark/kernels/all_reduce (benchmark_torch_symm_mem.py, benchmark_mscclpp.py)"
 JIT = "SGLang jit_kernel/benchmark/bench_custom_all_reduce.py"

@@ -6,9 +6,9 @@ from typing import Any
 
 from artune.errors import EvidenceError
 from artune.evidence.best import ENGINES, best_row
-from artune.evidence.model import BenchmarkSweep
 from artune.evidence.score import score_table
-from artune.table.model import Table
+from artune.evidence.sweep import BenchmarkSweep
+from artune.table.types import Table
 
 
 def compare_sides(before: Table, after: Table, evidence: BenchmarkSweep, arch: str) -> dict[str, Any]:

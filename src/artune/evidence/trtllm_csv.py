@@ -18,7 +18,7 @@ import csv
 import io
 
 from artune.errors import EvidenceError
-from artune.evidence.model import BenchmarkSweep, Column, build
+from artune.evidence.sweep import BenchmarkSweep, Column, build
 
 BENCHMARK = "TensorRT-LLM tests/microbenchmarks/all_reduce.py --save_csv"
 REQUIRED = ("world_size", "dtype", "size", "num_tokens", "hidden_size", "strategy", "fusion", "time (us)")

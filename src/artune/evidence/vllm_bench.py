@@ -26,7 +26,7 @@ import json
 import re
 
 from artune.errors import EvidenceError
-from artune.evidence.model import BenchmarkSweep, Column, build
+from artune.evidence.sweep import BenchmarkSweep, Column, build
 
 BENCHMARK = "vLLM benchmarks/kernels/benchmark_device_communicators.py"
 MiB = 1 << 20

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from artune.sizes import MAX_SIZE, format_span
 from artune.table.diff import Topology, diff_tables, topologies_of
-from artune.table.model import Table
+from artune.table.types import Table
 
 
 @dataclass(frozen=True)

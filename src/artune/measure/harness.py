@@ -534,7 +534,7 @@ def _timed_loop(
     ``burst`` timed ones; odd rounds take the turns in reverse order, so no
     call always runs first or always follows the same one (a position in the
     round can be worth a percent or two: the paired comparison of
-    ``artune.tune.evidence`` would otherwise read it as a difference). Rounds run in blocks of about a tenth of the
+    ``artune.tune.compare`` would otherwise read it as a difference). Rounds run in blocks of about a tenth of the
     phase's time; between blocks (outside any timed call) the ranks agree on
     the elapsed time by a MAX all-reduce, so every rank stops after the same
     round, and a phase lasts about its time even when the estimate

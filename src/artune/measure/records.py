@@ -35,7 +35,7 @@ from typing import Any
 
 from artune.errors import ArtuneError
 from artune.measure.stats import Summary, summarize
-from artune.table.model import ParamValue
+from artune.table.types import ParamValue
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class Measurement:
     call raised), ``"invalid"`` (unavailable here, or wrong results), with
     ``error`` saying why; a measurement that is not ok has ``time_us == inf``.
 
-    How the samples pair up with other candidates' (``artune.tune.evidence``):
+    How the samples pair up with other candidates' (``artune.tune.compare``):
     the harness times candidates in turns of ``burst`` calls, so samples
     ``[i * burst, (i + 1) * burst)`` are the turn of round ``i``; measurements
     with the same non-empty ``call`` were timed in one harness call, round by
@@ -274,6 +274,17 @@ class Measurement:
             )
         except (KeyError, TypeError, ValueError) as err:
             raise ArtuneError(f"Measurement.from_dict(): malformed measurement ({err!r}): {dict(data)!r}") from None
+
+
+@dataclass(frozen=True)
+class ShapeMeasurement:
+    """One candidate at one shape (TensorRT-LLM's tokens x hidden x fused op): the measurement with its shape."""
+
+    world_size: int
+    fusion: str
+    hidden: int
+    tokens: int
+    measurement: Measurement
 
 
 def bus_bandwidth(algbw_GBps: float, world_size: int) -> float:

@@ -16,7 +16,7 @@ from artune.report.document import to_html, to_markdown
 from artune.report.plots import write_plots
 from artune.report.summary import RunInfo, loss_warning, regret_line, report_blocks
 from artune.table.check import Finding
-from artune.table.model import Table
+from artune.table.types import Table
 from artune.tune.tuner import WorldResult
 
 __all__ = ["RunInfo", "loss_warning", "regret_line", "write_report"]

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from artune.measure.records import Candidate
-from artune.tune.evidence import usable
+from artune.tune.compare import usable
 from artune.tune.regret import choice, geomean
 from artune.tune.tuner import WorldResult, plan_table
 

@@ -5,7 +5,7 @@ and geometric mean), the regret of the tuned table, of the fixed published
 rule and of every fixed single-algorithm rule on sizes the tuner never
 measured (with a loud warning when a fixed rule beats the table), the pick
 at every coarse size and every crossover with how sure it is (the paired
-time ratio, its interval and the verdict of ``artune.tune.evidence``), and
+time ratio, its interval and the verdict of ``artune.tune.compare``), and
 the parameters found.
 """
 
@@ -20,8 +20,8 @@ from artune.report.duel import duel_blocks, states_blocks
 from artune.report.figures import speedup_summary, speedups
 from artune.sizes import format_size, format_span, human_size
 from artune.table.check import Finding
-from artune.table.model import Table
-from artune.tune.evidence import Comparison
+from artune.table.types import Table
+from artune.tune.compare import Comparison
 from artune.tune.tuner import WorldResult
 
 

@@ -14,7 +14,7 @@
 
 from artune.review.build import Opened, build_review, open_side
 from artune.review.markdown import render_json, render_markdown
-from artune.review.model import CLEAN, QUESTIONS, UNREADABLE, Review, Verdict
+from artune.review.types import CLEAN, QUESTIONS, UNREADABLE, Review, Verdict
 
 __all__ = [
     "CLEAN",

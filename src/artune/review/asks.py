@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from artune.review.benchmarks import commands, reach
-from artune.review.model import EvidenceQuestion, Move, Question, RegretEvidence
-from artune.table.model import MODES
+from artune.review.types import EvidenceQuestion, Move, Question, RegretEvidence
+from artune.table.types import MODES
 
 #: the engines whose dispatch reads no mode: their moves are asked in graph mode, as their benchmarks time them
 MODELESS = frozenset({"vllm"})

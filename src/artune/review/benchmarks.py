@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from artune.review.model import BenchCommand
+from artune.review.types import BenchCommand
 from artune.sizes import format_size, format_span
-from artune.table.model import MODES
+from artune.table.types import MODES
 
 BF16 = 2
 VLLM_ROW = 8192 * BF16  # one sequence of vLLM's benchmark tensor (seq_len, 8192) bf16

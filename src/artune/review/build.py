@@ -8,7 +8,7 @@ out of the comparison, and the engine's own rules (its caps, clips, world
 sizes with no config, arches without a row). The questions are what ``artune
 check`` prints for each side, matched between the sides without their file
 and line (lines shift between revisions). The evidence weighs the moved
-rows with the cost model (``artune.review.evidence``).
+rows with the cost model (``artune.review.regret``).
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ from artune import catalog
 from artune.catalog import SPECS
 from artune.errors import ArtuneError, TableError
 from artune.review.asks import covering, evidence_questions, modelled_losses, moved_spans
-from artune.review.evidence import measured_regret, modelled_regret
+from artune.review.evidence import read_sweeps, score_sweeps
 from artune.review.measured import log_sweep, measured_losses
-from artune.review.model import (
+from artune.review.regret import measured_regret, modelled_regret
+from artune.review.types import (
     ArchChange,
     Coverage,
     Move,
@@ -33,14 +34,13 @@ from artune.review.model import (
     Review,
     Side,
 )
-from artune.review.sweeps import read_sweeps, score_sweeps
 from artune.review.verdict import verdict
 from artune.sources import Source, open_source, source_findings
 from artune.table.check import Finding
 from artune.table.decide import decide
 from artune.table.diff import Difference, diff_tables
 from artune.table.family import conservative_default
-from artune.table.model import MODES, Table
+from artune.table.types import MODES, Table
 
 #: world sizes the coverage row always looks at: a node of up to 16 GPUs (SGLang plans 16)
 COVERED = range(2, 17)

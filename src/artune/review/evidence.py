@@ -1,226 +1,251 @@
-"""What measurements and the cost model say of the moved rows: regret against the best, both sides.
+"""``--evidence``: the engines' benchmark outputs a change carries, read for the review.
 
-Over the sizes a change moves at one ``(arch, world size, mode)``, each
-side's choice (``decide`` with what the catalog lets run there, bf16, NVLink
-multicast as the hardware has it) is timed against the fastest:
-
-- **modelled**: artune's GPU cost model from the bundled preset for the arch
-  (``artune.model.presets``; the calibrated one where there are several,
-  ``artune.model.calibrate.FAMILY_PRESET``). Each engine algorithm is
-  predicted by its family's form (``artune.model.forms.FORM_OF``: one-shot,
-  two-shot, multicast, NCCL); the best is the fastest form. The figures are
-  the median and the 90th percentile over the model's replicates of the
-  geometric mean over a log grid (8 sizes per octave) of time(choice) /
-  time(best).
-- **measured**: artune measurement logs (``artune tune``'s
-  ``measurements-ws<N>.jsonl``) of that arch and world size: at every logged
-  size in the moved ranges, the choice's median time against the fastest
-  candidate logged there. Sizes where the choice was not measured are left
-  out.
+Each file is read by ``artune.evidence.read_evidence`` (vLLM's JSON or
+table, SGLang's, nccl-tests, TensorRT-LLM's CSV). Its arch is, in order:
+``FILE@ARCH``, what the file says, ``--arch``, the name the review's printed
+commands give it (``ARCH-wsN-ENGINE.EXT``), or the one arch that moves at
+the file's world size and mode. The name also gives the world size to
+formats that print none (SGLang's). A file whose arch cannot be told is an
+error that says how to name it.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from collections.abc import Sequence
-from functools import cache
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from artune import catalog
-from artune.errors import ArtuneError
-from artune.review.model import RegretEvidence
-from artune.sizes import MAX_SIZE
-from artune.table.decide import decide
-from artune.table.model import Table
+from artune.errors import ArtuneError, EvidenceError
+from artune.review.asks import Span, Spot, SweepCover
+from artune.review.types import (
+    BestScore,
+    EvidenceReport,
+    FileScore,
+    Move,
+    Question,
+    RegretEvidence,
+    SideScore,
+    SideScores,
+)
+from artune.sizes import format_size, format_span
+from artune.table.types import Table
 
-GRID_PER_OCTAVE = 8
-TOP = 256 << 20  # an open-ended moved range is weighed up to 256 MiB (the largest sizes the presets describe)
-ALIGN = 16  # every engine algorithm's alignment divides 16: grid sizes are multiples of it
-_FAMILY = {"1shot_push": "one-shot", "2shot_pull": "two-shot", "2shot_pull_mc": "multicast", "nccl": "nccl"}
-_MODEL_NAME = {"one_shot": "1shot_push", "two_shot": "2shot_pull", "multicast": "2shot_pull_mc", "ring": "nccl"}
-
-
-def grid(ranges: Sequence[tuple[int, int | None]]) -> list[int]:
-    """Log-spaced sizes (multiples of 16) inside the inclusive ``ranges``; each range gives at least one."""
-    out: set[int] = set()
-    for lo, hi in ranges:
-        top = min(TOP if hi is None else hi, MAX_SIZE)
-        first = max(ALIGN, -(-lo // ALIGN) * ALIGN)
-        if first > top:
-            continue
-        inside = {first, top // ALIGN * ALIGN}
-        step = 2 ** (1 / GRID_PER_OCTAVE)
-        size = float(first)
-        while size < top:
-            inside.add(int(size) // ALIGN * ALIGN)
-            size *= step
-        out |= {s for s in inside if first <= s <= top}
-    return sorted(out)
+#: the name the printed commands give their output: ARCH-wsN-ENGINE.EXT
+NAMED = re.compile(r"^(?P<arch>\d+\.\d+)-ws(?P<ws>\d+)-")
 
 
-@cache
-def _preset(arch: str) -> Any:
-    """The cost model of ``arch``'s preset (``None`` when no preset is for it, or the model is not installed)."""
-    try:
-        from artune.model.calibrate import FAMILY_PRESET
-        from artune.model.hardware import HardwareModel
-        from artune.model.presets import bundled, load_preset
-    except ModuleNotFoundError:  # a build without the model stage
-        return None
-    names = [name for name, data in sorted(bundled()["preset"].items()) if str(data.get("arch")) == arch]
-    if not names:
-        return None
-    name = FAMILY_PRESET.get(arch) if FAMILY_PRESET.get(arch) in names else names[0]
-    return HardwareModel(load_preset(name)), name
+def _split(spec: str) -> tuple[str, str]:
+    """``FILE@ARCH`` -> ``(FILE, ARCH)``; a plain file -> ``(FILE, "")``."""
+    head, at, arch = spec.rpartition("@")
+    if at and head and re.fullmatch(r"\d+\.\d+", arch):
+        return head, arch
+    return spec, ""
 
 
-def _span(ranges: Sequence[tuple[int, int | None]], sizes: Sequence[int]) -> tuple[int, int]:
-    """From the first to the last of the moved ranges that hold a size weighed (open ends cut at ``TOP``)."""
-    held = [(lo, TOP if hi is None else min(hi, TOP)) for lo, hi in ranges]
-    held = [(lo, hi) for lo, hi in held if any(lo <= n <= hi for n in sizes)]
-    return min(lo for lo, _ in held), max(hi for _, hi in held)
+def read_sweeps(specs: Sequence[str], arch: str, spans: dict[Spot, list[Span]]) -> list[Any]:
+    """The benchmark sweeps of ``specs``, each with its arch (``artune.evidence.BenchmarkSweep``)."""
+    if not specs:
+        return []
+    from artune.evidence import read_evidence
 
-
-def _choices(table: Table, sizes: Sequence[int], ws: int, mode: str, multicast: bool) -> list[str]:
-    return [decide(table, n, ws, mode, catalog.available(ws, "bfloat16", n, multicast)).algorithm for n in sizes]
-
-
-def _common(names: Sequence[str]) -> str:
-    return Counter(names).most_common(1)[0][0]
-
-
-def modelled_regret(
-    arch: str, before: Table, after: Table, ws: int, mode: str, ranges: Sequence[tuple[int, int | None]]
-) -> RegretEvidence | str:
-    """Both sides' modelled regret over ``ranges`` at ``(ws, mode)``, or why the model cannot weigh them.
-
-    Sizes where either side's choice has no form in the model (FlashInfer's
-    fused all-reduce, say) are left out; ``RegretEvidence.sizes`` counts the rest.
-    """
-    found = _preset(arch)
-    if found is None:
-        return f"the cost model has no preset for arch {arch}"
-    import numpy as np
-
-    from artune.model.forms import FORM_OF
-
-    model, preset = found
-    grid_sizes = grid(ranges)
-    sides = [_choices(t, grid_sizes, ws, mode, model.hw.multicast) for t in (before, after)]
-    form = lambda name: _MODEL_NAME.get(FORM_OF.get(name, ""), "")  # noqa: E731
-    names = model.candidates(ws, mode)
-    keep = [i for i in range(len(grid_sizes)) if all(form(side[i]) in names for side in sides)]
-    if not keep:
-        missing = sorted({n for side in sides for n in side if form(n) not in names})
-        return f"the cost model has no form for {', '.join(missing)}"
-    sizes = [grid_sizes[i] for i in keep]
-    samples = {name: np.maximum(model.samples(name, ws, sizes, mode), 1e-9) for name in names}
-    best = np.minimum.reduce(list(samples.values()))  # (replicates, sizes)
-
-    def regret(chosen: list[str]) -> np.ndarray:
-        times = np.stack([samples[form(chosen[i])][:, k] for k, i in enumerate(keep)], axis=1)
-        return np.exp(np.log(times / best).mean(axis=1))
-
-    was, now = regret(sides[0]), regret(sides[1])
-    fastest = _common([names[k] for k in np.argmin(np.median(np.stack(list(samples.values())), axis=1), axis=0)])
-    # name the fastest form in the engine's words: the first of the sides' algorithms that it describes
-    engine = [n for t in (after, before) for p in t.plans for n in p.algorithms]
-    words = next((n for n in (*sides[1], *sides[0], *engine) if form(n) == fastest), fastest)
-    best = f"{_FAMILY[fastest]} ({words})" if words != fastest or fastest != "nccl" else "nccl"
-    before_regret, after = float(np.median(was)), float(np.median(now))
-    factor = model.interval_factor
-    high = after * factor if factor is not None else float(np.percentile(now, 90))
-    # where before's rows are within after's calibrated interval the model cannot tell them apart
-    inside = after <= before_regret <= high
-    undecided = _undecided(model, arch, ws, mode, sizes, before_regret, after, high) if inside else ""
-    return RegretEvidence(
-        arch,
-        ws,
-        mode,
-        "modelled",
-        f"preset {preset}",
-        *_span(ranges, sizes),
-        len(sizes),
-        before_regret,
-        after,
-        high,
-        best,
-        _validation(model),
-        undecided,
-    )
-
-
-def _validation(model: Any) -> str:
-    from artune.model.blind import score_line
-
-    return score_line(model.fit.blind)
-
-
-def _undecided(model: Any, arch: str, ws: int, mode: str, sizes: Sequence[int], was: float, now: float, high: float):
-    """Why the model cannot tell before's rows from after's, and the sweep that would."""
-    from artune.model.forms import log_spaced
-    from artune.sizes import human_size
-
-    lo = max(min(sizes), 4 << 10)  # below 4 KiB every kernel is at its latency: nothing to settle there
-    hi = max(max(sizes), 2 * lo)
-    grid_sizes = log_spaced(lo, hi, 2, itemsize=2)
-    algs = model.candidates(ws, mode)
-    return (
-        f"arch {arch} ws {ws} {mode}: the model cannot tell the sides apart: before's {was:.2f} lies between "
-        f"after's {now:.2f} and its calibrated p90 {high:.2f}; to settle it, measure on {model.device} "
-        f"{', '.join(algs)} at "
-        f"{len(grid_sizes)} sizes {human_size(grid_sizes[0])}..{human_size(grid_sizes[-1])} "
-        f"({len(grid_sizes) * len(algs)} measurements)"
-    )
-
-
-def log_times(path: str) -> tuple[str, int, str, dict[int, dict[str, float]]]:
-    """``(arch, world size, mode, size -> algorithm -> fastest median us)`` of one measurement log."""
-    from artune.measure.records import MeasurementLog
-
-    log = MeasurementLog(path)
-    times: dict[int, dict[str, float]] = {}
-    for m in log.read():
-        if m.ok and math.isfinite(m.time_us):
-            at = times.setdefault(m.size_bytes, {})
-            at[m.candidate.algorithm] = min(at.get(m.candidate.algorithm, math.inf), m.time_us)
-    header = log.header
-    return str(header.platform.get("arch", "")), header.world_size, header.gpu.get("mode", "eager"), times
-
-
-def measured_regret(
-    logs: Sequence[str],
-    arch: str,
-    before: Table,
-    after: Table,
-    ws: int,
-    mode: str,
-    ranges: Sequence[tuple[int, int | None]],
-) -> list[RegretEvidence]:
-    """Both sides' measured regret over the logged sizes in ``ranges``, one row per log of ``(arch, ws, mode)``."""
-    out: list[RegretEvidence] = []
-    for path in logs:
+    out = []
+    for spec in specs:
+        path, given = _split(spec)
+        named = NAMED.match(Path(path).name)
+        ws = int(named["ws"]) if named else None
         try:
-            log_arch, log_ws, log_mode, times = log_times(path)
-        except (OSError, ArtuneError) as err:
-            raise ArtuneError(f"--measured {path}: {err}") from None
-        if (log_arch, log_ws, log_mode) != (arch, ws, mode):
-            continue
-        sizes = [n for n in sorted(times) if any(lo <= n and (hi is None or n <= hi) for lo, hi in ranges)]
-        rows: list[tuple[int, float, float, str]] = []
-        for n in sizes:
-            at = times[n]
-            # what could run is what ran: the log's own candidates at this size
-            was, now = (decide(t, n, ws, mode, frozenset(at)).algorithm for t in (before, after))
-            if was in at and now in at:
-                fastest = min(at, key=at.__getitem__)
-                rows.append((n, at[was] / at[fastest], at[now] / at[fastest], fastest))
-        if rows:
-            was_geo, now_geo = (math.exp(sum(math.log(r[k]) for r in rows) / len(rows)) for k in (1, 2))
-            lo, hi, worst = rows[0][0], rows[-1][0], max(r[2] for r in rows)
-            fastest = _common([r[3] for r in rows])
-            out.append(
-                RegretEvidence(arch, ws, mode, "measured", path, lo, hi, len(rows), was_geo, now_geo, worst, fastest)
+            sweep = read_evidence(path, world_size=ws if ws is not None and _silent(path) else None)
+        except ArtuneError as err:
+            raise ArtuneError(str(err) if path in str(err) else f"--evidence {spec}: {err}") from None
+        if ws is not None and sweep.world_size != ws:
+            raise ArtuneError(f"--evidence {spec}: the sweep is at world size {sweep.world_size}, its name says {ws}")
+        found = given or sweep.arch or arch or (named["arch"] if named else "") or _only(sweep, spans)
+        if not found:
+            raise ArtuneError(
+                f"--evidence {spec}: which arch is this sweep of? Give it as {path}@ARCH, pass --arch, "
+                f"or name the file ARCH-ws{sweep.world_size}-... as the review's commands do"
             )
+        out.append(replace(sweep, arch=found))
     return out
+
+
+def _silent(path: str) -> bool:
+    """Whether the file's format prints no world size (SGLang's): its name must give it."""
+    from artune.evidence import detect
+
+    try:
+        return detect(Path(path).read_text(encoding="utf-8")).startswith("sglang")
+    except (OSError, UnicodeDecodeError, ArtuneError):
+        return False  # read_evidence says what is wrong with it
+
+
+def _only(sweep: Any, spans: dict[Spot, list[Span]]) -> str:
+    """The one arch that moves at the sweep's world size and mode, or ""."""
+    arches = {a for a, ws, mode in spans if (ws, mode) == (sweep.world_size, sweep.mode)}
+    return arches.pop() if len(arches) == 1 else ""
+
+
+# ------------------------------------------------------------------ scoring both sides and the best row
+
+
+def _side(scores: Sequence[Any]) -> SideScore:
+    """A side's geomean and worst regret over ``artune.evidence.score.SizeScore`` rows (unscored ones named)."""
+    regrets = [(s.regret, s.size) for s in scores if s.regret is not None]
+    geo = math.exp(sum(math.log(r) for r, _ in regrets) / len(regrets)) if regrets else None
+    worst = max(regrets, default=None)
+    unscored = tuple(s.size for s in scores if s.regret is None)
+    return SideScore(
+        geo, None if worst is None else worst[0], None if worst is None else worst[1], len(regrets), unscored
+    )
+
+
+def _inside(size: int, ranges: Sequence[Span]) -> bool:
+    return any(lo <= size and (hi is None or size <= hi) for lo, hi in ranges)
+
+
+def _best(engine: str, sweep: Any, base: Table) -> BestScore:
+    """The best row the engine's knobs allow on ``sweep``, or why there is none to search."""
+    from artune.evidence.best import best_row
+
+    if engine != "vllm":
+        return BestScore(None, None, "", f"the best-row search covers vLLM's knobs, not {engine or 'artune'}'s")
+    try:
+        best = best_row(engine, sweep, sweep.arch, base)
+    except EvidenceError as err:
+        return BestScore(None, None, "", str(err))
+    worst = best.score.worst
+    return BestScore(best.score.geomean, None if worst is None else worst.regret, best.text, "", best.knobs)
+
+
+@dataclass(frozen=True)
+class Scored:
+    """What ``--evidence`` gives the review: the report, measured regret rows, the losses, and the coverage."""
+
+    report: EvidenceReport | None
+    regret: tuple[RegretEvidence, ...]
+    concerns: tuple[Question, ...]
+    coverage: tuple[SweepCover, ...]
+
+
+def score_sweeps(
+    sweeps: Sequence[Any],
+    found: Sequence[tuple[str, Table, Table]],
+    moved: Sequence[Move],
+    spans: dict[Spot, list[Span]],
+    engine: str,
+) -> Scored:
+    """Both sides scored on every sweep as the engine runs them, the best row, and what loses (X114, X201, X202).
+
+    A sweep covers only the sizes at which both sides' kernels were measured.
+    """
+    from artune.evidence.score import score_table
+
+    tables = {arch: (ta, tb) for arch, ta, tb in found}
+    rows: list[FileScore] = []
+    regret: list[RegretEvidence] = []
+    concerns: list[Question] = []
+    coverage: list[SweepCover] = []
+    for sweep in sweeps:
+        if sweep.arch not in tables:
+            raise ArtuneError(
+                f"--evidence {sweep.source}: neither side has a table for arch {sweep.arch}; "
+                f"they have {', '.join(tables)}"
+            )
+        ta, tb = tables[sweep.arch]
+        was, now = score_table(ta, sweep, sweep.arch).sizes, score_table(tb, sweep, sweep.arch).sizes
+        spot: Spot = (sweep.arch, sweep.world_size, sweep.mode)
+        ranges = spans.get(spot, [])
+        both = [(a, b) for a, b in zip(was, now, strict=True) if a.regret is not None and b.regret is not None]
+        coverage.append(SweepCover(*spot, tuple(a.size for a, _ in both), sweep.source))
+        in_was = [a for a in was if _inside(a.size, ranges)]
+        in_now = [b for b in now if _inside(b.size, ranges)]
+        best = _best(engine, sweep, tb)
+        score = FileScore(
+            sweep.source,
+            sweep.benchmark,
+            *spot,
+            sweep.noise,
+            SideScores(_side(was), _side(now)),
+            SideScores(_side(in_was), _side(in_now)),
+            best,
+        )
+        rows.append(score)
+        if ranges:
+            found_rows = _answer(score, [(a, b) for a, b in both if _inside(a.size, ranges)], moved)
+            regret += found_rows[0]
+            concerns += [*_unmeasured(score, in_was, in_now), *found_rows[1]]
+    if not rows:
+        return Scored(None, (), (), ())
+    every_was = [s for sweep in sweeps for s in score_table(tables[sweep.arch][0], sweep, sweep.arch).sizes]
+    every_now = [s for sweep in sweeps for s in score_table(tables[sweep.arch][1], sweep, sweep.arch).sizes]
+    report = EvidenceReport(SideScores(_side(every_was), _side(every_now)), _all_best(rows), tuple(rows))
+    return Scored(report, tuple(regret), tuple(concerns), tuple(coverage))
+
+
+def _all_best(rows: Sequence[FileScore]) -> BestScore:
+    """One file's best row; with several, the geometric mean of their geomeans and the rows one after another."""
+    if len(rows) == 1:
+        return rows[0].best
+    found = [r.best for r in rows if r.best.geomean is not None]
+    if not found:
+        return BestScore(None, None, "", "; ".join(dict.fromkeys(r.best.why for r in rows)))
+    geo = math.exp(sum(math.log(b.geomean or 1.0) for b in found) / len(found))
+    worst = max((b.worst or 1.0) for b in found)
+    return BestScore(geo, worst, "\n".join(b.row for b in found))
+
+
+def _unmeasured(score: FileScore, was: Sequence[Any], now: Sequence[Any]) -> list[Question]:
+    """X114: moved sizes whose kernel the sweep did not measure, on either side."""
+    missing: dict[tuple[str, str], list[int]] = {}
+    for s in (*was, *now):
+        if s.regret is None:
+            missing.setdefault((s.kernel, s.algorithm), []).append(s.size)
+    out = []
+    for (kernel, algorithm), sizes in missing.items():
+        message = (
+            f"{Path(score.source).name} has no column for {kernel} ({algorithm} runs it at "
+            f"{', '.join(format_size(n) for n in sorted(set(sizes)))}): it cannot answer those moved sizes; "
+            f"measure {kernel} there"
+        )
+        scope = f"ws {score.world_size} ({score.mode})"
+        out.append(Question("warning", Path(score.source).name, score.arch, scope, message, "X114"))
+    return out
+
+
+def _answer(
+    score: FileScore, pairs: Sequence[tuple[Any, Any]], moved: Sequence[Move]
+) -> tuple[list[RegretEvidence], list[Question]]:
+    """The measured regret row over the moved sizes both sides ran measured kernels at, and the losses."""
+    from artune.review.measured import routes
+
+    if not pairs:
+        return [], []
+    arch, ws, mode = score.arch, score.world_size, score.mode
+    geo = [math.exp(sum(math.log(p[k].regret) for p in pairs) / len(pairs)) for k in (0, 1)]
+    fastest = Counter(b.fastest for _, b in pairs).most_common(1)[0][0]
+    worst = max(b.regret for _, b in pairs)
+    lo, hi = pairs[0][0].size, pairs[-1][0].size
+    row = RegretEvidence(arch, ws, mode, "measured", score.source, lo, hi, len(pairs), geo[0], geo[1], worst, fastest)
+    where, scope = Path(score.source).name, f"ws {ws} ({mode})"
+    losses = []
+    if geo[1] > geo[0] * (1 + score.noise):
+        message = (
+            f"measured on {len(pairs)} sizes in {format_span(lo, hi)}, AFTER's rows "
+            f"({routes(moved, arch, ws, mode, 'after')}) have regret {geo[1]:.3f} against BEFORE's {geo[0]:.3f}, "
+            f"beyond the sweep's noise ({score.noise:.1%}); the better row is BEFORE's: "
+            f"{routes(moved, arch, ws, mode, 'before')}"
+        )
+        losses.append(Question("error", where, arch, scope, message, "X201"))
+    best, after = score.best, score.sides.after.geomean
+    if best.geomean is not None and after is not None and after > best.geomean * (1 + score.noise):
+        message = (
+            f"AFTER's row scores {after:.3f} on the sweep as the engine runs it, the best row its rules allow "
+            f"{best.geomean:.3f}, beyond the sweep's noise ({score.noise:.1%}); the better row: "
+            f"{', '.join(f'{k} {v}' for k, v in best.knobs)} (under Evidence, ready to paste)"
+        )
+        losses.append(Question("error", where, arch, scope, message, "X202"))
+    return [row], losses

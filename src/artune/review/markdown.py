@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from artune.review.build import world_sizes
-from artune.review.model import (
+from artune.review.types import (
     BenchCommand,
     BestScore,
     EvidenceQuestion,
@@ -29,7 +29,7 @@ from artune.review.model import (
     SideScore,
 )
 from artune.sizes import format_span
-from artune.table.model import MODES
+from artune.table.types import MODES
 
 WIDTH = 100
 _CODE = re.compile(r"(`[^`]*`)")

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from artune.errors import ArtuneError
 from artune.review.asks import SweepCover
-from artune.review.evidence import log_times
-from artune.review.model import Move, Question, RegretEvidence
+from artune.review.regret import log_times
+from artune.review.types import Move, Question, RegretEvidence
 from artune.sizes import format_span
 
 

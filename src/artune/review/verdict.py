@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from artune.review.model import ArchChange, EvidenceQuestion, Move, ParamChange, Question, RegretEvidence, Verdict
+from artune.review.types import ArchChange, EvidenceQuestion, Move, ParamChange, Question, RegretEvidence, Verdict
 
 #: codes of the findings that are measured losses: they ask for changes, not answers
 LOSSES = ("X201", "X202")

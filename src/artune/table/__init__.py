@@ -4,8 +4,8 @@ from artune.table.check import Finding, check_table
 from artune.table.decide import Decision
 from artune.table.family import TableSet, family_chain
 from artune.table.io import dump_table, dumps_table, load_table, loads_table
-from artune.table.model import Band, Plan, Platform, Provenance, Table
 from artune.table.overrides import Overrides, apply_overrides, parse_overrides
+from artune.table.types import Band, Plan, Platform, Provenance, Table
 
 __all__ = [
     "Band",

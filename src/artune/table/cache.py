@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from artune.table.io import dump_table, load_table
-from artune.table.model import Table
+from artune.table.types import Table
 
 
 def cached_table_path(cache_dir: Path, fingerprint: str) -> Path:

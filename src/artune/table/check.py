@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from artune.catalog import SPECS, Conditions
 from artune.findings import KINDS
 from artune.sizes import format_bound
-from artune.table.model import MODES, Mode, Plan, Provenance, Table
 from artune.table.priority import SizeRule
+from artune.table.types import MODES, Mode, Plan, Provenance, Table
 
 
 @dataclass(frozen=True)

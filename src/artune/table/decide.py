@@ -45,7 +45,7 @@ from types import MappingProxyType
 from artune.catalog import SPECS
 from artune.sizes import format_span
 from artune.table.gaps import GapPolicy, gap_policy
-from artune.table.model import MODES, Mode, NVLinkDomain, ParamValue, Plan, Table, TokenShape
+from artune.table.types import MODES, Mode, NVLinkDomain, ParamValue, Plan, Table, TokenShape
 
 _KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
 

@@ -38,7 +38,7 @@ from itertools import pairwise
 from artune.catalog import SPECS
 from artune.table.check import runs_wherever
 from artune.table.decide import decide
-from artune.table.model import MODES, NVLinkDomain, Plan, Provenance, Table, TokenShape
+from artune.table.types import MODES, NVLinkDomain, Plan, Provenance, Table, TokenShape
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from artune.table.model import Plan, Platform, Provenance, Table
+from artune.table.types import Plan, Platform, Provenance, Table
 
 log = logging.getLogger(__name__)
 

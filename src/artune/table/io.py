@@ -21,7 +21,7 @@ import tomli_w
 from artune.errors import SizeError, TableError
 from artune.sizes import UNBOUNDED, format_size, parse_bound, parse_size
 from artune.table.gaps import NAMES as GAP_POLICIES
-from artune.table.model import (
+from artune.table.types import (
     KINDS,
     MODES,
     NVLINK_DOMAINS,

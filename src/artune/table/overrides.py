@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from artune.catalog import SPECS
 from artune.errors import OverrideError, SizeError
 from artune.sizes import format_size, parse_size
-from artune.table.model import Band, Plan, Table
+from artune.table.types import Band, Plan, Table
 
 
 @dataclass(frozen=True)

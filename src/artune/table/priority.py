@@ -3,7 +3,7 @@
 An engine decides with a list of rules tried in order: "use ``algorithm`` if
 ``lo <= nbytes <= hi`` (and it can run here)", the first match wins, and a
 final fallback takes the rest. artune's plans are bands instead (see
-``artune.table.model``), so ``bands_from_rules`` cuts the size axis at every
+``artune.table.types``), so ``bands_from_rules`` cuts the size axis at every
 rule boundary and gives each elementary interval the rules that cover it, in
 priority order, as its candidates. Every candidate is kept, not only the first:
 which one runs is decided at run time by availability (dtype, alignment,
@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import pairwise
 
-from artune.table.model import Band
+from artune.table.types import Band
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from artune.settings import Settings
 from artune.table.bundled import default_table
 from artune.table.cache import cached_table_path, load_cached_table
 from artune.table.io import load_table
-from artune.table.model import Plan, Table
 from artune.table.overrides import apply_overrides, parse_overrides
+from artune.table.types import Plan, Table
 
 
 def select_table(table: Table | str | Path | None, settings: Settings) -> Table:

@@ -6,7 +6,7 @@ each winning algorithm's declared tunables, bisection of every crossover, the
 plan, and the regret on off-grid sizes against the fixed published rule and
 every fixed single-algorithm rule. The rules that make it safe (only correct
 candidates, never a flip for a difference the evidence cannot tell from a
-tie) are in ``artune.tune.derive`` and ``artune.tune.evidence``; the budget
+tie) are in ``artune.tune.derive`` and ``artune.tune.compare``; the budget
 split is in ``artune.tune.config``.
 
 Modules: ``evidence`` (the rule for "faster": a paired interval and a tie
@@ -17,11 +17,11 @@ resumable cache), ``derive`` (winners, bisection, bands), ``search``
 with a machine's noise, for tests and dry runs).
 """
 
-from artune.tune.bench import Bench, CachedBench
 from artune.tune.build import build_table
+from artune.tune.compare import Comparison, FasterRule, Pooled
 from artune.tune.config import TuneConfig
 from artune.tune.derive import BandCrossover, Pick
-from artune.tune.evidence import Comparison, Evidence, FasterRule
+from artune.tune.measurer import CachedMeasurer, Measurer
 from artune.tune.regret import RegretScore
 from artune.tune.search import ParamSearch
 from artune.tune.tuner import WorldResult, tune_world
@@ -30,14 +30,14 @@ from artune.tune.verify import BandCheck, BoundCheck, verify_plan
 __all__ = [
     "BandCheck",
     "BandCrossover",
-    "Bench",
     "BoundCheck",
-    "CachedBench",
+    "CachedMeasurer",
     "Comparison",
-    "Evidence",
     "FasterRule",
+    "Measurer",
     "ParamSearch",
     "Pick",
+    "Pooled",
     "RegretScore",
     "TuneConfig",
     "WorldResult",

@@ -6,7 +6,7 @@ import datetime
 from collections.abc import Sequence
 
 from artune import __version__
-from artune.table.model import Platform, Provenance, Table
+from artune.table.types import Platform, Provenance, Table
 from artune.tune.tuner import WorldResult
 
 

@@ -2,7 +2,7 @@
 
 The budget is seconds of measuring, split across the phases by weight. What
 a phase spent is counted from its measurements' samples (see
-``artune.tune.bench.call_cost``), never from a rank's wall clock, so every
+``artune.tune.measurer.call_cost``), never from a rank's wall clock, so every
 rank computes the same budgets and runs the same sequence. A phase that
 needs less (no tunables, no crossover, measurements already in the log)
 leaves its share to the later phases; one that overran leaves less.
@@ -28,8 +28,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from artune.tune.evidence import LEVEL, TIE, FasterRule
-from artune.tune.grid import powers
+from artune.grid import powers
+from artune.tune.compare import LEVEL, TIE, FasterRule
 
 PHASES: tuple[tuple[str, float], ...] = (
     ("sweep", 0.25),

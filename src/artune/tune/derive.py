@@ -1,7 +1,7 @@
 """From measurements to a plan: the winner at each size, crossovers by bisection, bands.
 
 The rules (they are what ``artune tune`` promises; "faster", "tie" and
-"unsure" are the verdicts of ``artune.tune.evidence``, the one rule):
+"unsure" are the verdicts of ``artune.tune.compare``, the one rule):
 
 1. Only *usable* candidates are chosen: the run finished, its result matched
    the reference (``nwrong == 0``) and it has a finite time. A candidate that
@@ -44,17 +44,17 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from artune.grid import midpoint
 from artune.measure.records import Candidate
-from artune.table.model import Band, Plan, freeze_params
-from artune.tune.evidence import FASTER, UNSURE, Comparison, FasterRule, PairVerdict, Timed, usable
-from artune.tune.grid import midpoint
+from artune.table.types import Band, Plan, freeze_params
+from artune.tune.compare import FASTER, UNSURE, Comparison, FasterRule, PairVerdict, Timed, usable
 
 #: re-measurements of one unsure bisection step at most (each with the step's budget)
 EXTRA_CALLS = 2
 
 
 class Sampler(Protocol):
-    """Where the tuner's evidence comes from (``artune.tune.bench.CachedBench``)."""
+    """Where the tuner's evidence comes from (``artune.tune.measurer.CachedMeasurer``)."""
 
     def measure(self, candidates: Sequence[Candidate], sizes: Sequence[int], budget_s: float) -> Sequence[Timed]:
         """Each candidate at each size (sizes outer), measured the first time it is asked for."""

@@ -4,7 +4,7 @@ After the plan is derived, the table's choice and every fixed rule's choice
 (the published rule, ``always <algorithm>`` for each algorithm) are timed
 together, interleaved, at off-grid sizes no phase measured (up to a quarter
 of the largest size tuned). At every size
-the evidence rule (``artune.tune.evidence``) compares each rule's choice
+the evidence rule (``artune.tune.compare``) compares each rule's choice
 with the table's: a rule *wins* a size where its choice is ``faster``.
 
 A win is confirmed before anything changes: the size is measured again, in
@@ -48,10 +48,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from artune.grid import midpoint, off_grid_sizes
 from artune.measure.records import Candidate
-from artune.table.model import Band, Plan, Table
-from artune.tune.evidence import FASTER, Comparison, Evidence
-from artune.tune.grid import midpoint, off_grid_sizes
+from artune.table.types import Band, Plan, Table
+from artune.tune.compare import FASTER, Comparison, Pooled
 from artune.tune.regret import choice
 from artune.tune.state import TuneState, plan_table
 
@@ -156,7 +156,7 @@ def _choices(state: TuneState, plan: Plan, size: int) -> tuple[Candidate, list[t
     return mine, [(name, choice(table, size, ws, algorithms, hosts)) for name, table in state.fixed]
 
 
-def _evidence(state: TuneState, plan: Plan, size: int, budget_s: float) -> dict[Candidate, Evidence]:
+def _evidence(state: TuneState, plan: Plan, size: int, budget_s: float) -> dict[Candidate, Pooled]:
     """The table's and the rules' choices at ``size``, with a call that timed them all (one more if none)."""
     mine, theirs = _choices(state, plan, size)
     cands = [c for c in dict.fromkeys([mine, *(c for _, c in theirs)]) if c not in state.banned]

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 
 from artune.measure.records import Candidate
 from artune.table.decide import decide
-from artune.table.model import Band, Plan, Platform, Provenance, Table
-from artune.tune.evidence import Timed, usable
+from artune.table.types import Band, Plan, Platform, Provenance, Table
+from artune.tune.compare import Timed, usable
 
 TUNED = "tuned table"
 

@@ -10,7 +10,7 @@ tunables, and how many log entries were known when it began) and then has
 one ``call`` line per harness call (phase, size, the keys measured, the
 seconds counted).
 
-``replay`` serves the run's calls back from the log in order (``LogBench``)
+``replay`` serves the run's calls back from the log in order (``LogMeasurer``)
 and hands each one the seconds the journal counted, so the replay takes the
 same sequence of calls and derives the same table. A replay that asks for a
 call the run did not take raises ``ReplayError``: the log and the journal do
@@ -28,9 +28,9 @@ from typing import Any
 
 from artune.errors import ArtuneError
 from artune.measure.records import Candidate, Measurement, MeasurementLog, measurement_key
-from artune.table.model import ParamValue
-from artune.tune.bench import Bench, CachedBench
+from artune.table.types import ParamValue
 from artune.tune.config import TuneConfig
+from artune.tune.measurer import CachedMeasurer, Measurer
 from artune.tune.tuner import WorldResult, tune_world
 
 
@@ -53,7 +53,7 @@ class RunHeader:
     tunables: Mapping[str, Mapping[str, tuple[ParamValue, ...]]]
 
     @classmethod
-    def of(cls, bench: Bench, config: TuneConfig, known: int) -> RunHeader:
+    def of(cls, bench: Measurer, config: TuneConfig, known: int) -> RunHeader:
         """The header of a run of ``config`` on ``bench`` that began with ``known`` log entries."""
         tunables = {name: bench.tunables(name) for name in bench.algorithms}
         return cls(
@@ -101,7 +101,7 @@ class RunJournal:
         self._write({"run": header.to_dict()})
 
     def call(self, phase: str, size: int, keys: tuple[str, ...], spent_s: float) -> None:
-        """Record one call (a ``CachedBench`` journal)."""
+        """Record one call (a ``CachedMeasurer`` journal)."""
         self._write({"call": [phase, size, list(keys), spent_s]})
 
     def _write(self, data: dict[str, Any]) -> None:
@@ -131,8 +131,8 @@ class RunJournal:
         return header, calls
 
 
-class LogBench:
-    """A ``Bench`` that answers each call with the run's next logged measurements and counted seconds."""
+class LogMeasurer:
+    """A ``Measurer`` that answers each call with the run's next logged measurements and counted seconds."""
 
     def __init__(self, header: RunHeader, fresh: Sequence[Measurement], calls: Sequence[CallLine]) -> None:
         self.header = header
@@ -200,6 +200,6 @@ def replay(log_path: str | Path) -> tuple[WorldResult, int]:
     logged = MeasurementLog(log_path).read()
     if len(logged) < header.known:
         raise ReplayError(f"{log_path}: {len(logged)} entries, but the run began with {header.known}; it was cut")
-    bench = LogBench(header, logged[header.known :], calls)
-    result = tune_world(CachedBench(bench, logged[: header.known]), header.config)
+    bench = LogMeasurer(header, logged[header.known :], calls)
+    result = tune_world(CachedMeasurer(bench, logged[: header.known]), header.config)
     return result, bench.left

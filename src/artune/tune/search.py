@@ -5,7 +5,7 @@ current best candidate of the algorithm (defaults at first) and one variant
 per declared value are measured together, interleaved, at up to three sizes
 where the algorithm won the coarse sweep (its two largest and its smallest:
 a parameter applies to every size the algorithm serves). A value is kept
-only when (verdicts of ``artune.tune.evidence``, against the current best)
+only when (verdicts of ``artune.tune.compare``, against the current best)
 
 - it is usable (correct, finished) at every size,
 - it is faster at one size at least,
@@ -26,11 +26,11 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from artune.grid import midpoint
 from artune.measure.records import Candidate
-from artune.table.model import ParamValue
+from artune.table.types import ParamValue
+from artune.tune.compare import FASTER, SLOWER, UNSURE, Comparison, FasterRule, PairVerdict, Timed, usable, wrong
 from artune.tune.derive import Pick, Sampler
-from artune.tune.evidence import FASTER, SLOWER, UNSURE, Comparison, FasterRule, PairVerdict, Timed, usable, wrong
-from artune.tune.grid import midpoint
 
 
 @dataclass(frozen=True)

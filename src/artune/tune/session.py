@@ -27,10 +27,10 @@ from artune.errors import ArtuneError
 from artune.launch import RankContext
 from artune.measure.records import Header, Measurement, MeasurementLog
 from artune.measure.timers import TimingSpec
-from artune.table.model import Plan
-from artune.tune.bench import CachedBench, CommBench
+from artune.table.types import Plan
+from artune.tune.compare import FasterRule
 from artune.tune.config import TuneConfig
-from artune.tune.evidence import FasterRule
+from artune.tune.measurer import CachedMeasurer, CommMeasurer
 from artune.tune.replay import RunHeader, RunJournal, journal_path
 from artune.tune.tuner import WorldResult, tune_world
 from artune.tune.verify import Check, verify_plan
@@ -133,12 +133,12 @@ def tune_rank(ctx: RankContext, request: TuneRequest) -> WorldResult | None:
         log_file, known = _open_known(ctx, path, gpu)
         bar = RichProgress(request.config.budget_s, f"artune tune {what}") if show else None
         with bar if bar is not None else contextlib.nullcontext():
-            inner = CommBench(comm, request.config.dtype, device=request.device, timing=timing)
+            inner = CommMeasurer(comm, request.config.dtype, device=request.device, timing=timing)
             journal = None
             if log_file is not None:  # rank 0 keeps what a replay needs besides the log
                 journal = RunJournal(journal_path(path))
                 journal.begin(RunHeader.of(inner, request.config, len(known)))
-            bench = CachedBench(
+            bench = CachedMeasurer(
                 inner,
                 known,
                 record=log_file.append if log_file is not None else None,
@@ -156,7 +156,7 @@ def verify_rank(ctx: RankContext, request: VerifyRequest) -> list[Check] | None:
 
     _configure_logging(ctx, request.log_level)
     with Communicator(table=cpu_default(), timeout=request.peer_timeout) as comm:
-        bench = CachedBench(CommBench(comm))
+        bench = CachedMeasurer(CommMeasurer(comm))
         checks = verify_plan(bench, request.plan, bench.algorithms, request.rule, request.budget_s)
     return checks if ctx.rank == 0 else None
 

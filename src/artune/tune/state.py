@@ -13,11 +13,11 @@ import math
 from dataclasses import dataclass, field
 
 from artune.measure.records import Candidate, Measurement
-from artune.table.model import Plan, Platform, Provenance, Table
-from artune.tune.bench import CachedBench
+from artune.table.types import Plan, Platform, Provenance, Table
+from artune.tune.compare import Pooled, wrong
 from artune.tune.config import Budget, TuneConfig
 from artune.tune.derive import BandCrossover, Pick, bisect_crossover, changes, pick_all, plan_from
-from artune.tune.evidence import Evidence, wrong
+from artune.tune.measurer import CachedMeasurer
 from artune.tune.regret import choice
 from artune.tune.search import ParamSearch
 
@@ -43,12 +43,12 @@ def wrong_candidates(measurements: list[Measurement]) -> dict[Candidate, str]:
 class TuneState:
     """The state one world size's phases pass along (mutable: each phase adds what it found)."""
 
-    bench: CachedBench
+    bench: CachedMeasurer
     config: TuneConfig
     budget: Budget
     names: tuple[str, ...]  # the algorithms, the baseline first
     fixed: list[tuple[str, Table]]  # the published rule, then every single-algorithm rule
-    by_size: dict[int, list[Evidence]] = field(default_factory=dict)  # what picks are made from
+    by_size: dict[int, list[Pooled]] = field(default_factory=dict)  # what picks are made from
     banned: dict[Candidate, str] = field(default_factory=dict)
     tuned: dict[str, Candidate] = field(default_factory=dict)  # per algorithm, its parameters found
     searches: list[ParamSearch] = field(default_factory=list)

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from artune.measure.records import Candidate, Measurement
-from artune.table.model import ParamValue
+from artune.table.types import ParamValue
 
 Cost = Callable[[int, Mapping[str, ParamValue]], float]
 
@@ -47,8 +47,8 @@ def linear_cost(latency_us: float, gbps: float) -> Cost:
 
 
 @dataclass
-class SyntheticBench:
-    """A ``Bench`` whose measurements come from ``costs`` on a modelled noisy machine (see the module)."""
+class SyntheticMeasurer:
+    """A ``Measurer`` whose measurements come from ``costs`` on a modelled noisy machine (see the module)."""
 
     costs: Mapping[str, Cost]
     noise: float = 0.02

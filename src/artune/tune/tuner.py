@@ -21,18 +21,18 @@ import time
 from dataclasses import dataclass, field
 
 from artune.errors import ArtuneError
+from artune.grid import midpoint, off_grid_sizes
 from artune.measure.records import Candidate, Measurement
-from artune.table.model import Plan, Platform, Table
-from artune.tune.bench import WARMUP_SHARE, CachedBench
+from artune.table.types import Plan, Platform, Table
+from artune.tune.compare import TIE_VERDICT, UNSURE, Pooled, spread, usable
 from artune.tune.config import Budget, TuneConfig
 from artune.tune.derive import BandCrossover, Pick
 from artune.tune.duel import Duel, duel
-from artune.tune.evidence import TIE_VERDICT, UNSURE, Evidence, spread, usable
-from artune.tune.grid import midpoint, off_grid_sizes
+from artune.tune.machine_states import MachineStates, states_of
+from artune.tune.measurer import WARMUP_SHARE, CachedMeasurer
 from artune.tune.regret import TUNED, RegretScore, regret_candidates, regret_from, single_rules
 from artune.tune.search import ParamSearch, search_algorithm, search_sizes
 from artune.tune.state import TuneState, plan_table
-from artune.tune.states import States, states_of
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ class WorldResult:
     remeasured: int = 0  # calls taken again where a decision was unsure
     phase_s: tuple[tuple[str, float], ...] = ()  # budget seconds spent per phase
     duel: Duel | None = None  # the final duel against the fixed rules, and its repairs
-    states: States | None = field(default=None, compare=False)  # where calls at different moments disagreed
+    states: MachineStates | None = field(default=None, compare=False)  # where calls at different moments disagreed
 
     @property
     def tag(self) -> str:
@@ -83,12 +83,12 @@ class WorldResult:
         spreads = [spread(m) for m in self.measurements if usable(m)]
         return statistics.median(spreads) if spreads else math.nan
 
-    def pooled(self) -> list[Evidence]:
+    def pooled(self) -> list[Pooled]:
         """Every (candidate, size) measured, its calls pooled, in order of first measurement."""
         calls: dict[tuple[Candidate, int], list[Measurement]] = {}
         for m in self.measurements:
             calls.setdefault((m.candidate, m.size_bytes), []).append(m)
-        return [Evidence(tuple(ms)) for ms in calls.values()]
+        return [Pooled(tuple(ms)) for ms in calls.values()]
 
 
 def _sweep(state: TuneState) -> None:
@@ -124,7 +124,7 @@ def _probe(state: TuneState) -> None:
         by_size[mid] = bench.together(cands, mid, per_probe)
 
 
-def _seconds_to_decide(pick: Pick, at: list[Evidence]) -> float:
+def _seconds_to_decide(pick: Pick, at: list[Pooled]) -> float:
     """Measuring seconds for the rounds an unsure pick still needs (``Comparison.rounds_to_decide``, with a
     quarter more for luck): each round is a turn of the two candidates, plus their untimed settle call."""
     c = pick.against
@@ -202,7 +202,7 @@ def _fixed_rule(baseline: str) -> tuple[Table, str]:
     return cpu_default(), FIXED_RULE_NAME
 
 
-def _start(bench: CachedBench, config: TuneConfig, fixed: Table | None, fixed_name: str | None) -> TuneState:
+def _start(bench: CachedMeasurer, config: TuneConfig, fixed: Table | None, fixed_name: str | None) -> TuneState:
     """The state before the first phase: the algorithms (the baseline first) and the fixed rules to beat."""
     default_fixed, default_name = _fixed_rule(bench.baseline)
     fixed = fixed if fixed is not None else default_fixed
@@ -240,7 +240,7 @@ def _explore(state: TuneState) -> None:
 
 
 def tune_world(
-    bench: CachedBench, config: TuneConfig, fixed: Table | None = None, fixed_name: str | None = None
+    bench: CachedMeasurer, config: TuneConfig, fixed: Table | None = None, fixed_name: str | None = None
 ) -> WorldResult:
     """Tune one world size in the bench's mode (collective: call it on every rank).
 

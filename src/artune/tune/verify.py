@@ -5,7 +5,7 @@ or to the fallback) the two algorithms are re-measured together, just below
 the bound (the lower band's side) and just above it (the upper band's side),
 by a factor of sqrt(2) or less when a band is narrower. The bound *holds*
 when neither side's algorithm is slower on its own side (the tuner's rule,
-``artune.tune.evidence``: the paired interval beyond the tie band); drift is
+``artune.tune.compare``: the paired interval beyond the tie band); drift is
 reported per bound as the time ratio and its interval on both sides. An
 open-ended last band claims that its algorithm beats the fallback at every
 larger size: it is re-measured against the fallback at a few sizes
@@ -23,13 +23,13 @@ import math
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from artune.grid import midpoint, quantize
 from artune.measure.records import Candidate
 from artune.sizes import format_size, format_span
-from artune.table.model import Plan
+from artune.table.types import Plan
+from artune.tune.compare import SLOWER, UNSURE, Comparison, FasterRule
 from artune.tune.config import TuneConfig
 from artune.tune.derive import EXTRA_CALLS, Sampler
-from artune.tune.evidence import SLOWER, UNSURE, Comparison, FasterRule
-from artune.tune.grid import midpoint, quantize
 
 SIDE_FACTOR = math.sqrt(2.0)
 

@@ -85,7 +85,7 @@ def cpu_group(group: Any, timeout: float) -> tuple[Any, bool]:
     otherwise a new gloo group over the same ranks, created by its members
     only (``use_local_synchronization``), so collective over ``group``.
     """
-    from artune.algorithms.process_group import backend_parts
+    from artune.algorithms.torch_dist import backend_parts
 
     if backend_parts(group).get("cpu") == "gloo":
         return group, False

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import torch
 
 from artune.algorithms.base import REDUCE_OPS, Algorithm
+from artune.catalog import SHM_CHUNK_BYTES
 from artune.errors import CallMismatch
 from artune.sizes import parse_size
 
@@ -41,7 +42,7 @@ def _native_step(channel: Any, *args: int) -> Callable[[torch.Tensor], None]:
 
 #: chunk size when the table gives none: small enough that a chunk's copy and reduction stay in a
 #: core's L2 (figures: docs/results/shm-defaults.md). The tuner searches ``chunk_bytes`` per machine.
-DEFAULT_CHUNK_BYTES = 1 << 20
+DEFAULT_CHUNK_BYTES = SHM_CHUNK_BYTES
 
 # how a (dtype, op) pair is reduced
 _ADD, _MAX, _MIN, _ADD_FP32 = 0, 1, 2, 3

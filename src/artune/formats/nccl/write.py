@@ -20,7 +20,7 @@ import re
 
 from artune.formats.header import Export, provenance_lines
 from artune.sizes import format_span
-from artune.table.model import Table
+from artune.table.types import Table
 
 ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 PROTOCOLS = ("ll", "ll128", "simple")

@@ -52,7 +52,7 @@ from artune.formats.pyeval.expressions import Evaluator
 from artune.formats.pyeval.values import Scope
 from artune.formats.sglang import rules as rules
 from artune.sizes import MAX_SIZE
-from artune.table.model import Band, ParamValue
+from artune.table.types import Band, ParamValue
 
 CLASS = "CustomAllReduceV2"
 DISPATCH = ("_pick_config", "_pick_algo", "_determine_algo")  # newest first

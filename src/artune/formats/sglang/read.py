@@ -36,8 +36,8 @@ from artune.formats.sglang.shapes import ArchConfig, Configs, Shape, rows
 from artune.sizes import format_size
 from artune.table.check import copied_archs
 from artune.table.family import TableSet
-from artune.table.model import NVLinkDomain, ParamValue, Plan, Platform, Provenance, Table, freeze_params
 from artune.table.priority import SizeRule, bands_from_rules
+from artune.table.types import NVLinkDomain, ParamValue, Plan, Platform, Provenance, Table, freeze_params
 
 _DIR = "sglang/srt/distributed/device_communicators"
 CONFIGS = f"{_DIR}/configs/custom_all_reduce_v2.py"

@@ -53,8 +53,8 @@ from artune.formats.sglang.rules import Heuristic
 from artune.sizes import format_size
 from artune.table.check import Finding
 from artune.table.family import TableSet
-from artune.table.model import NVLinkDomain, ParamValue, Plan, Platform, Provenance, Table, freeze_params
 from artune.table.priority import bands_from_rules
+from artune.table.types import NVLinkDomain, ParamValue, Plan, Platform, Provenance, Table, freeze_params
 
 KB = 1024
 MB = 1024 * KB

@@ -36,7 +36,7 @@ from artune.formats.sglang.dispatch import CLASS, ArchReading, Env, Files, Outco
 from artune.sizes import format_size, format_span
 from artune.table.check import Finding
 from artune.table.family import TableSet
-from artune.table.model import MODES, NVLinkDomain, Plan, Platform, Provenance, Table, freeze_params
+from artune.table.types import MODES, NVLinkDomain, Plan, Platform, Provenance, Table, freeze_params
 
 FALLBACK = "nccl"
 #: why a plan across hosts in one NVLink clique runs what it runs (0.5.17 on), and why graph mode takes eager's

@@ -37,8 +37,8 @@ from typing import Any, NamedTuple
 
 from artune.catalog import SPECS
 from artune.formats.pyeval import Namespace, Native, Symbol
-from artune.table.model import Band
 from artune.table.priority import SizeRule, upto
+from artune.table.types import Band
 
 KB = 1024
 MB = 1024 * KB

@@ -40,8 +40,8 @@ from artune.formats.engine import short
 from artune.formats.files import SourceFile
 from artune.formats.pyeval import Function, Interpreter, Raised, Record, Symbol, parse
 from artune.formats.sglang.rules import DEFAULT_PROBE, PROBES
-from artune.table.model import ParamValue
 from artune.table.priority import SizeRule, upto
+from artune.table.types import ParamValue
 
 MB = 1024 * 1024
 _TUNINGS = re.compile(r"^_sm(\d{2,3})_tunings$")

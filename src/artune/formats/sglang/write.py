@@ -37,7 +37,7 @@ from artune.formats.header import Export, differences, provenance_lines
 from artune.formats.sglang.reference import Blocks, table_of
 from artune.formats.sglang.rules import Heuristic
 from artune.sizes import MAX_SIZE
-from artune.table.model import MODES, Band, ParamValue, Plan, Table
+from artune.table.types import MODES, Band, ParamValue, Plan, Table
 
 KB = 1024
 MB = 1024 * KB

@@ -24,7 +24,7 @@ from __future__ import annotations
 from artune.formats.trtllm.enums import ALGORITHMS, Enums
 from artune.formats.trtllm.header import LookupHeader, StrategyGrid
 from artune.table.check import Finding
-from artune.table.model import Table
+from artune.table.types import Table
 
 #: archs a reviewer asks about, with the GPU each is
 ARCHS = {

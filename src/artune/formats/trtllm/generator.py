@@ -13,8 +13,8 @@ which is what writes the flips ``artune check`` reports (R107).
 project's own generator consumes them. ``read_csv`` reads such a file back as
 ``ShapeMeasurement`` s: the rows of one (world size, fused op, hidden, tokens,
 strategy) are the rounds of one measurement, in file order, all timed in one
-call (the file), so ``derive_table`` picks each cell by artune's evidence
-rule (``artune.tune.evidence``): a strategy takes over only where the rounds
+call (the file), so ``artune.tune.shapes.derive_shape_table`` picks each cell
+by the tuner's rule (``artune.tune.compare``): a strategy takes over only where the rounds
 show it faster, and one row a cell is not enough to overturn the simpler one.
 The CSV holds times only, no correctness count: its rows are taken as
 correct (``nwrong`` 0), as the generator takes them.
@@ -24,14 +24,12 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable
 from pathlib import Path
 
 from artune.errors import TableError
 from artune.formats.trtllm.enums import ALGORITHMS, STRATEGIES
-from artune.measure.records import DTYPE_BYTES, Candidate, Measurement
-from artune.table.model import Band, Plan, Platform, Provenance, Table
+from artune.measure.records import DTYPE_BYTES, Candidate, Measurement, ShapeMeasurement
 
 COLUMNS = ("world_size", "dtype", "size", "num_tokens", "hidden_size", "strategy", "fusion", "time (us)")
 #: the generator's ranges (its ``filter_df``)
@@ -39,17 +37,6 @@ TOKENS = (1, 1 << 15)
 HIDDEN = (128, 1 << 14)
 #: simpler first: the evidence rule keeps the simpler strategy where the rounds cannot tell them apart
 PREFERENCE = ("nccl", "nccl_symmetric", "trtllm_oneshot", "trtllm_twoshot")
-
-
-@dataclass(frozen=True)
-class ShapeMeasurement:
-    """One strategy at one shape: the measurement (its rounds) with the shape it was taken at."""
-
-    world_size: int
-    fusion: str
-    hidden: int
-    tokens: int
-    measurement: Measurement
 
 
 def write_csv(measurements: Iterable[ShapeMeasurement]) -> str:
@@ -121,39 +108,4 @@ def read_csv(path: str | Path) -> list[ShapeMeasurement]:
     ]
 
 
-def derive_table(measurements: Sequence[ShapeMeasurement], arch: str, fallback: str = "nccl_symmetric") -> Table:
-    """A shape table from measurements: per (world size, fused op, hidden) the winner of each token count by
-    the evidence rule, the previous count's winner kept unless the rounds overturn it; rows the measurements
-    lack are out of range (``fallback``)."""
-    from artune.tune.derive import pick_all
-    from artune.tune.evidence import FasterRule
-
-    groups: dict[tuple[int, str, int], dict[int, list[Measurement]]] = {}
-    for sm in measurements:
-        groups.setdefault((sm.world_size, sm.fusion, sm.hidden), {}).setdefault(sm.tokens, []).append(sm.measurement)
-    plans = []
-    rule = FasterRule()
-    for (ws, fusion, hidden), by_tokens in sorted(groups.items()):
-        picks = pick_all(by_tokens, rule, PREFERENCE)
-        bands: list[Band] = []
-        for pick in picks:
-            upto = _column_end(pick.size)
-            if bands and bands[-1].candidates == (pick.winner.algorithm,):
-                bands[-1] = Band(upto, bands[-1].candidates)
-            else:
-                bands.append(Band(upto, (pick.winner.algorithm,)))
-        plans.append(Plan(ws, "eager", tuple(bands), fallback, hidden=hidden, fusions=(fusion,)))
-    provenance = Provenance(
-        "measured",
-        tool="artune (TensorRT-LLM generator CSV)",
-        notes="cells by artune's evidence rule over the CSV's rounds",
-    )
-    return Table(Platform("cuda", arch), provenance, tuple(plans), rules="trtllm")
-
-
-def _column_end(tokens: int) -> int:
-    """The last token count of the column ``tokens`` falls in (``[2**k, 2**(k+1) - 1]``)."""
-    return (1 << tokens.bit_length()) - 1
-
-
-__all__ = ["COLUMNS", "DTYPE_BYTES", "ShapeMeasurement", "derive_table", "read_csv", "write_csv"]
+__all__ = ["COLUMNS", "DTYPE_BYTES", "PREFERENCE", "read_csv", "write_csv"]

@@ -34,7 +34,7 @@ from artune.formats.trtllm.enums import ALGORITHMS, Enums, parse_enums
 from artune.formats.trtllm.enums import FILE as ENUM_FILE
 from artune.formats.trtllm.header import LookupHeader, parse_header
 from artune.table.family import TableSet
-from artune.table.model import Band, Plan, Platform, Provenance, Table
+from artune.table.types import Band, Plan, Platform, Provenance, Table
 
 HEADER = "cpp/tensorrt_llm/common/customAllReduceUtils.h"
 OPS = "tensorrt_llm/_torch/distributed/ops.py"

@@ -15,7 +15,7 @@ from __future__ import annotations
 from artune.formats.header import Export, provenance_lines
 from artune.formats.trtllm.enums import STRATEGIES
 from artune.table.decide import decide
-from artune.table.model import Table, TokenShape
+from artune.table.types import Table, TokenShape
 
 TP_ROWS = (2, 4, 8)
 PLANES = ("NONE", "RESIDUAL_RMS_NORM", "RESIDUAL_RMS_NORM_QUANT_FP8", "RESIDUAL_RMS_NORM_QUANT_NVFP4")

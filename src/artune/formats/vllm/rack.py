@@ -35,8 +35,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from artune.formats.vllm.rules import FALLBACK, SYMM_NAMES, Dispatch, both_modes, paths, world_sizes
-from artune.table.model import Plan, Provenance
 from artune.table.priority import SizeRule, bands_from_rules
+from artune.table.types import Plan, Provenance
 
 
 def rack_topologies(d: Dispatch, arch: str) -> list[tuple[int, int]]:

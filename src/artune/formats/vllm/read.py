@@ -33,7 +33,7 @@ from artune.formats.vllm.rack import network_error, network_errors, rack_plans, 
 from artune.formats.vllm.rules import SYMM_NAMES, Dispatch, default_path, paths, planned_archs, table_set, world_sizes
 from artune.sizes import format_size
 from artune.table.check import Finding, _ranges, copied_archs, shadowed_rules
-from artune.table.model import Provenance
+from artune.table.types import Provenance
 
 CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)  # vLLM's _SUPPORTED_WORLD_SIZES where its file is not read
 FI_ONESHOT_CAP_MB = 64  # "OneShot max size is at most 64MB / world size (FlashInfer restriction)"

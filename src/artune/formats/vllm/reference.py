@@ -33,7 +33,7 @@ from artune.formats.vllm.rules import Dispatch, default_path
 from artune.formats.vllm.rules import table_set as vllm_table_set
 from artune.table.check import Finding
 from artune.table.family import TableSet
-from artune.table.model import Provenance
+from artune.table.types import Provenance
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -56,8 +56,8 @@ from types import MappingProxyType
 from artune.errors import OverrideError
 from artune.sizes import format_size
 from artune.table.family import TableSet
-from artune.table.model import MODES, Band, NVLinkDomain, Plan, Platform, Provenance, Table
 from artune.table.priority import SizeRule, bands_from_rules, below, upto
+from artune.table.types import MODES, Band, NVLinkDomain, Plan, Platform, Provenance, Table
 
 MiB = 1 << 20
 FALLBACK = "nccl"

@@ -23,7 +23,7 @@ from artune.formats.vllm.figures import Figures
 from artune.formats.vllm.read import CUSTOM_AR_WORLD_SIZES, build
 from artune.sizes import MAX_SIZE, format_size
 from artune.table.diff import ONE_HOST
-from artune.table.model import MODES, Plan, Table
+from artune.table.types import MODES, Plan, Table
 
 KiB = 1024
 MiB = 1024 * KiB

@@ -7,7 +7,7 @@ from importlib import resources
 
 from artune.table.family import conservative_default
 from artune.table.io import loads_table
-from artune.table.model import Platform, Table
+from artune.table.types import Platform, Table
 
 
 @cache

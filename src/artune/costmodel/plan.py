@@ -23,10 +23,10 @@ from typing import Protocol
 
 import numpy as np
 
+from artune.costmodel.forms import log_spaced
 from artune.errors import ArtuneError
-from artune.model.forms import log_spaced
-from artune.table.model import Band, ParamValue, Plan, Platform, Provenance, Table, freeze_params
-from artune.tune.grid import quantize
+from artune.grid import quantize
+from artune.table.types import Band, ParamValue, Plan, Platform, Provenance, Table, freeze_params
 
 GRID_PER_OCTAVE = 8
 #: keep the incumbent algorithm unless the best is predicted this much faster: the model is not precise
@@ -155,7 +155,7 @@ def build_plan(
     """The modelled plan for ``(world_size, mode)`` over sizes ``lo..hi`` bytes; ``ModelRefusal`` where refused."""
     why = model.refusal(world_size)
     if why:
-        from artune.model.cost import ModelRefusal
+        from artune.costmodel.cost import ModelRefusal
 
         raise ModelRefusal(why)
     names = model.candidates(world_size, mode)

@@ -4,7 +4,7 @@ Every sweep says which GPU (a preset), world size, timing mode and, per
 column, which kernel ran; numbers are from
 ``shared/reference/gpu-measured.md`` (section ids ``DS..``), in
 microseconds. The vLLM sweeps are files in the benchmark's own output format
-under ``artune/model/sweeps/`` (package data; their README names each
+under ``artune/costmodel/data/`` (package data; their README names each
 source), read by ``artune.evidence`` as a user's sweep is; the others, whose
 sources printed none of the formats artune reads (symm-mem-recipes', kraken's
 tables, Azure's busbw summaries, an issue's list), are typed here. Where the
@@ -126,12 +126,12 @@ def from_evidence(evidence: BenchmarkSweep, sweep_id: str, preset: str, note: st
 
 
 def _file(name: str, columns: tuple[str, ...]) -> tuple[tuple[int, ...], tuple]:
-    """Sizes and times (us) of the sweep file ``name`` in ``artune/model/sweeps/``, ``columns`` in kernel order."""
+    """Sizes and times (us) of the sweep file ``name`` in ``artune/costmodel/data/``, ``columns`` in kernel order."""
     from importlib.resources import files
 
     from artune.evidence import read_text
 
-    found = read_text(files("artune.model").joinpath("sweeps", name).read_text(encoding="utf-8"), name)
+    found = read_text(files("artune.costmodel").joinpath("data", name).read_text(encoding="utf-8"), name)
     names = [c.name for c in found.columns]
     order = [names.index(c) for c in columns]
     return found.sizes, tuple(tuple(row[i] for i in order) for row in found.times)

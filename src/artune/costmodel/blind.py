@@ -32,9 +32,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from artune.model import calibrate as cal
-from artune.model import gpu, validate
-from artune.table.model import Table
+from artune.costmodel import calibrate as cal
+from artune.costmodel import gpu, validate
+from artune.table.types import Table
 
 KiB, MiB = 1 << 10, 1 << 20
 ENGINES = ("vllm", "sglang")

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from artune.model.fit import Points, solve
-from artune.model.forms import Context, Form
+from artune.costmodel.fit import Points, solve
+from artune.costmodel.forms import Context, Form
 
 REPLICATES = 200
 SEED = 20261201

@@ -12,7 +12,7 @@ file has the keys of one preset at the top level::
     sources = ["where each figure comes from"]
 
 The fitted parameters are not here: they come from ``gpu-fit.json``
-(``artune.model.gpu.bundled_fit``), by the arch's family.
+(``artune.costmodel.gpu.bundled_fit``), by the arch's family.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from artune.costmodel.gpu import Machine, family_of
 from artune.errors import ArtuneError
-from artune.model.gpu import Machine, family_of
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -56,7 +56,7 @@ class Hardware:
 
 def bundled() -> dict[str, Any]:
     """The bundled presets file as a dict."""
-    text = resources.files("artune.model").joinpath("presets.toml").read_text(encoding="utf-8")
+    text = resources.files("artune.costmodel").joinpath("presets.toml").read_text(encoding="utf-8")
     return tomllib.loads(text)
 
 

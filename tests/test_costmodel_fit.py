@@ -5,11 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from artune.costmodel.bootstrap import interval
+from artune.costmodel.cost import ModelRefusal, fit_points
+from artune.costmodel.fit import Points, identified, relative_residuals, shape_findings, solve
+from artune.costmodel.forms import FORMS, Context
 from artune.errors import ArtuneError
-from artune.model.bootstrap import interval
-from artune.model.cost import ModelRefusal, fit_points
-from artune.model.fit import Points, identified, relative_residuals, shape_findings, solve
-from artune.model.forms import FORMS, Context
 
 MiB = 1 << 20
 SIZES = [1 << k for k in range(8, 25)] + [3 << k for k in range(8, 23)]

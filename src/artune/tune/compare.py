@@ -49,7 +49,7 @@ put two-shot ahead where a typical call, and an independent scorer timing
 turns are capped at one value, the slowest of the rest (one cap for both:
 a cap of each one's own would add the noise of two tail quantiles to the
 ratio), so a few millisecond hiccups that hit any algorithm do not decide
-the veto by where they landed. ``artune.tune.states`` reports where the
+the veto by where they landed. ``artune.tune.machine_states`` reports where the
 two statistics disagreed.
 
 **The tie band.** A difference is acted on only when the whole interval lies
@@ -77,7 +77,7 @@ second), so each call also gets its own verdict: faster in some call and
 slower in none is faster; faster in one and slower in another goes to the
 side the calls favour on the whole (the geometric mean of their ratios: each
 call is one moment, so each state weighs as often as the machine was met in
-it); otherwise the pooled verdict stands. ``artune.tune.states`` reports how
+it); otherwise the pooled verdict stands. ``artune.tune.machine_states`` reports how
 often and how far the calls of a run disagreed.
 
 **Verdicts** (of ``a`` against ``b``): ``faster`` (interval below the band),
@@ -126,7 +126,7 @@ _EXACT_UP_TO = 1000  # rounds; beyond, the sign test's ranks come from the norma
 
 
 class Timed(Protocol):
-    """What the tuner reads of one candidate at one size: a ``Measurement`` (one call) or ``Evidence``."""
+    """What the tuner reads of one candidate at one size: a ``Measurement`` (one call) or ``Pooled``."""
 
     @property
     def candidate(self) -> Candidate: ...
@@ -168,11 +168,11 @@ def spread(m: Timed) -> float:
 
 
 @dataclass(frozen=True)
-class Evidence:
+class Pooled:
     """Every harness call that timed one candidate at one size, pooled: what the tuner decides on.
 
     A first measurement is one call; where a decision was unsure the tuner
-    adds calls (``CachedBench.more``). Times are over all samples; the
+    adds calls (``CachedMeasurer.more``). Times are over all samples; the
     comparison pairs the rounds of calls that timed both candidates.
     """
 
@@ -248,7 +248,7 @@ class Evidence:
 
 def calls_of(m: Timed) -> tuple[Measurement, ...]:
     """The harness calls behind ``m``."""
-    if isinstance(m, Evidence):
+    if isinstance(m, Pooled):
         return m.calls
     if isinstance(m, Measurement):
         return (m,)
@@ -369,7 +369,7 @@ def _turns(m: Measurement) -> np.ndarray:
 
 
 def _turns_by_call(m: Timed) -> dict[str, np.ndarray]:
-    if isinstance(m, Evidence):
+    if isinstance(m, Pooled):
         return m.turns
     return {c.call: _turns(c) for c in calls_of(m) if c.call and c.status == "ok"}
 

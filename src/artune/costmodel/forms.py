@@ -180,7 +180,7 @@ def form_for(algorithm: str) -> Form | None:
 
 def log_spaced(lo: int, hi: int, per_octave: int = 4, itemsize: int = 4) -> list[int]:
     """Sizes from ``lo`` to ``hi`` bytes, ``per_octave`` per doubling, tidy (4 significant bits)."""
-    from artune.tune.grid import quantize
+    from artune.grid import quantize
 
     count = max(2, round(math.log2(hi / lo) * per_octave) + 1)
     return sorted({quantize(lo * (hi / lo) ** (i / (count - 1)), itemsize) for i in range(count)})

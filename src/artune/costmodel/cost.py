@@ -23,10 +23,11 @@ from pathlib import Path
 
 import numpy as np
 
+from artune.catalog import SHM_CHUNK_BYTES
+from artune.costmodel.bootstrap import bootstrap, interval
+from artune.costmodel.fit import Points, identified, relative_residuals, robust_loss, shape_findings, solve
+from artune.costmodel.forms import Context, Form, form_for
 from artune.errors import ArtuneError
-from artune.model.bootstrap import bootstrap, interval
-from artune.model.fit import Points, identified, relative_residuals, robust_loss, shape_findings, solve
-from artune.model.forms import Context, Form, form_for
 
 VERSION = "artune.model/1"
 _CACHE_CANDIDATES = tuple(1 << k for k in range(20, 28))  # 1 MiB .. 128 MiB
@@ -253,9 +254,7 @@ def fit_logs(paths: Sequence[str | Path], cores: int | None = None, replicates: 
         cores = os.cpu_count() or 1
     chunk = None
     if kind == "cpu":
-        from artune.algorithms.shm.algorithms import DEFAULT_CHUNK_BYTES
-
-        chunk = DEFAULT_CHUNK_BYTES
+        chunk = SHM_CHUNK_BYTES
     return fit_points(
         points,
         kind=kind,

@@ -1,23 +1,23 @@
-"""Where the tuner's measurements come from: the ``Bench`` protocol and its resumable cache.
+"""Where the tuner's measurements come from: the ``Measurer`` protocol and its resumable cache.
 
-A ``Bench`` measures candidates at sizes and says which algorithms and
-tunables there are. ``CommBench`` is the real one (the measurement harness
-on a Communicator); tests use ``artune.tune.synthetic.SyntheticBench``.
+A ``Measurer`` measures candidates at sizes and says which algorithms and
+tunables there are. ``CommMeasurer`` is the real one (the measurement harness
+on a Communicator); tests use ``artune.tune.synthetic.SyntheticMeasurer``.
 
-``CachedBench`` wraps a bench with what a run already knows (the
+``CachedMeasurer`` wraps a bench with what a run already knows (the
 measurement log): a (candidate, size) whose key is known is never measured
 again, and new measurements are handed to ``record`` (rank 0 appends them to
 the log). Each size is one harness call with every missing candidate
 interleaved (the harness measures sizes one after the other anyway; one call
 per size lets each size have its own iteration cap and progress step).
-What it returns is ``Evidence``: every call that timed the candidate at that
+What it returns is ``Pooled``: every call that timed the candidate at that
 size so far. ``more`` adds one call where a decision was unsure; the log
 keeps every call, in order, so a rerun over it takes the n-th call of a key
 from the log where this run asks for it the n-th time.
 
 Budgets must be identical on every rank (the harness derives iteration
 counts from them). So the time a call took is *agreed*: a bench with an
-``agree(seconds)`` that answers (``CommBench``: rank 0's wall time, broadcast)
+``agree(seconds)`` that answers (``CommMeasurer``: rank 0's wall time, broadcast)
 supplies it, otherwise it is estimated from the samples (``call_cost``),
 which are identical on every rank. Two corrections keep a noisy machine
 within its budget: the iteration count is capped from the mean time the
@@ -39,8 +39,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 
 from artune.measure.records import Candidate, Measurement, measurement_key
-from artune.table.model import ParamValue
-from artune.tune.evidence import Evidence
+from artune.table.types import ParamValue
+from artune.tune.compare import Pooled
 
 if TYPE_CHECKING:
     from artune.communicator import Communicator
@@ -64,7 +64,7 @@ def call_cost(measurements: Sequence[Measurement]) -> float:
     return timed * (1.0 + WARMUP_SHARE) + CALL_OVERHEAD_S * len(measurements)
 
 
-class Bench(Protocol):
+class Measurer(Protocol):
     """A source of measurements for one world size and dtype (sum): what the tuner asks of a machine.
 
     ``mode`` is the dispatch mode measured (``eager``, or ``graph`` on CUDA),
@@ -121,12 +121,12 @@ class NoProgress:
         """Ignore."""
 
 
-class CachedBench:
+class CachedMeasurer:
     """A bench that reuses known measurements, records new ones and accounts the time spent."""
 
     def __init__(
         self,
-        bench: Bench,
+        bench: Measurer,
         known: Iterable[Measurement] = (),
         record: Callable[[Measurement], None] | None = None,
         progress: Progress | None = None,
@@ -148,7 +148,7 @@ class CachedBench:
             self._known.setdefault(m.key, []).append(m)
         self._from_log = {key: len(ms) for key, ms in self._known.items()}
         self._used: dict[str, int] = {}  # key -> how many of its calls this run has used, in order of first use
-        self._pooled: dict[tuple[str, int], Evidence] = {}
+        self._pooled: dict[tuple[str, int], Pooled] = {}
         self.measured = 0  # measurements taken by this run
         self.calls = 0
         self.remeasured = 0  # calls taken again (``more``) where a decision was unsure
@@ -184,7 +184,7 @@ class CachedBench:
         """The measurement key of ``candidate`` at ``size`` on this bench."""
         return measurement_key(candidate, size, self.dtype, self.redop, self.world_size)
 
-    def get(self, candidate: Candidate, size: int) -> Evidence | None:
+    def get(self, candidate: Candidate, size: int) -> Pooled | None:
         """What this run used of ``candidate`` at ``size`` so far, or ``None``."""
         key = self.key(candidate, size)
         used = self._used.get(key, 0)
@@ -192,7 +192,7 @@ class CachedBench:
             return None
         found = self._pooled.get((key, used))
         if found is None:  # one object per state: its medians are computed once
-            found = self._pooled[(key, used)] = Evidence(tuple(self._known[key][:used]))
+            found = self._pooled[(key, used)] = Pooled(tuple(self._known[key][:used]))
         return found
 
     @property
@@ -204,7 +204,7 @@ class CachedBench:
         """Every measurement (call) this run used, new or reused, keys in order of first use."""
         return [m for key, n in self._used.items() for m in self._known[key][:n]]
 
-    def measure(self, candidates: Sequence[Candidate], sizes: Sequence[int], budget_s: float) -> list[Evidence]:
+    def measure(self, candidates: Sequence[Candidate], sizes: Sequence[int], budget_s: float) -> list[Pooled]:
         """Each candidate at each size; only pairs this run has not used yet are measured (or taken from the
         log), with their share of ``budget_s``."""
         candidates = list(dict.fromkeys(candidates))
@@ -215,7 +215,7 @@ class CachedBench:
             self._take(fresh, size, budget_s * len(fresh) / pairs)
         return [self._evidence(c, s) for s in sizes for c in candidates]
 
-    def together(self, candidates: Sequence[Candidate], size: int, budget_s: float) -> list[Evidence]:
+    def together(self, candidates: Sequence[Candidate], size: int, budget_s: float) -> list[Pooled]:
         """Each candidate at ``size`` with one harness call at least that timed them all, interleaved: what
         is known when there is one, else one more call of them all (the first for those not measured yet),
         so a comparison of any two of them is paired."""
@@ -229,7 +229,7 @@ class CachedBench:
                 return [e for e in known if e is not None]
         return self.more(candidates, size, budget_s)
 
-    def more(self, candidates: Sequence[Candidate], size: int, budget_s: float) -> list[Evidence]:
+    def more(self, candidates: Sequence[Candidate], size: int, budget_s: float) -> list[Pooled]:
         """One more call of ``candidates`` at ``size``, interleaved (each one's next call from the log, when
         there is one): where a decision was unsure."""
         candidates = list(dict.fromkeys(candidates))
@@ -251,10 +251,10 @@ class CachedBench:
         for k in keys:
             self._used[k] = self._used.get(k, 0) + 1
 
-    def _evidence(self, candidate: Candidate, size: int) -> Evidence:
+    def _evidence(self, candidate: Candidate, size: int) -> Pooled:
         found = self.get(candidate, size)
         if found is None:
-            raise RuntimeError(f"CachedBench: the bench returned no measurement for {self.key(candidate, size)}")
+            raise RuntimeError(f"CachedMeasurer: the bench returned no measurement for {self.key(candidate, size)}")
         return found
 
     def _measure_one(self, missing: list[Candidate], size: int, share: float) -> None:
@@ -319,7 +319,7 @@ class CachedBench:
         return math.exp((1 - f) * math.log(points[lower]) + f * math.log(points[upper]))
 
 
-class CommBench:
+class CommMeasurer:
     """The real bench: the measurement harness over a Communicator, fp32 sum.
 
     ``device="cuda"`` measures CUDA tensors with ``timing`` (a

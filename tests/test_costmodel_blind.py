@@ -7,12 +7,12 @@ import math
 import numpy as np
 import pytest
 
-from artune.model import blind, gpu, validate
-from artune.model import calibrate as cal
-from artune.model.hardware import HardwareModel
-from artune.model.plan import build_plan
-from artune.model.presets import load_preset
-from artune.model.sweeps import SWEEPS
+from artune.costmodel import blind, gpu, validate
+from artune.costmodel import calibrate as cal
+from artune.costmodel.hardware import HardwareModel
+from artune.costmodel.plan import build_plan
+from artune.costmodel.presets import load_preset
+from artune.costmodel.published import SWEEPS
 
 MiB = 1 << 20
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from artune.model.forms import Context, Form
+from artune.costmodel.forms import Context, Form
 
 HUBER_DELTA = 0.10  # relative residuals beyond 10% count linearly, not squared
 IRLS_ROUNDS = 30

@@ -9,7 +9,7 @@ from typing import Any
 
 from artune.errors import ArtuneError
 from artune.sizes import format_bound, format_size, parse_size
-from artune.table.model import MODES
+from artune.table.types import MODES
 
 EXTRAPOLATE = 4  # how far beyond the measured sizes a fitted model may predict
 
@@ -56,7 +56,7 @@ def register(commands: Any) -> None:
 
 def _preset_names() -> list[str]:
     try:
-        from artune.model.presets import preset_names
+        from artune.costmodel.presets import preset_names
 
         return preset_names()
     except ArtuneError:  # pragma: no cover - a broken bundled file is caught by tests
@@ -95,8 +95,8 @@ def _size_range(text: str | None, default: tuple[int, int]) -> tuple[int, int]:
 
 def run_fit(args: argparse.Namespace) -> int:
     """Fit and print parameters, residuals and findings; write fit.md and fit.png with --out."""
-    from artune.model.cost import fit_logs
-    from artune.model.report import fit_markdown, plot_fit
+    from artune.costmodel.cost import fit_logs
+    from artune.costmodel.report import fit_markdown, plot_fit
 
     model = fit_logs(args.logs, cores=args.cores)
     text = fit_markdown(model)
@@ -115,7 +115,7 @@ def run_fit(args: argparse.Namespace) -> int:
 
 def run_plan(args: argparse.Namespace) -> int:
     """Build a modelled table; print it or write it to --out."""
-    from artune.model.plan import build_table
+    from artune.costmodel.plan import build_table
     from artune.table.io import dump_table, dumps_table
 
     if args.explain_uncertainty and args.logs:
@@ -123,7 +123,7 @@ def run_plan(args: argparse.Namespace) -> int:
     world_sizes = parse_world_sizes(args.world_size)
     params: dict[str, dict[str, Any]] = {}
     if args.logs:
-        from artune.model.cost import fit_logs
+        from artune.costmodel.cost import fit_logs
 
         model: Any = fit_logs(args.logs, cores=args.cores)
         modes = args.mode or ["eager"]
@@ -137,8 +137,8 @@ def run_plan(args: argparse.Namespace) -> int:
                 f"{format_size(low)}..{format_size(high)}; the model does not extrapolate that far: measure them"
             )
     else:
-        from artune.model.hardware import HardwareModel
-        from artune.model.presets import load_hardware, load_preset
+        from artune.costmodel.hardware import HardwareModel
+        from artune.costmodel.presets import load_hardware, load_preset
 
         hardware = load_preset(args.preset) if args.preset else load_hardware(args.hardware)
         model = HardwareModel(hardware, unseen_rule=args.unseen_rule)
@@ -166,10 +166,10 @@ def run_plan(args: argparse.Namespace) -> int:
 
 def explain_uncertainty(model: Any, plans: list[Any], lo: int, hi: int) -> None:
     """Per plan: crossovers with their 90% intervals and the uncertain sizes; then the cheapest sweep to run."""
-    from artune.model.hardware import cheapest, crossings, uncertain_sizes
+    from artune.costmodel.hardware import cheapest, crossings, uncertain_sizes
 
     found = []
-    from artune.model.blind import score_line
+    from artune.costmodel.blind import score_line
 
     print(f"artune plan: uncertainty ({model.fit.source})", file=sys.stderr)
     print(f"artune plan: validated {score_line(model.fit.blind)}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""``CachedBench``: resumption by key, one call per size, budget accounting and iteration caps."""
+"""``CachedMeasurer``: resumption by key, one call per size, budget accounting and iteration caps."""
 
 from __future__ import annotations
 
@@ -7,20 +7,20 @@ from collections.abc import Sequence
 import pytest
 
 from artune.measure.records import Candidate, Measurement
-from artune.tune.bench import MIN_ITERS, CachedBench, call_cost
-from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.measurer import MIN_ITERS, CachedMeasurer, call_cost
+from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 
 A, B, G = Candidate("shm_one_shot"), Candidate("shm_two_shot"), Candidate("gloo")
 
 
-def bench(**kw: object) -> SyntheticBench:
+def bench(**kw: object) -> SyntheticMeasurer:
     costs = {"gloo": linear_cost(400, 1.2), "shm_one_shot": linear_cost(5, 1.0), "shm_two_shot": linear_cost(20, 3.0)}
-    return SyntheticBench(costs, noise=0.01, **kw)  # type: ignore[arg-type]
+    return SyntheticMeasurer(costs, noise=0.01, **kw)  # type: ignore[arg-type]
 
 
 def test_known_pairs_are_not_measured_again() -> None:
     inner = bench()
-    cached = CachedBench(inner)
+    cached = CachedMeasurer(inner)
     first = cached.measure([G, A], [256, 4096], 1.0)
     assert [(m.candidate, m.size_bytes) for m in first] == [(G, 256), (A, 256), (G, 4096), (A, 4096)]
     assert [call[:2] for call in inner.calls] == [((G, A), (256,)), ((G, A), (4096,))]  # one call per size
@@ -32,7 +32,7 @@ def test_known_pairs_are_not_measured_again() -> None:
 
 def test_more_adds_a_call_that_pairs_with_its_partner() -> None:
     inner = bench()
-    cached = CachedBench(inner)
+    cached = CachedMeasurer(inner)
     first = cached.measure([G, A, B], [4096], 1.0)
     more = cached.more([A, B], 4096, 0.5)
     assert inner.calls[-1][:2] == ((A, B), (4096,)) and cached.remeasured == 1
@@ -43,18 +43,18 @@ def test_more_adds_a_call_that_pairs_with_its_partner() -> None:
 
 
 def test_a_log_replays_without_measuring(tmp_path: object) -> None:
-    first = CachedBench(bench())
+    first = CachedMeasurer(bench())
     ms = first.measure([G, A, B], [256, 65536], 1.0)
     replay_inner = bench(seed=7)
     first.more([A, B], 256, 0.5)
     known = first.used()
-    replay = CachedBench(replay_inner, known=known)
+    replay = CachedMeasurer(replay_inner, known=known)
     assert replay.measure([G, A, B], [256, 65536], 1.0) == ms
     assert replay.more([A, B], 256, 0.5) == [first.get(A, 256), first.get(B, 256)]  # the second call, from the log
     assert replay_inner.calls == [] and replay.reused == 8 and replay.measured == 0 and replay.spent_s == 0
 
 
-class SlowBench:
+class SlowMeasurer:
     """A bench whose calls report (via ``agree``) three times the budget they were handed."""
 
     world_size, dtype, baseline, mode, hosts = 2, "float32", "gloo", "eager", 1
@@ -81,8 +81,8 @@ class SlowBench:
 
 
 def test_overruns_are_counted_and_later_calls_get_less() -> None:
-    slow = SlowBench()
-    cached = CachedBench(slow)
+    slow = SlowMeasurer()
+    cached = CachedMeasurer(slow)
     for size in (256, 1024, 4096):
         cached.measure([G, A], [size], 1.0)
     assert cached.spent_s == pytest.approx(1.0 * 3 + 3 * slow.handed[1] + 3 * slow.handed[2])
@@ -91,8 +91,8 @@ def test_overruns_are_counted_and_later_calls_get_less() -> None:
 
 
 def test_iteration_cap_comes_from_nearby_means() -> None:
-    slow = SlowBench()
-    cached = CachedBench(slow)
+    slow = SlowMeasurer()
+    cached = CachedMeasurer(slow)
     cached.measure([G, A], [4096], 1.0)
     assert slow.caps == [None]  # nothing to go by yet
     assert cached.predict_us(G, 4096) == pytest.approx(400 + 4096 / 1200, rel=0.05)
@@ -112,7 +112,7 @@ def test_call_cost_counts_samples_warmup_and_overhead() -> None:
 
 def test_one_interleaved_call_per_size() -> None:
     inner = bench()
-    cached = CachedBench(inner)
+    cached = CachedMeasurer(inner)
     got = cached.measure([G, A, B], [4096, 65536], 1.0)
     assert [(m.candidate, m.size_bytes) for m in got] == [(c, s) for s in (4096, 65536) for c in (G, A, B)]
     assert [call[:2] for call in inner.calls] == [((G, A, B), (4096,)), ((G, A, B), (65536,))]
@@ -121,7 +121,7 @@ def test_one_interleaved_call_per_size() -> None:
 
 def test_together_gives_every_candidate_a_shared_call() -> None:
     inner = bench()
-    cached = CachedBench(inner)
+    cached = CachedMeasurer(inner)
     cached.measure([G, A], [4096], 1.0)
     assert len(inner.calls) == 1
     both = cached.together([G, A], 4096, 1.0)  # they share the sweep's call: nothing to measure

@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from artune.cli import main
+from artune.costmodel.forms import FORMS
+from artune.costmodel.hardware import Crossing, HardwareModel, crossings, uncertain_sizes
+from artune.costmodel.plan import build_plan
+from artune.costmodel.presets import load_hardware, load_preset, preset_names
 from artune.measure.records import Candidate, Header, Measurement, MeasurementLog
-from artune.model.forms import FORMS
-from artune.model.hardware import Crossing, HardwareModel, crossings, uncertain_sizes
-from artune.model.plan import build_plan
-from artune.model.presets import load_hardware, load_preset, preset_names
 from artune.table import check_table, load_table
-from test_model_fit import CTX, SIZES, TRUTH
+from test_costmodel_fit import CTX, SIZES, TRUTH
 
 MiB = 1 << 20
 
@@ -85,7 +85,7 @@ def test_plan_from_logs_fills_world_size_3_modelled_and_check_passes(logs, tmp_p
 
 
 def test_the_predicted_plan_picks_the_truly_fastest_algorithm(logs) -> None:
-    from artune.model.cost import fit_logs
+    from artune.costmodel.cost import fit_logs
 
     model = fit_logs(logs, cores=2)
     planned = build_plan(model, 3, "eager", 256, 16 * MiB)
@@ -217,7 +217,7 @@ def test_a_crossing_says_when_the_plans_bound_is_not_the_crossover() -> None:
 
 
 def test_crossings_and_uncertain_sizes_come_from_the_refits() -> None:
-    from artune.model.plan import build_plan as plan_for
+    from artune.costmodel.plan import build_plan as plan_for
 
     model = HardwareModel(load_preset("rubin"))
     planned = plan_for(model, 8, "graph", 4 << 10, 128 << 20, model.params())

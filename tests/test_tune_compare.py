@@ -1,4 +1,4 @@
-"""The rule for "faster" (``artune.tune.evidence``) and the tuner deciding on it in seeded noisy trials.
+"""The rule for "faster" (``artune.tune.compare``) and the tuner deciding on it in seeded noisy trials.
 
 The trials are the issue's acceptance: on a synthetic machine with per-call noise, drift, heavy tails and
 a slow rank, a 5% crossover is found in at least 95 of 100 seeded runs, and two identical candidates get
@@ -15,23 +15,23 @@ import pytest
 
 from artune.measure.harness import Schedule, _timed_loop
 from artune.measure.records import Candidate, Measurement
-from artune.table.model import ParamValue
-from artune.tune.bench import CachedBench
-from artune.tune.config import TuneConfig
-from artune.tune.evidence import (
+from artune.table.types import ParamValue
+from artune.tune.compare import (
     FASTER,
     SLOWER,
     TIE_VERDICT,
     UNSURE,
-    Evidence,
     FasterRule,
+    Pooled,
     _sign_rank,
     median_interval,
     pairs_by_call,
     spent_ratio,
 )
+from artune.tune.config import TuneConfig
+from artune.tune.measurer import CachedMeasurer
 from artune.tune.regret import choice
-from artune.tune.synthetic import SyntheticBench, linear_cost
+from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.tuner import plan_table, tune_world
 
 A, B = Candidate("shm_one_shot"), Candidate("shm_two_shot")
@@ -128,15 +128,15 @@ def test_rare_spikes_are_capped_in_the_time_spent() -> None:
 def test_evidence_pools_calls_and_pairs_each_with_its_partner() -> None:
     first = [timed(A, np.full(10, 100.0), "c1"), timed(B, np.full(10, 90.0), "c1")]
     second = [timed(A, np.full(20, 200.0), "c2"), timed(B, np.full(20, 180.0), "c2")]  # a slower machine later
-    ea, eb = Evidence((first[0], second[0])), Evidence((first[1], second[1]))
+    ea, eb = Pooled((first[0], second[0])), Pooled((first[1], second[1]))
     assert ea.iters == 30 and ea.status == "ok" and ea.nwrong == 0
     c = RULE.compare(eb, ea)
     assert c.rounds == 30 and c.ratio == pytest.approx(0.9) and c.verdict == FASTER
-    failing = Evidence((first[0], Measurement(A, 4096, "float32", 2, (), 0, "timeout", "late")))
+    failing = Pooled((first[0], Measurement(A, 4096, "float32", 2, (), 0, "timeout", "late")))
     assert failing.status == "timeout" and math.isinf(failing.time_us)
     assert RULE.compare(failing, eb).verdict == SLOWER and RULE.compare(eb, failing).verdict == FASTER
     with pytest.raises(ValueError):
-        Evidence((first[0], first[1]))
+        Pooled((first[0], first[1]))
 
 
 def test_verdicts_at_the_edges_of_the_tie_band() -> None:
@@ -153,7 +153,7 @@ def test_a_verdict_across_calls_taken_at_different_moments() -> None:
     """A tie in a quick call and a clear lead in a slow one: the lead decides, though pooled rounds tie."""
     quick = [timed(A, np.full(600, 10.0), "q"), timed(B, np.full(600, 10.1), "q")]
     slow = [timed(A, np.full(60, 70.0), "s"), timed(B, np.full(60, 60.0), "s")]
-    a, b = Evidence((quick[0], slow[0])), Evidence((quick[1], slow[1]))
+    a, b = Pooled((quick[0], slow[0])), Pooled((quick[1], slow[1]))
     c = RULE.compare(b, a)
     assert c.ratio == pytest.approx(1.01) and c.low >= 1 / 1.03  # pooled: the quick call's 600 rounds tie
     assert c.verdict == FASTER and [v for _, v in c.calls] == [TIE_VERDICT, FASTER]
@@ -220,7 +220,7 @@ def test_a_five_percent_crossover_is_found_in_95_of_100_noisy_trials() -> None:
     found = 0
     for seed in range(100):
         costs = {"gloo": linear_cost(400.0, 0.5), "shm_one_shot": one, "shm_two_shot": five_percent}
-        result = tune_world(CachedBench(SyntheticBench(costs, seed=seed, **NOISY)), TRIALS)  # type: ignore[arg-type]
+        result = tune_world(CachedMeasurer(SyntheticMeasurer(costs, seed=seed, **NOISY)), TRIALS)  # type: ignore[arg-type]
         bands = result.plan.bands
         if [b.candidates for b in bands] == [("shm_one_shot",), ("shm_two_shot",)]:
             bound = bands[0].upto + 1  # type: ignore[operator]
@@ -234,7 +234,7 @@ def test_identical_candidates_get_no_crossover_in_95_of_100_noisy_trials() -> No
     invented = 0
     for seed in range(100):
         costs = {"gloo": linear_cost(400.0, 0.5), "shm_one_shot": one, "shm_two_shot": one}
-        result = tune_world(CachedBench(SyntheticBench(costs, seed=seed, **NOISY)), TRIALS)  # type: ignore[arg-type]
+        result = tune_world(CachedMeasurer(SyntheticMeasurer(costs, seed=seed, **NOISY)), TRIALS)  # type: ignore[arg-type]
         shape = [b.candidates for b in result.plan.bands]
         published = all(c.at * TRIALS.resolution >= 1 << 20 and c.hi >= 1 << 20 for c in result.crossovers)
         invented += not published or shape not in ([("shm_one_shot",)], [("shm_one_shot",), ("shm_two_shot",)])
@@ -268,7 +268,7 @@ def test_a_machine_with_two_regimes_gets_the_robust_choice_in_95_of_100_trials()
     robust = 0
     for seed in range(100):
         costs = {"gloo": linear_cost(400.0, 0.5), "shm_one_shot": quick, "shm_two_shot": quick_two}
-        bench = SyntheticBench(
+        bench = SyntheticMeasurer(
             costs,  # type: ignore[arg-type]
             noise=0.03,
             seed=seed,
@@ -276,7 +276,7 @@ def test_a_machine_with_two_regimes_gets_the_robust_choice_in_95_of_100_trials()
             slow_costs={"shm_one_shot": slow, "shm_two_shot": slow_two},
             slow_share=0.5,
         )
-        result = tune_world(CachedBench(bench), config)
+        result = tune_world(CachedMeasurer(bench), config)
         table = plan_table(result.plan)
         robust += all(
             choice(table, size, 2, result.algorithms).algorithm == "shm_two_shot"

@@ -1,7 +1,7 @@
 """One GPU's model: predicted times per algorithm, crossovers with intervals, and what to measure next.
 
-``HardwareModel`` is the ``Predictor`` ``artune.model.plan`` needs for a
-GPU: a preset or a user's hardware file (``artune.model.presets``) with the
+``HardwareModel`` is the ``Predictor`` ``artune.costmodel.plan`` needs for a
+GPU: a preset or a user's hardware file (``artune.costmodel.presets``) with the
 fitted parameters of its arch family (``gpu.bundled_fit``). Its samples are
 the bootstrap replicates, so a plan's predicted regret band and a
 crossover's interval come from refits on resampled published data.
@@ -22,11 +22,11 @@ from itertools import pairwise
 
 import numpy as np
 
-from artune.model import blind, gpu
-from artune.model.cost import VERSION
-from artune.model.forms import log_spaced
-from artune.model.plan import SWITCH_MARGIN, Copy
-from artune.model.presets import Hardware
+from artune.costmodel import blind, gpu
+from artune.costmodel.cost import VERSION
+from artune.costmodel.forms import log_spaced
+from artune.costmodel.plan import SWITCH_MARGIN, Copy
+from artune.costmodel.presets import Hardware
 from artune.sizes import human_size
 
 ALGORITHMS = ("1shot_push", "2shot_pull", "2shot_pull_mc", "nccl")
@@ -78,7 +78,7 @@ class HardwareModel:
         all-reduce by its 1-stage / 2-stage rule) and taken by family: the
         candidate of this model that runs the same kernel class.
         """
-        from artune.model.validate import ENGINE_NAMES, engine_kernel
+        from artune.costmodel.validate import ENGINE_NAMES, engine_kernel
         from artune.table.decide import decide
 
         out: list[Copy | None] = []

@@ -7,7 +7,7 @@ kernels the sweep measured at that size, and their regret
 
 - The model's choice is its plan's: the lowest predicted time, keeping the
   previous size's choice unless another is predicted ``SWITCH_MARGIN``
-  faster (``artune.model.plan``'s rule).
+  faster (``artune.costmodel.plan``'s rule).
 - An engine's choice is its reference table's decision
   (``artune.table.decide.decide`` on
   ``artune.formats.references.reference_set(engine).resolve(arch)``, so it
@@ -30,11 +30,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from artune.model import calibrate as cal
-from artune.model import gpu
-from artune.model.plan import SWITCH_MARGIN
-from artune.model.sweeps import Sweep
-from artune.table.model import Table
+from artune.costmodel import calibrate as cal
+from artune.costmodel import gpu
+from artune.costmodel.plan import SWITCH_MARGIN
+from artune.costmodel.published import Sweep
+from artune.table.types import Table
 
 ENGINES = ("vllm", "sglang")
 _VLLM_ONE_STAGE = ((2, None), (4, 512 * 1024), (8, 256 * 1024))  # (largest world size, exclusive bound)
@@ -96,7 +96,7 @@ def hand_choice(engine: str, arch: str, world_size: int, mode: str, nbytes: int,
 
 
 def arch_of(preset: str) -> str:
-    from artune.model.presets import load_preset
+    from artune.costmodel.presets import load_preset
 
     return load_preset(preset).arch
 

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from artune.measure.records import Candidate, Measurement
-from artune.tune.evidence import FASTER, SLOWER, Evidence, FasterRule, PairVerdict, pairs_by_call
+from artune.tune.compare import FASTER, SLOWER, FasterRule, PairVerdict, Pooled, pairs_by_call
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class Tail:
 
 
 @dataclass(frozen=True)
-class States:
+class MachineStates:
     """What one run saw of the machine's states."""
 
     pairs: int  # (pair, size) timed together in two calls or more
@@ -122,7 +122,7 @@ def _by_key(measurements: Sequence[Measurement]) -> dict[tuple[Candidate, int], 
     return found
 
 
-def states_of(measurements: Sequence[Measurement], rule: FasterRule) -> States:
+def states_of(measurements: Sequence[Measurement], rule: FasterRule) -> MachineStates:
     """The swings and shifts in ``measurements`` (a run's calls, in order), judged with ``rule``'s tie band."""
 
     edge = (1.0 + rule.tie) ** 2
@@ -143,7 +143,7 @@ def states_of(measurements: Sequence[Measurement], rule: FasterRule) -> States:
         per_size.setdefault(size, []).append(cand)
     for size, cands in sorted(per_size.items()):
         for a, b in itertools.combinations(cands, 2):
-            by_call = pairs_by_call(Evidence(tuple(by_key[(a, size)])), Evidence(tuple(by_key[(b, size)])))
+            by_call = pairs_by_call(Pooled(tuple(by_key[(a, size)])), Pooled(tuple(by_key[(b, size)])))
             if len(by_call) < 2:
                 continue
             pairs += 1
@@ -154,7 +154,7 @@ def states_of(measurements: Sequence[Measurement], rule: FasterRule) -> States:
             if swing.flips or swing.factor > edge:
                 swings.append(swing)
     shifted = tuple(sorted(shifts, key=lambda s: s[0]))
-    return States(pairs, tuple(swings), repeated, shifted, tuple(_tails(measurements, rule)))
+    return MachineStates(pairs, tuple(swings), repeated, shifted, tuple(_tails(measurements, rule)))
 
 
 def _tails(measurements: Sequence[Measurement], rule: FasterRule) -> list[Tail]:

@@ -40,7 +40,7 @@ class Column:
 
 @dataclass(frozen=True)
 class BenchmarkSweep:
-    """One sweep of one benchmark at one world size and timing mode (``Evidence`` is its public name)."""
+    """One sweep of one benchmark at one world size and timing mode."""
 
     source: str  # the file it was read from
     benchmark: str  # the benchmark that printed it, e.g. "vLLM benchmarks/kernels/benchmark_device_communicators.py"

@@ -1,10 +1,10 @@
 """Fit the GPU forms on published latencies and crossovers; bootstrap; let the data choose per-world-size terms.
 
-Data (``Data``): the per-size sweeps of ``artune.model.sweeps`` and the
+Data (``Data``): the per-size sweeps of ``artune.costmodel.published`` and the
 crossovers that SGLang's SM90 (tuned on H200) and SM100 (tuned on B200)
 tables claim, every world size and both modes. A claim is not a timing: it
 weighs ``Data.claim_weight`` per group against one sweep, the weight the
-blind-arch folds choose (``artune.model.blind.choose_claim_weight``), and an
+blind-arch folds choose (``artune.costmodel.blind.choose_claim_weight``), and an
 arch whose rows copy another's makes no claim. SGLang's SM107
 (Rubin) table and TensorRT-LLM's strategy tables are never fitted: they are
 the held-out crossovers (``HELD_OUT``).
@@ -31,8 +31,8 @@ from typing import Any
 
 import numpy as np
 
-from artune.model import gpu
-from artune.model.sweeps import SWEEPS, Sweep
+from artune.costmodel import gpu
+from artune.costmodel.published import SWEEPS, Sweep
 
 KiB, MiB = 1 << 10, 1 << 20
 UNTUNED = 100 * MiB  # SGLang's 128 MB "untuned maximum": a crossover at or above it is a lower bound
@@ -43,7 +43,7 @@ FAMILY_PRESET = {"9.0": "h200", "10.0": "b200", "10.7": "rubin"}  # the GPU each
 HUBER_TIME, HUBER_CROSS = 0.10, 0.30
 PRIOR_WEIGHT = 0.002
 #: what one claimed crossover group (one arch and mode of a hand table) weighs against one sweep; the
-#: blind-arch folds choose among these (``artune.model.blind.choose_claim_weight``)
+#: blind-arch folds choose among these (``artune.costmodel.blind.choose_claim_weight``)
 CLAIM_WEIGHTS = (0.0, 0.1, 0.3, 1.0)
 
 
@@ -160,7 +160,7 @@ class Data:
 
     def without_arch(self, arch: str) -> Data:
         """A new GPU arriving: none of ``arch``'s sweeps and none of its claims."""
-        from artune.model.presets import load_preset
+        from artune.costmodel.presets import load_preset
 
         return replace(
             self,
@@ -183,7 +183,7 @@ def default_data(claim_weight: float = 1.0) -> Data:
 
 def machine_for(preset: str, unseen_rule: str = "between") -> gpu.Machine:
     """The forms' view of a bundled preset."""
-    from artune.model.presets import load_preset
+    from artune.costmodel.presets import load_preset
 
     return load_preset(preset).machine(unseen_rule)
 

@@ -31,7 +31,7 @@ have extra rounds (``CLASS/torch:rounds``) and a bandwidth cap
 multicast operation's latency is ``mc_rounds`` rounds of its family. A
 per-call overhead common to every kernel (the launch) does not change which
 is fastest; a sweep's own offset absorbs it in the fit
-(``artune.model.calibrate``), and the median offset per family and mode is
+(``artune.costmodel.calibrate``), and the median offset per family and mode is
 kept as the launch overhead (``GpuFit.overhead_us``).
 
 Arch families: ``9`` (Hopper, 9.x) and ``10`` (Blackwell, 10.0-10.6, as
@@ -54,8 +54,8 @@ from typing import Any
 
 import numpy as np
 
+from artune.costmodel.cost import VERSION
 from artune.errors import ArtuneError
-from artune.model.cost import VERSION
 
 Theta = Mapping[str, np.ndarray]  # parameter name -> values, one per replicate (shape (b,))
 
@@ -318,7 +318,7 @@ class GpuFit:
     overhead_us: Mapping[str, float] = field(default_factory=dict, hash=False)  # per "family/mode"
     source: str = ""
     offsets: Mapping[str, float] = field(default_factory=dict, hash=False)  # per fitted sweep, us
-    #: what the blind-arch folds said (``artune.model.blind``): the claims' weight, the interval factor and
+    #: what the blind-arch folds said (``artune.costmodel.blind``): the claims' weight, the interval factor and
     #: its coverage, the copy rules; empty for a fit that was not validated by arch
     blind: Mapping[str, Any] = field(default_factory=dict, hash=False)
 
@@ -373,5 +373,5 @@ FIT_FILE = "gpu-fit.json"
 
 def bundled_fit() -> GpuFit:
     """The fit ``bench/calibrate_gpu.py --write`` stored with the package."""
-    path = resources.files("artune.model").joinpath(FIT_FILE)
+    path = resources.files("artune.costmodel").joinpath(FIT_FILE)
     return GpuFit.from_json(path.read_text(encoding="utf-8"), FIT_FILE)

@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from artune.costmodel import calibrate as cal
+from artune.costmodel import gpu, validate
+from artune.costmodel.published import SWEEPS, Sweep, sweep
 from artune.errors import ArtuneError
-from artune.model import calibrate as cal
-from artune.model import gpu, validate
-from artune.model.sweeps import SWEEPS, Sweep, sweep
 
 KiB, MiB = 1 << 10, 1 << 20
 BW = {"9": 450.0, "10": 900.0}

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from artune.model.cost import CostModel
-from artune.model.forms import PARAMETERS
+from artune.costmodel.cost import CostModel
+from artune.costmodel.forms import PARAMETERS
 from artune.sizes import human_size
 
 
