@@ -1,6 +1,6 @@
 """Every released vLLM and SGLang wheel, read by artune and checked against the engine's own code.
 
-For each release that ``bench/oracles/<engine>.py`` lists, oldest first:
+For each release that ``src/artune/oracles/<engine>.py`` lists, oldest first:
 download the wheel once (``artune.formats.releases``: ``pip download
 --no-deps``, only the dispatch files kept, cached under
 ``~/.cache/artune/releases``), read it with artune's reader, run the
@@ -25,13 +25,10 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass
-from pathlib import Path
 
 from artune.errors import ArtuneError
 from artune.formats.releases import ReleaseUnavailable, fetch_release
 from artune.sources import open_source, source_findings
-
-sys.path.insert(0, str(Path(__file__).parent))  # the oracles live beside this script
 
 ENGINES = ("sglang", "vllm")
 TOPOLOGIES = ("1 host", "2 hosts rack", "4 hosts rack", "18 hosts rack", "2 hosts network")
@@ -59,7 +56,7 @@ class Row:
 
 def run_release(engine: str, version: str) -> Row:
     """Read, probe and check one release."""
-    oracle = importlib.import_module(f"oracles.{engine}")
+    oracle = importlib.import_module(f"artune.oracles.{engine}")
     start = time.perf_counter()
     try:
         root = fetch_release(engine, version)
@@ -100,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows: list[Row] = []
     for engine in ENGINES if args.engine == "all" else (args.engine,):
-        oracle = importlib.import_module(f"oracles.{engine}")
+        oracle = importlib.import_module(f"artune.oracles.{engine}")
         versions = args.releases.split(",") if args.releases else list(oracle.RELEASES)
         for version in versions:
             row = run_release(engine, version)

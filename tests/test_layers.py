@@ -80,6 +80,7 @@ def test_algorithms_never_import_tune_report_or_cli() -> None:
 #: what sits above ``artune.table``: the table layer imports none of it
 ABOVE_TABLE = (
     "formats",
+    "oracles",
     "costmodel",
     "evidence",
     "sources",
@@ -137,7 +138,7 @@ def test_the_table_layer_imports_nothing_above_it() -> None:
 #: reviews the engines' tables. Below both sits the low layer they share (errors, sizes, catalog, findings,
 #: grid, settings, machine, gpufacts); the command line sits on top of both.
 RUNTIME = ("table", "algorithms", "communicator", "backend", "measure", "tune", "launch", "report")
-ANALYSIS = ("formats", "evidence", "costmodel", "review", "sources")
+ANALYSIS = ("formats", "evidence", "costmodel", "review", "sources", "oracles")
 #: what the analysis may read of the runtime: the table layer and the measurement log's records
 RUNTIME_FOR_ANALYSIS = ("artune.table", "artune.measure.records")
 
@@ -164,6 +165,14 @@ def test_the_analysis_reads_the_runtime_only_through_the_table_and_the_records()
     graph = {m: deps | _named_by_string(m) for m, deps in GRAPH.items()}
     found = _crossing_into_runtime(graph)
     assert not found, "the analysis reaches into the runtime: " + "; ".join(found)
+
+
+def test_only_the_command_line_runs_an_engine_s_code() -> None:
+    """``artune.oracles`` executes the engines' own code; ``check``, ``explain`` and ``review`` never do, so
+    nothing in the library but the command line (``artune verify-engine``) imports it, not even by name."""
+    found = _upward(None, ("oracles", *CLI))
+    found = [f for f in found if not f.split(" -> ")[0].startswith("artune.oracles") and "oracles" in f]
+    assert not found, "the library imports the oracles: " + "; ".join(found)
 
 
 def test_the_tower_checks_see_a_crossing_import() -> None:

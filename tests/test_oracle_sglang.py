@@ -1,14 +1,13 @@
-"""artune decides as SGLang's released code does: the oracle (``bench/oracles/sglang.py``) runs the release's own
+"""artune decides as SGLang's released code does: the oracle (``src/artune/oracles/sglang.py``) runs the release's own
 ``CustomAllReduceV2`` on stand-ins for the GPU, probe by probe, beside artune's reading of the same release.
 
 The wheels come from the package registry once (``artune.formats.releases``); where one is not cached and the
 registry cannot be reached, the test skips and says so. The full matrix, every release, is
-``python bench/oracles/sglang.py``.
+``python src/artune/oracles/sglang.py``.
 """
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -16,11 +15,9 @@ import pytest
 
 from artune.formats.references import reference_set
 from artune.formats.releases import ReleaseUnavailable, fetch_release
+from artune.oracles import Probe, decide_all
+from artune.oracles import sglang as oracle
 from artune.table.decide import decide
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
-from oracles import Probe, decide_all
-from oracles import sglang as oracle
 
 MiB = 1 << 20
 

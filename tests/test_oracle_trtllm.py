@@ -4,30 +4,27 @@ Two revisions of ``customAllReduceUtils.h`` are kept as fixtures with their
 commits named (``tests/fixtures/trtllm-005b299``: out of range is
 NCCL_SYMMETRIC, the workspace 16/8 MB; ``tests/fixtures/trtllm-3d56e29``: out
 of range is NCCL, the workspace 64 MiB, other cells). The oracle
-(``bench/oracles/trtllm.py``) compiles each header unchanged against stand-ins
+(``src/artune/oracles/trtllm.py``) compiles each header unchanged against stand-ins
 for ``getSMVersion`` and the environment switches. Without g++ these tests skip.
 """
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
-
 from artune.formats.trtllm.enums import ALGORITHMS
 from artune.formats.trtllm.read import arch_of, read_trtllm
+from artune.oracles import trtllm as oracle
 from artune.table.decide import decide
 from artune.table.types import TokenShape
-from oracles import trtllm as oracle
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REVISIONS = ["trtllm-005b299", "trtllm-3d56e29"]
 
 
-def artune_decisions(imported, probes: list[oracle.Probe]) -> list[str]:
+def artune_decisions(imported, probes: list[oracle.ShapeProbe]) -> list[str]:
     tables = {sm: imported.tables.resolve(arch_of(sm)) for sm in oracle.SMS}
     return [
         decide(tables[p.sm], p.nbytes, p.tp, shape=TokenShape(p.tokens, p.hidden, p.fusion)).algorithm for p in probes

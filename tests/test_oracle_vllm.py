@@ -11,21 +11,17 @@ and without the package registry, these tests skip and say so.
 from __future__ import annotations
 
 import re
-import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
-
-from dataclasses import replace
 
 from artune.cli import main
 from artune.formats import read_engine
 from artune.formats.references import reference_set
 from artune.formats.releases import ReleaseUnavailable, fetch_release
+from artune.oracles import vllm as oracle
 from artune.table.types import Plan
-from oracles import vllm as oracle
 
 MiB = 1 << 20
 

@@ -6,7 +6,6 @@ world (``bench/oracles``) from the cached wheels, and skip, saying so, where a w
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,15 +15,13 @@ from artune.errors import TableError
 from artune.formats import read_engine
 from artune.formats.references import reference_findings, reference_set
 from artune.formats.releases import ReleaseUnavailable, fetch_release
+from artune.oracles import RAISES, Probe
+from artune.oracles import sglang as sglang_oracle
+from artune.oracles import vllm as vllm_oracle
 from artune.sources import open_source, source_findings
 from artune.table.decide import decide
 from artune.table.io import dumps_table, loads_table
 from artune.table.types import Band, NVLinkDomain, Plan, Platform, Provenance, Table
-
-sys.path.insert(0, str(Path(__file__).parents[1] / "bench"))
-from oracles import RAISES, Probe
-from oracles import sglang as sglang_oracle
-from oracles import vllm as vllm_oracle
 
 MiB = 1 << 20
 

@@ -222,6 +222,29 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "default workspace (SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB) clips the rows above it: nccl runs there",
         "Lower the bound to the cap, or raise the cap's default with the rows.",
     ),
+    FindingKind(
+        "E401",
+        "Dispatch code artune cannot evaluate",
+        "The engine's dispatch holds a statement or a call that artune's evaluator does not model (new code: a "
+        "release or a pull request artune was not built against). Everything else is still read; the decisions "
+        "this code could change are unverified, and `artune explain` marks them and says what artune assumed.",
+        "vllm:./vllm/distributed/device_communicators/custom_all_reduce.py:512: warning E401: arch=10.0: "
+        "CustomAllreduce.should_custom_ar: 'if torch.cuda.is_current_stream_capturing() and flag():' not "
+        "evaluated (call to flag, not defined in the file); artune assumed the condition is false",
+        "Run the engine's own code on it: `artune verify-engine SOURCE`. If it agrees, the reading holds for these "
+        "probes; either way, report the construct so artune's evaluator can model it.",
+    ),
+    FindingKind(
+        "E402",
+        "Dispatch function unlike any verified release",
+        "A dispatch function artune evaluates differs (its code, docstrings and comments aside) from that function "
+        "in every release whose decisions the engine's own code confirmed. artune still evaluates it, but nothing "
+        "has checked that reading against the engine: a change of logic, not of a table.",
+        "vllm==0.34.0/vllm/distributed/device_communicators/custom_all_reduce.py:500: warning E402: arch=any: "
+        "CustomAllreduce.should_custom_ar differs from every release artune was checked against; nearest 0.33.0",
+        "Run `artune verify-engine SOURCE`: it runs the engine's own code on every probe and prints where artune's "
+        "reading differs. A reviewer reads the function's diff (`artune review` shows it).",
+    ),
     # ---------------------------------------------------------------- V: vLLM
     FindingKind(
         "V101",

@@ -22,7 +22,7 @@ from artune.table.check import Finding, check_table
 from artune.table.family import TableSet
 from artune.table.io import load_table
 from artune.table.selection import compose, select_table
-from artune.table.types import Table
+from artune.table.types import Caveat, CaveatKind, Table
 
 REFERENCE_PREFIX = "reference:"
 BUNDLED_PREFIX = "bundled:"
@@ -112,10 +112,30 @@ def coverage_notes(table: Table) -> list[Finding]:
     ]
 
 
+def caveat_findings(tables: list[Table]) -> list[Finding]:
+    """One finding per caveat of an engine reading (``Table.caveats``): code E401 for dispatch code artune
+    cannot evaluate, E402 for a dispatch function unlike any verified release; the archs it holds for in one."""
+    archs: dict[Caveat, list[str]] = {}
+    for table in tables:
+        for caveat in table.caveats:
+            archs.setdefault(caveat, []).append(table.platform.arch)
+    return [
+        Finding(
+            tables[0].origin or tables[0].name,
+            ", ".join(dict.fromkeys(where)),
+            caveat.describe(),
+            caveat.world_sizes[0] if len(caveat.world_sizes) == 1 else None,
+            source=caveat.where,
+            code="E401" if caveat.kind is CaveatKind.UNEVALUATED else "E402",
+        )
+        for caveat, where in archs.items()
+    ]
+
+
 def source_findings(source: Source, max_world_size: int | None = None) -> list[Finding]:
     """What ``artune check`` prints for one source: an engine file's own findings (arch copies, holes,
-    clips, shadowed rows), then each table's lints and coverage notes."""
-    found = list(source.findings)
+    clips, shadowed rows) and what its reading cannot vouch for, then each table's lints and coverage notes."""
+    found = [*source.findings, *caveat_findings(source.tables)]
     for table in source.tables:
         found += [*check_table(table, max_world_size), *coverage_notes(table)]
     return found

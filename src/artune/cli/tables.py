@@ -244,7 +244,11 @@ def run_explain(args: argparse.Namespace) -> int:
     kernel = _vllm_kernel(table, decision.algorithm, args.world_size, nbytes)
     steps = _explained_steps(decision, unavailable, kernel)
     figures = _figures(table, decision.world_size, decision.mode, decision.multicast)
-    call = _Explained(nbytes, shape, dtype, multicast if kind == "cuda" else None, kernel, note, figures, steps)
+    # what the engine reading behind the table cannot vouch for, where it could touch this decision
+    unverified = [c.describe() for c in table.caveats if c.touches(args.world_size)]
+    call = _Explained(
+        nbytes, shape, dtype, multicast if kind == "cuda" else None, kernel, note, figures, steps, unverified
+    )
     if args.json:
         print(json.dumps(_explained_json(args, table, decision, call), sort_keys=True))
     else:
@@ -264,6 +268,7 @@ class _Explained:
     note: str
     figures: str
     steps: list[str]
+    unverified: list[str]
 
 
 def _explain_table(args: argparse.Namespace, env: settings.Settings) -> Table:
@@ -334,12 +339,14 @@ def _explained_json(args: argparse.Namespace, table: Table, decision: Decision, 
         data["kernel"] = call.kernel[0]
     if call.note:
         data["note"] = call.note
+    data["unverified"] = call.unverified
     return data
 
 
 def _print_explained(args: argparse.Namespace, decision: Decision, call: _Explained) -> None:
     console = Console()
     headline = f"[bold]{decision.algorithm}[/bold]" + (f" (kernel {call.kernel[0]})" if call.kernel else "")
+    headline += " [yellow]unverified[/yellow]" if call.unverified else ""
     console.print(f"{headline} {dict(decision.params) or ''}".rstrip())
     shape = call.shape
     text = f"  for {format_size(call.nbytes)} ({call.nbytes} B), world_size={args.world_size}"
@@ -356,6 +363,8 @@ def _print_explained(args: argparse.Namespace, decision: Decision, call: _Explai
         console.print(f"  - figures: {call.figures}", highlight=False, markup=False, soft_wrap=True)
     if call.note:
         console.print(f"  - note: {call.note}", highlight=False)
+    for caveat in call.unverified:
+        console.print(f"  - unverified: {caveat}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _vllm_kernel(table: Table, algorithm: str, world_size: int, nbytes: int) -> tuple[str, str] | None:

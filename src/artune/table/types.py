@@ -119,6 +119,44 @@ class Provenance:
         return f"{text}: {self.notes}" if self.notes else text
 
 
+class CaveatKind(str, Enum):
+    """Why an engine reading cannot vouch for some of its decisions."""
+
+    #: a statement or call in the engine's dispatch that artune's evaluator does not model
+    UNEVALUATED = "unevaluated"
+    #: a dispatch function that differs from every release the engine's own code verified
+    UNFAMILIAR = "unfamiliar"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Caveat:
+    """A part of an engine's dispatch that artune's reading cannot vouch for, and the decisions it could touch.
+
+    The reading goes on past it (everything else is still read), so the table
+    still decides; ``explain`` marks each decision a caveat could touch as
+    unverified, ``check`` prints it as a finding and ``review`` asks about it.
+    """
+
+    kind: CaveatKind
+    function: str  # the engine's name for it: "CustomAllreduce.should_custom_ar"
+    where: str  # "FILE:LINE" in the engine's tree
+    detail: str  # what artune met there, or how the function differs
+    assumed: str = ""  # what artune decided in its place ("" where it assumed nothing)
+    world_sizes: tuple[int, ...] = ()  # the world sizes whose decisions it could touch; (): every one
+
+    def touches(self, world_size: int) -> bool:
+        """Whether the decisions at ``world_size`` could depend on it."""
+        return not self.world_sizes or world_size in self.world_sizes
+
+    def describe(self) -> str:
+        """One line: the function, where it is, what is unverified and what artune assumed."""
+        text = f"{self.function} ({self.where}): {self.detail}"
+        return text + (f"; artune assumed {self.assumed}" if self.assumed else "")
+
+
 @dataclass(frozen=True)
 class Band:
     """Sizes up to ``upto`` bytes (inclusive; ``None``: every size) go to the first available of ``candidates``."""
@@ -267,6 +305,8 @@ class Table:
     #: first whose ``most`` (``None``: any) is at or above the world size; a larger message runs the gap
     #: policy's fallback whatever the plans say (TensorRT-LLM's ``getMaxRequiredWorkspaceSize``); () for none
     caps: tuple[tuple[int | None, int], ...] = ()
+    #: what the engine reading behind this table cannot vouch for (``Caveat``); () for every other table
+    caveats: tuple[Caveat, ...] = field(default=(), compare=False)
 
     def cap(self, world_size: int) -> int:
         """The workspace cap in bytes at ``world_size`` (0: none)."""

@@ -2,8 +2,11 @@
 
 Each module (``sglang``, ``vllm``) downloads nothing itself: it takes the
 folder ``artune.formats.releases.fetch_release`` unpacked, and answers probes
-with the engine's code and with artune's reader, side by side. Only tests and
-benches import these; the product never runs an engine's code.
+with the engine's code and with artune's reader, side by side. These are the
+only modules that execute an engine's code: ``artune verify-engine``, the
+tests and the benches use them; ``check``, ``explain`` and ``review`` never do
+(``tests/test_layers.py`` holds that: nothing but the command line imports
+this package).
 """
 
 from __future__ import annotations

@@ -59,7 +59,7 @@ from typing import Any
 
 import torch
 
-from oracles import RACK_TOPOLOGIES, RAISES, Probe, read_decisions
+from artune.oracles import RACK_TOPOLOGIES, RAISES, Probe, read_decisions
 
 # pip index versions vllm: every release from the first one with all_reduce_utils.py's size tables (0.10.2),
 # and the three 0.10 releases before it, which have none (they run custom all-reduce below 8 MiB or nccl)
@@ -348,7 +348,7 @@ class World:
         world = self
         per_host = self.world_size // self.hosts
 
-        class Platform:
+        class StandInPlatform:
             device_type = "cuda"
             device_name = "cuda"
 
@@ -423,7 +423,7 @@ class World:
         ops.get_graph_buffer_ipc_meta = lambda ptr: ([], [])
         ops.meta_size = lambda: 0
 
-        class Workspace:
+        class StandInWorkspace:
             def __init__(self, backend: str, max_token_num: int, hidden_dim: int, dtype: torch.dtype) -> None:
                 self.backend = backend
                 self.mc_ptr = 1
@@ -453,7 +453,7 @@ class World:
             if backend == "mnnvl":  # FlashInfer's own class: its Lamport slots and its is_buffer_size_sufficient
                 mapping = types.SimpleNamespace(world_size=world_size, rank=rank, tp_size=world_size, tp_rank=rank)
                 return mnnvl_workspace()(mapping, max_token_num, hidden_dim, dtype, comm_backend=_Barrier())
-            return Workspace(backend, max_token_num, hidden_dim, dtype)
+            return StandInWorkspace(backend, max_token_num, hidden_dim, dtype)
 
         flashinfer_comm = StandIn(
             "flashinfer.comm",
@@ -464,7 +464,7 @@ class World:
         )
         flashinfer = StandIn("flashinfer", comm=flashinfer_comm)
         return {
-            "vllm.platforms": StandIn("vllm.platforms", current_platform=Platform()),
+            "vllm.platforms": StandIn("vllm.platforms", current_platform=StandInPlatform()),
             "vllm.logger": StandIn("vllm.logger", init_logger=lambda name: Logger(), logger=Logger()),
             "vllm._custom_ops": ops,
             "vllm.config": StandIn(

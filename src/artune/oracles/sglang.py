@@ -44,9 +44,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
-if __name__ == "__main__":  # run as a script: the bench folder holds the oracles package
-    sys.path.insert(0, str(Path(__file__).parents[1]))
-from oracles import RACK_TOPOLOGIES, Probe, read_decisions
+from artune.oracles import RACK_TOPOLOGIES, Probe, read_decisions
 
 RELEASES: tuple[str, ...] = (
     "0.5.10",
@@ -120,7 +118,7 @@ class _Stub:
         return False
 
 
-class _State:
+class _StandInState:
     """The group's size and whether a CUDA graph is being captured, for the stand-ins."""
 
     world_size = 2
@@ -208,7 +206,7 @@ class Engine:
         major, minor = (int(x) for x in arch.split("."))
         self.cap = (major, minor)
         self.props = types.SimpleNamespace(multi_processor_count=ARCHS.get(arch, 132), major=major, minor=minor)
-        self.state = _State()
+        self.state = _StandInState()
         self.multicast = True
         self.failures: dict[int, str] = {}  # world size -> what __init__ raised (SGLang then runs nccl)
         with self.gpu():
@@ -507,7 +505,7 @@ def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
 
 
 def main(argv: list[str]) -> int:
-    """``python bench/oracles/sglang.py [VERSION...]``: per release, the probes, how many agree, what the engine
+    """``python src/artune/oracles/sglang.py [VERSION...]``: per release, the probes, how many agree, what the engine
     ran, the findings ``artune check`` prints, and the first differences (exit 1 if any)."""
     from collections import Counter
 

@@ -83,7 +83,7 @@ class Unavailable(Exception):
 
 
 @dataclass(frozen=True)
-class Probe:
+class ShapeProbe:
     """One call: SM version, tokens, hidden size, fused op (its enum int and name), TP size and bytes."""
 
     sm: int
@@ -135,7 +135,7 @@ def build(checkout: Path) -> Path:
     return binary
 
 
-def engine_decisions(checkout: Path, probes: Sequence[Probe]) -> list[int]:
+def engine_decisions(checkout: Path, probes: Sequence[ShapeProbe]) -> list[int]:
     """The compiled header's answer (a strategy enum int) for each probe."""
     binary = build(checkout)
     lines = "".join(f"{p.sm} {p.tokens} {p.hidden} {p.fusion_value} {p.tp} {p.nbytes}\n" for p in probes)
@@ -151,17 +151,17 @@ WORLD_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 32)
 BF16 = 2
 
 
-def probes(fusion_ops: dict[str, int], fusion_values: dict[str, int]) -> list[Probe]:
+def probes(fusion_ops: dict[str, int], fusion_values: dict[str, int]) -> list[ShapeProbe]:
     """Every cell (each power of two, one below and one above), the truncations (TP 3, 5, 6, 7, 12; hidden
     5120, 6144, 7168, 12288 and others), and out-of-range values (TP 1, 16, 32; hidden 64, 16384 up; tokens
     32768 up), for every fused op ``mapFusionOpToIndex`` maps, at bf16's bytes (the workspace cap decides too)."""
     hidden_sizes = sorted({*(1 << k for k in range(6, 16)), 100, 1000, 3000, 5120, 6144, 7168, 12288, 13000})
     tokens = sorted({t for k in range(17) for t in ((1 << k) - 1, 1 << k, (1 << k) + 1) if t >= 1} | {100, 3000})
-    out: list[Probe] = []
+    out: list[ShapeProbe] = []
     for sm in SMS:
         for tp in WORLD_SIZES:
             for fusion in fusion_ops:
                 for hidden in hidden_sizes:
                     for t in tokens:
-                        out.append(Probe(sm, t, hidden, fusion, fusion_values[fusion], tp, t * hidden * BF16))
+                        out.append(ShapeProbe(sm, t, hidden, fusion, fusion_values[fusion], tp, t * hidden * BF16))
     return out
