@@ -35,12 +35,9 @@ from artune.formats.pyeval.values import (
     Function,
     Namespace,
     Native,
-    OutsideCall,
-    Raised,
     Record,
     RecordType,
     Symbol,
-    Unsupported,
 )
 
 __all__ = [
@@ -49,12 +46,9 @@ __all__ = [
     "Interpreter",
     "Namespace",
     "Native",
-    "OutsideCall",
-    "Raised",
     "Record",
     "RecordType",
     "Symbol",
-    "Unsupported",
     "assignments",
     "constants",
     "parse",

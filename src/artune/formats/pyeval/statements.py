@@ -14,17 +14,9 @@ import ast
 from collections.abc import Mapping
 from typing import Any
 
+from artune.errors import OutsideCall, Raised, Unsupported
 from artune.formats.pyeval.expressions import BINOPS, Evaluator, parse
-from artune.formats.pyeval.values import (
-    Function,
-    Namespace,
-    OutsideCall,
-    Raised,
-    RecordType,
-    Scope,
-    Symbol,
-    Unsupported,
-)
+from artune.formats.pyeval.values import Function, Namespace, RecordType, Scope, Symbol
 
 _PURE_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache", "dataclass", "staticmethod")
 _RECORD_BASES = ("NamedTuple", "typing.NamedTuple")
