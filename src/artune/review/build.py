@@ -423,7 +423,7 @@ def build_review(
     regret, unmodelled = regrets(found, moved, logs)
     engine = after.engine or before.engine
     spans = moved_spans(moved, engine)
-    scored = score_sweeps(read_sweeps(evidence, arch, spans), found, moved, spans, engine)
+    scored = score_sweeps(read_sweeps(evidence, arch, spans), found, moved, spans)
     sweeps = [*(log_sweep(path) for path in logs), *scored.coverage]
     answered = {spot for spot, ranges in spans.items() if all(covering(spot, r, sweeps) for r in ranges)}
     asks = evidence_questions(spans, sweeps, engine)

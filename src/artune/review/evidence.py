@@ -107,14 +107,16 @@ def _inside(size: int, ranges: Sequence[Span]) -> bool:
     return any(lo <= size and (hi is None or size <= hi) for lo, hi in ranges)
 
 
-def _best(engine: str, sweep: Any, base: Table) -> BestScore:
-    """The best row the engine's knobs allow on ``sweep``, or why there is none to search."""
+def _best(sweep: Any, after: Table) -> BestScore:
+    """The best row the rules ``after`` runs by allow on ``sweep``, or why there is none to search.
+
+    Which engines' knobs can be searched is ``artune.evidence.best_row``'s to say: it refuses the others,
+    and its reason is the review's.
+    """
     from artune.evidence.best import best_row
 
-    if engine != "vllm":
-        return BestScore(None, None, "", f"the best-row search covers vLLM's knobs, not {engine or 'artune'}'s")
     try:
-        best = best_row(engine, sweep, sweep.arch, base)
+        best = best_row(after.rules, sweep, sweep.arch, after)
     except EvidenceError as err:
         return BestScore(None, None, "", str(err))
     worst = best.score.worst
@@ -136,7 +138,6 @@ def score_sweeps(
     found: Sequence[tuple[str, Table, Table]],
     moved: Sequence[Move],
     spans: dict[Spot, list[Span]],
-    engine: str,
 ) -> Scored:
     """Both sides scored on every sweep as the engine runs them, the best row, and what loses (X114, X201, X202).
 
@@ -163,7 +164,7 @@ def score_sweeps(
         coverage.append(SweepCover(*spot, tuple(a.size for a, _ in both), sweep.source))
         in_was = [a for a in was if _inside(a.size, ranges)]
         in_now = [b for b in now if _inside(b.size, ranges)]
-        best = _best(engine, sweep, tb)
+        best = _best(sweep, tb)
         score = FileScore(
             sweep.source,
             sweep.benchmark,
