@@ -213,7 +213,18 @@ def _unmeasured(score: FileScore, was: Sequence[Any], now: Sequence[Any]) -> lis
             f"measure {kernel} there"
         )
         scope = f"ws {score.world_size} ({score.mode})"
-        out.append(Question("warning", Path(score.source).name, score.arch, scope, message, "X114"))
+        out.append(
+            Question(
+                "warning",
+                Path(score.source).name,
+                score.arch,
+                scope,
+                message,
+                "X114",
+                (score.world_size,),
+                (score.mode,),
+            )
+        )
     return out
 
 
@@ -240,7 +251,7 @@ def _answer(
             f"beyond the sweep's noise ({score.noise:.1%}); the better row is BEFORE's: "
             f"{routes(moved, arch, ws, mode, 'before')}"
         )
-        losses.append(Question("error", where, arch, scope, message, "X201"))
+        losses.append(Question("error", where, arch, scope, message, "X201", (ws,), (mode,)))
     best, after = score.best, score.sides.after.geomean
     if best.geomean is not None and after is not None and after > best.geomean * (1 + score.noise):
         message = (
@@ -248,5 +259,5 @@ def _answer(
             f"{best.geomean:.3f}, beyond the sweep's noise ({score.noise:.1%}); the better row: "
             f"{', '.join(f'{k} {v}' for k, v in best.knobs)} (under Evidence, ready to paste)"
         )
-        losses.append(Question("error", where, arch, scope, message, "X202"))
+        losses.append(Question("error", where, arch, scope, message, "X202", (ws,), (mode,)))
     return [row], losses
