@@ -211,20 +211,22 @@ def _merge_rows(rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, st
     return [(", ".join(archs), a, b) for (a, b), archs in merged.items()]
 
 
-def _question(q: Question) -> list[str]:
+def _asking(q: Question) -> str:
+    """``**warning E101** arch 10.7 ws 2-8 (graph): MESSAGE``: every question shows its code (artune.findings)."""
     scope = ("every arch" if q.arch == "*" else f"arch {q.arch}") + (f" {q.scope}" if q.scope else "")
-    where = f" ({code(q.where)})" if q.where else ""
-    tag = f" {q.code}" if q.code else ""  # every finding shows its code (artune.findings)
-    return _bullet(f"**{q.severity}{tag}** {scope}: {inline(q.message)}{where}")
+    tag = f" {q.code}" if q.code else ""
+    return f"**{q.severity}{tag}** {scope}: {inline(q.message)}"
+
+
+def _question(q: Question) -> list[str]:
+    return _bullet(_asking(q) + (f" ({code(q.where)})" if q.where else ""))
 
 
 def _numbered(n: int, q: Question) -> list[str]:
     """A ranked question as item ``n`` of a list: what it asks, then where it is and the command that answers it."""
-    scope = ("every arch" if q.arch == "*" else f"arch {q.arch}") + (f" {q.scope}" if q.scope else "")
-    tag = f" {q.code}" if q.code else ""
     lead = f"{n}. "
     out = textwrap.wrap(
-        f"**{q.severity}{tag}** {scope}: {inline(q.message)}",
+        _asking(q),
         WIDTH,
         initial_indent=lead,
         subsequent_indent=" " * len(lead),
