@@ -4,8 +4,10 @@
 
 ``--regenerate`` first rewrites the kept reviews (``KEPT``: ``artune review
 BEFORE AFTER`` of released engines, whose wheels it downloads and caches)
-into ``docs/reviews/``; tests/test_review.py holds them current. Default
-pages: ``docs/reviews/*.md``. Writes ``DIR/NAME.html`` (default
+into ``docs/reviews/`` and prints, per page, the line of its verdict and the
+lines outside its ``<details>`` sections (what a reader sees before opening
+any); tests/test_review.py holds them current. Default pages:
+``docs/reviews/*.md``. Writes ``DIR/NAME.html`` (default
 ``/tmp/artune-reviews``) with GitHub-like styling, and, where ``chromium`` is
 installed, ``DIR/NAME.png`` from headless Chromium at 1200 px wide. It also
 prints, per page, what reads badly in the source: lines over 120 columns
@@ -32,7 +34,10 @@ CSS = (
 SCREENSHOT_TIMEOUT_S = 120
 #: the kept reviews: (BEFORE, AFTER, page under docs/reviews)
 KEPT = (
+    ("vllm==0.26.0", "vllm==0.27.0", "vllm-0.26.0-to-0.27.0.md"),
+    ("sglang==0.5.18", "sglang==0.5.19", "sglang-0.5.18-to-0.5.19.md"),
     ("vllm==0.25.0", "vllm==0.33.0", "vllm-0.25.0-to-0.33.0.md"),
+    ("vllm==0.28.0", "vllm==0.33.0", "vllm-0.28.0-to-0.33.0.md"),
     ("sglang==0.5.20", "sglang==0.5.23", "sglang-0.5.20-to-0.5.23.md"),
 )
 
@@ -40,11 +45,17 @@ KEPT = (
 def regenerate() -> None:
     """Rewrite each kept review as ``artune review BEFORE AFTER`` prints it now."""
     from artune.review import build_review, open_side, render_markdown
+    from artune.review.markdown import outside_details
 
     for before, after, page in KEPT:
         review = build_review(open_side("BEFORE", before), open_side("AFTER", after))
-        (ROOT / "docs" / "reviews" / page).write_text(render_markdown(review), encoding="utf-8")
-        print(f"docs/reviews/{page}: {review.verdict.value}, {len(review.asks)} evidence questions")
+        text = render_markdown(review)
+        (ROOT / "docs" / "reviews" / page).write_text(text, encoding="utf-8")
+        verdict = next(i for i, line in enumerate(text.splitlines(), 1) if line.startswith("**Verdict: "))
+        print(
+            f"docs/reviews/{page}: {review.verdict.value}, {len(review.ranked)} questions; verdict on line "
+            f"{verdict}, {len(outside_details(text))} lines outside <details>, {len(text.splitlines())} in all"
+        )
 
 
 def problems(text: str) -> list[str]:
@@ -78,7 +89,7 @@ def main() -> int:
     browser = None if args.no_screenshot else shutil.which("chromium") or shutil.which("chromium-browser")
     for page in pages:
         text = page.read_text(encoding="utf-8")
-        body = markdown.markdown(text, extensions=["tables"])
+        body = markdown.markdown(text, extensions=["tables", "md_in_html"])  # <details markdown="1">
         html = args.out / f"{page.stem}.html"
         html.write_text(f"<html><head><meta charset='utf-8'><style>{CSS}</style></head><body>{body}</body></html>")
         found = problems(text)

@@ -144,17 +144,18 @@ def test_no_row_without_measured_kernels_and_other_engines_are_refused() -> None
         best_row("sglang", read_evidence(B300), "10.3")
 
 
-def test_both_sides_and_the_best_row_as_review_data(vllm_table) -> None:
-    from artune.evidence import compare_sides
+def test_review_scores_both_sides_and_the_best_row_as_by_hand(vllm_table) -> None:
+    """What ``artune review --evidence`` prints for a sweep (``artune.review.evidence``), against hand scoring."""
+    from artune.review import build_review, open_side
 
-    sweep = read_evidence(B300)
-    data = compare_sides(vllm_table("0.25.0", "10.3"), vllm_table("0.33.0", "10.3"), sweep, "10.3")
+    vllm_table("0.25.0", "10.3"), vllm_table("0.33.0", "10.3")  # skips where the wheels cannot be had
+    before, after = open_side("BEFORE", "vllm==0.25.0"), open_side("AFTER", "vllm==0.33.0")
+    review = build_review(before, after, evidence=[f"{B300}@10.3"])
+    assert review.evidence is not None
+    (sweep,) = review.evidence.sweeps
     expected = hand_score(hand_column)
-    for side in ("before", "after"):
-        assert data["sides"][side]["geomean"] == pytest.approx(expected, abs=0.01)
-        assert data["sides"][side]["worst"] == pytest.approx(62.0 / 28.0)
-    assert data["best"]["geomean"] <= expected / 1.10
-    assert "CUSTOM_ALL_REDUCE_MAX_SIZES" in data["best"]["row"]
-    assert data["best"]["gain_over_after"] == pytest.approx(expected / data["best"]["geomean"] - 1)
-    assert data["sweep"]["columns"]["ca_2stage"]["kernel"] == "custom_ar/2stage"
-    json.dumps(data)  # plain data
+    for side in (sweep.sides.before, sweep.sides.after):
+        assert side.geomean == pytest.approx(expected, abs=0.01)
+        assert side.worst == pytest.approx(62.0 / 28.0)
+    assert sweep.best.geomean is not None and sweep.best.geomean <= expected / 1.10
+    assert "CUSTOM_ALL_REDUCE_MAX_SIZES" in sweep.best.row

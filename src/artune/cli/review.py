@@ -18,7 +18,8 @@ from artune.sources import SOURCES
 _EPILOG = """examples:
   artune review vllm==0.25.0 vllm==0.33.0
   artune review vllm:. --base origin/main        # a pull request: the work tree against its base
-  artune review sglang:. --base HEAD --out review.md --format json
+  artune review sglang:. --base HEAD --out review.json --output-format json
+  artune review vllm:. --base origin/main --output-format github   # annotations on the diff
   artune review vllm==0.25.0 vllm==0.33.0 --evidence sweep.json --arch 10.3
   artune review vllm:. --base origin/main --evidence-dir artune-evidence   # CI
 """
@@ -38,8 +39,16 @@ def register(commands: Any) -> None:
         metavar="REV",
         help="one SIDE only (ENGINE:PATH, a git work tree): BEFORE is PATH at git revision REV, AFTER the work tree",
     )
-    review.add_argument("--format", choices=("markdown", "json"), default="markdown")
-    review.add_argument("--out", metavar="FILE", help="also write the review to FILE")
+    review.add_argument(
+        "--output-format",
+        "--format",
+        dest="output_format",
+        choices=("text", "markdown", "json", "github", "sarif"),
+        default="text",
+        help="text (markdown: the same, the comment's Markdown), json (every field), github (a workflow "
+        "annotation per question at its file and line), sarif (SARIF 2.1.0)",
+    )
+    review.add_argument("--out", metavar="FILE", help="also write the review, in the same format, to FILE")
     review.add_argument(
         "--measured",
         action="append",
@@ -79,7 +88,7 @@ def evidence_dir(path: str | None) -> tuple[list[str], list[str]]:
 
 def run_review(args: argparse.Namespace) -> int:
     """Print (and with --out write) the review; 0 clean, 1 questions, 2 unreadable."""
-    from artune.review import build_review, open_side, render_json, render_markdown
+    from artune.review import build_review, open_side
 
     if args.base is not None:
         if len(args.sides) != 1:
@@ -100,7 +109,7 @@ def run_review(args: argparse.Namespace) -> int:
     command += f" --evidence-dir {args.evidence_dir}" if args.evidence_dir else ""
     command += f" --arch {args.arch}" if args.arch else ""
     review = build_review(before, after, [*args.measured, *logs], command, files, args.arch or "")
-    text = render_json(review) if args.format == "json" else render_markdown(review)
+    text = _rendered(review, args.output_format)
     if args.out:
         try:
             Path(args.out).write_text(text, encoding="utf-8")
@@ -108,3 +117,19 @@ def run_review(args: argparse.Namespace) -> int:
             raise ArtuneError(f"--out {args.out}: cannot write: {err.strerror or err}") from None
     sys.stdout.write(text)
     return review.exit_code
+
+
+def _rendered(review: Any, output_format: str) -> str:
+    """The review in ``output_format``: the page, its JSON, or its ranked questions as annotations or SARIF."""
+    import json
+
+    from artune.review import render_json, render_markdown
+    from artune.review.annotations import github, sarif
+
+    if output_format == "json":
+        return render_json(review)
+    if output_format == "github":
+        return github(review.ranked)
+    if output_format == "sarif":
+        return json.dumps(sarif(review.ranked), indent=1) + "\n"
+    return render_markdown(review)

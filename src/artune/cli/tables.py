@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from rich.console import Console
@@ -60,6 +60,15 @@ def register(commands: Any) -> None:
         "--evidence-world-size", type=int, metavar="N", help="for evidence files that do not print their world size"
     )
     check.add_argument("--evidence-mode", choices=MODES, help="for evidence files that do not record their mode")
+    check.add_argument(
+        "--output-format",
+        "--format",
+        dest="output_format",
+        choices=OUTPUT_FORMATS,
+        default="text",
+        help="text (a line a finding), json (a list of findings), github (a workflow annotation per finding at "
+        "its file and line, relative to the checkout), sarif (SARIF 2.1.0, for code scanning)",
+    )
     check.set_defaults(run=run_check)
 
     explain = commands.add_parser("explain", help="which algorithm a table picks for one message, and why")
@@ -142,13 +151,17 @@ def _label(table: Table) -> str:
 # ------------------------------------------------------------------ check
 
 
+OUTPUT_FORMATS = ("text", "json", "github", "sarif")
+
+
 def run_check(args: argparse.Namespace) -> int:
-    """Print one line per finding (``--select``/``--ignore`` by code); 0 clean, 1 findings, 2 unreadable,
-    3 a source that could only not be fetched (every unreadable one a ``SourceUnavailable``)."""
+    """Print the findings (``--select``/``--ignore`` by code) in ``--output-format``; 0 clean, 1 findings,
+    2 unreadable, 3 a source that could only not be fetched (every unreadable one a ``SourceUnavailable``)."""
     select, ignore = parse_codes(args.select, "--select"), parse_codes(args.ignore, "--ignore")
     found = 0
     unreadable: list[int] = []
     evidence = _evidence(args)
+    printed: list[Finding] = []
     for spec in args.tables or [None]:
         try:
             source = open_source(spec) if spec is not None else selected_source()
@@ -165,14 +178,34 @@ def run_check(args: argparse.Namespace) -> int:
             unreadable.append(exit_status(err))
             continue
         for finding in selected(findings, select, ignore):
-            print(finding)
+            if args.output_format == "text":
+                print(finding)
+            printed.append(finding)
             found += not finding.note
+    if args.output_format != "text":
+        sys.stdout.write(_formatted(printed, args.output_format))
     if unreadable:
         return min(unreadable)  # bad input outranks a source that could not be fetched
     if found:
         print(f"{found} finding(s)", file=sys.stderr)
         return 1
     return 0
+
+
+def _formatted(findings: list[Finding], output_format: str) -> str:
+    """The findings as JSON (a list of objects), GitHub workflow annotations or SARIF."""
+    from artune.review.annotations import checkout_path, github, question_of, sarif
+
+    questions = [question_of(f) for f in findings]
+    if output_format == "github":
+        return github(questions)
+    if output_format == "sarif":
+        return json.dumps(sarif(questions), indent=1) + "\n"
+    rows = []
+    for finding, question in zip(findings, questions, strict=True):
+        path, line = checkout_path(question.where)
+        rows.append({**asdict(finding), "file": path or None, "line": line, "text": str(finding)})
+    return json.dumps(rows, indent=1) + "\n"
 
 
 def _in_domain(finding: Finding, nvlink: str) -> bool:

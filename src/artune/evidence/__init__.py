@@ -7,8 +7,8 @@
   (each with the kernel it ran and how it was forced) and times.
 - ``score_table(table, evidence)`` scores a table's row on the sweep as the
   engine runs it, down to the kernel; ``best_row(engine, evidence, arch)``
-  finds the best row the engine's own knobs allow on it; ``compare_sides``
-  gives both sides of a change and the best row as plain data (review's).
+  finds the best row the engine's own knobs allow on it (``artune review
+  --evidence`` scores both sides of a change and the best row with these).
 
 docs/evidence.md describes the formats, the columns-to-kernels map and the
 scoring.
@@ -19,7 +19,6 @@ from __future__ import annotations
 from artune.evidence.best import BestRow, best_row
 from artune.evidence.read import FORMATS, detect, read_evidence, read_text
 from artune.evidence.score import EvidenceScore, SizeScore, score_table
-from artune.evidence.sides import compare_sides
 from artune.evidence.sweep import BenchmarkSweep, Column
 
 __all__ = [
@@ -30,7 +29,6 @@ __all__ = [
     "EvidenceScore",
     "SizeScore",
     "best_row",
-    "compare_sides",
     "detect",
     "read_evidence",
     "read_text",

@@ -116,5 +116,6 @@ def modelled_losses(regret: Sequence[RegretEvidence], answered: set[Spot], engin
                 f"{r.before:.2f} before, {r.after:.2f} after (calibrated 90th percentile {r.after_high:.2f}), a loss "
                 f"beyond its interval; measure it (the command above) or say why the model is wrong here"
             )
-            out.append(Question("warning", "", r.arch, f"ws {r.world_size} ({r.mode})", message, "X113"))
+            scope = f"ws {r.world_size} ({r.mode})"
+            out.append(Question("warning", "", r.arch, scope, message, "X113", (r.world_size,), (r.mode,)))
     return tuple(out)

@@ -23,6 +23,7 @@ from artune.errors import ArtuneError, TableError
 from artune.review.asks import covering, evidence_questions, modelled_losses, moved_spans
 from artune.review.evidence import read_sweeps, score_sweeps
 from artune.review.measured import log_sweep, measured_losses
+from artune.review.questions import AnswerContext, ranked
 from artune.review.regret import measured_regret, modelled_regret
 from artune.review.types import (
     ArchChange,
@@ -33,6 +34,7 @@ from artune.review.types import (
     RegretEvidence,
     Review,
     Side,
+    world_sizes,
 )
 from artune.review.verdict import verdict
 from artune.sources import Source, open_source, source_findings
@@ -150,20 +152,6 @@ def pairs(before: Source, after: Source) -> list[tuple[str, Table, Table]]:
 # ------------------------------------------------------------------ what moves
 
 
-def world_sizes(values: Iterable[int]) -> str:
-    """``[2, 4, 9, 10, 11]`` -> ``"2, 4, 9-11"``."""
-    parts: list[str] = []
-    run: list[int] = []
-    for v in [*sorted(values), None]:
-        if v is not None and run and v == run[-1] + 1:
-            run.append(v)
-            continue
-        if run:
-            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
-        run = [v] if v is not None else []
-    return ", ".join(parts) or "none"
-
-
 def _group(items: Iterable[tuple[tuple, int, str]]) -> list[tuple[tuple, tuple[int, ...], tuple[str, ...]]]:
     """Rows keyed by ``key`` with the (world size, mode) pairs they hold: one row per key and world-size set.
 
@@ -188,20 +176,25 @@ def _shape(d: Difference) -> str:
 
 
 def moves(found: Sequence[tuple[str, Difference]]) -> tuple[Move, ...]:
-    """The differences grouped over world sizes and modes, by arch, then by size."""
-    rows = _group(
-        ((arch, d.lo, d.hi, d.a, d.b, d.multicast, d.hosts, d.nvlink.value, _shape(d)), d.world_size, d.mode)
-        for arch, d in found
-    )
-    # arches that move the same sizes the same way at the same world sizes share a row
+    """The differences grouped over topologies, world sizes and modes, by arch, then by size.
+
+    A difference that repeats at one world size and mode across host counts
+    is one move naming its topologies; then world sizes and modes with the
+    same topologies share a move, and arches that move alike share one.
+    """
+    topologies: dict[tuple[tuple, int, str], set[tuple[int, str]]] = {}
+    for arch, d in found:
+        key = (arch, d.lo, d.hi, d.a, d.b, d.multicast, _shape(d))
+        topologies.setdefault((key, d.world_size, d.mode), set()).add((d.hosts, d.nvlink.value))
+    rows = _group(((*key, tuple(sorted(topos))), ws, mode) for (key, ws, mode), topos in topologies.items())
     archs: dict[tuple, list[str]] = {}
-    for (arch, lo, hi, a, b, multicast, hosts, nvlink, shape), ws, modes in rows:
-        archs.setdefault((ws, modes, lo, hi, a, b, multicast, hosts, nvlink, shape), []).append(arch)
+    for (arch, lo, hi, a, b, multicast, shape, topos), ws, modes in rows:
+        archs.setdefault((ws, modes, lo, hi, a, b, multicast, topos, shape), []).append(arch)
     out = [Move(", ".join(names), *key) for key, names in archs.items()]
     order = {arch: i for i, arch in enumerate(dict.fromkeys(arch for arch, _ in found))}
     first = lambda m: order[m.arch.split(", ")[0]]  # noqa: E731
-    # one host's rows first, then each topology across hosts in its own rows
-    return tuple(sorted(out, key=lambda m: (m.hosts, m.nvlink, first(m), m.world_sizes, m.lo, MODES.index(m.modes[0]))))
+    # the moves on one host first (what is weighed), then those only across hosts
+    return tuple(sorted(out, key=lambda m: (not m.on_one_host, first(m), m.world_sizes, m.lo, MODES.index(m.modes[0]))))
 
 
 def arch_changes(before: Opened, after: Opened) -> tuple[ArchChange, ...]:
@@ -306,10 +299,11 @@ def _questions(items: Sequence[Finding], rename: Callable[[str], str]) -> tuple[
         scope = f"ws {world_sizes(s for s in sizes if s)}" if any(sizes) else ""
         scope += f" across {hosts} hosts" if hosts > 1 else ""
         scope += f" ({', '.join(m for m in modes if m)})" if any(modes) else ""
-        by_arch.setdefault((severity, where, scope.strip(), message, code), []).append(arch)
+        at = (tuple(s for s in sizes if s), tuple(m for m in modes if m))
+        by_arch.setdefault((severity, where, scope.strip(), message, code, at), []).append(arch)
     out = [
-        Question(sev, where, ", ".join(archs), scope, message, code)
-        for (sev, where, scope, message, code), archs in by_arch.items()
+        Question(sev, where, ", ".join(archs), scope, message, code, *at)
+        for (sev, where, scope, message, code, at), archs in by_arch.items()
     ]
     return tuple(sorted(out, key=lambda q: (_SEVERITY.get(q.severity, 3), q.where, q.arch)))
 
@@ -416,14 +410,14 @@ def build_review(
     diffs = [(arch, d) for arch, ta, tb in found for d in diff_tables(ta, tb)]
     shown = moves(diffs)
     # the measurements and the model weigh one host's calls: the moves across hosts are shown, not weighed
-    moved = tuple(m for m in shown if m.hosts == 1)
+    moved = tuple(m for m in shown if m.on_one_host)
     arches = arch_changes(before, after)
     params = param_changes(found)
     questions, inherited, resolved, notes = split_findings(before, after)
     regret, unmodelled = regrets(found, moved, logs)
     engine = after.engine or before.engine
     spans = moved_spans(moved, engine)
-    scored = score_sweeps(read_sweeps(evidence, arch, spans), found, moved, spans, engine)
+    scored = score_sweeps(read_sweeps(evidence, arch, spans), found, moved, spans)
     sweeps = [*(log_sweep(path) for path in logs), *scored.coverage]
     answered = {spot for spot, ranges in spans.items() if all(covering(spot, r, sweeps) for r in ranges)}
     asks = evidence_questions(spans, sweeps, engine)
@@ -431,6 +425,11 @@ def build_review(
     regret = (*regret, *scored.regret)
     concerns = (*scored.concerns, *logged, *modelled_losses(regret, answered, engine))
     kind, line = verdict(shown, arches, params, questions, regret, asks, concerns)
+    nccl = coverage(found)
+    planned = {
+        a: tuple(sorted({p.world_size for p in tb.plans if p.hosts == 1 and p.world_size > 1})) for a, _, tb in found
+    }
+    context = AnswerContext(after.spec, engine, asks, nccl, planned)
     measured = "".join(f" --measured {log}" for log in logs) + "".join(f" --evidence {e}" for e in evidence)
     return Review(
         command=command or f"artune review {before.spec} {after.spec}{measured}",
@@ -439,7 +438,8 @@ def build_review(
         moves=shown,
         arches=arches,
         params=params,
-        coverage=coverage(found),
+        coverage=nccl,
+        ranked=ranked(questions, concerns, asks, context),
         questions=questions,
         inherited=inherited,
         resolved=resolved,

@@ -107,14 +107,16 @@ def _inside(size: int, ranges: Sequence[Span]) -> bool:
     return any(lo <= size and (hi is None or size <= hi) for lo, hi in ranges)
 
 
-def _best(engine: str, sweep: Any, base: Table) -> BestScore:
-    """The best row the engine's knobs allow on ``sweep``, or why there is none to search."""
+def _best(sweep: Any, after: Table) -> BestScore:
+    """The best row the rules ``after`` runs by allow on ``sweep``, or why there is none to search.
+
+    Which engines' knobs can be searched is ``artune.evidence.best_row``'s to say: it refuses the others,
+    and its reason is the review's.
+    """
     from artune.evidence.best import best_row
 
-    if engine != "vllm":
-        return BestScore(None, None, "", f"the best-row search covers vLLM's knobs, not {engine or 'artune'}'s")
     try:
-        best = best_row(engine, sweep, sweep.arch, base)
+        best = best_row(after.rules, sweep, sweep.arch, after)
     except EvidenceError as err:
         return BestScore(None, None, "", str(err))
     worst = best.score.worst
@@ -136,7 +138,6 @@ def score_sweeps(
     found: Sequence[tuple[str, Table, Table]],
     moved: Sequence[Move],
     spans: dict[Spot, list[Span]],
-    engine: str,
 ) -> Scored:
     """Both sides scored on every sweep as the engine runs them, the best row, and what loses (X114, X201, X202).
 
@@ -163,7 +164,7 @@ def score_sweeps(
         coverage.append(SweepCover(*spot, tuple(a.size for a, _ in both), sweep.source))
         in_was = [a for a in was if _inside(a.size, ranges)]
         in_now = [b for b in now if _inside(b.size, ranges)]
-        best = _best(engine, sweep, tb)
+        best = _best(sweep, tb)
         score = FileScore(
             sweep.source,
             sweep.benchmark,
@@ -212,7 +213,18 @@ def _unmeasured(score: FileScore, was: Sequence[Any], now: Sequence[Any]) -> lis
             f"measure {kernel} there"
         )
         scope = f"ws {score.world_size} ({score.mode})"
-        out.append(Question("warning", Path(score.source).name, score.arch, scope, message, "X114"))
+        out.append(
+            Question(
+                "warning",
+                Path(score.source).name,
+                score.arch,
+                scope,
+                message,
+                "X114",
+                (score.world_size,),
+                (score.mode,),
+            )
+        )
     return out
 
 
@@ -239,7 +251,7 @@ def _answer(
             f"beyond the sweep's noise ({score.noise:.1%}); the better row is BEFORE's: "
             f"{routes(moved, arch, ws, mode, 'before')}"
         )
-        losses.append(Question("error", where, arch, scope, message, "X201"))
+        losses.append(Question("error", where, arch, scope, message, "X201", (ws,), (mode,)))
     best, after = score.best, score.sides.after.geomean
     if best.geomean is not None and after is not None and after > best.geomean * (1 + score.noise):
         message = (
@@ -247,5 +259,5 @@ def _answer(
             f"{best.geomean:.3f}, beyond the sweep's noise ({score.noise:.1%}); the better row: "
             f"{', '.join(f'{k} {v}' for k, v in best.knobs)} (under Evidence, ready to paste)"
         )
-        losses.append(Question("error", where, arch, scope, message, "X202"))
+        losses.append(Question("error", where, arch, scope, message, "X202", (ws,), (mode,)))
     return [row], losses

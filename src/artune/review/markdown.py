@@ -1,11 +1,16 @@
 """A ``Review`` as one Markdown comment for a pull request, and as JSON for bots (the same content).
 
-The page reads top to bottom as a reviewer works: what moves, the
-questions for the author, the evidence, the verdict. Tables hold only short
-cells (arches, world sizes, sizes, algorithm names); anything longer is a
-bullet wrapped at ``WIDTH`` columns, so that the source reads in a terminal
-and the page needs no sideways scrolling. Identifiers are code spans, so
-that ``__name__`` or ``SGLANG_..._KB`` never turn into emphasis.
+The page is read in one screen: the verdict first, then the questions that
+decide it, most decisive first, each with its file and line and the command
+that answers it (``Review.ranked``). Everything else sits in collapsed
+``<details>`` sections: more questions, what moves, the commands that
+measure it, the losses, the other findings, the evidence and the regret.
+``SCREEN`` bounds the lines outside them: questions that do not fit are
+folded, with their count. Tables hold only short cells (arches, world
+sizes, sizes, algorithm names); anything longer is a bullet wrapped at
+``WIDTH`` columns, so that the source reads in a terminal and the page needs
+no sideways scrolling. Identifiers are code spans, so that ``__name__`` or
+``SGLANG_..._KB`` never turn into emphasis.
 """
 
 from __future__ import annotations
@@ -16,7 +21,6 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-from artune.review.build import world_sizes
 from artune.review.types import (
     BenchCommand,
     BestScore,
@@ -27,11 +31,14 @@ from artune.review.types import (
     RegretEvidence,
     Review,
     SideScore,
+    world_sizes,
 )
 from artune.sizes import format_span
 from artune.table.types import MODES
 
 WIDTH = 100
+#: the most lines a page shows outside its ``<details>`` sections: one screen
+SCREEN = 40
 _CODE = re.compile(r"(`[^`]*`)")
 _TOKEN = re.compile(r"(\s+)")
 _EDGES = re.compile(r"^([(\[\"']*)(.*?)([)\]\"',;:.]*)$")
@@ -112,15 +119,20 @@ def _machine(multicast: bool | None) -> str:
     return "" if multicast is None else " (multicast)" if multicast else " (no multicast)"
 
 
-def _topology(hosts: int, nvlink: str) -> str:
-    """How a row names ranks across hosts: `` on 4 hosts in one NVLink domain`` (one host: nothing)."""
-    if hosts == 1:
-        return ""
-    return f" on {hosts} hosts " + ("in one NVLink domain" if nvlink == "rack" else "over a network")
+def _topologies(topologies: Sequence[tuple[int, str]]) -> str:
+    """``1 host; 2, 4 hosts in one NVLink domain; 2 hosts over a network``: where a move holds."""
+    by_kind: dict[str, list[int]] = {}
+    for hosts, nvlink in topologies:
+        by_kind.setdefault("one" if hosts == 1 else nvlink, []).append(hosts)
+    parts = ["1 host" if "one" in by_kind else ""]
+    parts += [f"{world_sizes(by_kind['rack'])} hosts in one NVLink domain" if "rack" in by_kind else ""]
+    parts += [f"{world_sizes(by_kind['host'])} hosts over a network" if "host" in by_kind else ""]
+    return "; ".join(p for p in parts if p)
 
 
 def _moves(review: Review) -> list[str]:
-    out = ["## What moves", ""]
+    """What moves: the ranges, the arches that arrive or leave, the parameters, the world sizes NCCL runs."""
+    out: list[str] = []
     if not review.changed:
         out += ["No change: both sides run the same algorithm for every arch, world size, mode and size.", ""]
     if review.moves:
@@ -133,12 +145,14 @@ def _moves(review: Review) -> list[str]:
         both = all(m.modes == MODES for m in review.moves)  # no graph/eager split (vLLM): no Mode column
         if both:
             out += ["", f"Every range moves in both modes ({', '.join(MODES)})."]
+        hosts = any(m.topologies != ((1, "host"),) for m in review.moves)  # a Hosts column where any leaves one
         new = {c.arch for c in review.arches if c.change == "new"}
         first = sorted(review.moves, key=lambda m: not set(m.arch.split(", ")) & new)  # the new arches lead
         rows = [
             (
                 ", ".join(a + (" (new)" if a in new else "") for a in m.arch.split(", ")),
-                world_sizes(m.world_sizes) + _topology(m.hosts, m.nvlink) + _machine(m.multicast),
+                world_sizes(m.world_sizes) + _machine(m.multicast),
+                *([_topologies(m.topologies)] if hosts else []),
                 *([] if both else [_modes(m.modes)]),
                 _sizes(m),
                 _route(m.before, fallback),
@@ -146,8 +160,8 @@ def _moves(review: Review) -> list[str]:
             )
             for m in first
         ]
-        header = ("Arch", "World sizes", *([] if both else ["Mode"]), "Sizes", "Before", "After")
-        out += ["", *_table(header, rows), ""]
+        header = ("Arch", "World sizes", *(["Hosts"] if hosts else []), *([] if both else ["Mode"]), "Sizes")
+        out += ["", *_table((*header, "Before", "After"), rows), ""]
     for change in review.arches:
         verb = "New arch" if change.change == "new" else "Removed arch"
         other = "before" if change.change == "new" else "after"
@@ -176,6 +190,19 @@ def _moves(review: Review) -> list[str]:
     return out
 
 
+def _moves_title(review: Review) -> str:
+    """``What moves: 20 ranges on arch 10.7 (new), 5 parameters``."""
+    if not review.changed:
+        return "What moves: nothing"
+    new = {c.arch for c in review.arches if c.change == "new"}
+    archs = dict.fromkeys(a for m in review.moves for a in m.arch.split(", "))
+    on = ", ".join(a + (" (new)" if a in new else "") for a in archs)
+    parts = [f"{len(review.moves)} range(s) on arch {on}" if review.moves else ""]
+    parts += [f"{len(review.arches)} arch(es) arrive or leave" if review.arches and not review.moves else ""]
+    parts += [f"{len(review.params)} parameter(s)" if review.params else ""]
+    return "What moves: " + ", ".join(p for p in parts if p)
+
+
 def _merge_rows(rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
     """Arches with the same cells share one row."""
     merged: dict[tuple[str, str], list[str]] = {}
@@ -184,11 +211,33 @@ def _merge_rows(rows: Sequence[tuple[str, str, str]]) -> list[tuple[str, str, st
     return [(", ".join(archs), a, b) for (a, b), archs in merged.items()]
 
 
-def _question(q: Question) -> list[str]:
+def _asking(q: Question) -> str:
+    """``**warning E101** arch 10.7 ws 2-8 (graph): MESSAGE``: every question shows its code (artune.findings)."""
     scope = ("every arch" if q.arch == "*" else f"arch {q.arch}") + (f" {q.scope}" if q.scope else "")
-    where = f" ({code(q.where)})" if q.where else ""
-    tag = f" {q.code}" if q.code else ""  # every finding shows its code (artune.findings)
-    return _bullet(f"**{q.severity}{tag}** {scope}: {inline(q.message)}{where}")
+    tag = f" {q.code}" if q.code else ""
+    return f"**{q.severity}{tag}** {scope}: {inline(q.message)}"
+
+
+def _question(q: Question) -> list[str]:
+    return _bullet(_asking(q) + (f" ({code(q.where)})" if q.where else ""))
+
+
+def _numbered(n: int, q: Question) -> list[str]:
+    """A ranked question as item ``n`` of a list: what it asks, then where it is and the command that answers it."""
+    lead = f"{n}. "
+    out = textwrap.wrap(
+        _asking(q),
+        WIDTH,
+        initial_indent=lead,
+        subsequent_indent=" " * len(lead),
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+    if q.where:
+        out += _bullet(f"at {code(q.where)}", level=1)
+    if q.answer:
+        out += _bullet(f"answer: {code(q.answer)}", level=1)
+    return out
 
 
 def _ranges(ask: EvidenceQuestion) -> str:
@@ -260,42 +309,44 @@ def _asks(asks: Sequence[EvidenceQuestion]) -> list[str]:
     return out
 
 
-def _questions(review: Review) -> list[str]:
-    out = ["## Questions for the author", ""]
-    if review.questions:
-        out += [f"{len(review.questions)} finding(s) of `artune check` that are new in AFTER:", ""]
-        for q in review.questions:
-            out += _question(q)
-    else:
-        out.append("None: `artune check` finds nothing in AFTER that BEFORE does not have.")
-    out.append("")
-    if review.asks:
-        count = sum(len(a.ranges) for a in review.asks)
-        out += ["### Measurements asked for", ""]
-        out += _paragraph(
-            f"{count} moved range(s) that no evidence covers, per arch and world size. Run the command on "
-            "the target GPU from the engine's checkout (after `mkdir -p artune-evidence`), commit its output "
-            "beside the change and pass it to the review (`--evidence FILE`, `--measured LOG` for artune's "
-            "logs, or both at once with `--evidence-dir artune-evidence`): the question becomes a measured line."
-        )
-        out.append("")
-        out += _asks(review.asks)
-    if review.concerns:
-        out += ["### Losses, predicted and measured", ""]
-        for q in review.concerns:
-            out += _question(q)
-        out.append("")
+def _measurements(review: Review) -> list[str]:
+    """The moved ranges no evidence covers, and the commands that measure them."""
+    count = sum(len(a.ranges) for a in review.asks)
+    out = _paragraph(
+        f"{count} moved range(s) that no evidence covers, per arch and world size. Run the command on "
+        "the target GPU from the engine's checkout (after `mkdir -p artune-evidence`), commit its output "
+        "beside the change and pass it to the review (`--evidence FILE`, `--measured LOG` for artune's "
+        "logs, or both at once with `--evidence-dir artune-evidence`): the question becomes a measured line."
+    )
+    return [*out, "", *_asks(review.asks)]
+
+
+def _listed(intro: str, questions: Sequence[Question]) -> list[str]:
+    out = [intro, ""] if intro else []
+    for q in questions:
+        out += _question(q)
+    return [*out, ""]
+
+
+def _findings(review: Review) -> list[str]:
+    """AFTER's findings of ``artune check`` that decide nothing here: already in BEFORE, resolved, notes."""
+    out: list[str] = []
     if review.inherited:
-        out += ["### Not introduced here", "", f"{len(review.inherited)} finding(s) already in BEFORE:", ""]
-        for q in review.inherited:
-            out += _question(q)
-        out.append("")
+        out += _listed(f"{len(review.inherited)} finding(s) already in BEFORE, not introduced here:", review.inherited)
     if review.resolved:
-        out += ["### Resolved here", "", f"{len(review.resolved)} finding(s) of BEFORE gone from AFTER:", ""]
-        for q in review.resolved:
-            out += _question(q)
-        out.append("")
+        out += _listed(f"{len(review.resolved)} finding(s) of BEFORE gone from AFTER:", review.resolved)
+    if review.notes:
+        out += _listed(f"{len(review.notes)} note(s) new in AFTER:", review.notes)
     return out
+
+
+def _findings_title(review: Review) -> str:
+    parts = [
+        f"{len(review.inherited)} already in BEFORE" if review.inherited else "",
+        f"{len(review.resolved)} resolved here" if review.resolved else "",
+        f"{len(review.notes)} note(s) new in AFTER" if review.notes else "",
+    ]
+    return "Other findings: " + ", ".join(p for p in parts if p)
 
 
 def _provenance(title: str, side_spec: str, label: str, rows: Sequence[tuple[str, str]]) -> list[str]:
@@ -338,8 +389,8 @@ def _regret_rows(rows: Sequence[RegretEvidence]) -> list[tuple[str, ...]]:
 
 
 def _evidence(review: Review) -> list[str]:
-    out = ["## Evidence", ""]
-    out += _provenance("Before", review.before.spec, review.before.label, review.before.provenance)
+    """Each side's provenance per arch, the arches whose plans repeat another's, and what nothing weighs."""
+    out = _provenance("Before", review.before.spec, review.before.label, review.before.provenance)
     out += _provenance("After", review.after.spec, review.after.label, review.after.provenance)
     out.append("")
     if len(review.after.provenance) > 1:  # copies between arches: were the rows measured, or copied?
@@ -352,37 +403,29 @@ def _evidence(review: Review) -> list[str]:
         else:
             out += _paragraph("No arch's plans in AFTER repeat another arch's.")
         out.append("")
-    if review.regret:
-        out += _paragraph(
-            "Regret over the moved sizes: time of each side's choice / time of the fastest, geometric mean over "
-            "the sizes weighed (their number follows the range); 1.00 is the best. After's high end in "
-            "brackets: the 90th percentile, calibrated on archs held out from the model's fit (modelled), or the "
-            "worst size (measured). "
-            "Modelled figures are artune's cost model, not a measurement: it predicts each algorithm by its "
-            "family (one-shot, two-shot, "
-            "multicast, NCCL), so push and pull variants of a family weigh the same."
-        )
-        header = ("Arch", "WS", "Mode", "Sizes, how many", "Basis", "Before", "After", "Fastest")
-        out += ["", *_table(header, _regret_rows(review.regret), right=(1, 5, 6)), ""]
-        validated = dict.fromkeys(r.validation for r in review.regret if r.basis == "modelled" and r.validation)
-        for line in validated:
-            out += _bullet(f"The model, validated {inline(line)}.")
-        for r in review.regret:
-            if r.undecided:
-                out += _bullet(inline(r.undecided) + ".")
-        if validated:
-            out.append("")
-    if review.evidence is not None:
-        out += _scored(review.evidence)
     for why in review.unmodelled:
         out += _bullet(f"Not weighed: {inline(why)}.")
-    if review.notes:
-        out += ["", f"{len(review.notes)} note(s) new in AFTER:", ""]
-        for q in review.notes:
-            out += _question(q)
-    if review.unmodelled or review.notes:
-        out.append("")
-    return out
+    return [*out, *([""] if review.unmodelled else [])]
+
+
+def _regret(review: Review) -> list[str]:
+    """The regret of both sides' rows over the moved sizes, measured and modelled."""
+    out = _paragraph(
+        "Time of each side's choice / time of the fastest, geometric mean over the sizes weighed (their number "
+        "follows the range); 1.00 is the best. After's high end in brackets: the 90th percentile, calibrated on "
+        "archs held out from the model's fit (modelled), or the worst size (measured). Modelled figures are "
+        "artune's cost model, not a measurement: it predicts each algorithm by its family (one-shot, two-shot, "
+        "multicast, NCCL), so push and pull variants of a family weigh the same."
+    )
+    header = ("Arch", "WS", "Mode", "Sizes, how many", "Basis", "Before", "After", "Fastest")
+    out += ["", *_table(header, _regret_rows(review.regret), right=(1, 5, 6)), ""]
+    validated = dict.fromkeys(r.validation for r in review.regret if r.basis == "modelled" and r.validation)
+    for line in validated:
+        out += _bullet(f"The model, validated {inline(line)}.")
+    for r in review.regret:
+        if r.undecided:
+            out += _bullet(inline(r.undecided) + ".")
+    return [*out, ""]
 
 
 def _geo(score: SideScore | BestScore) -> str:
@@ -425,13 +468,66 @@ def _scored(report: EvidenceReport) -> list[str]:
     return [*out, ""]
 
 
+def _details(summary: str, body: Sequence[str]) -> list[str]:
+    """A collapsed section: GitHub renders the Markdown inside after a blank line, MkDocs with ``markdown``."""
+    while body and not body[-1]:
+        body = body[:-1]
+    return ['<details markdown="1">', f"<summary>{summary}</summary>", "", *body, "", "</details>", ""]
+
+
+def outside_details(page: str) -> list[str]:
+    """The lines of ``page`` outside its ``<details>`` sections: what a reader sees before opening any."""
+    out, depth = [], 0
+    for line in page.splitlines():
+        if line.startswith("<details"):
+            depth += 1
+        elif line.startswith("</details>"):
+            depth -= 1
+        elif depth == 0:
+            out.append(line)
+    return out
+
+
+def _folded(review: Review) -> list[str]:
+    """Everything but the verdict and the first questions, each kind in its own collapsed section."""
+    out = _details(_moves_title(review), _moves(review))
+    if review.asks:
+        commands = sum(len(a.commands) for a in review.asks)
+        out += _details(f"Measurements asked for: {commands} command(s)", _measurements(review))
+    if review.concerns:
+        out += _details(f"Losses, predicted and measured: {len(review.concerns)}", _listed("", review.concerns))
+    if review.inherited or review.resolved or review.notes:
+        out += _details(_findings_title(review), _findings(review))
+    out += _details("Evidence: where each side's figures come from", _evidence(review))
+    if review.regret:
+        bases = " and ".join(dict.fromkeys(r.basis for r in review.regret))
+        out += _details(f"Regret over the moved sizes: {bases}", _regret(review))
+    if review.evidence is not None:
+        out += _details(f"Benchmark evidence: {len(review.evidence.sweeps)} sweep(s)", _scored(review.evidence))
+    return out
+
+
 def render_markdown(review: Review) -> str:
-    """The review as one Markdown page (ends with a newline)."""
-    title = f"# artune review: {code(review.before.spec)} to {code(review.after.spec)}"
-    lines = [title, "", f"Made by {code(review.command)}.", "", *_moves(review), *_questions(review)]
-    lines += _evidence(review)
-    lines += ["## Verdict", "", *_paragraph(f"**{inline(review.summary)}**"), ""]  # one sentence, one paragraph
-    return "\n".join(lines)
+    """The review as one Markdown page (ends with a newline): the verdict, the questions that decide it
+    (those past ``SCREEN`` lines folded), then the rest in collapsed sections."""
+    verb, _, rest = review.summary.partition(": ")
+    head = [f"# artune review: {code(review.before.spec)} to {code(review.after.spec)}", ""]
+    head += [*_paragraph(f"**Verdict: {verb}.** {inline(rest)}"), ""]  # one sentence, one paragraph
+    tail = [*_folded(review), f"Made by {code(review.command)}."]
+    if not review.ranked:
+        return "\n".join([*head, "Nothing to ask: no question decides this change.", "", *tail, ""])
+    head += ["## What decides it", ""]
+    items = [_numbered(i, q) for i, q in enumerate(review.ranked, 1)]
+    room = SCREEN - len(head) - len(outside_details("\n".join(tail))) - 1  # the blank line after the list
+
+    def fits(k: int) -> bool:  # the first k questions shown, and the blank line after the fold, if any
+        return sum(len(item) for item in items[:k]) + (k < len(items)) <= room
+
+    kept = max((k for k in range(1, len(items) + 1) if fits(k)), default=1)  # the first one always shows
+    shown = [line for item in items[:kept] for line in item]
+    folded = [line for item in items[kept:] for line in item]
+    fold = _details(f"{len(items) - kept} more question(s), ranked", folded) if folded else []
+    return "\n".join([*head, *shown, "", *fold, *tail, ""])
 
 
 def render_json(review: Review) -> str:

@@ -71,5 +71,7 @@ def measured_losses(regret: Sequence[RegretEvidence], moved: Sequence[Move]) -> 
                 f"{routes(moved, r.arch, r.world_size, r.mode, 'before')}"
             )
             scope = f"ws {r.world_size} ({r.mode})"
-            out.append(Question("error", Path(r.source).name, r.arch, scope, message, "X201"))
+            out.append(
+                Question("error", Path(r.source).name, r.arch, scope, message, "X201", (r.world_size,), (r.mode,))
+            )
     return tuple(out)

@@ -16,12 +16,27 @@ import dataclasses
 import shlex
 import types
 import typing
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
 #: exit codes: approve, questions or request changes, a side that cannot be read
 CLEAN, QUESTIONS, UNREADABLE = 0, 1, 2
+
+
+def world_sizes(values: Iterable[int]) -> str:
+    """``[2, 4, 9, 10, 11]`` -> ``"2, 4, 9-11"``."""
+    parts: list[str] = []
+    run: list[int] = []
+    for v in [*sorted(values), None]:
+        if v is not None and run and v == run[-1] + 1:
+            run.append(v)
+            continue
+        if run:
+            parts.append(f"{run[0]}-{run[-1]}" if len(run) > 2 else ", ".join(map(str, run)))
+        run = [v] if v is not None else []
+    return ", ".join(parts) or "none"
 
 
 class Verdict(str, Enum):
@@ -47,7 +62,8 @@ class Verdict(str, Enum):
 @dataclass(frozen=True)
 class Move:
     """Sizes ``lo..hi`` (inclusive; ``hi`` None: no end) at which ``before``'s route becomes ``after``'s,
-    on ``arch`` (one, or several that move alike: "10.0, 10.3") at ``world_sizes`` in ``modes``.
+    on ``arch`` (one, or several that move alike: "10.0, 10.3") at ``world_sizes`` in ``modes``, on each of
+    ``topologies`` (a move that repeats across host counts is one move).
 
     A route is what runs, in order: the first candidate available at run
     time, then the next, ending in the fallback (``artune.table.diff``).
@@ -61,10 +77,16 @@ class Move:
     before: tuple[str, ...]
     after: tuple[str, ...]
     multicast: bool | None = None  # the machine compared, where a side plans it apart: None for any machine
-    hosts: int = 1  # the topology compared: ranks on one host, or across this many...
-    nvlink: str = "host"  # ...in one NVLink domain ("rack") or joined over a network ("host")
+    #: the topologies it moves on, each ``(hosts, nvlink)``: ranks on one host ``(1, "host")``, or across
+    #: that many hosts in one NVLink domain (``"rack"``) or joined over a network (``"host"``)
+    topologies: tuple[tuple[int, str], ...] = ((1, "host"),)
     #: a shape difference (tables that decide by shape): "hidden 4096 NONE", and lo, hi count tokens
     shape: str = ""
+
+    @property
+    def on_one_host(self) -> bool:
+        """Whether it moves for ranks on one host: the calls that measurements and the model weigh."""
+        return any(hosts == 1 for hosts, _ in self.topologies)
 
 
 @dataclass(frozen=True)
@@ -100,15 +122,22 @@ class Coverage:
 
 @dataclass(frozen=True)
 class Question:
-    """A check finding: ``where`` is "file:line" (or the table); ``arch`` one or several ("9.0, 10.0");
-    ``scope`` the world sizes and modes it holds at ("ws 2-8 (graph, eager)"), or ""."""
+    """A question for the author: ``where`` is "file:line" (or the table, or ""); ``arch`` one or several
+    ("9.0, 10.0"); ``scope`` the world sizes and modes it holds at ("ws 2-8 (graph, eager)"), or "".
+
+    A finding of ``artune check``, or a loss or a gap the evidence shows. In
+    ``Review.ranked`` each also carries the command that answers it.
+    """
 
     severity: str
     where: str
     arch: str
     scope: str
     message: str
-    code: str = ""  # the finding's stable code (artune.table.check.Finding.code), where it has one
+    code: str = ""  # the finding's stable code (artune.findings), where it has one
+    world_sizes: tuple[int, ...] = ()  # the world sizes of ``scope``, where it names them...
+    modes: tuple[str, ...] = ()  # ...and its modes
+    answer: str = ""  # the command that answers it (a shell line), where one does
 
 
 @dataclass(frozen=True)
@@ -264,6 +293,9 @@ class Review:
     arches: tuple[ArchChange, ...]
     params: tuple[ParamChange, ...]
     coverage: tuple[Coverage, ...]
+    #: what decides the verdict, most decisive first, each with the command that answers it
+    #: (``artune.review.questions``): the questions, the concerns and the asks below, one list
+    ranked: tuple[Question, ...]
     questions: tuple[Question, ...]  # new in AFTER
     inherited: tuple[Question, ...]  # already in BEFORE: not introduced here
     resolved: tuple[Question, ...]  # in BEFORE, gone from AFTER

@@ -1,0 +1,131 @@
+"""Findings where the diff is: ``check`` and ``review`` as GitHub workflow annotations and as SARIF 2.1.0.
+
+The SARIF is validated against the SARIF 2.1.0 JSON schema (tests/fixtures/sarif, its repository and commit
+named there); the E101 annotation is checked against the line of vLLM 0.27.0's released file that holds the
+"10.7" row.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from jsonschema import Draft4Validator
+
+from artune.cli import main
+from artune.findings import KINDS
+from artune.formats.releases import ReleaseUnavailable, fetch_release
+from artune.review import annotations
+from artune.review.annotations import checkout_path, github, sarif
+from artune.review.types import Question
+
+SCHEMA = json.loads((Path(__file__).parent / "fixtures" / "sarif" / "sarif-schema-2.1.0.json").read_text())
+UTILS = "vllm/distributed/device_communicators/all_reduce_utils.py"
+
+
+def valid(log: dict) -> dict:
+    Draft4Validator.check_schema(SCHEMA)
+    errors = sorted(Draft4Validator(SCHEMA).iter_errors(log), key=lambda e: list(e.path))
+    assert not errors, "; ".join(f"{list(e.path)}: {e.message}" for e in errors[:5])
+    return log
+
+
+def release(engine: str, version: str) -> Path:
+    try:
+        return fetch_release(engine, version)
+    except ReleaseUnavailable as err:
+        pytest.skip(f"{engine}=={version} cannot be had here: {err}")
+
+
+def test_e101_annotated_at_the_line_that_holds_the_10_7_row(capsys: pytest.CaptureFixture[str]) -> None:
+    root = release("vllm", "0.27.0")
+    assert main(["check", "vllm==0.27.0", "--output-format", "github"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    (e101,) = [line for line in out if ",title=E101::" in line]
+    assert e101.startswith(f"::warning file={UTILS},line=")
+    line = int(e101.split(",line=", 1)[1].split(",", 1)[0])
+    source = (root / UTILS).read_text().splitlines()
+    assert source[line - 1].lstrip().startswith('"10.7": {'), source[line - 1]  # the released file's own line
+    assert "::arch 10.7: 10.7 = 10.3 in 3 of 3 tables: measured, or inherited?" in e101
+    assert all(line.startswith(("::warning ", "::notice ", "::error ")) for line in out)
+    assert any(line.startswith("::notice ") and ",title=N101::" in line for line in out)  # notes are notices
+
+
+def test_check_sarif_validates_with_one_rule_per_code(capsys: pytest.CaptureFixture[str]) -> None:
+    release("vllm", "0.27.0")
+    assert main(["check", "vllm==0.27.0", "--output-format", "sarif"]) == 1
+    log = valid(json.loads(capsys.readouterr().out))
+    (run,) = log["runs"]
+    rules = run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == list(KINDS)
+    e101 = rules[list(KINDS).index("E101")]
+    kind = KINDS["E101"]
+    assert (e101["shortDescription"]["text"], e101["fullDescription"]["text"]) == (kind.title, kind.meaning)
+    assert e101["help"]["text"] == kind.fix and "docs/findings.md#e101" in e101["help"]["markdown"]
+    (result,) = [r for r in run["results"] if r["ruleId"] == "E101"]
+    assert rules[result["ruleIndex"]]["id"] == "E101" and result["level"] == "warning"
+    (location,) = result["locations"]
+    assert location["physicalLocation"]["artifactLocation"]["uri"] == UTILS
+    assert location["physicalLocation"]["region"]["startLine"] >= 1
+    assert {r["level"] for r in run["results"]} == {"warning", "note"}
+
+
+def test_help_uri_where_the_package_names_its_documentation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """helpUri is absolute or absent: the docs page the package names (its Documentation URL), never made up."""
+    question = Question("warning", "t.toml", "x86_64", "ws 2 (eager)", "band covers no size", "T101", (2,), ("eager",))
+    if annotations.docs_url() is None:  # this package names no Documentation URL: no helpUri, no made-up one
+        assert "helpUri" not in valid(sarif([question]))["runs"][0]["tool"]["driver"]["rules"][0]
+    monkeypatch.setattr(annotations, "docs_url", lambda: "https://docs.example.org/artune/findings/")
+    log = valid(sarif([question]))
+    rule = log["runs"][0]["tool"]["driver"]["rules"][0]
+    assert rule["helpUri"] == "https://docs.example.org/artune/findings/#t101"
+    assert log["runs"][0]["tool"]["driver"]["informationUri"] == "https://docs.example.org/artune/"
+
+
+def test_review_sarif_and_annotations_of_its_ranked_questions(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from test_review import _SIZES, rubin_change, write_vllm
+
+    a, b = write_vllm(tmp_path / "a", _SIZES), write_vllm(tmp_path / "b", rubin_change())
+    assert main(["review", f"vllm:{a}", f"vllm:{b}", "--output-format", "sarif"]) == 1
+    log = valid(json.loads(capsys.readouterr().out))
+    results = log["runs"][0]["results"]
+    assert [r["ruleId"] for r in results][:1] == ["E101"]
+    assert results[0]["locations"][0]["physicalLocation"]["region"]["startLine"] >= 1
+    assert any(r["ruleId"] == "X111" and "locations" not in r for r in results)  # a move has no line of its own
+    assert main(["review", f"vllm:{a}", f"vllm:{b}", "--format", "github"]) == 1  # --format: the alias
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == len(results) and out[0].startswith("::warning file=") and ",title=E101::" in out[0]
+    assert any(line.startswith("::warning title=X111::") for line in out)  # no file: the run's summary shows it
+    assert "%0AAnswer: artune tune --device cuda" in out[0]  # the command that answers it, on its own line
+
+
+def test_check_json_and_text_keep_every_field(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "reference:vllm"]) == 1
+    text = capsys.readouterr().out.splitlines()
+    assert main(["check", "reference:vllm", "--format", "json"]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["text"] for r in rows] == text
+    assert {"code", "severity", "arch", "message", "file", "line"} <= set(rows[0])
+    assert all(r["file"] is None for r in rows)  # a bundled reference is no file of a checkout
+
+
+def test_escaping_as_the_actions_toolkit_does() -> None:
+    question = Question("error", "dir,x/f.py:3", "10.0", "", "50% done\r\nnext: a, b", "E202")
+    (line,) = github([question]).splitlines()
+    assert line == "::error file=dir%2Cx/f.py,line=3,title=E202::arch 10.0: 50%25 done%0D%0Anext: a, b"
+    note = Question("note", "", "*", "", "information", "M101")
+    assert github([note]) == "::notice title=M101::every arch: information\n"
+
+
+def test_checkout_paths() -> None:
+    assert checkout_path(f"vllm==0.27.0/{UTILS}:50") == (UTILS, 50)
+    assert checkout_path("sglang==0.5.19/sglang/srt/x.py:1") == ("sglang/srt/x.py", 1)
+    assert checkout_path("reference:vllm") == ("", None)
+    assert checkout_path("origin/main:vllm/x.py:3") == ("", None)  # a revision's file is not the checkout's
+    assert checkout_path("tables/t.toml") == ("tables/t.toml", None)
+    here = Path.cwd()
+    assert checkout_path(f"{here}/vllm/x.py:9", here) == ("vllm/x.py", 9)
+    assert checkout_path("/elsewhere/vllm/x.py:9", here / "sub") == ("/elsewhere/vllm/x.py", 9)
