@@ -27,12 +27,12 @@ def test_multicast_moves_its_share_plus_every_other_rank_share() -> None:
     assert gpu.multicast_traffic(2) > 2 * (2 - 1) / 2
 
 
-def test_the_multimem_form_uses_the_traffic() -> None:
+def test_the_multicast_form_uses_the_traffic() -> None:
     theta = {n: np.array([c]) for n, (c, _sd, _m) in gpu.PARAMS.items()}
     theta |= {"round@10": np.array([3.0]), "link@10": np.array([0.8])}
     machine = gpu.Machine("10.0", 900.0)
-    ((_a, s2),) = gpu.kernel_lines(theta, "multimem/custom", machine, 2, "graph", {"9": 450.0, "10": 900.0})
-    ((_a, s8),) = gpu.kernel_lines(theta, "multimem/custom", machine, 8, "graph", {"9": 450.0, "10": 900.0})
+    ((_a, s2),) = gpu.kernel_lines(theta, "multicast/custom", machine, 2, "graph", {"9": 450.0, "10": 900.0})
+    ((_a, s8),) = gpu.kernel_lines(theta, "multicast/custom", machine, 8, "graph", {"9": 450.0, "10": 900.0})
     assert float(s2[0] / s8[0]) == pytest.approx(1.5 / 1.125)
 
 
@@ -82,12 +82,12 @@ def test_conformal_factor_is_the_finite_sample_quantile() -> None:
 def _score(sweep_id: str, ws: int, rows: list[tuple[int, float, float]]) -> validate.SweepScore:
     """A scored sweep with regrets (model, vllm copy) per size; the other choosers as the model."""
     base = next(s for s in SWEEPS if s.id == "DS2a")
-    sweep = type(base)(sweep_id, "test", "h100-sxm", ws, "graph", ("nccl/auto",), tuple(n for n, _, _ in rows),
+    sweep = type(base)(sweep_id, "test", "h100-sxm", ws, "graph", ("library/nccl",), tuple(n for n, _, _ in rows),
                        tuple((1.0,) for _ in rows))  # fmt: skip
     out = []
     for n, model, copy in rows:
         regrets = {"model": model, "vllm copy": copy, "sglang copy": model * 2, "vllm": 1.0, "sglang": 1.0}
-        out.append(validate.Row(n, "nccl/auto", dict.fromkeys(regrets, "nccl/auto"), regrets))
+        out.append(validate.Row(n, "library/nccl", dict.fromkeys(regrets, "library/nccl"), regrets))
     return validate.SweepScore(sweep, tuple(out))
 
 

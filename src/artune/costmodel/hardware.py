@@ -29,7 +29,6 @@ from artune.costmodel.plan import SWITCH_MARGIN, Copy
 from artune.costmodel.presets import Hardware
 from artune.sizes import human_size
 
-ALGORITHMS = ("1shot_push", "2shot_pull", "2shot_pull_mc", "nccl")
 LEVEL = 0.9
 DISAGREE = 0.10  # a size is uncertain when at least this share of replicates picks another algorithm
 SEED = 7
@@ -48,7 +47,7 @@ class HardwareModel:
         hardware: Hardware,
         fit: gpu.GpuFit | None = None,
         unseen_rule: str = "between",
-        algorithms: Sequence[str] = ALGORITHMS,
+        algorithms: Sequence[str] = gpu.CANDIDATES,
     ) -> None:
         self.hw = hardware
         self.algorithms = tuple(algorithms)  # catalog names, or kernels (``class/impl``)
@@ -116,7 +115,7 @@ class HardwareModel:
 
     def candidates(self, world_size: int, mode: str) -> list[str]:
         """The algorithms this hardware runs (multicast only where it exists)."""
-        return [a for a in self.algorithms if self.hw.multicast or "multimem" not in gpu.KERNEL_OF.get(a, a)]
+        return [a for a in self.algorithms if self.hw.multicast or not gpu.KERNEL_OF.get(a, a).startswith("multicast/")]
 
     def params(self) -> dict[str, dict[str, int | str]]:
         """Kernel grid sizes for SGLang's algorithms (SM count where the preset gives it)."""

@@ -10,12 +10,13 @@ sources printed none of the formats artune reads (symm-mem-recipes', kraken's
 tables, Azure's busbw summaries, an issue's list), are typed here. Where the
 reference marks a label as inferred, the sweep's ``note`` says so.
 
-A *kernel* is ``class/implementation``: the class is the algorithm family
-the forms describe (``one_shot``, ``two_shot``, ``multimem``) or ``nccl``;
-the implementation is ``custom`` (an engine-style kernel using the GPU's
-SMs: vLLM's custom all-reduce, SGLang's, Triton's), ``torch`` (the torch
-symmetric-memory ops, launched with few blocks) or, for NCCL, how it was
-run (``auto``: NCCL chooses; ``ring``/``nvls``: forced).
+A *kernel* is one of the GPU model's, ``scheme/implementation``
+(``artune.costmodel.gpu.KERNELS``): the scheme is the catalog's
+(``one_shot``, ``two_shot``, ``multicast``, ``library``); the
+implementation is ``custom`` (an engine-style kernel using the GPU's SMs:
+vLLM's custom all-reduce, SGLang's, Triton's), ``torch`` (the torch
+symmetric-memory ops, launched with few blocks) or, for the library, NCCL
+as it was run (``nccl``: NCCL chooses; ``nccl_ring``/``nccl_nvls``: forced).
 
 Modes: ``graph`` is pipelined back-to-back calls (CUDA graphs of several
 calls, as vLLM's ``benchmark_device_communicators.py`` and nccl-tests ``-G``
@@ -46,13 +47,14 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from artune import catalog
+from artune.costmodel.gpu import KERNELS, model_kernel
+
 if TYPE_CHECKING:
     from artune.evidence import BenchmarkSweep
 
 KiB, MiB = 1 << 10, 1 << 20
 NAN = math.nan
-
-CLASSES = ("one_shot", "two_shot", "multimem", "nccl")
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,8 @@ class Sweep:
         if len(self.times) != len(self.sizes) or any(len(row) != len(self.kernels) for row in self.times):
             raise ValueError(f"{self.id}: {len(self.sizes)} sizes, {len(self.kernels)} kernels: rows do not match")
         for kernel in self.kernels:
-            cls, _, impl = kernel.partition("/")
-            if cls not in CLASSES or not impl:
-                raise ValueError(f"{self.id}: kernel {kernel!r} is not class/implementation")
+            if kernel not in KERNELS:
+                raise ValueError(f"{self.id}: kernel {kernel!r} is none of the model's: {', '.join(KERNELS)}")
 
     @property
     def choice(self) -> bool:
@@ -92,17 +93,8 @@ class Sweep:
         ]
 
 
-#: the evidence kernels (``artune.evidence``) the forms describe -> the model's class/implementation
-MODEL_KERNELS = {
-    "custom_ar/1stage": "one_shot/custom",
-    "custom_ar/2stage": "two_shot/custom",
-    "push_ar": "one_shot/custom",
-    "trtllm/oneshot": "one_shot/custom",
-    "trtllm/twoshot": "two_shot/custom",
-    "symm_mem/multimem": "multimem/torch",
-    "symm_mem/two_shot": "two_shot/torch",
-    "nccl": "nccl/auto",
-}
+#: the evidence kernels (``artune.evidence``'s columns) the forms describe -> the model's kernel, from the catalog
+MODEL_KERNELS = {name: k for name, kernel in catalog.KERNELS.items() if (k := model_kernel(kernel)) is not None}
 
 
 def from_evidence(evidence: BenchmarkSweep, sweep_id: str, preset: str, note: str = "") -> Sweep:
@@ -166,7 +158,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "h100-sxm",
         8,
         "graph",
-        ("nccl/auto", "multimem/torch", "two_shot/torch"),
+        ("library/nccl", "multicast/torch", "two_shot/torch"),
         *_file("ds2a-sm90-ws8.json", _SYMM),
         note="world size 8 inferred (the last SM 9.0 table); H100/H200 class",
     ),
@@ -176,7 +168,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "b200",
         2,
         "graph",
-        ("nccl/auto", "multimem/torch", "two_shot/torch"),
+        ("library/nccl", "multicast/torch", "two_shot/torch"),
         *_file("ds2b-sm100-ws2.json", _SYMM),
         note="first rows only (the rest was cut off)",
     ),
@@ -186,7 +178,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "b300",
         2,
         "graph",
-        ("nccl/auto", "multimem/torch", "two_shot/torch"),
+        ("library/nccl", "multicast/torch", "two_shot/torch"),
         *_file("ds2c-sm103-ws2.json", _SYMM),
         note="SM 10.3 (B300) inferred from its NCCL bandwidth and its 4 MiB two-shot limit",
     ),
@@ -196,7 +188,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "b300",
         4,
         "graph",
-        ("nccl/auto", "multimem/torch", "two_shot/torch"),
+        ("library/nccl", "multicast/torch", "two_shot/torch"),
         *_file("ds2c4-sm103-ws4.json", _SYMM),
         note="the world size 4 block after DS2c, same inferred GPU",
     ),
@@ -206,7 +198,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "h100-sxm",
         2,
         "graph",
-        ("one_shot/custom", "two_shot/custom", "nccl/auto", "multimem/torch", "two_shot/torch"),
+        ("one_shot/custom", "two_shot/custom", "library/nccl", "multicast/torch", "two_shot/torch"),
         *_file("ds3a-h100-tp2.txt", ("ca_1stage", "ca_2stage", "pynccl", "symm_mem_multimem", "symm_mem_two_shot")),
         note="ca_1stage / ca_2stage: vLLM's custom all-reduce forced to one or two stages",
     ),
@@ -216,7 +208,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "h100-sxm",
         6,
         "graph",
-        ("one_shot/custom", "two_shot/custom", "nccl/auto", "multimem/torch", "two_shot/torch"),
+        ("one_shot/custom", "two_shot/custom", "library/nccl", "multicast/torch", "two_shot/torch"),
         *_file("ds3c-tp6.txt", ("ca_1stage", "ca_2stage", "pynccl", "symm_mem_multimem", "symm_mem_two_shot")),
         note=(
             "H100 inferred (tentative in the source: its one-shot -> multimem switch between 0.5 and 1 MB "
@@ -229,7 +221,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "h100-sxm",
         8,
         "eager",
-        ("nccl/auto", "one_shot/custom", "multimem/custom", "one_shot/torch", "two_shot/torch", "multimem/torch"),
+        ("library/nccl", "one_shot/custom", "multicast/custom", "one_shot/torch", "two_shot/torch", "multicast/torch"),
         *_us(
             (
                 (8, (21.824, 10.848, 11.424, 16.384, 15.296, 11.424)),
@@ -249,7 +241,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "h100-sxm",
         8,
         "eager",
-        ("nccl/auto", "one_shot/custom", "one_shot/torch"),
+        ("library/nccl", "one_shot/custom", "one_shot/torch"),
         *_us(
             (
                 (8, (25.696, 12.288, 19.040)),
@@ -272,7 +264,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "h100-sxm",
         8,
         "eager",
-        ("nccl/auto", "one_shot/torch", "one_shot/custom", "two_shot/custom"),
+        ("library/nccl", "one_shot/torch", "one_shot/custom", "two_shot/custom"),
         *_us(
             (
                 (10240, (30.14, 19.58, 14.27, 18.24)),
@@ -296,7 +288,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "h100-sxm",
         8,
         "eager",
-        ("nccl/nvls",),
+        ("library/nccl_nvls",),
         *_busbw(
             _ds11(
                 "0.07 0.14 0.27 0.53 0.95 1.71 2.72 5.40 10.86 21.35 43.70 81.93 "
@@ -312,7 +304,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "h200",
         8,
         "eager",
-        ("nccl/nvls",),
+        ("library/nccl_nvls",),
         *_busbw(
             _ds11(
                 "0.06 0.12 0.23 0.47 0.93 1.84 3.72 7.39 14.75 29.38 52.96 88.78 "
@@ -328,7 +320,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "b200",
         4,
         "eager",
-        ("nccl/ring",),
+        ("library/nccl_ring",),
         *_busbw(
             _ds11(
                 "0.10 0.19 0.38 0.76 1.46 2.88 5.71 11.29 22.41 44.07 80.48 110.43 "
@@ -344,7 +336,7 @@ SWEEPS: tuple[Sweep, ...] = (
         "h100-sxm",
         8,
         "eager",
-        ("nccl/auto",),
+        ("library/nccl",),
         (
             128,
             KiB,

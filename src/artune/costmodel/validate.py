@@ -30,6 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from artune import catalog
 from artune.costmodel import calibrate as cal
 from artune.costmodel import gpu
 from artune.costmodel.plan import SWITCH_MARGIN
@@ -37,21 +38,17 @@ from artune.costmodel.published import Sweep
 from artune.table.types import Table
 
 ENGINES = ("vllm", "sglang")
-_VLLM_ONE_STAGE = ((2, None), (4, 512 * 1024), (8, 256 * 1024))  # (largest world size, exclusive bound)
-
-
-def vllm_custom_ar_kernel(world_size: int, nbytes: int) -> str:
-    """Which kernel vLLM's ``custom_ar`` runs (its 1-stage / 2-stage switch)."""
-    for ws, bound in _VLLM_ONE_STAGE:
-        if world_size <= ws and (bound is None or nbytes < bound):
-            return "one_shot/custom"
-    return "two_shot/custom"
 
 
 def engine_kernel(algorithm: str, world_size: int, nbytes: int) -> str:
-    """The kernel an engine algorithm name runs."""
+    """The model kernel an engine algorithm name runs for one message (vLLM's custom all-reduce: by its rule)."""
     if algorithm == "custom_ar":
-        return vllm_custom_ar_kernel(world_size, nbytes)
+        from artune.formats.vllm.rules import custom_ar_kernel
+
+        stage = custom_ar_kernel(world_size, nbytes)[0]
+        found = gpu.model_kernel(catalog.KERNELS[f"custom_ar/{stage}"])
+        assert found is not None  # the catalog gives both stages a scheme the model has a form for
+        return found
     return gpu.KERNEL_OF[algorithm]
 
 
@@ -87,7 +84,7 @@ def table_choice(table: Table, world_size: int, mode: str, nbytes: int, measured
     available = {name for name in ENGINE_NAMES if stand_in(engine_kernel(name, world_size, nbytes), measured)}
     decision = decide(table, nbytes, world_size, mode, frozenset(available | {"nccl"}))
     column = stand_in(engine_kernel(decision.algorithm, world_size, nbytes), measured)
-    return column if column is not None else stand_in("nccl/auto", measured) or measured[0]
+    return column if column is not None else stand_in(gpu.KERNEL_OF["nccl"], measured) or measured[0]
 
 
 def hand_choice(engine: str, arch: str, world_size: int, mode: str, nbytes: int, measured: Sequence[str]) -> str:
