@@ -24,9 +24,9 @@ import numpy as np
 
 from artune.costmodel import blind, gpu
 from artune.costmodel.cost import VERSION
-from artune.costmodel.forms import log_spaced
 from artune.costmodel.plan import SWITCH_MARGIN, Copy
 from artune.costmodel.presets import Hardware
+from artune.grid import log_spaced
 from artune.sizes import human_size
 
 LEVEL = 0.9

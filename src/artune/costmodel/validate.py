@@ -27,6 +27,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import geometric_mean
 
 import numpy as np
 
@@ -114,7 +115,7 @@ class SweepScore:
     rows: tuple[Row, ...]
 
     def geomean(self, who: str) -> float:
-        return math.exp(sum(math.log(r.regrets[who]) for r in self.rows) / len(self.rows))
+        return geometric_mean(r.regrets[who] for r in self.rows)
 
     def worst(self, who: str) -> float:
         return max(r.regrets[who] for r in self.rows)
@@ -187,7 +188,7 @@ def leave_one_sweep_out(data: cal.Data, terms: Sequence[str] = (), start: cal.Re
 
 def total(scores: Sequence[SweepScore], who: str) -> tuple[float, float]:
     """Over sweeps, each counting once: the geomean of their geomean regrets, and the worst size."""
-    geo = math.exp(sum(math.log(s.geomean(who)) for s in scores) / len(scores))
+    geo = geometric_mean(s.geomean(who) for s in scores)
     return geo, max(s.worst(who) for s in scores)
 
 
