@@ -161,7 +161,7 @@ def _validation(model: Any) -> str:
 
 def _undecided(model: Any, arch: str, ws: int, mode: str, sizes: Sequence[int], was: float, now: float, high: float):
     """Why the model cannot tell before's rows from after's, and the sweep that would."""
-    from artune.costmodel.forms import log_spaced
+    from artune.grid import log_spaced
     from artune.sizes import human_size
 
     lo = max(min(sizes), 4 << 10)  # below 4 KiB every kernel is at its latency: nothing to settle there
