@@ -30,7 +30,6 @@ algorithm's scheme is the catalog's):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -160,11 +159,3 @@ def form_for(algorithm: str) -> Form | None:
     """The form of ``algorithm``'s scheme in the catalog, or ``None`` when it has none."""
     scheme = scheme_of(algorithm)
     return FORMS[scheme.value] if scheme is not None else None
-
-
-def log_spaced(lo: int, hi: int, per_octave: int = 4, itemsize: int = 4) -> list[int]:
-    """Sizes from ``lo`` to ``hi`` bytes, ``per_octave`` per doubling, tidy (4 significant bits)."""
-    from artune.grid import quantize
-
-    count = max(2, round(math.log2(hi / lo) * per_octave) + 1)
-    return sorted({quantize(lo * (hi / lo) ** (i / (count - 1)), itemsize) for i in range(count)})
