@@ -272,3 +272,19 @@ def test_the_bundled_fit_is_the_fitted_optimum_not_typed_numbers() -> None:
             y[i] += step
             moved.append(float(problem.loss(problem.residuals(y))[0]))
     assert min(moved) >= best - 1e-4
+
+
+def test_the_published_sweeps_are_data_each_naming_its_source() -> None:
+    from artune.costmodel.published import load_sweeps
+
+    assert all(s.source and s.url.startswith("https://github.com/") for s in SWEEPS)
+    one = '[[sweep]]\nid = "X"\nsource = "s"\npreset = "h200"\nworld_size = 2\nmode = "graph"\n'
+    good = one + 'kernels = ["library/nccl"]\nsizes = [1024]\ntimes_us = [[nan]]\n'
+    (x,) = load_sweeps(good)
+    assert x.sizes == (1024,) and math.isnan(x.times[0][0])
+    with pytest.raises(ValueError, match=r"sweep X: .*rows do not match"):
+        load_sweeps(one + 'kernels = ["library/nccl"]\nsizes = [1024, 2048]\ntimes_us = [[1.0]]\n')
+    with pytest.raises(ValueError, match=r"sweep X: .*none of the model's"):
+        load_sweeps(one + 'kernels = ["nccl/auto"]\nsizes = [1024]\ntimes_us = [[1.0]]\n')
+    with pytest.raises(ValueError, match="sweep X: KeyError\\('times_us'\\)"):
+        load_sweeps(one + 'kernels = ["library/nccl"]\nsizes = [1024]\n')

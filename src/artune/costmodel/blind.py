@@ -175,7 +175,7 @@ class CopyRule:
     def why(self, source: str) -> str:
         """``copied from 10.0 (vllm): on archs held out, the model loses to copying at ws 6 graph above 1MiB ...``."""
         return (
-            f"copied from {source} ({self.engine}'s row, by family): on archs held out, the model loses to copying "
+            f"copied from {source} ({self.engine}'s row, by scheme): on archs held out, the model loses to copying "
             f"at {self.where} (regret {self.model:.3f} against {self.copy:.3f} over {self.points} sizes of "
             f"{', '.join(self.sweeps)})"
         )

@@ -74,8 +74,8 @@ class HardwareModel:
         """Per size, the ``Copy`` where a copy rule takes it from the nearest arch's row, else ``None``.
 
         The copied row is decided as its engine runs it (vLLM's custom
-        all-reduce by its 1-stage / 2-stage rule) and taken by family: the
-        candidate of this model that runs the same kernel class.
+        all-reduce by its 1-stage / 2-stage rule) and taken by scheme: the
+        candidate of this model that runs a kernel of the same scheme.
         """
         from artune.costmodel.validate import ENGINE_NAMES, engine_kernel
         from artune.table.decide import decide
