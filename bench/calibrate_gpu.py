@@ -5,7 +5,7 @@
 
 Prints Markdown (and writes it to ``--out``), every figure of the cost model's results:
 
-1. the data: every sweep fitted (gpu-measured.md ids), and the claimed crossovers;
+1. the data: every sweep fitted (the ids of costmodel/data/sweeps.toml), and the claimed crossovers;
 2. leave one ARCH out (``artune.costmodel.blind``), the way a new GPU arrives: the weight of the hand
    tables' claims chosen by it; per arch and world size the model, the nearest-arch copy under each
    engine's rules and the arch's own hand rows, scored as the engines run them; the hybrid (copied

@@ -213,7 +213,8 @@ def test_a_perfect_predictor_scores_no_regret_and_the_scores_are_ratios() -> Non
     score = validate.score_sweep(s, measured)
     assert score.geomean("model") <= 1.01 and score.worst("model") <= 1 + 0.05  # only the 5% stickiness
     assert all(r.regrets[w] >= 1.0 for r in score.rows for w in r.regrets)
-    # on the same points, vLLM's hand table picks torch two-shot where NCCL is faster (gpu-measured.md DS2c)
+    # on the same points, vLLM's hand table picks torch two-shot where NCCL is faster (vLLM PR #42324's
+    # Blackwell world size 2 sweep, DS2c)
     assert score.geomean("vllm") > 1.05
     geo, worst = validate.total([score, score], "vllm")
     assert geo == pytest.approx(score.geomean("vllm")) and worst == score.worst("vllm")

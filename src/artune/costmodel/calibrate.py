@@ -73,9 +73,10 @@ class ClaimedCrossover:
         return catalog.scheme_of(self.lead) is catalog.Scheme.ONE_SHOT
 
 
-#: TensorRT-LLM ``AllReduceBestStrategyTableSM90/SM100``, fusion NONE, hidden 8192, bf16
-#: (gpu-measured.md DS13, commit 005b299): ONESHOT up to this size, then TWOSHOT (or NCCL at ws 2,
-#: where the IPC workspace cap ends the custom kernels: a lower bound). No multicast in that choice.
+#: TensorRT-LLM ``AllReduceBestStrategyTableSM90/SM100``, fusion NONE, hidden 8192, bf16 (NVIDIA/TensorRT-LLM
+#: ``cpp/tensorrt_llm/common/customAllReduceUtils.h``, commit 005b299): ONESHOT up to this size, then TWOSHOT
+#: (or NCCL at ws 2, where the IPC workspace cap ends the custom kernels: a lower bound). No multicast in that
+#: choice.
 TRTLLM = (
     ClaimedCrossover("TRT-LLM", "9.0", "h100-sxm", 2, "graph", 8 * MiB, lower_bound=True, rival="nccl"),
     ClaimedCrossover("TRT-LLM", "9.0", "h100-sxm", 4, "graph", 256 * KiB),

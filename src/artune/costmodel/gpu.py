@@ -21,13 +21,14 @@ bandwidth per direction), the forms are:
   same NVLink a custom kernel's round is, so NCCL's step latency grows with
   the family's as the custom kernels' does (NCCL's own small-message
   latency is worse on Blackwell than on Hopper and grows faster with the
-  world size: gpu-measured.md DS12d).
+  world size: NVIDIA/nccl issue #1940, 8xB200 against 8xH200).
 
 A kernel is ``SCHEME/IMPLEMENTATION`` in the catalog's words (``KERNELS``;
 ``model_kernel`` names an engine's kernel so). Each byte term has an
 efficiency per kernel (``SCHEME/IMPL:bytes``, relative to the custom
 one-shot's). The torch symmetric-memory kernels launch a fixed grid (24
-blocks, 8 for multimem: gpu-facts.md) whatever the GPU, so they have extra
+blocks, 8 for multimem: PyTorch's
+``torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu``) whatever the GPU, so they have extra
 rounds (``SCHEME/torch:rounds``) and a bandwidth cap (``SCHEME/torch:GBps``): the slower of the link and their blocks. A
 multicast operation's latency is ``mc_rounds`` rounds of its family. A
 per-call overhead common to every kernel (the launch) does not change which
@@ -61,8 +62,9 @@ from artune.errors import ArtuneError
 
 Theta = Mapping[str, np.ndarray]  # parameter name -> values, one per replicate (shape (b,))
 
-#: NCCL's tuning.cc figures (gpu-facts.md) centre the NCCL priors; the step latencies are in rounds,
-#: centred on its NVLink ones (0.6, 1.9, 3.4 us) over the round's prior (2 us)
+#: NCCL's own figures (NVIDIA/nccl ``src/graph/tuning.cc``: base and NVLink latencies) centre the NCCL
+#: priors; the step latencies are in rounds, centred on its NVLink ones (0.6, 1.9, 3.4 us) over the round's
+#: prior (2 us)
 PARAMS: dict[str, tuple[float, float, str]] = {
     # name: (prior centre, prior sd of the log, meaning)
     "mc_rounds": (3.0, 0.7, "a multicast operation's latency, in rounds"),
@@ -163,7 +165,7 @@ def multicast_traffic(p: int) -> float:
     rank (``n`` in): ``(1 + 1/p) n`` each way.
     Two-shot over P2P moves ``2 (p-1)/p n``: multicast moves as much at 3
     ranks, less from 4 up (1.43x less at 6, 1.56x at 8) and more at 2 (1.5x), where the published
-    sweeps find it slower than two-shot (gpu-measured.md DS2c, note 3).
+    sweeps find it slower than two-shot (vLLM PR #42324's Blackwell world size 2 sweep, DS2c).
     """
     return 1.0 + 1.0 / p
 
