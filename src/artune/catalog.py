@@ -120,6 +120,11 @@ def _library(name: str) -> tuple[Kernel, ...]:
     return (Kernel(name, Scheme.LIBRARY, name),)
 
 
+def _shm(name: str, summary: str, scheme: Scheme) -> AlgorithmSpec:
+    """One of artune's shared-memory algorithms: one host, its own kernel under its name."""
+    return AlgorithmSpec(name, "artune", summary, topology="one_host", kernels=(Kernel(name, scheme, "shm"),))
+
+
 def _sglang(
     name: str,
     summary: str,
@@ -145,20 +150,8 @@ SPECS: dict[str, AlgorithmSpec] = {
         ),
         AlgorithmSpec("mpi", "torch", "torch.distributed.all_reduce on an MPI process group", kernels=_library("mpi")),
         # artune's CPU algorithms
-        AlgorithmSpec(
-            "shm_one_shot",
-            "artune",
-            "shared memory: every rank reduces all slots",
-            topology="one_host",
-            kernels=(Kernel("shm_one_shot", Scheme.ONE_SHOT, "shm"),),
-        ),
-        AlgorithmSpec(
-            "shm_two_shot",
-            "artune",
-            "shared memory: reduce-scatter then all-gather",
-            topology="one_host",
-            kernels=(Kernel("shm_two_shot", Scheme.TWO_SHOT, "shm"),),
-        ),
+        _shm("shm_one_shot", "shared memory: every rank reduces all slots", Scheme.ONE_SHOT),
+        _shm("shm_two_shot", "shared memory: reduce-scatter then all-gather", Scheme.TWO_SHOT),
         AlgorithmSpec(
             "hier_shm",
             "artune",
