@@ -120,6 +120,14 @@ def _library(name: str) -> tuple[Kernel, ...]:
     return (Kernel(name, Scheme.LIBRARY, name),)
 
 
+def _vllm_symm_mem(kind: str, summary: str, scheme: Scheme) -> AlgorithmSpec:
+    """vLLM's torch symmetric-memory path ``symm_mem_<kind>``: vLLM builds its communicator only for the world
+    sizes in its table and only where multicast works, for two-shot too."""
+    conditions = Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True)
+    kernels = (Kernel(f"symm_mem/{kind}", scheme, "torch"),)
+    return AlgorithmSpec(f"symm_mem_{kind}", "vllm", summary, conditions=conditions, kernels=kernels)
+
+
 def _shm(name: str, summary: str, scheme: Scheme) -> AlgorithmSpec:
     """One of artune's shared-memory algorithms: one host, its own kernel under its name."""
     return AlgorithmSpec(name, "artune", summary, topology="one_host", kernels=(Kernel(name, scheme, "shm"),))
@@ -171,15 +179,7 @@ SPECS: dict[str, AlgorithmSpec] = {
                 Kernel("custom_ar/2stage", Scheme.TWO_SHOT, "custom"),
             ),
         ),
-        # vLLM builds its symmetric-memory communicator only for the world sizes in its
-        # table and only where multicast works, for two-shot too
-        AlgorithmSpec(
-            "symm_mem_multimem",
-            "vllm",
-            "torch symmetric memory multimem all-reduce (NVLS)",
-            conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True),
-            kernels=(Kernel("symm_mem/multimem", Scheme.MULTICAST, "torch"),),
-        ),
+        _vllm_symm_mem("multimem", "torch symmetric memory multimem all-reduce (NVLS)", Scheme.MULTICAST),
         # vLLM 0.29 on runs FlashInfer's standalone all-reduce first by default (VLLM_ALLREDUCE_USE_FLASHINFER=1):
         # should_use_fi_ar takes 2-D fp16/bf16/fp32 inputs, any alignment; its world sizes are its table's rows
         AlgorithmSpec(
@@ -199,13 +199,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             conditions=Conditions(dtypes=frozenset({"bfloat16", "float32"}), align=4),
             kernels=(Kernel("symm_mem_one_shot", Scheme.ONE_SHOT, "torch"),),  # no benchmark prints it: its own name
         ),
-        AlgorithmSpec(
-            "symm_mem_two_shot",
-            "vllm",
-            "torch symmetric memory two-shot all-reduce",
-            conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True),
-            kernels=(Kernel("symm_mem/two_shot", Scheme.TWO_SHOT, "torch"),),
-        ),
+        _vllm_symm_mem("two_shot", "torch symmetric memory two-shot all-reduce", Scheme.TWO_SHOT),
         # SGLang custom_all_reduce_v2 (needs 16-byte aligned sizes): each its own kernel, picked by table
         _sglang("2shot_push", "SGLang two-shot push", Scheme.TWO_SHOT),
         # an early SGLang v2 config shape (A') has a Lamport two-shot band; its grid is not in the configs
