@@ -56,14 +56,14 @@ def test_the_nearest_arch_copy_follows_each_engine(engine: str, arch: str, sourc
 def test_a_fold_drops_the_arch_sweeps_and_claims() -> None:
     data = cal.default_data()
     kept = data.without_arch("9.0")
-    assert kept.sweeps and all(validate.arch_of(s.preset) != "9.0" for s in kept.sweeps)
+    assert kept.sweeps and all(validate.preset_arch(s.preset) != "9.0" for s in kept.sweeps)
     assert kept.crossovers and all(c.arch != "9.0" for c in kept.crossovers)
     assert len(kept.sweeps) < len(data.sweeps)
     assert cal.Data(data.sweeps, data.crossovers, 0.0).fitted == ()
 
 
 def test_a_family_with_no_data_takes_the_nearest_fitted_one() -> None:
-    data = cal.Data(tuple(s for s in SWEEPS if validate.arch_of(s.preset) != "9.0"), (), 0.0)
+    data = cal.Data(tuple(s for s in SWEEPS if validate.preset_arch(s.preset) != "9.0"), (), 0.0)
     values = np.array([cal.prior(n)[0] for n in cal.parameter_names()])
     result = cal.Result(tuple(cal.parameter_names()), values * 1.3, 0.0, 0)
     theta = blind.fold_theta(result, data)
@@ -121,10 +121,10 @@ def test_leave_one_arch_out_on_the_published_sweeps() -> None:
     folds = blind.leave_one_arch_out(data)
     assert [f.arch for f in folds] == stored["archs"] == ["9.0", "10.0", "10.3"]
     for fold in folds:
-        assert all(validate.arch_of(s.sweep.preset) == fold.arch for s in fold.scores)
+        assert all(validate.preset_arch(s.sweep.preset) == fold.arch for s in fold.scores)
         for score in fold.scores:
             assert set(score.rows[0].regrets) == {"model", "vllm", "sglang", "vllm copy", "sglang copy"}
-    again = blind.summary(folds, stored["claim_weight"], {})
+    again = blind.stored_summary(folds, stored["claim_weight"], {})
     for key in ("factor", "units", "covered", "arch_covered", "score", "rules"):
         assert again[key] == stored[key], key
     s = stored["score"]

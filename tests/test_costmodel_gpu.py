@@ -237,7 +237,7 @@ def test_intervals_cover_lower_bounds_and_points() -> None:
     assert met.covers() and met.log_ratio == 0.0 and not missed.covers()
     point = validate.Interval(replace(c, lower_bound=False, nbytes=MiB), MiB, MiB / 2, 2 * MiB, MiB, MiB)
     assert point.covers() and not replace(point, lo=1.5 * MiB).covers()
-    s = validate.summary([met, point])
+    s = validate.interval_summary([met, point])
     assert s["coverage"] == 1.0 and s["factor"] == pytest.approx(1.0)
 
 

@@ -32,6 +32,6 @@ runtime never imports it (``tests/test_layers.py``).
 """
 
 from artune.costmodel.cost import VERSION, CostModel, fit_logs
-from artune.costmodel.plan import build_plan, build_table
+from artune.costmodel.plan import build_plan, modelled_table
 
-__all__ = ["VERSION", "CostModel", "build_plan", "build_table", "fit_logs"]
+__all__ = ["VERSION", "CostModel", "build_plan", "fit_logs", "modelled_table"]

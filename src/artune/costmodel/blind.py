@@ -106,7 +106,7 @@ def _predicted_regret(predicted, score: validate.SweepScore) -> float:
 
 def arches(data: cal.Data) -> list[str]:
     """The archs with at least one sweep that has a choice to score."""
-    return sorted({validate.arch_of(s.preset) for s in data.sweeps if s.choice}, key=float)
+    return sorted({validate.preset_arch(s.preset) for s in data.sweeps if s.choice}, key=float)
 
 
 def leave_one_arch_out(data: cal.Data, terms: Sequence[str] = (), start: cal.Result | None = None) -> list[ArchFold]:
@@ -118,7 +118,7 @@ def leave_one_arch_out(data: cal.Data, terms: Sequence[str] = (), start: cal.Res
         tables = {f"{e} copy": copy_table(e, arch) for e in ENGINES}
         scores, predicted = [], []
         for s in data.sweeps:
-            if s.choice and validate.arch_of(s.preset) == arch:
+            if s.choice and validate.preset_arch(s.preset) == arch:
                 pred = validate.predictor(theta, s.preset, s.world_size, s.mode)
                 score = validate.score_sweep(s, pred, ENGINES, tables)
                 scores.append(score)
@@ -295,7 +295,7 @@ def calibrate(folds: Sequence[ArchFold], who: str = "model", level: float = LEVE
 # ------------------------------------------------------------------ what the stored fit keeps
 
 
-def summary(folds: Sequence[ArchFold], weight: float, totals: Mapping[float, float]) -> dict:
+def stored_summary(folds: Sequence[ArchFold], weight: float, totals: Mapping[float, float]) -> dict:
     """What ``gpu-fit.json`` keeps of the folds (``GpuFit.blind``): plain data."""
     cal_ = calibrate(folds)
     hybrid = hybrid_scores(folds)

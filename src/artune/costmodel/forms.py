@@ -137,7 +137,7 @@ def _multicast(p: np.ndarray, n: np.ndarray, ctx: Context) -> dict[str, np.ndarr
     return _common(p, n, ctx, np.ones_like(n), n, np.zeros_like(n))
 
 
-def _library(p: np.ndarray, n: np.ndarray, ctx: Context) -> dict[str, np.ndarray]:
+def _ring(p: np.ndarray, n: np.ndarray, ctx: Context) -> dict[str, np.ndarray]:
     return _common(p, n, ctx, 2 * (p - 1) * np.ones_like(n), 2 * (p - 1) / p * n, np.zeros_like(n))
 
 
@@ -150,7 +150,7 @@ FORMS: dict[str, Form] = {
         Form(Scheme.ONE_SHOT.value, "(p-1) n peer bytes, one round per chunk", _CPU, _one_shot),
         Form(Scheme.TWO_SHOT.value, "2 (p-1)/p n peer bytes, two rounds per chunk", _CPU, _two_shot),
         Form(Scheme.MULTICAST.value, "n bytes through the switch, one round", _LINK, _multicast),
-        Form(Scheme.LIBRARY.value, "a ring: 2 (p-1) steps, 2 (p-1)/p n bytes", _CPU, _library),
+        Form(Scheme.LIBRARY.value, "a ring: 2 (p-1) steps, 2 (p-1)/p n bytes", _CPU, _ring),
     )
 }
 

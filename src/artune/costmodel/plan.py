@@ -208,7 +208,7 @@ def modelled_provenance(model: Predictor, band: RegretBand | None = None, extra:
     )
 
 
-def build_table(
+def modelled_table(
     model: Predictor,
     world_sizes: Sequence[int],
     modes: Sequence[str],

@@ -93,7 +93,7 @@ def hand_choice(engine: str, arch: str, world_size: int, mode: str, nbytes: int,
     return table_choice(engine_table(engine, arch), world_size, mode, nbytes, measured)
 
 
-def arch_of(preset: str) -> str:
+def preset_arch(preset: str) -> str:
     from artune.costmodel.presets import load_preset
 
     return load_preset(preset).arch
@@ -149,7 +149,7 @@ def score_sweep(
     adds choosers by name (a copied table, say); ``picks`` replaces the
     model's plan with given columns per size (a hybrid's).
     """
-    arch = arch_of(sweep.preset)
+    arch = preset_arch(sweep.preset)
     picks = list(picks) if picks is not None else model_choices(predicted, sweep)
     choosers = {e: engine_table(e, arch) for e in engines} | dict(tables or {})
     rows = []
@@ -246,7 +246,7 @@ def intervals(fit: gpu.GpuFit, crossovers: Sequence[cal.ClaimedCrossover], unsee
     return out
 
 
-def summary(rows: Sequence[Interval]) -> dict[str, float]:
+def interval_summary(rows: Sequence[Interval]) -> dict[str, float]:
     """Geomean ratio, geomean factor off, worst factor, share within 2x, coverage (with and without residuals)."""
     logs = np.array([r.log_ratio for r in rows])
     return {
