@@ -5,7 +5,7 @@
 
 Prints Markdown (and writes it to ``--out``), every figure of the cost model's results:
 
-1. the data: every sweep fitted (gpu-measured.md ids), and the claimed crossovers;
+1. the data: every sweep fitted (the ids of costmodel/data/sweeps.toml), and the claimed crossovers;
 2. leave one ARCH out (``artune.costmodel.blind``), the way a new GPU arrives: the weight of the hand
    tables' claims chosen by it; per arch and world size the model, the nearest-arch copy under each
    engine's rules and the arch's own hand rows, scored as the engines run them; the hybrid (copied
@@ -235,13 +235,13 @@ def print_crossovers(fit: gpu.GpuFit, central: cal.Result, data: cal.Data) -> No
     for name, (points, rule) in sets.items():
         rows = validate.intervals(fit, points, rule)
         rows_by_set[name] = rows
-        m = validate.summary(rows)
+        m = validate.interval_summary(rows)
         print(
             f"| {name} | {m['points']} | {m['geomean']:.2f} | {m['factor']:.2f} | {m['worst']:.2f} | "
             f"{m['within2']}/{m['points']} | {m['coverage']:.0%} | {m['coverage_params']:.0%} |"
         )
     held = rows_by_set["held out: SGLang 10.7 Rubin (rule between)"] + rows_by_set["held out: TRT-LLM 9.0/10.0"]
-    m = validate.summary(held)
+    m = validate.interval_summary(held)
     print(
         f"| **all held out** (Rubin rule between, TRT-LLM) | {m['points']} | {m['geomean']:.2f} | "
         f"{m['factor']:.2f} | {m['worst']:.2f} | {m['within2']}/{m['points']} | **{m['coverage']:.0%}** | "
@@ -279,7 +279,7 @@ def print_group_coverage(data: cal.Data, terms: tuple[str, ...], central: cal.Re
         fold = cal.fit(kept, terms, central)
         fit = cal.stored_fit(kept, terms, fold, cal.bootstrap(kept, terms, fold, replicates))
         rows += validate.intervals(fit, [c for c in data.crossovers if c.group == group])
-    m = validate.summary(rows)
+    m = validate.interval_summary(rows)
     worst = sorted(rows, key=lambda r: -abs(r.log_ratio))[:3]
     print(
         f"Held out one arch-and-mode group at a time (SGLang 9.0/10.0, {replicates} refits per fold): {m['points']} "
@@ -405,7 +405,7 @@ def run(args: argparse.Namespace) -> None:
         print("None: the terms are chosen by cross-validation over the claims' groups, and the claims weigh 0.\n")
 
     folds = blind.leave_one_arch_out(data, terms)
-    stored = blind.summary(folds, weight, totals)
+    stored = blind.stored_summary(folds, weight, totals)
     mark = _stage("leave one arch out", mark)
     central = cal.fit(data, terms)
     reps = cal.bootstrap(data, terms, central, replicates)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -54,12 +56,36 @@ def test_header_codes_are_distinct_and_stable() -> None:
     assert len(set(DTYPE_CODES.values())) == len(DTYPE_CODES)
     assert set(ALGORITHM_CODES) == set(SPECS)
     assert len(set(ALGORITHM_CODES.values())) == len(ALGORITHM_CODES)
-    # names outside the tables still get a code, the same every time and unlike any table code
-    assert dtype_code(torch.complex32) == dtype_code(torch.complex32)
+    # names outside the tables still get a code, unlike any table code and unlike each other
     assert dtype_code(torch.complex32) not in DTYPE_CODES.values()
+    assert dtype_code(torch.complex32) != dtype_code(torch.complex64)
     assert op_code("product") not in (op_code(o) for o in REDUCE_OPS)
     assert algorithm_code("not-in-catalog") not in ALGORITHM_CODES.values()
     assert _HDR.size == HDR_LEN <= HEADER_BYTES
+
+
+def test_codes_outside_the_tables_are_the_same_in_every_process() -> None:
+    """Ranks compare header codes, so a name outside the tables must get the same code in every process: a
+    code from Python's salted ``hash()`` would differ in a process with another hash seed."""
+    names = "torch.complex32, 'product', 'not-in-catalog'"
+    script = (
+        "import torch\n"
+        "from artune.algorithms.shm.channel import algorithm_code, dtype_code, op_code\n"
+        f"d, o, a = {names}\n"
+        "print(dtype_code(d), op_code(o), algorithm_code(a))\n"
+    )
+    here = f"{dtype_code(torch.complex32)} {op_code('product')} {algorithm_code('not-in-catalog')}"
+    found = [
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": seed},  # two seeds: at least one is not this process's
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        for seed in ("1", "2")
+    ]
+    assert found == [here, here]
 
 
 def test_shm_availability_is_by_dtype_and_op_only() -> None:

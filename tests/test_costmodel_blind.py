@@ -27,12 +27,12 @@ def test_multicast_moves_its_share_plus_every_other_rank_share() -> None:
     assert gpu.multicast_traffic(2) > 2 * (2 - 1) / 2
 
 
-def test_the_multimem_form_uses_the_traffic() -> None:
+def test_the_multicast_form_uses_the_traffic() -> None:
     theta = {n: np.array([c]) for n, (c, _sd, _m) in gpu.PARAMS.items()}
     theta |= {"round@10": np.array([3.0]), "link@10": np.array([0.8])}
     machine = gpu.Machine("10.0", 900.0)
-    ((_a, s2),) = gpu.kernel_lines(theta, "multimem/custom", machine, 2, "graph", {"9": 450.0, "10": 900.0})
-    ((_a, s8),) = gpu.kernel_lines(theta, "multimem/custom", machine, 8, "graph", {"9": 450.0, "10": 900.0})
+    ((_a, s2),) = gpu.kernel_lines(theta, "multicast/custom", machine, 2, "graph", {"9": 450.0, "10": 900.0})
+    ((_a, s8),) = gpu.kernel_lines(theta, "multicast/custom", machine, 8, "graph", {"9": 450.0, "10": 900.0})
     assert float(s2[0] / s8[0]) == pytest.approx(1.5 / 1.125)
 
 
@@ -56,14 +56,14 @@ def test_the_nearest_arch_copy_follows_each_engine(engine: str, arch: str, sourc
 def test_a_fold_drops_the_arch_sweeps_and_claims() -> None:
     data = cal.default_data()
     kept = data.without_arch("9.0")
-    assert kept.sweeps and all(validate.arch_of(s.preset) != "9.0" for s in kept.sweeps)
+    assert kept.sweeps and all(validate.preset_arch(s.preset) != "9.0" for s in kept.sweeps)
     assert kept.crossovers and all(c.arch != "9.0" for c in kept.crossovers)
     assert len(kept.sweeps) < len(data.sweeps)
     assert cal.Data(data.sweeps, data.crossovers, 0.0).fitted == ()
 
 
 def test_a_family_with_no_data_takes_the_nearest_fitted_one() -> None:
-    data = cal.Data(tuple(s for s in SWEEPS if validate.arch_of(s.preset) != "9.0"), (), 0.0)
+    data = cal.Data(tuple(s for s in SWEEPS if validate.preset_arch(s.preset) != "9.0"), (), 0.0)
     values = np.array([cal.prior(n)[0] for n in cal.parameter_names()])
     result = cal.Result(tuple(cal.parameter_names()), values * 1.3, 0.0, 0)
     theta = blind.fold_theta(result, data)
@@ -82,12 +82,12 @@ def test_conformal_factor_is_the_finite_sample_quantile() -> None:
 def _score(sweep_id: str, ws: int, rows: list[tuple[int, float, float]]) -> validate.SweepScore:
     """A scored sweep with regrets (model, vllm copy) per size; the other choosers as the model."""
     base = next(s for s in SWEEPS if s.id == "DS2a")
-    sweep = type(base)(sweep_id, "test", "h100-sxm", ws, "graph", ("nccl/auto",), tuple(n for n, _, _ in rows),
+    sweep = type(base)(sweep_id, "test", "h100-sxm", ws, "graph", ("library/nccl",), tuple(n for n, _, _ in rows),
                        tuple((1.0,) for _ in rows))  # fmt: skip
     out = []
     for n, model, copy in rows:
         regrets = {"model": model, "vllm copy": copy, "sglang copy": model * 2, "vllm": 1.0, "sglang": 1.0}
-        out.append(validate.Row(n, "nccl/auto", dict.fromkeys(regrets, "nccl/auto"), regrets))
+        out.append(validate.Row(n, "library/nccl", dict.fromkeys(regrets, "library/nccl"), regrets))
     return validate.SweepScore(sweep, tuple(out))
 
 
@@ -121,10 +121,10 @@ def test_leave_one_arch_out_on_the_published_sweeps() -> None:
     folds = blind.leave_one_arch_out(data)
     assert [f.arch for f in folds] == stored["archs"] == ["9.0", "10.0", "10.3"]
     for fold in folds:
-        assert all(validate.arch_of(s.sweep.preset) == fold.arch for s in fold.scores)
+        assert all(validate.preset_arch(s.sweep.preset) == fold.arch for s in fold.scores)
         for score in fold.scores:
             assert set(score.rows[0].regrets) == {"model", "vllm", "sglang", "vllm copy", "sglang copy"}
-    again = blind.summary(folds, stored["claim_weight"], {})
+    again = blind.stored_summary(folds, stored["claim_weight"], {})
     for key in ("factor", "units", "covered", "arch_covered", "score", "rules"):
         assert again[key] == stored[key], key
     s = stored["score"]

@@ -18,7 +18,7 @@ CTX = Context(cores=2, cache_bytes=None, chunk_bytes=MiB)
 TRUTH = {
     "shm_one_shot": ("one_shot", [6.0, 4.0, 50.0, 20.0, 60.0, 0.0]),
     "shm_two_shot": ("two_shot", [9.0, 3.0, 40.0, 30.0, 45.0, 0.0]),
-    "gloo": ("ring", [200.0, 60.0, 300.0, 0.0, 700.0, 0.0]),
+    "gloo": ("library", [200.0, 60.0, 300.0, 0.0, 700.0, 0.0]),
 }
 
 
@@ -44,7 +44,7 @@ def test_forms_count_bytes_and_rounds_as_documented() -> None:
     p, n = np.array([4.0]), np.array([4.0 * MiB])
     one = dict(zip(FORMS["one_shot"].params, FORMS["one_shot"].matrix(p, n, CTX)[0], strict=True))
     two = dict(zip(FORMS["two_shot"].params, FORMS["two_shot"].matrix(p, n, CTX)[0], strict=True))
-    ring = dict(zip(FORMS["ring"].params, FORMS["ring"].matrix(p, n, Context())[0], strict=True))
+    ring = dict(zip(FORMS["library"].params, FORMS["library"].matrix(p, n, Context())[0], strict=True))
     share = 4 / 2  # four ranks on two cores
     assert one["round_us"] == 4 and two["round_us"] == 8  # one / two rounds per 1 MiB chunk
     assert one["oversub_round_us"] == 4 * 2  # two ranks beyond the cores

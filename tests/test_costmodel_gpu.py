@@ -46,7 +46,7 @@ def test_the_sweeps_are_the_published_figures_in_microseconds() -> None:
     assert sweep("DS11h100").times[-1][0] == pytest.approx(2 * 7 / 8 * (1 << 33) / 478.87e3)  # from busbw
     assert math.isnan(sweep("DS3a").times[-1][-1])  # cut off in the source: not invented
     assert not any(s.preset == "rubin" for s in SWEEPS)  # nothing measured on Rubin is fitted
-    with pytest.raises(ValueError, match="class/implementation"):
+    with pytest.raises(ValueError, match="is none of the model's"):
         Sweep("x", "", "h200", 2, "graph", ("ring",), (1,), ((1.0,),))
     with pytest.raises(KeyError, match="unknown sweep"):
         sweep("DS99")
@@ -58,17 +58,17 @@ def test_forms_follow_the_documented_structure() -> None:
     b = 0.65 * 450e3  # bytes per us a custom one-shot reaches
     ((a1, s1),) = gpu.kernel_lines(th, "one_shot/custom", m, 4, "graph", BW)
     ((a2, s2),) = gpu.kernel_lines(th, "two_shot/custom", m, 4, "graph", BW)
-    ((am, _sm),) = gpu.kernel_lines(th, "multimem/custom", m, 4, "graph", BW)
+    ((am, _sm),) = gpu.kernel_lines(th, "multicast/custom", m, 4, "graph", BW)
     assert a1[0] == pytest.approx(1.5) and s1[0] == pytest.approx(3 / b)  # one round, (p-1) n
     assert a2[0] == pytest.approx(3.0) and s2[0] == pytest.approx(1.5 / b)  # two rounds, 2 (p-1)/p n
     assert am[0] == pytest.approx(2.5 * 1.5)  # mc_rounds rounds
     ((ae, _),) = gpu.kernel_lines(truth(eager_round=2.0), "one_shot/custom", m, 4, "eager", BW)
     assert ae[0] == pytest.approx(3.0)
     # NCCL: ring LL/LL128/Simple plus two NVLS lines; forced ring has no NVLS; nvls only NVLS
-    assert len(gpu.kernel_lines(th, "nccl/auto", m, 8, "graph", BW)) == 5
-    assert len(gpu.kernel_lines(th, "nccl/ring", m, 8, "graph", BW)) == 3
-    assert len(gpu.kernel_lines(th, "nccl/nvls", m, 8, "graph", BW)) == 2
-    assert len(gpu.kernel_lines(th, "nccl/auto", replace(m, multicast=False), 8, "graph", BW)) == 3
+    assert len(gpu.kernel_lines(th, "library/nccl", m, 8, "graph", BW)) == 5
+    assert len(gpu.kernel_lines(th, "library/nccl_ring", m, 8, "graph", BW)) == 3
+    assert len(gpu.kernel_lines(th, "library/nccl_nvls", m, 8, "graph", BW)) == 2
+    assert len(gpu.kernel_lines(th, "library/nccl", replace(m, multicast=False), 8, "graph", BW)) == 3
 
 
 def test_nccl_ring_steps_cost_rounds_of_the_family() -> None:
@@ -76,7 +76,7 @@ def test_nccl_ring_steps_cost_rounds_of_the_family() -> None:
     th = truth(**{"nccl:ll_hop": 0.4})
 
     def ll_step(machine: gpu.Machine, mode: str = "graph") -> float:
-        ll_at = [gpu.kernel_lines(th, "nccl/ring", machine, p, mode, BW)[0][0][0] for p in (2, 3)]
+        ll_at = [gpu.kernel_lines(th, "library/nccl_ring", machine, p, mode, BW)[0][0][0] for p in (2, 3)]
         return (ll_at[1] - ll_at[0]) / 2  # two more steps from 2 ranks to 3
 
     hopper, blackwell = gpu.Machine("9.0", 450.0), gpu.Machine("10.0", 900.0)
@@ -181,27 +181,27 @@ def test_resampling_keeps_families_and_names_repeats_apart() -> None:
 
 
 def test_vllm_custom_ar_runs_one_stage_or_two_by_vllms_rule() -> None:
-    assert validate.vllm_custom_ar_kernel(2, 64 * MiB) == "one_shot/custom"
-    assert validate.vllm_custom_ar_kernel(4, 512 * KiB - 1) == "one_shot/custom"
-    assert validate.vllm_custom_ar_kernel(4, 512 * KiB) == "two_shot/custom"
-    assert validate.vllm_custom_ar_kernel(8, 256 * KiB) == "two_shot/custom"
+    assert validate.engine_kernel("custom_ar", 2, 64 * MiB) == "one_shot/custom"
+    assert validate.engine_kernel("custom_ar", 4, 512 * KiB - 1) == "one_shot/custom"
+    assert validate.engine_kernel("custom_ar", 4, 512 * KiB) == "two_shot/custom"
+    assert validate.engine_kernel("custom_ar", 8, 256 * KiB) == "two_shot/custom"
 
 
 def test_hand_tables_decide_through_the_reference_tables() -> None:
     from artune.formats.references import reference_set
     from artune.table.decide import decide
 
-    measured = ["nccl/auto", "multimem/torch", "two_shot/torch"]
+    measured = ["library/nccl", "multicast/torch", "two_shot/torch"]
     # vLLM 10.3 world size 2: no custom_ar column, so torch two-shot below its limit, NCCL above
     assert validate.hand_choice("vllm", "10.3", 2, "graph", 1 * MiB, measured) == "two_shot/torch"
-    assert validate.hand_choice("vllm", "10.3", 2, "graph", 64 * MiB, measured) == "nccl/auto"
+    assert validate.hand_choice("vllm", "10.3", 2, "graph", 64 * MiB, measured) == "library/nccl"
     decided = decide(reference_set("vllm").resolve("10.3"), 1 * MiB, 2, "graph", frozenset({"symm_mem_two_shot"}))
     assert decided.algorithm == "symm_mem_two_shot"  # the same decision, through the public API
     # SGLang 9.0 world size 8 graph: its one-shot band, with torch's one-shot standing in for SGLang's
-    assert validate.hand_choice("sglang", "9.0", 8, "graph", 64 * KiB, ["nccl/auto", "one_shot/torch"]) == (
+    assert validate.hand_choice("sglang", "9.0", 8, "graph", 64 * KiB, ["library/nccl", "one_shot/torch"]) == (
         "one_shot/torch"
     )
-    assert validate.stand_in("one_shot/custom", ["nccl/auto"]) is None
+    assert validate.stand_in("one_shot/custom", ["library/nccl"]) is None
 
 
 def test_a_perfect_predictor_scores_no_regret_and_the_scores_are_ratios() -> None:
@@ -213,7 +213,8 @@ def test_a_perfect_predictor_scores_no_regret_and_the_scores_are_ratios() -> Non
     score = validate.score_sweep(s, measured)
     assert score.geomean("model") <= 1.01 and score.worst("model") <= 1 + 0.05  # only the 5% stickiness
     assert all(r.regrets[w] >= 1.0 for r in score.rows for w in r.regrets)
-    # on the same points, vLLM's hand table picks torch two-shot where NCCL is faster (gpu-measured.md DS2c)
+    # on the same points, vLLM's hand table picks torch two-shot where NCCL is faster (vLLM PR #42324's
+    # Blackwell world size 2 sweep, DS2c)
     assert score.geomean("vllm") > 1.05
     geo, worst = validate.total([score, score], "vllm")
     assert geo == pytest.approx(score.geomean("vllm")) and worst == score.worst("vllm")
@@ -236,7 +237,7 @@ def test_intervals_cover_lower_bounds_and_points() -> None:
     assert met.covers() and met.log_ratio == 0.0 and not missed.covers()
     point = validate.Interval(replace(c, lower_bound=False, nbytes=MiB), MiB, MiB / 2, 2 * MiB, MiB, MiB)
     assert point.covers() and not replace(point, lo=1.5 * MiB).covers()
-    s = validate.summary([met, point])
+    s = validate.interval_summary([met, point])
     assert s["coverage"] == 1.0 and s["factor"] == pytest.approx(1.0)
 
 
@@ -272,3 +273,19 @@ def test_the_bundled_fit_is_the_fitted_optimum_not_typed_numbers() -> None:
             y[i] += step
             moved.append(float(problem.loss(problem.residuals(y))[0]))
     assert min(moved) >= best - 1e-4
+
+
+def test_the_published_sweeps_are_data_each_naming_its_source() -> None:
+    from artune.costmodel.published import load_sweeps
+
+    assert all(s.source and s.url.startswith("https://github.com/") for s in SWEEPS)
+    one = '[[sweep]]\nid = "X"\nsource = "s"\npreset = "h200"\nworld_size = 2\nmode = "graph"\n'
+    good = one + 'kernels = ["library/nccl"]\nsizes = [1024]\ntimes_us = [[nan]]\n'
+    (x,) = load_sweeps(good)
+    assert x.sizes == (1024,) and math.isnan(x.times[0][0])
+    with pytest.raises(ValueError, match=r"sweep X: .*rows do not match"):
+        load_sweeps(one + 'kernels = ["library/nccl"]\nsizes = [1024, 2048]\ntimes_us = [[1.0]]\n')
+    with pytest.raises(ValueError, match=r"sweep X: .*none of the model's"):
+        load_sweeps(one + 'kernels = ["nccl/auto"]\nsizes = [1024]\ntimes_us = [[1.0]]\n')
+    with pytest.raises(ValueError, match="sweep X: KeyError\\('times_us'\\)"):
+        load_sweeps(one + 'kernels = ["library/nccl"]\nsizes = [1024]\n')

@@ -237,3 +237,13 @@ def test_export_of_a_modelled_table_says_modelled_not_measured(tmp_path, capsys)
     header = [line for line in text.splitlines() if line.startswith("#")]
     assert any("modelled (artune.model/1)" in line for line in header)
     assert any("modelled, not measured" in line and "predicted regret" in line for line in header)
+
+
+def test_the_log_spaced_grid_is_tidy_and_spans_the_range() -> None:
+    from artune.grid import log_spaced
+
+    sizes = log_spaced(4096, 1 << 20, per_octave=4, itemsize=2)
+    assert sizes[0] == 4096 and sizes[-1] == 1 << 20 and sizes == sorted(set(sizes))
+    assert len(sizes) == 8 * 4 + 1  # 8 octaves, 4 a doubling, both ends
+    assert all(s % 2 == 0 and s >> max(0, s.bit_length() - 4) << max(0, s.bit_length() - 4) == s for s in sizes)
+    assert log_spaced(1000, 1001, per_octave=2) == [1024]  # both ends quantize to one tidy size

@@ -199,7 +199,7 @@ def test_the_cost_model_reads_the_same_files() -> None:
     for mine, theirs in zip(ds3a.times, published.times, strict=True):
         assert mine == pytest.approx(theirs, nan_ok=True)
     nccl = from_evidence(read_evidence(FIXTURES / "nccl-tests" / "ds12a-h100-nvls-2gpu.txt"), "u", "h100-sxm")
-    assert nccl.kernels == ("nccl/auto",)  # the in-place twin is left out
+    assert nccl.kernels == ("library/nccl",)  # the in-place twin is left out
     data = json.loads((SWEEPS / "ds2b-sm100-ws2.json").read_text())
     for entry in data["results"].values():
         entry["timings"] = {"pynccl-symm": entry["timings"]["pynccl"]}

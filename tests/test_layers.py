@@ -256,3 +256,71 @@ def test_the_exception_check_sees_a_class_outside_errors() -> None:
         ("artune.x", "Worse"),
         ("artune.y", "Local"),
     ]
+
+
+#: the words a family of algorithms goes by (the catalog's schemes and the names they had before, in prose
+#: too), alone or as the first part of a kernel name (``one_shot/custom``)
+FAMILY_WORDS = frozenset({"one_shot", "two_shot", "multicast", "library", "ring", "multimem", "nccl"})
+
+
+def _vocabulary_maps(source: str, names: frozenset[str], kernels: frozenset[str]) -> list[int]:
+    """The lines of ``source`` where a literal maps algorithm names to families or kernels (or back), or a
+    family-named constant lists algorithm names: the catalog's vocabulary written out again."""
+
+    def family(value: object) -> bool:
+        return isinstance(value, str) and value.split("/")[0].replace("-", "_") in FAMILY_WORDS
+
+    def text(node: ast.AST | None) -> object:
+        return node.value if isinstance(node, ast.Constant) else None
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Dict):
+            pairs = [(text(k), text(v)) for k, v in zip(node.keys, node.values, strict=True)]
+            forward = [k for k, v in pairs if k in names | kernels and (family(v) or (v in kernels and v != k))]
+            backward = [k for k, v in pairs if family(k) and v in names]
+            if len(forward) >= 2 or len(backward) >= 2:
+                found.append(node.lineno)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, (ast.Tuple, ast.List, ast.Set)):
+            targets = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            listed = [e for e in node.value.elts if text(e) in names]
+            if any(family(t.lower()) for t in targets) and len(listed) >= 2:
+                found.append(node.lineno)
+    return found
+
+
+def test_the_algorithm_vocabulary_has_one_home() -> None:
+    """Which family an algorithm belongs to and which kernels it runs is said once, in ``artune.catalog``;
+    every other module derives what it needs from there (``scheme_of``, ``KERNELS``)."""
+    from artune import catalog
+
+    names, kernels = frozenset(catalog.SPECS), frozenset(catalog.KERNELS)
+    found = [
+        f"{name}:{line}"
+        for name, path in MODULES.items()
+        if name != "artune.catalog"
+        for line in _vocabulary_maps(path.read_text(encoding="utf-8"), names, kernels)
+    ]
+    assert not found, "maps of algorithm names to families or kernels outside artune.catalog: " + "; ".join(found)
+    assert all(spec.kernels or spec.name == "hier_shm" for spec in catalog.SPECS.values())
+    assert len(catalog.KERNELS) == sum(len(spec.kernels) for spec in catalog.SPECS.values())  # one owner each
+
+
+def test_the_vocabulary_check_sees_a_map_written_again() -> None:
+    names, kernels = frozenset({"1shot_push", "2shot_pull", "nccl"}), frozenset({"sglang/1shot_push", "nccl"})
+    forms = 'FORM_OF = {"1shot_push": "one_shot", "2shot_pull": "two_shot", "gloo": "ring"}'
+    gpu = 'KERNEL_OF = {\n"1shot_push": "one_shot/custom",\n"nccl": "nccl/auto"}'
+    back = '_NAME = {"one_shot": "1shot_push", "ring": "nccl"}'
+    ran = 'RAN = {"1shot_push": "sglang/1shot_push", "nccl": "nccl", "2shot_pull": "sglang/1shot_push"}'
+    model = 'MODEL = {"sglang/1shot_push": "one_shot/custom", "nccl": "nccl/auto"}'
+    grouped = 'ONE_SHOT = ("1shot_push", "2shot_pull")'
+    params = 'PARAMS = {"1shot_push": {"blocks": 8}, "2shot_pull": {"blocks": 8}}\nALGOS = ("1shot_push", "nccl")'
+    assert [_vocabulary_maps(s, names, kernels) for s in (forms, gpu, back, ran, model, grouped, params)] == [
+        [1],
+        [1],
+        [1],
+        [1],
+        [1],
+        [1],
+        [],
+    ]

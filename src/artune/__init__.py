@@ -1,9 +1,12 @@
 """artune: measure, derive, check and run the fastest all-reduce for each message on each machine.
 
 The pipeline: ``measure`` times the algorithms available here, ``tune``
-derives a dispatch table, ``table`` holds and checks it, ``Table.decide``
-picks per message, and the ``Communicator`` runs the choice over a
-``torch.distributed`` process group.
+derives a dispatch table, ``table`` holds and checks it,
+``artune.table.decide`` picks per message, and the ``Communicator`` runs the
+choice over a ``torch.distributed`` process group. Beside it, the engine
+analysis (``formats``, ``evidence``, ``costmodel``, ``review``) reads,
+scores and reviews the engines' own tables; ``docs/development.md`` draws
+both.
 """
 
 from __future__ import annotations

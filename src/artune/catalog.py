@@ -1,7 +1,15 @@
 """The registry of algorithm names: every name a table may use is defined here, once.
 
 An ``AlgorithmSpec`` is data about an algorithm (who runs it, which
-parameters it needs, the static conditions under which its engine uses it).
+parameters it needs, the static conditions under which its engine uses it)
+and the vocabulary the rest of artune speaks about it: its scheme (how it
+moves the data: one-shot, two-shot, multicast, or the collective library's
+own choice) and the kernels it runs under the names the engines' benchmarks
+give them (``artune.evidence``'s columns). The cost model's forms, the
+evidence's kernel of an engine's choice and the review's families are all
+read from here (``scheme_of``, ``KERNELS``), so a new algorithm is described
+once.
+
 It is a leaf module: the table model checks names against it and ``explain``
 evaluates the static conditions; the runnable implementations live in
 ``artune.algorithms`` and refer to these specs by name.
@@ -10,6 +18,7 @@ evaluates the static conditions; the runnable implementations live in
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 
 DTYPES = ("float32", "float16", "bfloat16", "float64", "int8", "uint8", "int32", "int64")
 #: the chunk the shared-memory algorithms reduce in by default (their ``chunk_bytes``); the cost model reads it too
@@ -41,6 +50,37 @@ class Conditions:
         return None
 
 
+class Scheme(str, Enum):
+    """How an all-reduce moves the data: what the cost model has a form for, and what the review calls its family."""
+
+    ONE_SHOT = "one_shot"  # every rank reads every peer's input and reduces all of it: one round
+    TWO_SHOT = "two_shot"  # reduce-scatter, then all-gather: two rounds, 2 (p-1)/p of the bytes each way
+    MULTICAST = "multicast"  # the switch reduces and multicasts (NVLink SHARP, multimem): no peer copies
+    LIBRARY = "library"  # the collective library's own all-reduce (NCCL, gloo, MPI), which picks its algorithm
+
+    @property
+    def label(self) -> str:
+        """The scheme in prose: ``one-shot``, ``two-shot``, ``multicast``, ``library``."""
+        return self.value.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel an algorithm runs, named as the engines' benchmarks name their columns (``artune.evidence``).
+
+    ``implementation`` is whose code moves the bytes: ``custom`` (an engine's
+    own CUDA kernel), ``torch`` (PyTorch's symmetric-memory op, a fixed grid),
+    ``nccl`` (NCCL choosing its algorithm), ``nccl_symm`` (NCCL's kernels on
+    registered windows), ``flashinfer``, ``shm`` (artune's shared memory),
+    ``gloo``, ``mpi``. ``scheme`` is ``None`` where the kernel picks its own
+    (FlashInfer's).
+    """
+
+    name: str
+    scheme: Scheme | None
+    implementation: str
+
+
 @dataclass(frozen=True)
 class AlgorithmSpec:
     """One known algorithm name."""
@@ -52,6 +92,14 @@ class AlgorithmSpec:
     conditions: Conditions = field(default_factory=Conditions)
     #: where it runs: "one_host" (shared memory of one machine), "across_hosts" (needs ranks on 2+ hosts), "any"
     topology: str = "any"
+    #: the kernels it stands for; the first is what it runs unless its engine picks one per call (vLLM's custom
+    #: all-reduce: 1-stage, 2-stage above a size); none for an algorithm made of others (``hier_shm``)
+    kernels: tuple[Kernel, ...] = ()
+
+    @property
+    def scheme(self) -> Scheme | None:
+        """How it moves the data: its first kernel's scheme (``None``: no kernel, or one that picks its own)."""
+        return self.kernels[0].scheme if self.kernels else None
 
     def topology_unmet(self, hosts: int) -> str | None:
         """Why it cannot run for ranks on ``hosts`` hosts, or ``None``."""
@@ -65,18 +113,53 @@ class AlgorithmSpec:
 _HALF_AND_FP32 = frozenset({"float32", "float16", "bfloat16"})
 _BF16 = frozenset({"bfloat16"})
 _VLLM_WORLD_SIZES = frozenset({2, 4, 6, 8})
-_ALIGN16 = Conditions(align=16)
+
+
+def _library(name: str) -> tuple[Kernel, ...]:
+    """A process-group backend's one kernel: the library's own all-reduce, under its name."""
+    return (Kernel(name, Scheme.LIBRARY, name),)
+
+
+def _vllm_symm_mem(kind: str, summary: str, scheme: Scheme) -> AlgorithmSpec:
+    """vLLM's torch symmetric-memory path ``symm_mem_<kind>``: vLLM builds its communicator only for the world
+    sizes in its table and only where multicast works, for two-shot too."""
+    conditions = Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True)
+    kernels = (Kernel(f"symm_mem/{kind}", scheme, "torch"),)
+    return AlgorithmSpec(f"symm_mem_{kind}", "vllm", summary, conditions=conditions, kernels=kernels)
+
+
+def _shm(name: str, summary: str, scheme: Scheme) -> AlgorithmSpec:
+    """One of artune's shared-memory algorithms: one host, its own kernel under its name."""
+    return AlgorithmSpec(name, "artune", summary, topology="one_host", kernels=(Kernel(name, scheme, "shm"),))
+
+
+def _sglang(
+    name: str,
+    summary: str,
+    scheme: Scheme,
+    params: tuple[str, ...] = ("blocks",),
+    multicast: bool = False,
+    also: tuple[Kernel, ...] = (),
+) -> AlgorithmSpec:
+    """An SGLang v2 algorithm: 16-byte aligned sizes, its own kernel ``sglang/<name>`` (and ``also``)."""
+    kernels = (Kernel(f"sglang/{name}", scheme, "custom"), *also)
+    return AlgorithmSpec(name, "sglang", summary, params, Conditions(align=16, multicast=multicast), kernels=kernels)
+
 
 SPECS: dict[str, AlgorithmSpec] = {
     spec.name: spec
     for spec in (
         # process-group all-reduce, named after its torch.distributed backend
-        AlgorithmSpec("gloo", "torch", "torch.distributed.all_reduce on a gloo process group"),
-        AlgorithmSpec("nccl", "torch", "NCCL all-reduce (torch.distributed or the engine's pynccl)"),
-        AlgorithmSpec("mpi", "torch", "torch.distributed.all_reduce on an MPI process group"),
+        AlgorithmSpec(
+            "gloo", "torch", "torch.distributed.all_reduce on a gloo process group", kernels=_library("gloo")
+        ),
+        AlgorithmSpec(
+            "nccl", "torch", "NCCL all-reduce (torch.distributed or the engine's pynccl)", kernels=_library("nccl")
+        ),
+        AlgorithmSpec("mpi", "torch", "torch.distributed.all_reduce on an MPI process group", kernels=_library("mpi")),
         # artune's CPU algorithms
-        AlgorithmSpec("shm_one_shot", "artune", "shared memory: every rank reduces all slots", topology="one_host"),
-        AlgorithmSpec("shm_two_shot", "artune", "shared memory: reduce-scatter then all-gather", topology="one_host"),
+        _shm("shm_one_shot", "shared memory: every rank reduces all slots", Scheme.ONE_SHOT),
+        _shm("shm_two_shot", "shared memory: reduce-scatter then all-gather", Scheme.TWO_SHOT),
         AlgorithmSpec(
             "hier_shm",
             "artune",
@@ -90,15 +173,13 @@ SPECS: dict[str, AlgorithmSpec] = {
             "vllm",
             "vLLM custom all-reduce over CUDA IPC peer memory",
             conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_HALF_AND_FP32, align=16),
+            # it picks per call (artune.formats.vllm.rules.custom_ar_kernel)
+            kernels=(
+                Kernel("custom_ar/1stage", Scheme.ONE_SHOT, "custom"),
+                Kernel("custom_ar/2stage", Scheme.TWO_SHOT, "custom"),
+            ),
         ),
-        # vLLM builds its symmetric-memory communicator only for the world sizes in its
-        # table and only where multicast works, for two-shot too
-        AlgorithmSpec(
-            "symm_mem_multimem",
-            "vllm",
-            "torch symmetric memory multimem all-reduce (NVLS)",
-            conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True),
-        ),
+        _vllm_symm_mem("multimem", "torch symmetric memory multimem all-reduce (NVLS)", Scheme.MULTICAST),
         # vLLM 0.29 on runs FlashInfer's standalone all-reduce first by default (VLLM_ALLREDUCE_USE_FLASHINFER=1):
         # should_use_fi_ar takes 2-D fp16/bf16/fp32 inputs, any alignment; its world sizes are its table's rows
         AlgorithmSpec(
@@ -106,6 +187,8 @@ SPECS: dict[str, AlgorithmSpec] = {
             "vllm",
             "FlashInfer's all-reduce in vLLM (MNNVL backend on one host, TRT-LLM where multicast is missing)",
             conditions=Conditions(dtypes=_HALF_AND_FP32),
+            # its backend by the machine (artune.formats.vllm.rules.kernel); each picks one-shot or two-shot itself
+            kernels=(Kernel("flashinfer/mnnvl", None, "flashinfer"), Kernel("flashinfer/trtllm", None, "flashinfer")),
         ),
         # artune runs the torch ops under the same names (artune.algorithms.cuda); one-shot is not in
         # vLLM's table but is a torch op, and SGLang's torch_symm_mem path uses it
@@ -114,35 +197,54 @@ SPECS: dict[str, AlgorithmSpec] = {
             "torch",
             "torch symmetric memory one-shot all-reduce (every rank reads every peer's buffer)",
             conditions=Conditions(dtypes=frozenset({"bfloat16", "float32"}), align=4),
+            kernels=(Kernel("symm_mem_one_shot", Scheme.ONE_SHOT, "torch"),),  # no benchmark prints it: its own name
         ),
-        AlgorithmSpec(
-            "symm_mem_two_shot",
-            "vllm",
-            "torch symmetric memory two-shot all-reduce",
-            conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True),
-        ),
-        # SGLang custom_all_reduce_v2 (needs 16-byte aligned sizes)
-        AlgorithmSpec("2shot_push", "sglang", "SGLang two-shot push", ("blocks",), _ALIGN16),
+        _vllm_symm_mem("two_shot", "torch symmetric memory two-shot all-reduce", Scheme.TWO_SHOT),
+        # SGLang custom_all_reduce_v2 (needs 16-byte aligned sizes): each its own kernel, picked by table
+        _sglang("2shot_push", "SGLang two-shot push", Scheme.TWO_SHOT),
         # an early SGLang v2 config shape (A') has a Lamport two-shot band; its grid is not in the configs
-        AlgorithmSpec("2shot_lamport", "sglang", "SGLang two-shot with Lamport flags", (), _ALIGN16),
-        AlgorithmSpec("1shot_push", "sglang", "SGLang one-shot push", ("blocks",), _ALIGN16),
-        AlgorithmSpec("1shot_pull", "sglang", "SGLang one-shot pull", ("blocks",), _ALIGN16),
-        AlgorithmSpec(
-            "2shot_pull_mc",
-            "sglang",
-            "SGLang two-shot pull with NVLink multicast",
-            ("blocks",),
-            Conditions(align=16, multicast=True),
+        _sglang("2shot_lamport", "SGLang two-shot with Lamport flags", Scheme.TWO_SHOT, params=()),
+        # vLLM's PushAllReduce (its benchmark's push_ar column) is a port of this kernel
+        _sglang(
+            "1shot_push", "SGLang one-shot push", Scheme.ONE_SHOT, also=(Kernel("push_ar", Scheme.ONE_SHOT, "custom"),)
         ),
-        AlgorithmSpec("2shot_pull", "sglang", "SGLang two-shot pull", ("blocks",), _ALIGN16),
+        _sglang("1shot_pull", "SGLang one-shot pull", Scheme.ONE_SHOT),
+        _sglang("2shot_pull_mc", "SGLang two-shot pull with NVLink multicast", Scheme.MULTICAST, multicast=True),
+        _sglang("2shot_pull", "SGLang two-shot pull", Scheme.TWO_SHOT),
         # TensorRT-LLM (AllReduceStrategyType; its lookup tables hold these four)
         AlgorithmSpec(
-            "trtllm_oneshot", "trtllm", "TensorRT-LLM ONESHOT: fused one-shot all-reduce over IPC peer memory"
+            "trtllm_oneshot",
+            "trtllm",
+            "TensorRT-LLM ONESHOT: fused one-shot all-reduce over IPC peer memory",
+            kernels=(Kernel("trtllm/oneshot", Scheme.ONE_SHOT, "custom"),),
         ),
-        AlgorithmSpec("trtllm_twoshot", "trtllm", "TensorRT-LLM TWOSHOT: fused reduce-scatter + all-gather over IPC"),
-        AlgorithmSpec("nccl_symmetric", "trtllm", "TensorRT-LLM NCCL_SYMMETRIC: NCCL on symmetric (window) memory"),
+        AlgorithmSpec(
+            "trtllm_twoshot",
+            "trtllm",
+            "TensorRT-LLM TWOSHOT: fused reduce-scatter + all-gather over IPC",
+            kernels=(Kernel("trtllm/twoshot", Scheme.TWO_SHOT, "custom"),),
+        ),
+        AlgorithmSpec(
+            "nccl_symmetric",
+            "trtllm",
+            "TensorRT-LLM NCCL_SYMMETRIC: NCCL on symmetric (window) memory",
+            kernels=(Kernel("nccl_symm", Scheme.LIBRARY, "nccl_symm"),),
+        ),
     )
 }
+
+#: every kernel an algorithm stands for, by its name; each belongs to one algorithm
+KERNELS: dict[str, Kernel] = {k.name: k for spec in SPECS.values() for k in spec.kernels}
+#: the algorithm each kernel of ``KERNELS`` belongs to
+ALGORITHM_OF_KERNEL: dict[str, str] = {k.name: spec.name for spec in SPECS.values() for k in spec.kernels}
+
+
+def scheme_of(name: str) -> Scheme | None:
+    """The scheme of an algorithm or a kernel named ``name``; ``None`` for one without (or an unknown name)."""
+    if name in SPECS:
+        return SPECS[name].scheme
+    kernel = KERNELS.get(name)
+    return kernel.scheme if kernel is not None else None
 
 
 def unavailable(world_size: int, dtype: str | None, nbytes: int, multicast: bool, hosts: int = 1) -> dict[str, str]:

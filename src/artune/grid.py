@@ -1,8 +1,10 @@
-"""Which message sizes the tuner measures: the coarse sweep, bisection midpoints and off-grid sizes.
+"""Which message sizes get measured or modelled: the tuner's coarse sweep, bisection midpoints and off-grid
+sizes, and the cost model's log-spaced grids.
 
-Sizes are byte counts that are whole multiples of the element size. Sizes the
-tuner picks itself (midpoints) are *quantized* to at most 4 significant bits
-(``1.125MiB``, ``1.375MiB``, ...), so tables carry tidy bounds. Off-grid
+Sizes are byte counts that are whole multiples of the element size. Sizes
+artune picks itself (midpoints, a log-spaced grid) are *quantized* to at
+most 4 significant bits (``1.125MiB``, ``1.375MiB``, ...), so tables carry
+tidy bounds. Off-grid
 sizes for the regret check are deliberately untidy: log-spaced, jittered by a
 seeded generator, never a power of two and never a size already measured.
 """
@@ -34,6 +36,12 @@ def quantize(nbytes: float, itemsize: int = 4) -> int:
         return itemsize
     step = max(itemsize, 1 << max(0, math.floor(math.log2(nbytes)) - (SIGNIFICANT_BITS - 1)))
     return max(itemsize, round(nbytes / step) * step)
+
+
+def log_spaced(lo: int, hi: int, per_octave: int = 4, itemsize: int = 4) -> list[int]:
+    """Sizes from ``lo`` to ``hi`` bytes, ``per_octave`` per doubling, quantized (both ends included)."""
+    count = max(2, round(math.log2(hi / lo) * per_octave) + 1)
+    return sorted({quantize(lo * (hi / lo) ** (i / (count - 1)), itemsize) for i in range(count)})
 
 
 def midpoint(lo: int, hi: int, itemsize: int = 4) -> int:

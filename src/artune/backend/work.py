@@ -1,8 +1,9 @@
 """``ArtuneWork``: the ``torch.distributed`` Work of an artune collective that ran synchronously.
 
 The Communicator finishes a call before returning, so the work is complete
-when the process group hands it out. What torch needs from it (torch 2.13,
-``shared/reference/python-backend.md`` section 2.4 summarised):
+when the process group hands it out. What torch needs from it (torch 2.13's
+``torch/csrc/distributed/c10d/Work.hpp`` and its Python binding, as DDP and
+``dist.all_reduce`` use it):
 
 - ``wait(timeout=...)`` with a default: ``dist.all_reduce`` calls it with no
   argument, functional collectives with ``timedelta(0)``. On failure it raises

@@ -115,7 +115,7 @@ def run_fit(args: argparse.Namespace) -> int:
 
 def run_plan(args: argparse.Namespace) -> int:
     """Build a modelled table; print it or write it to --out."""
-    from artune.costmodel.plan import build_table
+    from artune.costmodel.plan import modelled_table
     from artune.table.io import dump_table, dumps_table
 
     if args.explain_uncertainty and args.logs:
@@ -145,7 +145,7 @@ def run_plan(args: argparse.Namespace) -> int:
         params = model.params()
         modes = args.mode or list(MODES)
         lo, hi = _size_range(args.sizes, (4 << 10, 128 << 20))
-    table, plans, refused = build_table(model, world_sizes, modes, lo, hi, params)
+    table, plans, refused = modelled_table(model, world_sizes, modes, lo, hi, params)
     for why in refused:
         print(f"artune plan: refused: {why}", file=sys.stderr)
     for p in plans:

@@ -1,15 +1,15 @@
 """The cost model: predict the world sizes, sizes and machines nobody measured, and say how sure it is.
 
-- ``forms``: one structural latency form per algorithm family, linear in
+- ``forms``: one structural latency form per scheme (``artune.catalog``), linear in
   physical parameters (overhead, rounds, per-byte costs, oversubscription,
   cache);
 - ``fit``: robust non-negative least squares in relative error;
 - ``bootstrap``: the uncertainty of parameters and predictions;
 - ``cost``: a fitted model of one machine from ``artune tune``'s logs, and
   where it refuses to predict;
-- ``sweeps``: published per-size GPU latency sweeps, as fit and validation
-  data;
-- ``gpu``: the GPU forms (one-shot, two-shot, multimem, NCCL's protocols) in
+- ``published``: published per-size GPU latency sweeps (``data/sweeps.toml``),
+  as fit and validation data;
+- ``gpu``: the GPU forms (one-shot, two-shot, multicast, NCCL's protocols) in
   physical parameters per arch family, and the stored fit (``gpu-fit.json``);
 - ``presets``: GPU hardware figures from TOML (``presets.toml``), every
   figure with its source;
@@ -26,11 +26,12 @@
   regret band;
 - ``report``: what ``artune model fit`` prints and plots.
 
-It may import ``artune.table`` (and ``artune.measure`` to read logs); the
-table model never imports it.
+It is engine analysis: it reads the runtime only through ``artune.table``
+and the measurement log's records (``artune.measure.records``), and the
+runtime never imports it (``tests/test_layers.py``).
 """
 
 from artune.costmodel.cost import VERSION, CostModel, fit_logs
-from artune.costmodel.plan import build_plan, build_table
+from artune.costmodel.plan import build_plan, modelled_table
 
-__all__ = ["VERSION", "CostModel", "build_plan", "build_table", "fit_logs"]
+__all__ = ["VERSION", "CostModel", "build_plan", "fit_logs", "modelled_table"]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from statistics import geometric_mean
 
 import numpy as np
 
@@ -94,18 +95,18 @@ class ArchFold:
 
 def _predicted_regret(predicted, score: validate.SweepScore) -> float:
     """The fold model's own view of its plan on the sweep's sizes and kernels (geomean over sizes)."""
-    logs = []
+    regrets = []
     s = score.sweep
     for row, times in zip(score.rows, s.times, strict=True):
         measured = [k for k, t in zip(s.kernels, times, strict=True) if not math.isnan(t)]
         pred = {k: float(predicted(k, [row.nbytes])[0]) for k in measured}
-        logs.append(math.log(pred[row.choices["model"]] / min(pred.values())))
-    return math.exp(sum(logs) / len(logs))
+        regrets.append(pred[row.choices["model"]] / min(pred.values()))
+    return geometric_mean(regrets)
 
 
 def arches(data: cal.Data) -> list[str]:
     """The archs with at least one sweep that has a choice to score."""
-    return sorted({validate.arch_of(s.preset) for s in data.sweeps if s.choice}, key=float)
+    return sorted({validate.preset_arch(s.preset) for s in data.sweeps if s.choice}, key=float)
 
 
 def leave_one_arch_out(data: cal.Data, terms: Sequence[str] = (), start: cal.Result | None = None) -> list[ArchFold]:
@@ -117,7 +118,7 @@ def leave_one_arch_out(data: cal.Data, terms: Sequence[str] = (), start: cal.Res
         tables = {f"{e} copy": copy_table(e, arch) for e in ENGINES}
         scores, predicted = [], []
         for s in data.sweeps:
-            if s.choice and validate.arch_of(s.preset) == arch:
+            if s.choice and validate.preset_arch(s.preset) == arch:
                 pred = validate.predictor(theta, s.preset, s.world_size, s.mode)
                 score = validate.score_sweep(s, pred, ENGINES, tables)
                 scores.append(score)
@@ -127,10 +128,6 @@ def leave_one_arch_out(data: cal.Data, terms: Sequence[str] = (), start: cal.Res
     return out
 
 
-def geomean(values: Sequence[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else 1.0
-
-
 def choose_claim_weight(
     data: cal.Data, weights: Sequence[float] = cal.CLAIM_WEIGHTS
 ) -> tuple[float, dict[float, float]]:
@@ -138,7 +135,7 @@ def choose_claim_weight(
     totals = {}
     for w in weights:
         folds = leave_one_arch_out(cal.Data(data.sweeps, data.crossovers, w))
-        totals[w] = geomean([s.geomean("model") for f in folds for s in f.scores])
+        totals[w] = geometric_mean([s.geomean("model") for f in folds for s in f.scores])
     best = min(totals, key=lambda w: (round(totals[w], 4), w))
     return best, totals
 
@@ -178,7 +175,7 @@ class CopyRule:
     def why(self, source: str) -> str:
         """``copied from 10.0 (vllm): on archs held out, the model loses to copying at ws 6 graph above 1MiB ...``."""
         return (
-            f"copied from {source} ({self.engine}'s row, by family): on archs held out, the model loses to copying "
+            f"copied from {source} ({self.engine}'s row, by scheme): on archs held out, the model loses to copying "
             f"at {self.where} (regret {self.model:.3f} against {self.copy:.3f} over {self.points} sizes of "
             f"{', '.join(self.sweeps)})"
         )
@@ -201,8 +198,8 @@ def copy_rules(folds: Sequence[ArchFold]) -> tuple[CopyRule, ...]:
     """Every region (world size, mode, size range) where the best copy beat the model on the blind folds."""
     out = []
     for (ws, mode, band), rows in sorted(_region_rows(folds).items()):
-        model = geomean([r.regrets["model"] for _, r in rows])
-        copies = {who: geomean([r.regrets[who] for _, r in rows]) for who in COPIES}
+        model = geometric_mean([r.regrets["model"] for _, r in rows])
+        copies = {who: geometric_mean([r.regrets[who] for _, r in rows]) for who in COPIES}
         who = min(copies, key=copies.__getitem__)
         if copies[who] < model * (1 - MARGIN) and len(rows) >= MIN_POINTS:
             lo, hi = BANDS[band]
@@ -230,8 +227,8 @@ def hybrid_scores(folds: Sequence[ArchFold]) -> dict[str, dict[str, float]]:
         nested = copy_rules([f for f in folds if f.arch != fold.arch])
         for score in fold.scores:
             out[score.sweep.id] = {
-                "hybrid": geomean(hybrid_regrets(score, every)),
-                "hybrid, nested": geomean(hybrid_regrets(score, nested)),
+                "hybrid": geometric_mean(hybrid_regrets(score, every)),
+                "hybrid, nested": geometric_mean(hybrid_regrets(score, nested)),
             }
     return out
 
@@ -298,13 +295,13 @@ def calibrate(folds: Sequence[ArchFold], who: str = "model", level: float = LEVE
 # ------------------------------------------------------------------ what the stored fit keeps
 
 
-def summary(folds: Sequence[ArchFold], weight: float, totals: Mapping[float, float]) -> dict:
+def stored_summary(folds: Sequence[ArchFold], weight: float, totals: Mapping[float, float]) -> dict:
     """What ``gpu-fit.json`` keeps of the folds (``GpuFit.blind``): plain data."""
     cal_ = calibrate(folds)
     hybrid = hybrid_scores(folds)
     scores = [s for f in folds for s in f.scores]
-    score = {who: geomean([s.geomean(who) for s in scores]) for who in ("model", *COPIES, *ENGINES)}
-    score |= {k: geomean([hybrid[s.sweep.id][k] for s in scores]) for k in ("hybrid", "hybrid, nested")}
+    score = {who: geometric_mean([s.geomean(who) for s in scores]) for who in ("model", *COPIES, *ENGINES)}
+    score |= {k: geometric_mean([hybrid[s.sweep.id][k] for s in scores]) for k in ("hybrid", "hybrid, nested")}
     return {
         "claim_weight": weight,
         "claim_weights": {f"{w:g}": round(t, 4) for w, t in totals.items()},

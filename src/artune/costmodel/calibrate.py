@@ -31,14 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from artune import catalog
 from artune.costmodel import gpu
 from artune.costmodel.published import SWEEPS, Sweep
 
 KiB, MiB = 1 << 10, 1 << 20
 UNTUNED = 100 * MiB  # SGLang's 128 MB "untuned maximum": a crossover at or above it is a lower bound
 LO, HI = 4 * KiB, float(1 << 30)
-ONE_SHOT = ("1shot_push", "1shot_pull")
-_RIVAL = {"2shot_push": "2shot_pull"}  # the forms do not tell push from pull
 FAMILY_PRESET = {"9.0": "h200", "10.0": "b200", "10.7": "rubin"}  # the GPU each SGLang table was tuned on
 HUBER_TIME, HUBER_CROSS = 0.10, 0.30
 PRIOR_WEIGHT = 0.002
@@ -71,12 +70,13 @@ class ClaimedCrossover:
     @property
     def one_shot(self) -> bool:
         """Whether this is where one-shot ends (the view the crossover tables report)."""
-        return self.lead in ONE_SHOT
+        return catalog.scheme_of(self.lead) is catalog.Scheme.ONE_SHOT
 
 
-#: TensorRT-LLM ``AllReduceBestStrategyTableSM90/SM100``, fusion NONE, hidden 8192, bf16
-#: (gpu-measured.md DS13, commit 005b299): ONESHOT up to this size, then TWOSHOT (or NCCL at ws 2,
-#: where the IPC workspace cap ends the custom kernels: a lower bound). No multicast in that choice.
+#: TensorRT-LLM ``AllReduceBestStrategyTableSM90/SM100``, fusion NONE, hidden 8192, bf16 (NVIDIA/TensorRT-LLM
+#: ``cpp/tensorrt_llm/common/customAllReduceUtils.h``, commit 005b299): ONESHOT up to this size, then TWOSHOT
+#: (or NCCL at ws 2, where the IPC workspace cap ends the custom kernels: a lower bound). No multicast in that
+#: choice.
 TRTLLM = (
     ClaimedCrossover("TRT-LLM", "9.0", "h100-sxm", 2, "graph", 8 * MiB, lower_bound=True, rival="nccl"),
     ClaimedCrossover("TRT-LLM", "9.0", "h100-sxm", 4, "graph", 256 * KiB),
@@ -85,10 +85,6 @@ TRTLLM = (
     ClaimedCrossover("TRT-LLM", "10.0", "b200", 4, "graph", 2 * MiB),
     ClaimedCrossover("TRT-LLM", "10.0", "b200", 8, "graph", 1 * MiB),
 )
-
-
-def _kernel(name: str) -> str:
-    return gpu.KERNEL_OF[_RIVAL.get(name, name)]
 
 
 def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: bool = False) -> list[ClaimedCrossover]:
@@ -117,14 +113,14 @@ def sglang_crossovers(archs: Iterable[str] = ("9.0", "10.0", "10.7"), every: boo
             start = 0
             for i, end in enumerate(ends):
                 lead, rival = names[i], names[i + 1]
-                if _kernel(lead) != _kernel(rival) and lead != "nccl":
+                if gpu.KERNEL_OF[lead] != gpu.KERNEL_OF[rival] and lead != "nccl":
                     c = ClaimedCrossover("SGLang", arch, FAMILY_PRESET[arch], plan.world_size, plan.mode, end)
-                    out.append(
-                        replace(c, lower_bound=end >= UNTUNED, rival=_RIVAL.get(rival, rival), lead=lead, start=start)
-                    )
+                    # the forms do not tell push from pull: the rival is the model's own name for its kernel
+                    rival = gpu.candidate(rival) or rival
+                    out.append(replace(c, lower_bound=end >= UNTUNED, rival=rival, lead=lead, start=start))
                     if not every:
                         break
-                if _kernel(lead) != _kernel(rival):
+                if gpu.KERNEL_OF[lead] != gpu.KERNEL_OF[rival]:
                     start = end + 1
     return out
 

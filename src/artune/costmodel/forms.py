@@ -1,4 +1,4 @@
-"""Structural latency forms: one per algorithm family, linear in physical parameters.
+"""Structural latency forms: one per scheme (``artune.catalog.Scheme``), linear in physical parameters.
 
 A form turns ``(world_size p, bytes per rank n)`` into features whose weighted
 sum is the predicted time of one all-reduce in microseconds. Every parameter
@@ -15,7 +15,8 @@ is a physical cost, so that a fit on some world sizes carries to others:
   cache (``Context.cache_bytes``): the cache-size effect.
 
 Byte terms are scaled by ``max(1, p / cores)``: with more ranks than cores,
-each rank gets a share of a core. The forms (``FORMS``):
+each rank gets a share of a core. The forms (``FORMS``, by scheme; an
+algorithm's scheme is the catalog's):
 
 - ``one_shot``: every rank reads the other p-1 inputs and reduces them, one
   round per chunk;
@@ -23,17 +24,18 @@ each rank gets a share of a core. The forms (``FORMS``):
   per chunk;
 - ``multicast``: NVLink SHARP, the switch reduces; n bytes through the link,
   one round;
-- ``ring``: NCCL's ring (and gloo's): 2 (p-1) steps of latency, 2 (p-1)/p n
-  bytes.
+- ``library``: the collective library's all-reduce as a ring (gloo's, NCCL's):
+  2 (p-1) steps of latency, 2 (p-1)/p n bytes.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+
+from artune.catalog import Scheme, scheme_of
 
 MB = 1e6
 
@@ -145,42 +147,15 @@ _LINK = ("overhead_us", "round_us", "peer_us_per_MB")
 FORMS: dict[str, Form] = {
     f.name: f
     for f in (
-        Form("one_shot", "(p-1) n peer bytes, one round per chunk", _CPU, _one_shot),
-        Form("two_shot", "2 (p-1)/p n peer bytes, two rounds per chunk", _CPU, _two_shot),
-        Form("multicast", "n bytes through the switch, one round", _LINK, _multicast),
-        Form("ring", "2 (p-1) steps, 2 (p-1)/p n bytes", _CPU, _ring),
+        Form(Scheme.ONE_SHOT.value, "(p-1) n peer bytes, one round per chunk", _CPU, _one_shot),
+        Form(Scheme.TWO_SHOT.value, "2 (p-1)/p n peer bytes, two rounds per chunk", _CPU, _two_shot),
+        Form(Scheme.MULTICAST.value, "n bytes through the switch, one round", _LINK, _multicast),
+        Form(Scheme.LIBRARY.value, "a ring: 2 (p-1) steps, 2 (p-1)/p n bytes", _CPU, _ring),
     )
-}
-
-#: which form describes each algorithm name of ``artune.catalog``
-FORM_OF: dict[str, str] = {
-    "shm_one_shot": "one_shot",
-    "shm_two_shot": "two_shot",
-    "gloo": "ring",
-    "mpi": "ring",
-    "nccl": "ring",
-    "1shot_push": "one_shot",
-    "1shot_pull": "one_shot",
-    "custom_ar": "one_shot",
-    "symm_mem_one_shot": "one_shot",
-    "2shot_pull": "two_shot",
-    "2shot_push": "two_shot",
-    "2shot_lamport": "two_shot",
-    "symm_mem_two_shot": "two_shot",
-    "2shot_pull_mc": "multicast",
-    "symm_mem_multimem": "multicast",
 }
 
 
 def form_for(algorithm: str) -> Form | None:
-    """The form for ``algorithm``, or ``None`` when no form describes it."""
-    name = FORM_OF.get(algorithm)
-    return FORMS[name] if name else None
-
-
-def log_spaced(lo: int, hi: int, per_octave: int = 4, itemsize: int = 4) -> list[int]:
-    """Sizes from ``lo`` to ``hi`` bytes, ``per_octave`` per doubling, tidy (4 significant bits)."""
-    from artune.grid import quantize
-
-    count = max(2, round(math.log2(hi / lo) * per_octave) + 1)
-    return sorted({quantize(lo * (hi / lo) ** (i / (count - 1)), itemsize) for i in range(count)})
+    """The form of ``algorithm``'s scheme in the catalog, or ``None`` when it has none."""
+    scheme = scheme_of(algorithm)
+    return FORMS[scheme.value] if scheme is not None else None

@@ -9,25 +9,27 @@ bandwidth per direction), the forms are:
 
 - ``one_shot``: ``R + (p-1) n / B`` (every rank reads all peers' inputs);
 - ``two_shot``: ``2 R + 2 (p-1)/p n / B`` (reduce-scatter, all-gather);
-- ``multimem``: ``mc_rounds R + (1 + 1/p) n / B`` (NVLink SHARP: the switch reduces; each
-  rank's link carries its share and, multicast, every other one: ``multicast_traffic``);
-- ``nccl``: NCCL's own structure (its ``tuning.cc``): ring LL, LL128 and
+- ``multicast``: ``mc_rounds R + (1 + 1/p) n / B`` (NVLink SHARP, multimem: the switch reduces;
+  each rank's link carries its share and, multicast, every other one: ``multicast_traffic``);
+- ``library``: NCCL's own structure (its ``tuning.cc``): ring LL, LL128 and
   Simple, ``base + 2 (p-1) hop R + 2 (p-1)/p n / B``, and NVLS with few and
   with all channels, ``base + n / B``, each with its own efficiency (NCCL's
-  bandwidth ramps up with the size); ``nccl/auto`` is their minimum,
-  ``nccl/ring`` and ``nccl/nvls`` forced; ``nccl:eager`` adds NCCL's own
+  bandwidth ramps up with the size); ``library/nccl`` is their minimum,
+  ``library/nccl_ring`` and ``library/nccl_nvls`` forced; ``nccl:eager`` adds NCCL's own
   host cost to a call timed on its own. A ring step's latency ``hop`` is
   counted in rounds ``R`` of the family: a step is a flag exchange over the
   same NVLink a custom kernel's round is, so NCCL's step latency grows with
   the family's as the custom kernels' does (NCCL's own small-message
   latency is worse on Blackwell than on Hopper and grows faster with the
-  world size: gpu-measured.md DS12d).
+  world size: NVIDIA/nccl issue #1940, 8xB200 against 8xH200).
 
-Each byte term has an efficiency per kernel (``CLASS/IMPL:bytes``, relative
-to the custom one-shot's). The torch symmetric-memory kernels launch a fixed
-grid (24 blocks, 8 for multimem: gpu-facts.md) whatever the GPU, so they
-have extra rounds (``CLASS/torch:rounds``) and a bandwidth cap
-(``CLASS/torch:GBps``): the slower of the link and their blocks. A
+A kernel is ``SCHEME/IMPLEMENTATION`` in the catalog's words (``KERNELS``;
+``model_kernel`` names an engine's kernel so). Each byte term has an
+efficiency per kernel (``SCHEME/IMPL:bytes``, relative to the custom
+one-shot's). The torch symmetric-memory kernels launch a fixed grid (24
+blocks, 8 for multimem: PyTorch's
+``torch/csrc/distributed/c10d/symm_mem/CUDASymmetricMemoryOps.cu``) whatever the GPU, so they have extra
+rounds (``SCHEME/torch:rounds``) and a bandwidth cap (``SCHEME/torch:GBps``): the slower of the link and their blocks. A
 multicast operation's latency is ``mc_rounds`` rounds of its family. A
 per-call overhead common to every kernel (the launch) does not change which
 is fastest; a sweep's own offset absorbs it in the fit
@@ -54,28 +56,30 @@ from typing import Any
 
 import numpy as np
 
+from artune import catalog
 from artune.costmodel.cost import VERSION
 from artune.errors import ArtuneError
 
 Theta = Mapping[str, np.ndarray]  # parameter name -> values, one per replicate (shape (b,))
 
-#: NCCL's tuning.cc figures (gpu-facts.md) centre the NCCL priors; the step latencies are in rounds,
-#: centred on its NVLink ones (0.6, 1.9, 3.4 us) over the round's prior (2 us)
+#: NCCL's own figures (NVIDIA/nccl ``src/graph/tuning.cc``: base and NVLink latencies) centre the NCCL
+#: priors; the step latencies are in rounds, centred on its NVLink ones (0.6, 1.9, 3.4 us) over the round's
+#: prior (2 us)
 PARAMS: dict[str, tuple[float, float, str]] = {
     # name: (prior centre, prior sd of the log, meaning)
     "mc_rounds": (3.0, 0.7, "a multicast operation's latency, in rounds"),
     "eager_round": (1.0, 0.7, "a round's cost in a call timed on its own, relative to pipelined calls"),
     "two_shot/custom:bytes": (1.0, 0.5, "custom two-shot per-byte cost, relative to custom one-shot's"),
-    "multimem/custom:bytes": (1.0, 0.7, "custom multimem per-byte cost, relative to custom one-shot's"),
+    "multicast/custom:bytes": (1.0, 0.7, "custom multicast per-byte cost, relative to custom one-shot's"),
     "one_shot/torch:bytes": (1.5, 0.7, "torch one-shot per-byte cost, relative to custom one-shot's"),
     "two_shot/torch:bytes": (1.5, 0.7, "torch two-shot per-byte cost, relative to custom one-shot's"),
-    "multimem/torch:bytes": (1.5, 0.7, "torch multimem per-byte cost, relative to custom one-shot's"),
+    "multicast/torch:bytes": (1.5, 0.7, "torch multicast per-byte cost, relative to custom one-shot's"),
     "one_shot/torch:rounds": (1.0, 1.0, "torch one-shot extra rounds"),
     "two_shot/torch:rounds": (1.0, 1.0, "torch two-shot extra rounds"),
-    "multimem/torch:rounds": (1.0, 1.0, "torch multimem extra rounds"),
+    "multicast/torch:rounds": (1.0, 1.0, "torch multicast extra rounds"),
     "one_shot/torch:GBps": (300.0, 1.0, "torch one-shot's bandwidth with its fixed blocks (24 x 512 threads), GB/s"),
     "two_shot/torch:GBps": (300.0, 1.0, "torch two-shot's bandwidth with its fixed blocks (24 x 1024), GB/s"),
-    "multimem/torch:GBps": (300.0, 1.0, "torch multimem's bandwidth with its fixed blocks (8 x 1024), GB/s"),
+    "multicast/torch:GBps": (300.0, 1.0, "torch multicast's bandwidth with its fixed blocks (8 x 1024), GB/s"),
     "nccl:ll": (6.6, 0.5, "NCCL ring LL base latency, us"),
     "nccl:ll_hop": (0.3, 0.7, "NCCL ring LL latency per step, rounds"),
     "nccl:ll_bytes": (2.0, 0.5, "NCCL ring LL per-byte cost, relative to custom one-shot's"),
@@ -100,35 +104,55 @@ TERMS: dict[str, str] = {
     "eager_round": "a round's cost in a call timed on its own at this world size, relative to eager_round",
     "graph_round": "a round's cost in pipelined calls at this world size",
     "two_shot_bytes": "two-shot per-byte cost at this world size",
-    "multimem_bytes": "multimem per-byte cost at this world size",
+    "multicast_bytes": "multicast per-byte cost at this world size",
 }
 TERM_PRIOR_SD = 0.7
 FAMILIES = ("9", "10")
 UNSEEN_RULES = ("between", "nearest", "bandwidth")
+#: the kernels the model has a form for, ``SCHEME/IMPLEMENTATION``: the engines' custom kernels and torch's
+#: symmetric-memory ops of each scheme, and NCCL choosing its algorithm or forced to ring or NVLS (nccl-tests
+#: sweeps run with ``NCCL_ALGO``)
 KERNELS = (
     "one_shot/custom",
     "two_shot/custom",
-    "multimem/custom",
+    "multicast/custom",
     "one_shot/torch",
     "two_shot/torch",
-    "multimem/torch",
-    "nccl/auto",
-    "nccl/ring",
-    "nccl/nvls",
+    "multicast/torch",
+    "library/nccl",
+    "library/nccl_ring",
+    "library/nccl_nvls",
 )
-#: the catalog's GPU algorithms and the kernel each one runs (SGLang's kernels and vLLM's are custom)
-KERNEL_OF: dict[str, str] = {
-    "1shot_push": "one_shot/custom",
-    "1shot_pull": "one_shot/custom",
-    "2shot_pull": "two_shot/custom",
-    "2shot_push": "two_shot/custom",
-    "2shot_lamport": "two_shot/custom",
-    "2shot_pull_mc": "multimem/custom",
-    "symm_mem_one_shot": "one_shot/torch",
-    "symm_mem_two_shot": "two_shot/torch",
-    "symm_mem_multimem": "multimem/torch",
-    "nccl": "nccl/auto",
-}
+
+
+def model_kernel(kernel: catalog.Kernel) -> str | None:
+    """The model's name for an engine's kernel (``catalog.KERNELS``), or ``None`` where no form describes it
+    (FlashInfer's, NCCL's on registered windows, the CPU ones)."""
+    if kernel.scheme is None:
+        return None
+    name = f"{kernel.scheme.value}/{kernel.implementation}"
+    return name if name in KERNELS else None
+
+
+def _one_kernel(spec: catalog.AlgorithmSpec) -> str | None:
+    found = {model_kernel(k) for k in spec.kernels}
+    return found.pop() if len(found) == 1 else None
+
+
+#: the catalog's GPU algorithms that run one kernel of the model, and that kernel (vLLM's custom all-reduce
+#: picks one of two per call: ``validate.engine_kernel``)
+KERNEL_OF: dict[str, str] = {name: k for name, spec in catalog.SPECS.items() if (k := _one_kernel(spec)) is not None}
+
+
+#: the catalog names the model plans with, one per kernel it plans: SGLang's, whose tables carry the launch
+#: parameters (``blocks``), and NCCL above them
+CANDIDATES = ("1shot_push", "2shot_pull", "2shot_pull_mc", "nccl")
+
+
+def candidate(name: str) -> str | None:
+    """The candidate of ``CANDIDATES`` that runs ``name``'s kernel (``2shot_pull`` for ``2shot_push``), if any."""
+    kernel = KERNEL_OF.get(name)
+    return next((c for c in CANDIDATES if kernel is not None and KERNEL_OF[c] == kernel), None)
 
 
 def multicast_traffic(p: int) -> float:
@@ -141,7 +165,7 @@ def multicast_traffic(p: int) -> float:
     rank (``n`` in): ``(1 + 1/p) n`` each way.
     Two-shot over P2P moves ``2 (p-1)/p n``: multicast moves as much at 3
     ranks, less from 4 up (1.43x less at 6, 1.56x at 8) and more at 2 (1.5x), where the published
-    sweeps find it slower than two-shot (gpu-measured.md DS2c, note 3).
+    sweeps find it slower than two-shot (vLLM PR #42324's Blackwell world size 2 sweep, DS2c).
     """
     return 1.0 + 1.0 / p
 
@@ -228,12 +252,12 @@ def kernel_lines(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The kernel's lines ``(us at 0 bytes, us per byte)``, each of shape ``(b,)``; its time is their minimum."""
     fam = machine.family
-    cls, _, impl = kernel.partition("/")
+    scheme, _, impl = kernel.partition("/")
     bw = theta[family_name("link", fam)] * machine.nvlink_GBps * 1e3  # bytes per us
     per_byte = 1.0 / bw
     eager = mode == "eager"
     rnd = round_for(theta, machine, family_bandwidth)
-    if cls == "nccl":
+    if scheme == "library":
         extra = theta["nccl:eager"] if eager else 0.0 * bw
         bus = 2 * (p - 1) / p
         ring = [
@@ -244,21 +268,21 @@ def kernel_lines(
             for proto, slope in (("ll", "ll_bytes"), ("ll128", "ll128_bytes"), ("simple", "ring_bytes"))
         ]
         nvls = [(theta[f"nccl:{k}"] + extra, theta[f"nccl:{k}_bytes"] * per_byte) for k in ("nvls_small", "nvls")]
-        if impl == "nvls":
+        if impl == "nccl_nvls":
             return nvls
-        if impl == "ring" or not machine.multicast:
+        if impl == "nccl_ring" or not machine.multicast:
             return ring
         return ring + nvls
     if eager:
         rnd = rnd * theta["eager_round"] * _get(theta, term_name("eager_round", p), rnd)
     else:
         rnd = rnd * _get(theta, term_name("graph_round", p), rnd)
-    if cls == "one_shot":
+    if scheme == "one_shot":
         rounds, moved = 1.0, float(p - 1)  # bytes through the link per byte of message
-    elif cls == "two_shot":
+    elif scheme == "two_shot":
         rounds, moved = 2.0, 2 * (p - 1) / p * _get(theta, term_name("two_shot_bytes", p), rnd)
-    elif cls == "multimem":
-        rounds, moved = theta["mc_rounds"], multicast_traffic(p) * _get(theta, term_name("multimem_bytes", p), rnd)
+    elif scheme == "multicast":
+        rounds, moved = theta["mc_rounds"], multicast_traffic(p) * _get(theta, term_name("multicast_bytes", p), rnd)
     else:
         raise KeyError(kernel)
     efficiency = 1.0 if kernel == "one_shot/custom" else theta[f"{kernel}:bytes"]

@@ -24,12 +24,11 @@ import numpy as np
 
 from artune.costmodel import blind, gpu
 from artune.costmodel.cost import VERSION
-from artune.costmodel.forms import log_spaced
 from artune.costmodel.plan import SWITCH_MARGIN, Copy
 from artune.costmodel.presets import Hardware
+from artune.grid import log_spaced
 from artune.sizes import human_size
 
-ALGORITHMS = ("1shot_push", "2shot_pull", "2shot_pull_mc", "nccl")
 LEVEL = 0.9
 DISAGREE = 0.10  # a size is uncertain when at least this share of replicates picks another algorithm
 SEED = 7
@@ -48,7 +47,7 @@ class HardwareModel:
         hardware: Hardware,
         fit: gpu.GpuFit | None = None,
         unseen_rule: str = "between",
-        algorithms: Sequence[str] = ALGORITHMS,
+        algorithms: Sequence[str] = gpu.CANDIDATES,
     ) -> None:
         self.hw = hardware
         self.algorithms = tuple(algorithms)  # catalog names, or kernels (``class/impl``)
@@ -75,8 +74,8 @@ class HardwareModel:
         """Per size, the ``Copy`` where a copy rule takes it from the nearest arch's row, else ``None``.
 
         The copied row is decided as its engine runs it (vLLM's custom
-        all-reduce by its 1-stage / 2-stage rule) and taken by family: the
-        candidate of this model that runs the same kernel class.
+        all-reduce by its 1-stage / 2-stage rule) and taken by scheme: the
+        candidate of this model that runs a kernel of the same scheme.
         """
         from artune.costmodel.validate import ENGINE_NAMES, engine_kernel
         from artune.table.decide import decide
@@ -116,7 +115,7 @@ class HardwareModel:
 
     def candidates(self, world_size: int, mode: str) -> list[str]:
         """The algorithms this hardware runs (multicast only where it exists)."""
-        return [a for a in self.algorithms if self.hw.multicast or "multimem" not in gpu.KERNEL_OF.get(a, a)]
+        return [a for a in self.algorithms if self.hw.multicast or not gpu.KERNEL_OF.get(a, a).startswith("multicast/")]
 
     def params(self) -> dict[str, dict[str, int | str]]:
         """Kernel grid sizes for SGLang's algorithms (SM count where the preset gives it)."""

@@ -8,6 +8,7 @@ import numpy as np
 
 from artune.costmodel.cost import CostModel
 from artune.costmodel.forms import PARAMETERS
+from artune.plotting import saved_figure
 from artune.sizes import human_size
 
 
@@ -54,14 +55,8 @@ def fit_markdown(model: CostModel) -> str:
 
 def plot_fit(model: CostModel, path: Path) -> Path:
     """Model (lines) against measurement (markers), one panel per algorithm, log-log."""
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
     names = list(model.algorithms)
-    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4.2), squeeze=False)
-    try:
+    with saved_figure(path, 1, len(names), figsize=(5 * len(names), 4.2), squeeze=False) as (_fig, axes):
         for ax, name in zip(axes[0], names, strict=True):
             m = model.algorithms[name]
             for i, p in enumerate(np.unique(m.points.p)):
@@ -77,8 +72,4 @@ def plot_fit(model: CostModel, path: Path) -> Path:
             ax.set_ylabel("us per all-reduce")
             ax.grid(True, alpha=0.3)
             ax.legend(fontsize=7)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-    finally:
-        plt.close(fig)
     return path

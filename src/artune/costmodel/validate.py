@@ -27,9 +27,11 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from statistics import geometric_mean
 
 import numpy as np
 
+from artune import catalog
 from artune.costmodel import calibrate as cal
 from artune.costmodel import gpu
 from artune.costmodel.plan import SWITCH_MARGIN
@@ -37,21 +39,17 @@ from artune.costmodel.published import Sweep
 from artune.table.types import Table
 
 ENGINES = ("vllm", "sglang")
-_VLLM_ONE_STAGE = ((2, None), (4, 512 * 1024), (8, 256 * 1024))  # (largest world size, exclusive bound)
-
-
-def vllm_custom_ar_kernel(world_size: int, nbytes: int) -> str:
-    """Which kernel vLLM's ``custom_ar`` runs (its 1-stage / 2-stage switch)."""
-    for ws, bound in _VLLM_ONE_STAGE:
-        if world_size <= ws and (bound is None or nbytes < bound):
-            return "one_shot/custom"
-    return "two_shot/custom"
 
 
 def engine_kernel(algorithm: str, world_size: int, nbytes: int) -> str:
-    """The kernel an engine algorithm name runs."""
+    """The model kernel an engine algorithm name runs for one message (vLLM's custom all-reduce: by its rule)."""
     if algorithm == "custom_ar":
-        return vllm_custom_ar_kernel(world_size, nbytes)
+        from artune.formats.vllm.rules import custom_ar_kernel
+
+        stage = custom_ar_kernel(world_size, nbytes)[0]
+        found = gpu.model_kernel(catalog.KERNELS[f"custom_ar/{stage}"])
+        assert found is not None  # the catalog gives both stages a scheme the model has a form for
+        return found
     return gpu.KERNEL_OF[algorithm]
 
 
@@ -87,7 +85,7 @@ def table_choice(table: Table, world_size: int, mode: str, nbytes: int, measured
     available = {name for name in ENGINE_NAMES if stand_in(engine_kernel(name, world_size, nbytes), measured)}
     decision = decide(table, nbytes, world_size, mode, frozenset(available | {"nccl"}))
     column = stand_in(engine_kernel(decision.algorithm, world_size, nbytes), measured)
-    return column if column is not None else stand_in("nccl/auto", measured) or measured[0]
+    return column if column is not None else stand_in(gpu.KERNEL_OF["nccl"], measured) or measured[0]
 
 
 def hand_choice(engine: str, arch: str, world_size: int, mode: str, nbytes: int, measured: Sequence[str]) -> str:
@@ -95,7 +93,7 @@ def hand_choice(engine: str, arch: str, world_size: int, mode: str, nbytes: int,
     return table_choice(engine_table(engine, arch), world_size, mode, nbytes, measured)
 
 
-def arch_of(preset: str) -> str:
+def preset_arch(preset: str) -> str:
     from artune.costmodel.presets import load_preset
 
     return load_preset(preset).arch
@@ -117,7 +115,7 @@ class SweepScore:
     rows: tuple[Row, ...]
 
     def geomean(self, who: str) -> float:
-        return math.exp(sum(math.log(r.regrets[who]) for r in self.rows) / len(self.rows))
+        return geometric_mean(r.regrets[who] for r in self.rows)
 
     def worst(self, who: str) -> float:
         return max(r.regrets[who] for r in self.rows)
@@ -151,7 +149,7 @@ def score_sweep(
     adds choosers by name (a copied table, say); ``picks`` replaces the
     model's plan with given columns per size (a hybrid's).
     """
-    arch = arch_of(sweep.preset)
+    arch = preset_arch(sweep.preset)
     picks = list(picks) if picks is not None else model_choices(predicted, sweep)
     choosers = {e: engine_table(e, arch) for e in engines} | dict(tables or {})
     rows = []
@@ -190,7 +188,7 @@ def leave_one_sweep_out(data: cal.Data, terms: Sequence[str] = (), start: cal.Re
 
 def total(scores: Sequence[SweepScore], who: str) -> tuple[float, float]:
     """Over sweeps, each counting once: the geomean of their geomean regrets, and the worst size."""
-    geo = math.exp(sum(math.log(s.geomean(who)) for s in scores) / len(scores))
+    geo = geometric_mean(s.geomean(who) for s in scores)
     return geo, max(s.worst(who) for s in scores)
 
 
@@ -248,7 +246,7 @@ def intervals(fit: gpu.GpuFit, crossovers: Sequence[cal.ClaimedCrossover], unsee
     return out
 
 
-def summary(rows: Sequence[Interval]) -> dict[str, float]:
+def interval_summary(rows: Sequence[Interval]) -> dict[str, float]:
     """Geomean ratio, geomean factor off, worst factor, share within 2x, coverage (with and without residuals)."""
     logs = np.array([r.log_ratio for r in rows])
     return {

@@ -1,13 +1,14 @@
 """The kernel an engine's choice runs, in the evidence's vocabulary (``artune.evidence.sweep``).
 
-vLLM's paths go through vLLM's rules (``artune.formats.vllm.rules.kernel``:
-its custom all-reduce picks 1-stage or 2-stage per call in C++). SGLang's
-algorithm names already name one kernel each (``1shot_push``, ``2shot_pull``
-...: its dispatch picks them by table, with no switch below), as
-``sglang/<name>``; the SGLang benchmarks artune reads time its communicators
-as a whole (``sglang/custom_ar_v2``), not these kernels. ``nccl`` is
-``ncclAllReduce`` with NCCL choosing. Other names (artune's CPU algorithms,
-torch's one-shot) have no column in any GPU benchmark and map to themselves.
+The catalog names each algorithm's kernels (``artune.catalog.KERNELS``); an
+algorithm of one kernel runs it. Where vLLM picks one per call (its custom
+all-reduce: 1-stage or 2-stage in C++; FlashInfer's backend by the machine),
+vLLM's rules say which (``artune.formats.vllm.rules.kernel``). SGLang's
+names run one kernel each, ``sglang/<name>`` (its dispatch picks them by
+table, with no switch below); the SGLang benchmarks artune reads time its
+communicators as a whole (``sglang/custom_ar_v2``), not these kernels.
+Names the catalog gives no kernel (``hier_shm``) or does not know map to
+themselves.
 """
 
 from __future__ import annotations
@@ -22,9 +23,7 @@ def kernel_of(algorithm: str, world_size: int, nbytes: int, multicast: bool, cus
     if found is not None:
         return found
     spec = catalog.SPECS.get(algorithm)
-    if spec is not None and spec.engine == "sglang":
-        return f"sglang/{algorithm}"
-    return algorithm
+    return spec.kernels[0].name if spec is not None and spec.kernels else algorithm
 
 
 def why_kernel(algorithm: str, world_size: int, nbytes: int, custom_ar_algo: str | None = None) -> str:

@@ -14,8 +14,8 @@ named, never filled from another column.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
+from statistics import geometric_mean
 from typing import Any
 
 from artune import catalog
@@ -82,12 +82,12 @@ class EvidenceScore:
     def geomean(self) -> float | None:
         """The geometric mean of the scored sizes' regrets; ``None`` when none was scored."""
         regrets = [s.regret for s in self.scored if s.regret is not None]
-        return math.exp(sum(map(math.log, regrets)) / len(regrets)) if regrets else None
+        return geometric_mean(regrets) if regrets else None
 
     def geomean_at(self, sizes: set[int] | frozenset[int]) -> float | None:
         """The geometric mean of the regrets at ``sizes`` (those of them scored here); ``None`` when none is."""
         regrets = [s.regret for s in self.scored if s.size in sizes and s.regret is not None]
-        return math.exp(sum(map(math.log, regrets)) / len(regrets)) if regrets else None
+        return geometric_mean(regrets) if regrets else None
 
     @property
     def worst(self) -> SizeScore | None:

@@ -12,18 +12,10 @@ from __future__ import annotations
 import itertools
 from pathlib import Path
 
+from artune.plotting import saved_figure
 from artune.report.figures import band_spans, latency_series, speedups
 from artune.sizes import human_size
 from artune.tune.tuner import WorldResult
-
-
-def _pyplot():  # type: ignore[no-untyped-def]
-    import matplotlib
-
-    matplotlib.use("Agg", force=True)
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _colours(result: WorldResult) -> dict[str, str]:
@@ -43,10 +35,8 @@ def _size_axis(ax) -> None:  # type: ignore[no-untyped-def]
 
 def latency_plot(result: WorldResult, path: Path) -> Path:
     """Write the latency-vs-size plot of ``result`` to ``path``."""
-    plt = _pyplot()
     colours = _colours(result)
-    fig, ax = plt.subplots(figsize=(9, 5.5))
-    try:
+    with saved_figure(path, figsize=(9, 5.5)) as (_fig, ax):
         for lower, upper, name in band_spans(result):
             ax.axvspan(max(lower, 1), max(upper, 1), color=colours.get(name, "grey"), alpha=0.08, lw=0)
         for cross in result.crossovers:
@@ -76,20 +66,14 @@ def latency_plot(result: WorldResult, path: Path) -> Path:
         ax.set_ylabel("median latency (us), slowest rank")
         ax.set_title(f"all_reduce {result.dtype} sum, world_size={result.world_size}: latency; shaded = chosen band")
         ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-    finally:
-        plt.close(fig)
     return path
 
 
 def speedup_plot(result: WorldResult, path: Path) -> Path:
     """Write the speedup-over-baseline plot of ``result`` to ``path``."""
-    plt = _pyplot()
     colours = _colours(result)
     points = speedups(result)
-    fig, ax = plt.subplots(figsize=(9, 4.5))
-    try:
+    with saved_figure(path, figsize=(9, 4.5)) as (_fig, ax):
         ax.axhline(1.0, color="black", lw=0.8)
         for name in dict.fromkeys(p.choice.algorithm for p in points):
             mine = [p for p in points if p.choice.algorithm == name]
@@ -108,10 +92,6 @@ def speedup_plot(result: WorldResult, path: Path) -> Path:
         ax.set_title(f"world_size={result.world_size}: the table's choice vs the process group ({result.baseline})")
         if points:
             ax.legend(fontsize=8)
-        fig.tight_layout()
-        fig.savefig(path, dpi=110)
-    finally:
-        plt.close(fig)
     return path
 
 

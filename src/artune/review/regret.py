@@ -7,8 +7,8 @@ multicast as the hardware has it) is timed against the fastest:
 - **modelled**: artune's GPU cost model from the bundled preset for the arch
   (``artune.costmodel.presets``; the calibrated one where there are several,
   ``artune.costmodel.calibrate.FAMILY_PRESET``). Each engine algorithm is
-  predicted by its family's form (``artune.costmodel.forms.FORM_OF``: one-shot,
-  two-shot, multicast, NCCL); the best is the fastest form. The figures are
+  predicted by the model's algorithm of its scheme (``artune.catalog.Scheme``:
+  one-shot, two-shot, multicast, NCCL); the best is the fastest of those. The figures are
   the median and the 90th percentile over the model's replicates of the
   geometric mean over a log grid (8 sizes per octave) of time(choice) /
   time(best).
@@ -37,8 +37,6 @@ from artune.table.types import Table
 GRID_PER_OCTAVE = 8
 TOP = 256 << 20  # an open-ended moved range is weighed up to 256 MiB (the largest sizes the presets describe)
 ALIGN = 16  # every engine algorithm's alignment divides 16: grid sizes are multiples of it
-_FAMILY = {"1shot_push": "one-shot", "2shot_pull": "two-shot", "2shot_pull_mc": "multicast", "nccl": "nccl"}
-_MODEL_NAME = {"one_shot": "1shot_push", "two_shot": "2shot_pull", "multicast": "2shot_pull_mc", "ring": "nccl"}
 
 
 def grid(ranges: Sequence[tuple[int, int | None]]) -> list[int]:
@@ -103,13 +101,15 @@ def modelled_regret(
         return f"the cost model has no preset for arch {arch}"
     import numpy as np
 
-    from artune.costmodel.forms import FORM_OF
-
     model, preset = found
     grid_sizes = grid(ranges)
     sides = [_choices(t, grid_sizes, ws, mode, model.hw.multicast) for t in (before, after)]
-    form = lambda name: _MODEL_NAME.get(FORM_OF.get(name, ""), "")  # noqa: E731
     names = model.candidates(ws, mode)
+    of_scheme = {catalog.scheme_of(n): n for n in names}  # the model's algorithm of each scheme
+
+    def form(name: str) -> str:
+        return of_scheme.get(catalog.scheme_of(name), "")
+
     keep = [i for i in range(len(grid_sizes)) if all(form(side[i]) in names for side in sides)]
     if not keep:
         missing = sorted({n for side in sides for n in side if form(n) not in names})
@@ -127,7 +127,9 @@ def modelled_regret(
     # name the fastest form in the engine's words: the first of the sides' algorithms that it describes
     engine = [n for t in (after, before) for p in t.plans for n in p.algorithms]
     words = next((n for n in (*sides[1], *sides[0], *engine) if form(n) == fastest), fastest)
-    best = f"{_FAMILY[fastest]} ({words})" if words != fastest or fastest != "nccl" else "nccl"
+    scheme = catalog.scheme_of(fastest)
+    family = fastest if scheme is None or scheme is catalog.Scheme.LIBRARY else scheme.label  # the library: its name
+    best = f"{family} ({words})" if words != fastest or family != fastest else fastest
     before_regret, after = float(np.median(was)), float(np.median(now))
     factor = model.interval_factor
     high = after * factor if factor is not None else float(np.percentile(now, 90))
@@ -159,7 +161,7 @@ def _validation(model: Any) -> str:
 
 def _undecided(model: Any, arch: str, ws: int, mode: str, sizes: Sequence[int], was: float, now: float, high: float):
     """Why the model cannot tell before's rows from after's, and the sweep that would."""
-    from artune.costmodel.forms import log_spaced
+    from artune.grid import log_spaced
     from artune.sizes import human_size
 
     lo = max(min(sizes), 4 << 10)  # below 4 KiB every kernel is at its latency: nothing to settle there

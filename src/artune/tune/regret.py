@@ -19,6 +19,7 @@ names the fixed rules that beat the tuned table, which the report and
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -78,11 +79,7 @@ class RegretPoint:
 def geomean(values: Iterable[float]) -> float:
     """The geometric mean (``nan`` for no values, ``inf`` if any is infinite)."""
     values = list(values)
-    if not values:
-        return math.nan
-    if any(math.isinf(v) for v in values):
-        return math.inf
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+    return statistics.geometric_mean(values) if values else math.nan
 
 
 @dataclass(frozen=True)

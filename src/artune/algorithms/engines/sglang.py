@@ -2,7 +2,7 @@
 ``2shot_pull`` (where this has run: docs/status.md).
 
 Facts used (SGLang ``python/sglang/srt/distributed/device_communicators/custom_all_reduce_v2.py``,
-newest public version; engine-formats.md §2.2): ``CustomAllReduceV2(group,
+newest public version): ``CustomAllReduceV2(group,
 device, ...)`` builds its workspace in torch symmetric memory on ``group``
 (a gloo group over the tensor-parallel ranks) and sets ``disabled`` when
 the world size is not in its tuned configs or a single-node group lacks full

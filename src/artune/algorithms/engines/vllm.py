@@ -3,7 +3,7 @@
 Where this has run: docs/status.md.
 
 Facts used (vLLM ``vllm/distributed/device_communicators/custom_all_reduce.py``,
-commit 00d618aa; engine-formats.md §1.4): ``CustomAllreduce(group, device,
+commit 00d618aa): ``CustomAllreduce(group, device,
 max_size=8 MiB)`` takes a non-NCCL (gloo) group and exchanges CUDA IPC
 buffers over it; newer versions defer the P2P check and buffer set-up to a
 collective ``finalize_p2p()``. It disables itself (``disabled``) for

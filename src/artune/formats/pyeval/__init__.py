@@ -30,15 +30,7 @@ configs, and ``constants``).
 
 from artune.formats.pyeval.expressions import parse
 from artune.formats.pyeval.statements import Interpreter, assignments, constants
-from artune.formats.pyeval.values import (
-    BoundMethod,
-    Function,
-    Namespace,
-    Native,
-    Record,
-    RecordType,
-    Symbol,
-)
+from artune.formats.pyeval.values import BoundMethod, Function, Namespace, Native, Record, RecordType, Symbol
 
 __all__ = [
     "BoundMethod",

@@ -223,18 +223,7 @@ class Release:
                 outcome = found.outcomes.get((sized.world_size, mode))
                 if outcome is None:
                     continue
-                differs = outcome.written != outcome.bands
-                plans.append(
-                    Plan(
-                        sized.world_size,
-                        mode,
-                        outcome.bands,
-                        FALLBACK,
-                        freeze_params(outcome.params),
-                        written=outcome.written if differs else (),
-                        notes=(self._note(sized),) if differs else (),
-                    )
-                )
+                plans.append(self._plan(sized, mode, outcome))
         reading = found.reading
         about = "SGLang's default for other archs" if found.arch == "default" else f"arch {found.arch}"
         notes = (
@@ -262,24 +251,27 @@ class Release:
                 outcome = reading.outcome(sized, graph and graph_ok)
                 note = RACK_NOTE + (RACK_GRAPH_NOTE if graph and not graph_ok else "")
                 rule = Provenance("published", tool="sglang", notes=f"{note}; {provenance.notes}")
-                differs = outcome.written != outcome.bands
                 for hosts in range(2, sized.world_size + 1):
                     if sized.world_size % hosts == 0:
                         plans.append(
-                            Plan(
-                                sized.world_size,
-                                mode,
-                                outcome.bands,
-                                FALLBACK,
-                                freeze_params(outcome.params),
-                                rule,
-                                hosts,
-                                written=outcome.written if differs else (),
-                                notes=(self._note(sized),) if differs else (),
-                                nvlink=NVLinkDomain.RACK,
-                            )
+                            self._plan(sized, mode, outcome, provenance=rule, hosts=hosts, nvlink=NVLinkDomain.RACK)
                         )
         return plans
+
+    def _plan(self, sized: Sized, mode: str, outcome: Outcome, **where: Any) -> Plan:
+        """The plan SGLang runs at ``sized``'s world size in ``mode`` (``where``: the hosts it spans), with the
+        rows its file writes where its caps make them differ."""
+        differs = outcome.written != outcome.bands
+        return Plan(
+            sized.world_size,
+            mode,
+            outcome.bands,
+            FALLBACK,
+            freeze_params(outcome.params),
+            written=outcome.written if differs else (),
+            notes=(self._note(sized),) if differs else (),
+            **where,
+        )
 
     def _sources(self) -> list[SourceFile]:
         return [f for f in (self.files.configs, self.files.communicator) if f is not None]

@@ -15,7 +15,7 @@ answers each probed arch and
 9.x, as tuned on H200; 148 for 10.x before 10.7, as tuned on B200; the
 symbol ``sms`` elsewhere, kept in the parameters as ``"sms"``).
 
-Shapes (``engine-formats.md`` section 2): THRESHOLD_2_SHOT_MAP (2.0), one
+Shapes (the file layouts SGLang's releases have used): THRESHOLD_2_SHOT_MAP (2.0), one
 builder per world size with ``Heuristic`` tuples (A, A' with ``lamport``),
 one function per arch with ``two_shot_push`` and multinode push bands (B),
 ``(max_bytes, algo)`` tuple rows (C), ``Row`` helpers (D) and the split

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 
+from artune.catalog import scheme_of
 from artune.errors import TableError
 from artune.formats.header import Export, differences, provenance_lines
 from artune.formats.sglang.reference import Blocks, table_of
@@ -41,7 +42,11 @@ from artune.table.types import MODES, Band, ParamValue, Plan, Table
 
 KB = 1024
 MB = 1024 * KB
-CPU_ROLES = {"shm_one_shot": "1shot_push", "shm_two_shot": "2shot_pull", "gloo": "nccl", "mpi": "nccl"}
+#: the SGLang algorithm that writes each CPU algorithm of a CPU table: the one of its scheme (``artune.catalog``)
+CPU_ROLES = {
+    name: next(role for role in ("1shot_push", "2shot_pull", "nccl") if scheme_of(role) is scheme_of(name))
+    for name in ("shm_one_shot", "shm_two_shot", "gloo", "mpi")
+}
 _PUSH_GRID = ("1shot_push", "2shot_push")
 _PULL_GRID = ("1shot_pull", "2shot_pull")
 

@@ -286,18 +286,18 @@ def custom_ar_kernel(world_size: int, nbytes: int, forced: str | None = None) ->
 
 
 def kernel(algorithm: str, world_size: int, nbytes: int, multicast: bool, forced: str | None = None) -> str | None:
-    """The kernel one of vLLM's paths runs (``artune.evidence``'s names), or ``None`` for another engine's name.
+    """The kernel vLLM picks per call for one of its paths (``artune.catalog.KERNELS``' names), or ``None`` for
+    a path of one kernel (the catalog names it) or another engine's name.
 
     ``custom_ar`` by ``custom_ar_kernel``; FlashInfer's ``auto`` backend is
     MNNVL on one host and TRT-LLM where the node has no NVLink multicast
-    (``flashinfer_all_reduce._resolve_fi_ar_backend``); ``nccl`` is pynccl.
+    (``flashinfer_all_reduce._resolve_fi_ar_backend``).
     """
     if algorithm == "custom_ar":
         return "custom_ar/" + custom_ar_kernel(world_size, nbytes, forced)[0]
-    fixed = {"symm_mem_multimem": "symm_mem/multimem", "symm_mem_two_shot": "symm_mem/two_shot", "nccl": "nccl"}
     if algorithm == "flashinfer_ar":
         return "flashinfer/mnnvl" if multicast else "flashinfer/trtllm"
-    return fixed.get(algorithm)
+    return None
 
 
 def world_sizes(d: Dispatch, arch: str) -> list[int]:
