@@ -232,7 +232,8 @@ def test_every_fixed_single_algorithm_rule_is_scored() -> None:
     assert regret.geomean(always_one) > regret.tuned_geomean  # one-shot is slow on large messages here
     name, value = regret.best_fixed()
     assert name in regret.rules[1:] and value == min(regret.geomean(i) for i in range(1, len(regret.rules)))
-    assert regret.losses() == []  # the tuned table beats every fixed rule on this machine
+    ships = result.shipping  # the tuned table beats every fixed rule on this machine: it ships
+    assert ships is not None and ships.shipped == "tuned table" and ships.vouched and not ships.beaten
 
 
 def test_a_band_between_two_coarse_sizes_is_found_by_the_probe() -> None:
