@@ -91,10 +91,14 @@ def test_a_near_tie_is_resolved_to_the_published_rules_choice_and_named() -> Non
     (tie,) = how.near_ties
     assert (tie.lo, tie.hi, tie.sizes) == (1 << 20, 8 << 20, 4)
     assert "within 2% from 1MiB to 8MiB" in tie.describe() and "the published rule's choice" in tie.describe()
-    # a lead of its own sizes keeps one-shot: two sizes where it is 5% ahead of the published two-shot
+    # leads of its own keep one-shot where they are (5% ahead of the published two-shot at 2 and 4 MiB), and
+    # no further: at 8 MiB it is level again, so two-shot takes over halfway between
     ahead = points | {"2MiB": (2000.0, 2100.0), "4MiB": (4000.0, 4200.0)}
     kept, why = shape(derived, ledger(ahead), DEEPSPEED, CPU, 256)
-    assert kept.bands == derived.bands and why.merges == ()
+    assert kept.bands == plan(("5.5MiB", ONE), (None, TWO)).bands
+    (trim,) = why.merges
+    assert (trim.lower, trim.upto, trim.into) == (5632 << 10, 12 * (1 << 20) - 1, TWO)
+    assert trim.why == "level with the published rule's shm_two_shot above its last lead (4MiB)"
     assert why.audits[0].why is Justification.FASTER
 
 

@@ -19,9 +19,12 @@ until nothing changes (the first two, one band at a time, before the third):
    another algorithm than the published rule (DeepSpeed's 1 MiB switch on a
    CPU, NCCL on CUDA), its algorithm must be faster than the published one,
    beyond the tie band, at ``MIN_SIZES`` sizes of that stretch at least;
-   otherwise the stretch goes back to the published choice. So a near-tie
+   otherwise the stretch goes back to the published choice. With evidence,
+   it reaches only as far as its leads: where the plan runs the published
+   choice beside it, the sizes beyond its first or last lead, at which it is
+   only level with the published choice, go back too. So a near-tie
    resolves to the published rule, and a crossover that would wander inside
-   one stays where the published rule puts it.
+   one stays where the evidence or the published rule puts it.
 
 A band that fails goes to its neighbour (the same on both sides, or the only
 one); between two different neighbours, to the published rule's choice when
@@ -47,6 +50,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from artune.grid import midpoint
 from artune.measure.records import Candidate, Measurement
 from artune.sizes import format_span, human_size
 from artune.table.types import Band, Plan, Table
@@ -311,21 +315,57 @@ class _Rules:
     bottom: int  # the smallest size measured: a first band's width counts from here
 
     def departures(self, spans: list[Span]) -> tuple[list[Span], list[Merge]]:
-        """Rule 3: every stretch where ``spans`` leave the published rule without evidence goes back to it."""
+        """Rule 3: every stretch where ``spans`` leave the published rule goes back to it without evidence, and
+        with evidence only as far as its leads reach (see ``_trimmed``)."""
         pieces = _overlay(spans, self.published)
-        merges = []
-        for _, group in itertools.groupby(enumerate(pieces), key=lambda ip: (ip[1][2], ip[1][3])):
-            run = list(group)
-            (_, (lo, _, mine, theirs)), (_, (_, up, _, _)) = run[0], run[-1]
+        out: list[Span] = []
+        merges: list[Merge] = []
+        runs = [list(g) for _, g in itertools.groupby(pieces, key=lambda p: (p[2], p[3]))]
+        for k, run in enumerate(runs):
+            lo, up, mine, theirs = run[0][0], run[-1][1], run[0][2], run[0][3]
             if mine == theirs or theirs not in self.available:
+                out.append((lo, up, mine))
                 continue
             won = self.ledger.faster_at(mine, [theirs], lo, up)
             if len(won) < MIN_SIZES:
-                for i, (plo, pup, _, _) in run:
-                    pieces[i] = (plo, pup, theirs, theirs)
+                out.append((lo, up, theirs))
                 why = f"faster than the published rule's {theirs} at {_sizes(won)}; leaving it takes {MIN_SIZES}"
                 merges.append(Merge(lo, up, mine, theirs, why))
-        return _merged([(lo, up, mine) for lo, up, mine, _ in pieces]), merges
+                continue
+            below = k == 0 or runs[k - 1][0][2] == theirs  # the plan runs the published choice on either side
+            above = k == len(runs) - 1 or runs[k + 1][0][2] == theirs
+            kept, trims = self._trimmed((lo, up, mine), theirs, won, below, above)
+            out += kept
+            merges += trims
+        return _merged(out), merges
+
+    def _trimmed(
+        self, stretch: Span, theirs: str, won: list[int], below: bool, above: bool
+    ) -> tuple[list[Span], list[Merge]]:
+        """A stretch with its leads at ``won``: where the plan runs the published choice beside it, the sizes
+        beyond its first or last lead, at which it is only level with the published choice, go back to it
+        (the bound halfway to the nearest size measured there), so a near-tie at the edge of a band that
+        has leads elsewhere resolves to the published rule."""
+        lo, up, mine = stretch
+        timed = [s for s in self.ledger.within(lo, up) if self.ledger.compare(mine, theirs, s) is not None]
+        start, end = lo, up
+        merges = []
+        before = [s for s in timed if s < won[0]]
+        if below and before:
+            start = max(lo + 1, midpoint(before[-1], won[0]))
+            why = f"level with the published rule's {theirs} below its first lead ({human_size(won[0])})"
+            merges.append(Merge(lo, start - 1, mine, theirs, why))
+        after = [s for s in timed if s > won[-1]]
+        if above and after:
+            end = min(after[0], midpoint(won[-1], after[0])) - 1
+            why = f"level with the published rule's {theirs} above its last lead ({human_size(won[-1])})"
+            merges.append(Merge(end + 1, up, mine, theirs, why))
+        kept = [(start, end, mine)]
+        if start > lo:
+            kept.insert(0, (lo, start - 1, theirs))
+        if end != up:
+            kept.append((end + 1, up, theirs))
+        return kept, merges
 
     def width(self, span: Span) -> float:
         lo, up, _ = span
