@@ -189,3 +189,15 @@ def test_shaping_is_a_pure_function_of_the_evidence(seed: int) -> None:
     six = plan(("3.75KiB", ONE), ("4.5KiB", TWO), ("960KiB", ONE), ("1.125MiB", TWO), ("9MiB", ONE), (None, TWO))
     first = shape(six, ledger(VM), DEEPSPEED, CPU, 256)
     assert shape(six, ledger(VM), DEEPSPEED, CPU, 256) == first
+
+
+def test_a_table_read_back_is_audited_band_by_band() -> None:
+    """The issue's first table, audited on the VM's evidence: its 256-byte two-shot band is a sliver, its
+    one-shot band leaves the published rule from 1 to 7 MiB with no lead there; DeepSpeed's rule stands."""
+    from artune.tune.bands import audit
+
+    issue = plan(("288", TWO), ("7MiB", ONE), (None, TWO))
+    found = audit(issue, ledger(VM), DEEPSPEED, CPU, 256)
+    assert [a.why for a in found] == [Justification.NONE, Justification.NONE, Justification.FASTER]
+    deepspeed = audit(rule_plan(cpu_default(), 2, "eager", CPU, GLOO), ledger(VM), DEEPSPEED, CPU, 256)
+    assert all(a.justified for a in deepspeed) and "faster at its own sizes" in deepspeed[0].describe()

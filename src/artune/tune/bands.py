@@ -380,6 +380,16 @@ class _Rules:
         lo, up, name = span
         return all(theirs == name for plo, pup, theirs in self.published if _overlaps(plo, pup, lo, up))
 
+    def leads(self, span: Span) -> bool:
+        """Rule 3 for one band: every stretch of it that leaves the published rule has its leads there."""
+        lo, up, name = span
+        for plo, pup, theirs in self.published:
+            if theirs != name and theirs in self.available and _overlaps(plo, pup, lo, up):
+                top = up if pup is None else (pup if up is None else min(up, pup))
+                if len(self.ledger.faster_at(name, [theirs], max(lo, plo), top)) < MIN_SIZES:
+                    return False
+        return True
+
     def island(self, spans: list[Span], i: int) -> bool:
         """True when band ``i`` lies between two bands of one other algorithm: a second crossover of that pair."""
         left, right = self.neighbours(spans, i)
@@ -462,6 +472,15 @@ def shape(
     return shaped, Shaping(tuple(_audits(rules, final)), tuple(merges), tuple(_near_ties(rules, final)))
 
 
+def audit(
+    plan: Plan, ledger: Ledger, published: Sequence[Span], available: Collection[str], bottom: int | None = None
+) -> list[BandAudit]:
+    """Every band of ``plan`` (any plan: a shipped table read back, a fixed rule's) with the evidence at its own
+    sizes in ``ledger`` and why it stands by the module's rules (``Justification.NONE``: it does not)."""
+    floor = bottom if bottom is not None else (ledger.sizes[0] if ledger.sizes else 1)
+    return _audits(_Rules(ledger, list(published), frozenset(available), floor), plan_spans(plan))
+
+
 def _audits(rules: _Rules, spans: list[Span]) -> list[BandAudit]:
     """Every band of ``spans`` with the evidence at its own sizes and why it stands."""
     ledger, out = rules.ledger, []
@@ -477,10 +496,10 @@ def _audits(rules: _Rules, spans: list[Span]) -> list[BandAudit]:
             found = ledger.verdict(name, rivals, s)
             if found is not None:
                 {FASTER: faster, SLOWER: slower}.get(found[0], level).append(s)
-        if len(spans) == 1:
-            why = Justification.ONLY
-        elif rules.failure(spans, i) is not None:
+        if rules.failure(spans, i) is not None or not rules.leads(span):
             why = Justification.NONE
+        elif len(spans) == 1:
+            why = Justification.ONLY
         elif rules.island(spans, i) or not rules.published_throughout(span) or len(faster) >= MIN_SIZES:
             why = Justification.FASTER  # rule 2 or 3 held it up, or it has the evidence anyway
         else:
