@@ -87,7 +87,7 @@ def test_the_verdict_is_said_and_a_table_its_checks_say_loses_is_flagged_loudly(
     from artune.table.types import Band, Plan
     from artune.tune.duel import Overall
     from artune.tune.regret import RegretPoint, RegretScore
-    from artune.tune.verdict import choose
+    from artune.tune.verdict import DUEL, HELD_OUT, choose
 
     one, two = Candidate("shm_one_shot"), Candidate("shm_two_shot")
     # at both sizes the tuned table chose the slower algorithm; always two-shot chose right
@@ -98,21 +98,26 @@ def test_the_verdict_is_said_and_a_table_its_checks_say_loses_is_flagged_loudly(
     regret = RegretScore(points, names)
     always_two = Plan(2, "eager", (Band(None, ("shm_two_shot",)),), "gloo")
     plans = {names[0]: result.plan, names[1]: result.plan, names[2]: always_two}
-    ships = choose(names[0], plans, regret, lambda a, b: None)
+
+    def weighed(ahead: str, behind: set[str], ratio: float):  # type: ignore[no-untyped-def]
+        return lambda a, b: Overall(a, ratio, ratio - 0.03, ratio + 0.03, 2, b) if a == ahead and b in behind else None
+
+    # always two ahead of the tuned table (and of DeepSpeed's rule, which chose alike here) at the held-out sizes
+    held_out = weighed(names[2], set(names[:2]), 0.833)
+    ships = choose(names[0], plans, regret, {HELD_OUT: held_out, DUEL: lambda a, b: None})
     shipped = replace(result, regret=regret, plan=ships.plan, shipping=ships)
     assert ships.vouched and loss_warning(shipped) == ""
     assert shipping_line(shipped).startswith("Shipped always two instead of the tuned table: the held-out regret")
-    assert "(1.000 against 1.200 geomean)" in shipping_line(shipped)
-
-    def duel(a: str, b: str) -> Overall | None:
-        return Overall(a, 0.9, 0.85, 0.95, 4, b) if (a, b) == (names[0], names[2]) else None
-
-    contested = choose(names[0], plans, regret, duel)
+    assert "0.833x [0.803, 0.863] over 2 differing sizes" in shipping_line(shipped)
+    assert "regret 1.000 against 1.200 geomean" in shipping_line(shipped)
+    level = choose(names[0], plans, regret, {HELD_OUT: weighed(names[2], set(names[:2]), 0.995), DUEL: held_out})
+    assert level.shipped == "always two" and [a.check for a in level.beaten] == [DUEL]  # 0.5%: level
+    contested = choose(names[0], plans, regret, {HELD_OUT: held_out, DUEL: weighed(names[0], {names[2]}, 0.9)})
     losing = replace(result, regret=regret, plan=contested.plan, shipping=contested)
     assert not contested.vouched and contested.shipped == "always two"
     warning = loss_warning(losing)
     assert warning.startswith("WARNING: ws=2: Shipped always two") and "LOSES on its own checks" in warning
-    assert "the duel put tuned table ahead of always two (0.900x [0.850, 0.950]" in warning
+    assert "the duel put tuned table ahead of always two (0.900x [0.870, 0.930]" in warning
     table = build_table([losing], cpu_platform())
     write_report([losing], table, tmp_path)
     md = (tmp_path / "report.md").read_text()

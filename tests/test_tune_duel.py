@@ -12,7 +12,7 @@ import pytest
 from artune.measure.records import Candidate, Measurement
 from artune.report.verdict import shipping_line
 from artune.table.types import ParamValue, Table
-from artune.tune.compare import FASTER, FasterRule, Pooled, usable
+from artune.tune.compare import FASTER, FasterRule, Pooled
 from artune.tune.config import TuneConfig
 from artune.tune.duel import Repair
 from artune.tune.machine_states import states_of
@@ -79,40 +79,35 @@ def own_duel_losses(result: WorldResult) -> list[tuple[int, str]]:
     return found
 
 
+def _ahead(pooled: dict[tuple[Candidate, int], Pooled], ours: Table, theirs: Table, sizes: list[int]) -> bool:
+    """``theirs`` ahead of ``ours`` by more than 1% over the whole 99% interval of the geometric mean over
+    ``sizes`` of the evidence rule's paired time ratio of their choices (1 where both choose alike)."""
+    rule, z = FasterRule(), 2.5758293035489  # the 99% normal quantile
+    logs, var = [], 0.0
+    for size in sizes:
+        a, b = choice(theirs, size, 2, NAMES), choice(ours, size, 2, NAMES)
+        if a == b:
+            logs.append(0.0)
+            continue
+        c = rule.compare(pooled[(a, size)], pooled[(b, size)])
+        if c.rounds and c.low > 0 and c.high < math.inf:
+            logs.append(math.log(c.ratio))
+            var += ((math.log(c.high) - math.log(c.low)) / (2 * z)) ** 2
+    return bool(logs) and math.exp((sum(logs) + z * math.sqrt(var)) / len(logs)) < 1 / 1.01
+
+
 def own_checks_against(result: WorldResult) -> list[str]:
-    """Every plan (the derived table, every fixed rule) that a check of the run puts ahead of the shipped
-    plan by more than 1%, recomputed from the measurements the run kept: the held-out regret (each choice's
-    median time over the fastest's at each held-out size, geometric mean) and the duel (the geometric mean of
-    the evidence rule's paired ratios over the duel's sizes, ahead over its whole 99% interval)."""
+    """Every plan (the derived table, every fixed rule) that a check of the run puts ahead of the shipped plan,
+    recomputed from the measurements the run kept: over the held-out sizes and over the duel's sizes."""
     assert result.duel is not None
-    pooled, rule, shipped, found = _pooled(result), FasterRule(), plan_table(result.plan), []
-    z = 2.5758293035489  # the 99% normal quantile
-    held_out = sorted({p.size for p in result.regret.points})
-
-    def regret(table: Table) -> float:
-        logs = []
-        for size in held_out:
-            times = {c: e.time_us for (c, s), e in pooled.items() if s == size and usable(e)}
-            logs.append(math.log(times[choice(table, size, 2, NAMES)] / min(times.values())))
-        return math.exp(sum(logs) / len(logs))
-
-    mine = regret(shipped)
-    for name, table in _rules(result):
-        if regret(table) < mine / 1.01:
-            found.append(f"held-out: {name}")
-        logs, var = [], 0.0
-        for size in result.duel.sizes:
-            a, b = choice(table, size, 2, NAMES), choice(shipped, size, 2, NAMES)
-            if a == b:
-                logs.append(0.0)
-                continue
-            c = rule.compare(pooled[(a, size)], pooled[(b, size)])
-            if c.rounds and c.low > 0 and c.high < math.inf:
-                logs.append(math.log(c.ratio))
-                var += ((math.log(c.high) - math.log(c.low)) / (2 * z)) ** 2
-        if logs and math.exp((sum(logs) + z * math.sqrt(var)) / len(logs)) < 1 / 1.01:
-            found.append(f"duel: {name}")
-    return found
+    pooled, shipped = _pooled(result), plan_table(result.plan)
+    checks = {"held-out": sorted({p.size for p in result.regret.points}), "duel": list(result.duel.sizes)}
+    return [
+        f"{check}: {name}"
+        for name, table in _rules(result)
+        for check, sizes in checks.items()
+        if _ahead(pooled, shipped, table, sizes)
+    ]
 
 
 def test_a_table_its_own_checks_say_loses_is_never_vouched_for_over_100_seeds() -> None:

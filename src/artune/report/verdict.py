@@ -62,8 +62,9 @@ def verdict_blocks(result: WorldResult) -> list[Block]:
     blocks: list[Block] = [Heading(f"What ships and why (ws={result.world_size})", 3), Para(shipping_line(result))]
     blocks.append(
         Para(
-            f"A plan is ahead of another on a check when it is ahead by more than {TIE:.0%}: by the whole interval of "
-            "the duel's weighing over its sizes, or by the held-out geometric-mean regret. The derived table ships "
+            f"A plan is ahead of another on a check (the duel, the held-out sizes) when it is ahead by more than "
+            f"{TIE:.0%} over the whole interval of its weighing there (the geometric mean of the paired time ratios "
+            "of their choices over the check's sizes). The derived table ships "
             "unless a check puts a fixed rule ahead of it; then the fixed rule with the best held-out regret that no "
             "check puts another plan ahead of; when the checks contradict each other, nothing is vouched for and "
             "'artune tune' installs the table only with --force."
@@ -81,11 +82,13 @@ def verdict_blocks(result: WorldResult) -> list[Block]:
     )
     blocks.append(
         Para(
-            f"A band stands when it is faster than the neighbours that would take its sizes at {MIN_SIZES} of its own "
-            "measured sizes at least (the coarse picks, probes, bisection steps and the duel's sizes), beyond the tie "
-            "band; a first or last band may instead be the published rule's choice throughout. A stretch that leaves "
-            f"the published rule needs the same evidence against the published choice, and a band narrower than "
-            f"{MIN_WIDTH:g}x is a sliver, merged into its neighbours."
+            "Every band of the derived table was held to the evidence at its own measured sizes (the coarse picks, "
+            f"probes, bisection steps and the duel's sizes). A band narrower than {MIN_WIDTH:g}x that is an island or "
+            "leaves the published rule is a sliver, merged into its neighbours. An island (between two bands of "
+            f"one other algorithm) stands only where it is faster than that algorithm at {MIN_SIZES} of its sizes, "
+            "beyond the tie band. A stretch that leaves the published rule needs the same against the published "
+            "choice, and reaches only as far as its leads where the published choice runs beside it; so a "
+            "near-tie goes to the published rule's choice."
         )
     )
     if shaping.merges:

@@ -31,7 +31,7 @@ def provenance_notes(results: Sequence[WorldResult]) -> str:
         if r.shaping is not None:
             parts += [f"near-tie: {t.describe()}" for t in r.shaping.near_ties]
             if r.shaping.merges:
-                parts.append(f"{len(r.shaping.merges)} band(s) removed for want of evidence at their own sizes")
+                parts.append(f"{len(r.shaping.merges)} band(s) removed or cut back by the band rules (see the report)")
         if r.shipping is not None and (r.shipping.replaced or not r.shipping.vouched):
             parts.append(r.shipping.describe())
     return "; ".join(parts)

@@ -29,13 +29,13 @@ from artune.tune.bands import Shaping, rule_plan
 from artune.tune.compare import TIE_VERDICT, UNSURE, Pooled, spread, usable
 from artune.tune.config import Budget, TuneConfig
 from artune.tune.derive import BandCrossover, Pick
-from artune.tune.duel import Duel, Overall, duel, weigh
+from artune.tune.duel import Duel, duel, weigh
 from artune.tune.machine_states import MachineStates, states_of
 from artune.tune.measurer import WARMUP_SHARE, CachedMeasurer
 from artune.tune.regret import TUNED, RegretScore, regret_candidates, regret_from, single_rules
 from artune.tune.search import ParamSearch, search_algorithm, search_sizes
 from artune.tune.state import TuneState, plan_table
-from artune.tune.verdict import Shipping, choose
+from artune.tune.verdict import DUEL, HELD_OUT, Shipping, Weigh, choose
 
 log = logging.getLogger(__name__)
 
@@ -295,13 +295,18 @@ def _ship(state: TuneState, regret: RegretScore, record: Duel) -> Shipping:
     bench = state.bench
     tables = {TUNED: plan_table(state.plan), **dict(state.fixed)}
     plans = {TUNED: state.plan}
+    usable = set(state.usable())
     for name, table in state.fixed:
-        plans[name] = rule_plan(table, bench.world_size, state.mode, state.names, bench.baseline, state.hosts)
+        plan = rule_plan(table, bench.world_size, state.mode, state.names, bench.baseline, state.hosts)
+        if {b.candidates[0] for b in plan.bands} | {plan.fallback} <= usable:  # a rule that runs wrong numbers: never
+            plans[name] = plan
 
-    def weighed(a: str, b: str) -> Overall:
-        return weigh(state, tables[a], tables[b], record.sizes, a, b)
+    held_out = sorted(p.size for p in regret.points)
 
-    return choose(TUNED, plans, regret, weighed)
+    def over(sizes: list[int]) -> Weigh:
+        return lambda a, b: weigh(state, tables[a], tables[b], sizes, a, b)
+
+    return choose(TUNED, plans, regret, {HELD_OUT: over(held_out), DUEL: over(list(record.sizes))})
 
 
 def _result(state: TuneState, regret: RegretScore, record: Duel, shipping: Shipping, wall_s: float) -> WorldResult:

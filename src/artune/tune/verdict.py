@@ -2,12 +2,16 @@
 
 Two checks of a run time the derived table against every fixed rule (the
 published rule and ``always <algorithm>`` for each algorithm) at sizes the
-derivation did not choose: the duel, weighed over all its sizes with an
-interval (``artune.tune.duel.weigh``), and the held-out regret at sizes no
-other phase touched (``artune.tune.regret``). A plan is *ahead* of another
-on a check when it is ahead by more than ``TIE`` (1%): by the duel's whole
-interval, or by the held-out geometric-mean regret. Inside the band the two
-are level, and the report says so without calling it a loss.
+derivation did not choose: the duel at its fresh sizes, and the held-out
+regret at sizes no other phase touched (``artune.tune.regret``), where every
+algorithm and every plan's choice ran together in one call per size. Each
+check weighs one plan against another the same way
+(``artune.tune.duel.weigh``): the geometric mean over its sizes of the
+evidence rule's paired time ratio of their choices, with an interval. A plan
+is *ahead* on a check when it is ahead by more than ``TIE`` (1%) over the
+whole interval; otherwise the two are level there, and the report says so
+without calling it a loss (a point estimate of the regret a per cent apart
+over a dozen noisy sizes is no verdict).
 
 ``choose`` decides:
 
@@ -93,29 +97,24 @@ class Shipping:
         return text.strip()
 
 
-def _held_out(regret: RegretScore, index: Mapping[str, int], a: str, b: str) -> Ahead | None:
-    ga, gb = regret.geomean(index[a]), regret.geomean(index[b])
-    if not (ga < gb / (1.0 + TIE)):  # nan (nothing scored) is never ahead
-        return None
-    return Ahead(HELD_OUT, a, b, ga / gb if math.isfinite(gb) else 0.0, f"{ga:.3f} against {gb:.3f} geomean")
+#: one check's weighing of plan ``a`` against plan ``b`` over its sizes (``None``: not weighed)
+Weigh = Callable[[str, str], Overall | None]
 
 
-def _duel(weigh: Callable[[str, str], Overall | None], a: str, b: str) -> Ahead | None:
+def _ahead(check: str, weigh: Weigh, regret: RegretScore, index: Mapping[str, int], a: str, b: str) -> Ahead | None:
     found = weigh(a, b)
     if found is None or not found.ahead(TIE):
         return None
-    return Ahead(DUEL, a, b, found.ratio, f"{found.interval()}, its time over the other's")
+    detail = f"{found.interval()}, its time over the other's"
+    if check == HELD_OUT:
+        detail += f"; regret {regret.geomean(index[a]):.3f} against {regret.geomean(index[b]):.3f} geomean"
+    return Ahead(check, a, b, found.ratio, detail)
 
 
-def choose(
-    derived: str,
-    plans: Mapping[str, Plan],
-    regret: RegretScore,
-    weigh: Callable[[str, str], Overall | None],
-) -> Shipping:
+def choose(derived: str, plans: Mapping[str, Plan], regret: RegretScore, checks: Mapping[str, Weigh]) -> Shipping:
     """The plan that ships among ``plans`` (the derived table ``derived`` and every fixed rule, each scored by
-    ``regret`` under the same name), by the module's rules; ``weigh(a, b)``: the duel's weighing of plan
-    ``a`` against plan ``b`` (``None``: not weighed)."""
+    ``regret`` under the same name), by the module's rules; ``checks``: each check's weighing by name
+    (``HELD_OUT``, ``DUEL``)."""
     index = {name: i for i, name in enumerate(regret.rules)}
     names = [n for n in plans if n in index]
 
@@ -123,7 +122,7 @@ def choose(
         found = []
         for other in names:
             if other != behind:
-                found += [x for x in (_held_out(regret, index, other, behind), _duel(weigh, other, behind)) if x]
+                found += [x for c, w in checks.items() if (x := _ahead(c, w, regret, index, other, behind))]
         return found
 
     beaten = tuple(ahead_of(derived))
