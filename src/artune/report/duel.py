@@ -32,8 +32,11 @@ def duel_line(result: WorldResult) -> str:
         f"Duel against every fixed rule at {len(d.sizes)} fresh sizes in {len(d.rounds)} round(s): "
         f"{wins} win(s) by a fixed rule confirmed, {len(d.fixes)} repair(s){left}."
     )
-    if d.overall:
-        best = min(d.overall, key=lambda o: o.ratio)
+    differ = [o for o in d.overall if o.sizes]
+    if d.overall and not differ:
+        line += " Every fixed rule chose as the derived table did, or differed only where too few rounds fit to tell."
+    if differ:
+        best = min(differ, key=lambda o: o.ratio)
         if best.ahead(TIE):
             standing = f"ahead by more than {TIE:.0%} over its whole interval"
         elif best.ratio < 1.0:

@@ -63,7 +63,7 @@ MIN_WIDTH = 1.5
 MIN_SIZES = 2
 
 #: a stretch of sizes ``[lower, upto]`` (``upto`` None: every larger size) and the algorithm that runs it
-Span = tuple[int, "int | None", str]
+Span = tuple[int, int | None, str]
 
 
 class Justification(str, Enum):
