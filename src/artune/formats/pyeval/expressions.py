@@ -82,6 +82,7 @@ class Evaluator:
         self.fakes = dict(fakes or {})
         self.steps = 0
         self.calls: list[int] = []  # lines of the calls in progress, outermost first
+        self.functions: list[str] = []  # the file's functions in progress, outermost first
 
     def fail(self, node: ast.AST | None, message: str) -> Unsupported:
         line = getattr(node, "lineno", "?")
@@ -137,6 +138,10 @@ class Evaluator:
             return method(node, scope)
         except TypeError as err:  # the file's values misused (an unhashable key, unpacking an int)
             raise self.fail(node, f"TypeError: {err}") from None
+        except Unsupported as err:
+            if type(err) is Unsupported and not str(err).startswith(f"{self.filename}:"):
+                raise self.fail(node, str(err)) from None  # a value's own refusal (an opaque truth), placed
+            raise
 
     def _eval_Constant(self, node: ast.Constant, scope: Scope) -> Any:
         return node.value
@@ -357,12 +362,14 @@ class Evaluator:
                 frame = func.bind(args, kwargs, self.eval)
             except ValueError as err:
                 raise self.fail(node, str(err)) from None
-            if not func.filename or func.filename == self.filename:
-                return self.run_body(func, frame)
-            caller, self.filename = self.filename, func.filename  # errors inside name the function's own file
+            caller = self.filename
+            if func.filename:
+                self.filename = func.filename  # errors inside name the function's own file
+            self.functions.append(func.name)
             try:
                 return self.run_body(func, frame)
             finally:
+                self.functions.pop()
                 self.filename = caller
         if isinstance(func, Native):
             try:
@@ -388,7 +395,9 @@ class Evaluator:
         if callable(func) and (func in BUILTINS.values() or func in self.fakes.values() or is_pure_method(func)):
             try:
                 return func(*args, **kwargs)
-            except Unsupported:
+            except Unsupported as err:
+                if type(err) is Unsupported and func in BUILTINS.values():
+                    raise self.fail(node, str(err)) from None  # a builtin's refusal, at the line that asked
                 raise
             except KeyError as err:
                 raise Raised("KeyError", f"{self.filename}:{getattr(node, 'lineno', '?')}: KeyError {err}") from None
