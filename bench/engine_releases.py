@@ -26,8 +26,8 @@ import time
 from collections import Counter
 from dataclasses import dataclass
 
-from artune.errors import ArtuneError
-from artune.formats.releases import ReleaseUnavailable, fetch_release
+from artune.errors import ArtuneError, ReleaseUnavailable
+from artune.formats.releases import fetch_release
 from artune.sources import open_source, source_findings
 
 ENGINES = ("sglang", "vllm")

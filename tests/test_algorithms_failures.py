@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from artune.errors import CallMismatch, CommunicatorClosed, PeerTimeout, ShmUnavailable
-from artune.launch import RankContext, RankFailed, run_ranks
+from artune.errors import CallMismatch, CommunicatorClosed, PeerTimeout, RankFailed, ShmUnavailable
+from artune.launch import RankContext, run_ranks
 
 SHM = ("shm_one_shot", "shm_two_shot")
 BUFFER_BYTES = 64 << 10

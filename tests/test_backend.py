@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 import torch
 
-from artune.launch import RankContext, RankFailed, run_ranks
+from artune.errors import RankFailed
+from artune.launch import RankContext, run_ranks
 
 try:
     import tomllib

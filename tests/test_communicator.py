@@ -297,7 +297,7 @@ def _mismatch_probe(ctx: RankContext, result_path: str) -> None:
 def test_survivor_sees_mismatch_timeout_and_closed(tmp_path: Path) -> None:
     import json
 
-    from artune.launch import RankFailed
+    from artune.errors import RankFailed
 
     result = tmp_path / "rank0.json"
     with pytest.raises(RankFailed):

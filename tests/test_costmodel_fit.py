@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from artune.costmodel.bootstrap import interval
-from artune.costmodel.cost import ModelRefusal, fit_points
+from artune.costmodel.cost import fit_points
 from artune.costmodel.fit import Points, identified, relative_residuals, shape_findings, solve
 from artune.costmodel.forms import FORMS, Context
-from artune.errors import ArtuneError
+from artune.errors import ArtuneError, ModelRefusal
 
 MiB = 1 << 20
 SIZES = [1 << k for k in range(8, 25)] + [3 << k for k in range(8, 23)]

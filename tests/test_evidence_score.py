@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from artune.errors import EvidenceError, OverrideError
+from artune.errors import EvidenceError, OverrideError, ReleaseUnavailable
 from artune.evidence import read_evidence
 from artune.evidence.best import best_row
 from artune.evidence.score import score_table
 from artune.formats.references import reference_set
-from artune.formats.releases import ReleaseUnavailable, fetch_release
+from artune.formats.releases import fetch_release
 from artune.formats.vllm import write as vllm_write
 from artune.formats.vllm.rules import custom_ar_kernel
 from artune.sources import open_source

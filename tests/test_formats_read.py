@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from artune.errors import TableError
+from artune.errors import TableError, Unsupported
 from artune.formats import read_engine
-from artune.formats.pyeval import Interpreter, Unsupported, constants
+from artune.formats.pyeval import Interpreter, constants
 from artune.formats.references import reference_set
 from artune.table.check import copied_archs, shadowed_rules, unaligned_rules
 from artune.table.decide import decide
@@ -510,7 +510,8 @@ def test_sglang_a_dispatch_artune_cannot_follow_is_refused_naming_it(tmp_path: P
 
 
 def test_pyeval_records_have_methods_and_properties_and_namespaces_take_attributes() -> None:
-    from artune.formats.pyeval import Namespace, OutsideCall
+    from artune.errors import OutsideCall
+    from artune.formats.pyeval import Namespace
 
     source = (
         "from typing import NamedTuple\nfrom outside import far\n"

@@ -206,3 +206,53 @@ def test_no_class_name_is_defined_twice() -> None:
             if isinstance(node, ast.ClassDef):
                 homes.setdefault(node.name, []).append(name)
     assert not {c: m for c, m in homes.items() if len(m) > 1}
+
+
+#: exceptions that are control flow, not errors: pyeval's ``return`` unwinding the interpreted function
+CONTROL_FLOW = {("artune.formats.pyeval.statements", "_Return")}
+
+
+def _exception_classes(sources: dict[str, str]) -> list[tuple[str, str]]:
+    """``(module, class)`` for every class in ``sources`` (module -> text) that derives, through any chain of
+    classes defined there, from a built-in exception."""
+    import builtins
+
+    known = {n for n, v in vars(builtins).items() if isinstance(v, type) and issubclass(v, BaseException)}
+    classes = [
+        (module, node)
+        for module, text in sources.items()
+        for node in ast.walk(ast.parse(text))
+        if isinstance(node, ast.ClassDef)
+    ]
+    found: dict[tuple[str, str], None] = {}
+    grew = True
+    while grew:  # a class deriving from one found derives from an exception too
+        grew = False
+        for module, node in classes:
+            bases = {b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", "") for b in node.bases}
+            if bases & known and (module, node.name) not in found:
+                found[(module, node.name)] = None
+                known.add(node.name)
+                grew = True
+    return sorted(found)
+
+
+def test_every_exception_class_lives_in_errors() -> None:
+    """One home for errors: ``artune.errors`` draws the tree, and a new error is added there, in it."""
+    sources = {name: path.read_text(encoding="utf-8") for name, path in MODULES.items()}
+    found = [c for c in _exception_classes(sources) if c[0] != "artune.errors" and c not in CONTROL_FLOW]
+    assert not found, "exception classes outside artune.errors: " + "; ".join(".".join(c) for c in found)
+    assert set(_exception_classes(sources)) >= CONTROL_FLOW, "a named control-flow exception is gone: update"
+
+
+def test_the_exception_check_sees_a_class_outside_errors() -> None:
+    fake = {
+        "artune.errors": "class ArtuneError(Exception): ...\nclass TableError(ArtuneError): ...",
+        "artune.x": "import artune.errors as e\nclass Bad(e.TableError): ...\nclass Worse(Bad): ...\nclass Fine: ...",
+        "artune.y": "def f():\n    class Local(RuntimeError): ...",
+    }
+    assert [c for c in _exception_classes(fake) if c[0] != "artune.errors"] == [
+        ("artune.x", "Bad"),
+        ("artune.x", "Worse"),
+        ("artune.y", "Local"),
+    ]

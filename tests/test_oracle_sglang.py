@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from artune.errors import ReleaseUnavailable
 from artune.formats.references import reference_set
-from artune.formats.releases import ReleaseUnavailable, fetch_release
+from artune.formats.releases import fetch_release
 from artune.oracles import Probe, decide_all
 from artune.oracles import sglang as oracle
 from artune.table.decide import decide

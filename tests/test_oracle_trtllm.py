@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from artune.errors import OracleUnavailable
 from artune.formats.trtllm.enums import ALGORITHMS
 from artune.formats.trtllm.read import arch_of, read_trtllm
 from artune.oracles import trtllm as oracle
@@ -44,7 +45,7 @@ def test_artune_decides_as_the_compiled_header_on_every_probe(revision: str) -> 
     probes = oracle.probes(header.fusion_index, fusion_values)
     try:
         engine = oracle.engine_decisions(checkout, probes)
-    except oracle.Unavailable as err:
+    except OracleUnavailable as err:
         pytest.skip(str(err))
     del enums
     strategy = {v: k for k, v in parse_enums(imported.files[1]).strategy.items()}

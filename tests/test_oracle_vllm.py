@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from artune.cli import main
+from artune.errors import ReleaseUnavailable
 from artune.formats import read_engine
 from artune.formats.references import reference_set
-from artune.formats.releases import ReleaseUnavailable, fetch_release
+from artune.formats.releases import fetch_release
 from artune.oracles import vllm as oracle
 from artune.table.types import Plan
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from artune.formats.pyeval import Interpreter, Namespace, Native, OutsideCall, Raised, Symbol, Unmodelled, Unsupported
+from artune.errors import OutsideCall, Raised, Unsupported
+from artune.formats.pyeval import Interpreter, Namespace, Native, Symbol, Unmodelled
 
 CLASS = """
 import torch

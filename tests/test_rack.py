@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from artune.cli import main
-from artune.errors import TableError
+from artune.errors import ReleaseUnavailable, TableError
 from artune.formats import read_engine
 from artune.formats.references import reference_findings, reference_set
-from artune.formats.releases import ReleaseUnavailable, fetch_release
+from artune.formats.releases import fetch_release
 from artune.oracles import RAISES, Probe
 from artune.oracles import sglang as sglang_oracle
 from artune.oracles import vllm as vllm_oracle

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from artune.cli import main
+from artune.errors import ReleaseUnavailable
 from artune.formats.gitrev import engine_members, revision_tree
-from artune.formats.releases import ReleaseUnavailable
 from artune.measure.records import SCHEMA, Candidate, Header, Measurement, MeasurementLog
 from artune.review import Review, Verdict, build_review, open_side, render_json, render_markdown
 from artune.review.benchmarks import (
@@ -327,7 +327,7 @@ def test_measured_regret_from_a_log(tmp_path: Path) -> None:
     ],
 )
 def test_the_kept_reviews_are_current(before: str, after: str, page: str) -> None:
-    from artune.formats.releases import ReleaseUnavailable
+    from artune.errors import ReleaseUnavailable
 
     try:
         review = build_review(open_side("BEFORE", before), open_side("AFTER", after))
@@ -432,7 +432,7 @@ def test_printed_commands_parse_with_the_benchmarks_own_parsers(monkeypatch: pyt
 
 
 def _release_review(before: str, after: str, *extra: str) -> Review:
-    from artune.formats.releases import ReleaseUnavailable
+    from artune.errors import ReleaseUnavailable
 
     try:
         return build_review(open_side("BEFORE", before), open_side("AFTER", after), *extra)  # type: ignore[arg-type]

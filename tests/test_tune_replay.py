@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from artune.errors import ReplayError
 from artune.measure.records import Header, MeasurementLog
 from artune.tune.config import TuneConfig
 from artune.tune.measurer import CachedMeasurer
-from artune.tune.replay import ReplayError, RunHeader, RunJournal, journal_path, replay
+from artune.tune.replay import RunHeader, RunJournal, journal_path, replay
 from artune.tune.synthetic import SyntheticMeasurer
 from artune.tune.tuner import WorldResult, tune_world
 from test_tune_duel import flipping  # a machine whose state flips between calls

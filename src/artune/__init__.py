@@ -20,6 +20,7 @@ from artune.errors import (
     PeerTimeout,
     ShmUnavailable,
     SizeError,
+    SourceUnavailable,
     TableError,
 )
 
@@ -45,6 +46,7 @@ __all__ = [
     "PeerTimeout",
     "ShmUnavailable",
     "SizeError",
+    "SourceUnavailable",
     "Table",
     "TableError",
     "__version__",

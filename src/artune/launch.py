@@ -20,11 +20,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from artune.errors import ArtuneError
-
-
-class RankFailed(ArtuneError):
-    """A rank raised, died or ran past the deadline; the message holds its traceback."""
+from artune.errors import RankFailed
 
 
 @dataclass(frozen=True)

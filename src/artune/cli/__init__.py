@@ -1,8 +1,10 @@
 """The ``artune`` command line: one sub-command per job of the pipeline.
 
 Exit codes: 0 success, 1 findings (``check``) or drift (``verify``), 2 bad
-input (a file that cannot be read, a malformed option): always one clear
-line, never a traceback.
+input (a file that cannot be read, a malformed option), 3 something fetched
+from outside could not be had (an engine release while the registry is
+unreachable: retry, or use a cache). Errors are always one clear line, never
+a traceback.
 """
 
 from __future__ import annotations
@@ -12,7 +14,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from artune.errors import ArtuneError
+from artune.errors import ArtuneError, SourceUnavailable
+
+#: the exit status of an error: bad input, or what comes from outside not being here
+BAD_INPUT, UNAVAILABLE = 2, 3
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,6 +45,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def exit_status(err: ArtuneError) -> int:
+    """3 for what could not be had from outside (``SourceUnavailable``), 2 for any other error."""
+    return UNAVAILABLE if isinstance(err, SourceUnavailable) else BAD_INPUT
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
@@ -52,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.run(args) or 0)
     except ArtuneError as err:
         print(f"artune {args.command}: error: {err}", file=sys.stderr)
-        return 2
+        return exit_status(err)
     except KeyboardInterrupt:
         print(f"artune {args.command}: interrupted", file=sys.stderr)
         return 130

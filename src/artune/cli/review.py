@@ -1,7 +1,8 @@
 """``artune review BEFORE AFTER``: the review a dispatch-table pull request needs, as one Markdown comment.
 
 Exit codes: 0 approve, 1 questions or request changes, 2 a side or an
-evidence file that cannot be read (one line naming it, no traceback).
+evidence file that cannot be read (one line naming it, no traceback), 3 a
+release that could not be downloaded (retry, or fill the cache elsewhere).
 """
 
 from __future__ import annotations

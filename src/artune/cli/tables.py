@@ -15,6 +15,7 @@ from rich.text import Text
 
 from artune import catalog, settings
 from artune.catalog import DTYPES, SPECS
+from artune.cli import exit_status
 from artune.errors import ArtuneError
 from artune.findings import parse_codes, selected
 from artune.formats.references import reference_set
@@ -142,10 +143,11 @@ def _label(table: Table) -> str:
 
 
 def run_check(args: argparse.Namespace) -> int:
-    """Print one line per finding (``--select``/``--ignore`` by code); 0 clean, 1 findings, 2 unreadable."""
+    """Print one line per finding (``--select``/``--ignore`` by code); 0 clean, 1 findings, 2 unreadable,
+    3 a source that could only not be fetched (every unreadable one a ``SourceUnavailable``)."""
     select, ignore = parse_codes(args.select, "--select"), parse_codes(args.ignore, "--ignore")
     found = 0
-    unreadable = 0
+    unreadable: list[int] = []
     evidence = _evidence(args)
     for spec in args.tables or [None]:
         try:
@@ -160,13 +162,13 @@ def run_check(args: argparse.Namespace) -> int:
                 findings += _evidence_findings(source, evidence, args.arch)
         except ArtuneError as err:
             print(f"{err}", file=sys.stderr)
-            unreadable += 1
+            unreadable.append(exit_status(err))
             continue
         for finding in selected(findings, select, ignore):
             print(finding)
             found += not finding.note
     if unreadable:
-        return 2
+        return min(unreadable)  # bad input outranks a source that could not be fetched
     if found:
         print(f"{found} finding(s)", file=sys.stderr)
         return 1

@@ -30,7 +30,7 @@ It may import ``artune.table`` (and ``artune.measure`` to read logs); the
 table model never imports it.
 """
 
-from artune.costmodel.cost import VERSION, CostModel, ModelRefusal, fit_logs
+from artune.costmodel.cost import VERSION, CostModel, fit_logs
 from artune.costmodel.plan import build_plan, build_table
 
-__all__ = ["VERSION", "CostModel", "ModelRefusal", "build_plan", "build_table", "fit_logs"]
+__all__ = ["VERSION", "CostModel", "build_plan", "build_table", "fit_logs"]

@@ -27,15 +27,11 @@ from artune.catalog import SHM_CHUNK_BYTES
 from artune.costmodel.bootstrap import bootstrap, interval
 from artune.costmodel.fit import Points, identified, relative_residuals, robust_loss, shape_findings, solve
 from artune.costmodel.forms import Context, Form, form_for
-from artune.errors import ArtuneError
+from artune.errors import ArtuneError, ModelRefusal
 
 VERSION = "artune.model/1"
 _CACHE_CANDIDATES = tuple(1 << k for k in range(20, 28))  # 1 MiB .. 128 MiB
 _CACHE_GAIN = 0.8  # a cache term is kept only when it cuts the robust loss by 20% or more
-
-
-class ModelRefusal(ArtuneError):
-    """The model will not predict here, and says why."""
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Protocol
 import numpy as np
 
 from artune.costmodel.forms import log_spaced
-from artune.errors import ArtuneError
+from artune.errors import ArtuneError, ModelRefusal
 from artune.grid import quantize
 from artune.table.types import Band, ParamValue, Plan, Platform, Provenance, Table, freeze_params
 
@@ -155,8 +155,6 @@ def build_plan(
     """The modelled plan for ``(world_size, mode)`` over sizes ``lo..hi`` bytes; ``ModelRefusal`` where refused."""
     why = model.refusal(world_size)
     if why:
-        from artune.costmodel.cost import ModelRefusal
-
         raise ModelRefusal(why)
     names = model.candidates(world_size, mode)
     if not names:

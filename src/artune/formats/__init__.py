@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from artune.errors import TableError
+from artune.errors import Raised, TableError, Unsupported
 from artune.formats.engine import EngineImport
-from artune.formats.pyeval import Raised, Unsupported
 from artune.formats.sglang import read as sglang_read
 from artune.formats.trtllm import read as trtllm_read
 from artune.formats.vllm import read as vllm_read

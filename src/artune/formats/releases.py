@@ -20,7 +20,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from artune.errors import TableError
+from artune.errors import ReleaseUnavailable, TableError
 
 # the wheel's files artune reads: the communicators, their settings and the configs they import
 MEMBERS: dict[str, tuple[str, ...]] = {
@@ -50,10 +50,6 @@ MEMBERS: dict[str, tuple[str, ...]] = {
 _NOT_SOURCES = frozenset({"flashinfer-python"})
 _VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
 DOWNLOAD_TIMEOUT_S = 900
-
-
-class ReleaseUnavailable(TableError):
-    """The release could not be had: the registry is unreachable, or it has no such version."""
 
 
 def releases_dir() -> Path:

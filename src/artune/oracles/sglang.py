@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from artune.errors import OracleGap
 from artune.oracles import RACK_TOPOLOGIES, Probe, read_decisions
 
 RELEASES: tuple[str, ...] = (
@@ -85,10 +86,6 @@ _ALGOS = {
     "ONE_SHOT_PULL": "1shot_pull",
     "TWO_SHOT_PULL": "2shot_pull",
 }
-
-
-class OracleGap(RuntimeError):
-    """The release does something the oracle does not model: it says what, rather than answer wrongly."""
 
 
 class _Stub:

@@ -24,6 +24,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from artune.errors import OracleGap, OracleUnavailable
+
 HEADER = "cpp/tensorrt_llm/common/customAllReduceUtils.h"
 ENUMS = "cpp/tensorrt_llm/kernels/customAllReduceKernels.h"
 BUILD_TIMEOUT_S = 300
@@ -78,10 +80,6 @@ int main() {
 """
 
 
-class Unavailable(Exception):
-    """g++ is missing, or the header does not compile against the stand-ins (the message says which)."""
-
-
 @dataclass(frozen=True)
 class ShapeProbe:
     """One call: SM version, tokens, hidden size, fused op (its enum int and name), TP size and bytes."""
@@ -99,7 +97,7 @@ def build(checkout: Path) -> Path:
     """The compiled driver for ``checkout``'s header, built once per content in the temporary folder."""
     compiler = shutil.which("g++")
     if compiler is None:
-        raise Unavailable("g++ is not installed")
+        raise OracleUnavailable("g++ is not installed; install it to run the TensorRT-LLM oracle")
     sources = [(checkout / HEADER).read_bytes(), (checkout / ENUMS).read_bytes(), _DRIVER.encode()]
     sources += [text.encode() for text in _STANDINS.values()]
     key = hashlib.sha256(b"\0".join(sources)).hexdigest()[:16]
@@ -127,7 +125,7 @@ def build(checkout: Path) -> Path:
         ]
         done = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False)
         if done.returncode != 0:
-            raise Unavailable(f"the header does not compile against the stand-ins: {done.stderr[-2000:]}")
+            raise OracleGap(f"the header does not compile against the stand-ins: {done.stderr[-2000:]}")
         folder.mkdir(parents=True, exist_ok=True)
         shutil.move(str(work / "oracle"), binary)
     finally:
@@ -142,7 +140,7 @@ def engine_decisions(checkout: Path, probes: Sequence[ShapeProbe]) -> list[int]:
     done = subprocess.run([str(binary)], input=lines, capture_output=True, text=True, timeout=RUN_TIMEOUT_S, check=True)
     answers = [int(v) for v in done.stdout.split()]
     if len(answers) != len(probes):
-        raise Unavailable(f"the oracle answered {len(answers)} of {len(probes)} probes")
+        raise OracleGap(f"the oracle answered {len(answers)} of {len(probes)} probes")
     return answers
 
 

@@ -59,6 +59,7 @@ from typing import Any
 
 import torch
 
+from artune.errors import OracleGap
 from artune.oracles import RACK_TOPOLOGIES, RAISES, Probe, read_decisions
 
 # pip index versions vllm: every release from the first one with all_reduce_utils.py's size tables (0.10.2),
@@ -127,10 +128,6 @@ _PROBED = {
 _FUSION_FILES = ("vllm/compilation/passes/fusion/allreduce_rms_fusion.py", "vllm/compilation/collective_fusion.py")
 
 
-class OracleError(RuntimeError):
-    """The release's code needs something the stand-in world does not hold."""
-
-
 class Unknown:
     """What a stand-in module gives for a name it does not hold: usable in annotations, an error when used."""
 
@@ -143,10 +140,10 @@ class Unknown:
         return Unknown(f"{self._name}.{attr}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise OracleError(f"the release called {self._name}(), which the oracle's stand-ins do not hold")
+        raise OracleGap(f"the release called {self._name}(), which the oracle's stand-ins do not hold")
 
     def __bool__(self) -> bool:
-        raise OracleError(f"the release tested {self._name}, which the oracle's stand-ins do not hold")
+        raise OracleGap(f"the release tested {self._name}, which the oracle's stand-ins do not hold")
 
     def __or__(self, other: Any) -> Unknown:  # "X | None" in an annotation
         return self
@@ -404,7 +401,7 @@ class World:
             """A communicator vLLM's defaults do not build on CUDA: built anyway, the oracle stops."""
 
             def __init__(self, *args: Any, **kwargs: Any) -> None:
-                raise OracleError(f"the release built {type(self).__name__} with default settings on CUDA")
+                raise OracleGap(f"the release built {type(self).__name__} with default settings on CUDA")
 
         class PyNccl:
             def __init__(self, group: Any, device: Any) -> None:
@@ -532,7 +529,7 @@ class World:
         for node in tree.body if tree is not None else ():
             if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
                 return ast.literal_eval(node.value)
-        raise OracleError(f"{rel} assigns no {name}")
+        raise OracleGap(f"{rel} assigns no {name}")
 
     def _fusion_tables(self) -> types.ModuleType:
         """The FlashInfer fusion file's top-level table assignments, evaluated in order (others left out)."""
@@ -636,7 +633,7 @@ class World:
             comm.all_reduce(_tensor(nbytes, dtype))
         self.capturing = False
         if len(self.ran) != 1:
-            raise OracleError(f"one all-reduce ran {self.ran or 'nothing'}")
+            raise OracleGap(f"one all-reduce ran {self.ran or 'nothing'}")
         return self.ran[0]
 
 
@@ -794,7 +791,7 @@ def mnnvl_workspace() -> type:
         if named & names:
             exec(compile(ast.Module([node], []), str(path), "exec"), namespace)
     if "MNNVLAllReduceFusionWorkspace" not in namespace or "round_up" not in namespace:
-        raise OracleError(f"flashinfer-python {FLASHINFER}: no MNNVLAllReduceFusionWorkspace or round_up where read")
+        raise OracleGap(f"flashinfer-python {FLASHINFER}: no MNNVLAllReduceFusionWorkspace or round_up where read")
     return namespace["MNNVLAllReduceFusionWorkspace"]
 
 
@@ -865,8 +862,8 @@ def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
             world = World(root, *key)
             try:
                 world.communicator()
-            except RuntimeError as err:  # not OracleError: what the release itself lets through
-                if isinstance(err, OracleError):
+            except RuntimeError as err:  # not OracleGap: what the release itself lets through
+                if isinstance(err, OracleGap):
                     raise
                 world = None
             worlds[key] = world

@@ -95,7 +95,7 @@ def open_side(role: str, spec: str, base: str | None = None) -> Opened:
             source = open_source(f"{engine}:{tree.path}")
         return Opened(f"{spec} at {base}", source, f"commit {tree.commit[:12]}", tree.rename, engine)
     except ArtuneError as err:
-        from artune.formats.releases import ReleaseUnavailable
+        from artune.errors import ReleaseUnavailable
 
         kind = ReleaseUnavailable if isinstance(err, ReleaseUnavailable) else TableError
         raise kind(f"{role} side {spec}{f' at {base}' if base else ''} cannot be read: {err}") from None

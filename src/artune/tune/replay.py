@@ -26,16 +26,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from artune.errors import ArtuneError
+from artune.errors import ReplayError
 from artune.measure.records import Candidate, Measurement, MeasurementLog, measurement_key
 from artune.table.types import ParamValue
 from artune.tune.config import TuneConfig
 from artune.tune.measurer import CachedMeasurer, Measurer
 from artune.tune.tuner import WorldResult, tune_world
-
-
-class ReplayError(ArtuneError):
-    """The log and journal cannot be replayed: missing, malformed, or another sequence of calls."""
 
 
 @dataclass(frozen=True)

@@ -45,12 +45,9 @@ from artune.formats.pyeval.values import (
     Function,
     Namespace,
     Native,
-    OutsideCall,
-    Raised,
     Record,
     RecordType,
     Symbol,
-    Unsupported,
 )
 
 __all__ = [
@@ -59,13 +56,10 @@ __all__ = [
     "Interpreter",
     "Namespace",
     "Native",
-    "OutsideCall",
-    "Raised",
     "Record",
     "RecordType",
     "Symbol",
     "Unmodelled",
-    "Unsupported",
     "assignments",
     "constants",
     "parse",

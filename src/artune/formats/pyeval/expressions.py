@@ -15,6 +15,7 @@ import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from artune.errors import OutsideCall, Raised, Unsupported
 from artune.formats.pyeval.values import (
     BUILTINS,
     CONSTANT_NAMES,
@@ -23,13 +24,10 @@ from artune.formats.pyeval.values import (
     Function,
     Namespace,
     Native,
-    OutsideCall,
-    Raised,
     Record,
     RecordType,
     Scope,
     Symbol,
-    Unsupported,
     is_number,
     is_pure_method,
     too_big,

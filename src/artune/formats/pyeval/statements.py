@@ -16,17 +16,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from artune.errors import OutsideCall, Raised, Unsupported
 from artune.formats.pyeval.expressions import BINOPS, MAX_STEPS, Evaluator, parse
-from artune.formats.pyeval.values import (
-    Function,
-    Namespace,
-    OutsideCall,
-    Raised,
-    RecordType,
-    Scope,
-    Symbol,
-    Unsupported,
-)
+from artune.formats.pyeval.values import Function, Namespace, RecordType, Scope, Symbol
 
 _PURE_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache", "dataclass", "staticmethod")
 _RECORD_BASES = ("NamedTuple", "typing.NamedTuple")

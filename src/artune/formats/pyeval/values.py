@@ -1,4 +1,4 @@
-"""What the evaluator computes with: errors, opaque symbols, records, functions, scopes, pure builtins.
+"""What the evaluator computes with: opaque symbols, records, functions, scopes, pure builtins.
 
 Size limits live here too: a table file may build numbers and sequences
 only up to ``MAX_BITS`` and ``MAX_ITEMS``, so a hostile file cannot make
@@ -13,36 +13,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from artune.errors import TableError
+from artune.errors import Unsupported
 
 MAX_ITEMS = 100_000  # longest sequence a table file may build (range, repetition)
 MAX_BITS = 1 << 16  # largest integer, in bits
-
-
-class Unsupported(TableError):
-    """The file uses a construct the evaluator does not understand."""
-
-
-class Raised(Unsupported):
-    """The interpreted code raised (a missing dict key, a failed assert); ``kind`` names it."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-class OutsideCall(Unsupported):
-    """The interpreted code calls a name from outside the file (an import) that no fake stands in for.
-
-    A reader that interprets only part of a function (the part that sizes a
-    config, before the code allocates buffers) stops at this, and only this.
-    ``line`` is where the call is, ``name`` what it calls.
-    """
-
-    def __init__(self, message: str, name: str, line: int | str) -> None:
-        super().__init__(message)
-        self.name = name
-        self.line = line
 
 
 @dataclass(frozen=True)

@@ -35,19 +35,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from artune.catalog import SPECS
-from artune.errors import TableError
+from artune.errors import Raised, TableError, Unsupported
 from artune.formats.files import SourceFile
-from artune.formats.pyeval import (
-    Function,
-    Interpreter,
-    Namespace,
-    Native,
-    Raised,
-    Record,
-    Symbol,
-    Unsupported,
-    parse,
-)
+from artune.formats.pyeval import Function, Interpreter, Namespace, Native, Record, Symbol, parse
 from artune.formats.pyeval.expressions import Evaluator
 from artune.formats.pyeval.values import Scope
 from artune.formats.sglang import rules as rules

@@ -28,9 +28,10 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from artune.errors import Unsupported
 from artune.formats.engine import EngineImport
 from artune.formats.files import SourceFile, describe
-from artune.formats.pyeval import Interpreter, Native, Record, Unsupported
+from artune.formats.pyeval import Interpreter, Native, Record
 from artune.formats.sglang import rules as rules
 from artune.formats.sglang.dispatch import CLASS, ArchReading, Env, Files, Outcome, Sized, env_defaults
 from artune.sizes import format_size, format_span

@@ -35,10 +35,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
-from artune.errors import TableError
+from artune.errors import Raised, TableError
 from artune.formats.engine import short
 from artune.formats.files import SourceFile
-from artune.formats.pyeval import Function, Interpreter, Raised, Record, Symbol, parse
+from artune.formats.pyeval import Function, Interpreter, Record, Symbol, parse
 from artune.formats.sglang.rules import DEFAULT_PROBE, PROBES
 from artune.table.priority import SizeRule, upto
 from artune.table.types import ParamValue

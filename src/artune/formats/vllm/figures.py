@@ -38,12 +38,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from artune.errors import TableError
+from artune.errors import TableError, Unsupported
 from artune.formats.engine import short
 from artune.formats.files import SourceFile
 from artune.formats.pyeval import assignments, constants
 from artune.formats.pyeval.expressions import Evaluator
-from artune.formats.pyeval.values import Scope, Symbol, Unsupported
+from artune.formats.pyeval.values import Scope, Symbol
 
 _COMM = "vllm/distributed/device_communicators/"
 UTILS = _COMM + "all_reduce_utils.py"
