@@ -81,6 +81,8 @@ class Evaluator:
         self.steps = 0
         self.calls: list[int] = []  # lines of the calls in progress, outermost first
         self.functions: list[str] = []  # the file's functions in progress, outermost first
+        #: every function of a file that ran, by (file, name): what a reading relied on (its fingerprints)
+        self.ran: dict[tuple[str, str], ast.AST] = {}
 
     def fail(self, node: ast.AST | None, message: str) -> Unsupported:
         line = getattr(node, "lineno", "?")
@@ -364,6 +366,7 @@ class Evaluator:
             if func.filename:
                 self.filename = func.filename  # errors inside name the function's own file
             self.functions.append(func.name)
+            self.ran.setdefault((self.filename, func.name), func.node)
             try:
                 return self.run_body(func, frame)
             finally:

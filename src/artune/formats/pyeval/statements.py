@@ -283,6 +283,7 @@ class Interpreter(Evaluator):
         assert isinstance(func.node, ast.FunctionDef)
         stopping, self._stopping = self._stopping, True
         self.functions.append(func.name)
+        self.ran.setdefault((self.filename, func.name), func.node)
         try:
             for stmt in func.node.body:
                 try:

@@ -22,7 +22,7 @@ as read.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
@@ -218,13 +218,15 @@ def _findings(source: SourceFile, found: dict[str, Configs], default: Configs, s
                     )
 
 
-def read_sglang(path: str) -> EngineImport:
-    """SGLang's custom all-reduve v2 from a checkout, a release's unpacked wheel, or one of its files."""
+def read_sglang(path: str, settings: Mapping[str, str] | None = None) -> EngineImport:
+    """SGLang's custom all-reduce from a checkout, a release's unpacked wheel, or one of its files; ``settings``:
+    environment variables set, as a user sets them (every other one at its default)."""
     base, found = find_files(path, FILES, "SGLang")
+    settings = settings or {}
     if base.is_file():
         source = read_source(base)
         if f"class {CLASS}" in source.text:
-            return build_release(Files(source))
+            return build_release(Files(source), settings)
         return build(source)
     for prefix in LAYOUTS:
         communicator = base / prefix / COMMUNICATOR
@@ -233,6 +235,6 @@ def read_sglang(path: str) -> EngineImport:
             configs, environ, dispatcher = (read_source(p) if p.is_file() else None for p in optional)
             source = read_source(communicator)
             if f"class {CLASS}" in source.text:
-                return build_release(Files(source, configs, environ, dispatcher))
+                return build_release(Files(source, configs, environ, dispatcher), settings)
             return build(configs or source)
     return build(read_source(found[0]))

@@ -1,8 +1,10 @@
-"""SGLang as a release runs it: tables and the reviewers' findings from the interpreted communicator.
+"""SGLang as a release runs it: tables and the reviewers' findings from the interpreted communicators.
 
-``artune.formats.sglang.dispatch`` answers, for one GPU and world size,
-what ``CustomAllReduceV2`` runs at every size. This module asks it for the
-probed GPUs (``artune.formats.sglang.rules.PROBES``), keeps one table per distinct answer
+``artune.formats.sglang.dispatch`` answers, for one GPU and group, which
+communicator SGLang builds (v2 or its legacy ``CustomAllreduce``) and what it
+runs at every size. This module asks it for the probed GPUs
+(``artune.formats.sglang.rules.PROBES``), on one host and across hosts (in one
+NVLink clique, or joined over a network), keeps one table per distinct answer
 (an arch whose configs equal another's is served by that one's table, as
 SGLang's own dispatch serves it: ``engine_arch``), and writes the findings a
 reviewer acts on, one line per problem over archs, world sizes and modes:
@@ -12,8 +14,13 @@ reviewer acts on, one line per problem over archs, world sizes and modes:
 - ``warning``: world sizes with no config (NCCL), bounds the default
   workspace clips, multicast asked for where ``num_mc_blocks`` is
   ``None``, rows copied from another arch, a band no aligned size reaches;
-- ``note``: v2 off by default in the release, arches served by another's
+- ``note``: v2 off by default in the release, world sizes where the legacy
+  class runs, what runs on PCIe-only GPUs, arches served by another's
   configs, and (0.5.10-0.5.15) the pull buffer that ends custom all-reduce.
+
+Every table carries what the reading cannot vouch for (``Table.caveats``):
+what the evaluator could not follow, and the dispatch functions whose
+fingerprint no verified release has (``artune.formats.fingerprints``).
 
 SGLang's documented ways of switching an algorithm off (equal adjacent
 thresholds, ``mc = Range(0, 0)``, ``num_mc_blocks = None`` with no range)
@@ -24,20 +31,22 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from artune.errors import Unsupported
+from artune.formats import fingerprints
 from artune.formats.engine import EngineImport
 from artune.formats.files import SourceFile, describe
-from artune.formats.pyeval import Interpreter, Native, Record
+from artune.formats.pyeval import Record
 from artune.formats.sglang import rules as rules
-from artune.formats.sglang.dispatch import CLASS, ArchReading, Env, Files, Outcome, Sized, env_defaults
+from artune.formats.sglang.choice import DISPATCH, LEGACY, LEGACY_KERNEL
+from artune.formats.sglang.dispatch import CLASS, ArchReading, Files, Outcome, Sized, env_defaults
 from artune.sizes import format_size, format_span
 from artune.table.check import Finding
 from artune.table.family import TableSet
-from artune.table.types import MODES, NVLinkDomain, Plan, Platform, Provenance, Table, freeze_params
+from artune.table.types import MODES, Caveat, NVLinkDomain, Plan, Platform, Provenance, Table, freeze_params
 
 FALLBACK = "nccl"
 #: why a plan across hosts in one NVLink clique runs what it runs (0.5.17 on), and why graph mode takes eager's
@@ -50,7 +59,23 @@ RACK_GRAPH_NOTE = (
     f"; {CLASS} turns graph mode off across nodes (_is_graph_mode_supported = ... and not is_multinode), so "
     "graph-captured calls take the eager plans"
 )
+NETWORK_NOTE = "across hosts joined over a network"
+LEGACY_NOTE = (
+    f"SGLang's legacy {LEGACY}, which {DISPATCH} picks for this group: {LEGACY_KERNEL} (sgl_kernel's custom "
+    "all-reduce, one or two stages picked in C++) where its should_custom_ar admits the size, interpreted"
+)
 _LOCATION = re.compile(r"^(.*?:\d+): ")
+#: functions the reading relies on without running them: the launchers (they run what the dispatch picked),
+#: capture() (it allows graph mode) and _init_workspace (its multicast switch, artune.formats.sglang.dispatch)
+RELIED_ON = (
+    f"{CLASS}.custom_all_reduce",
+    f"{CLASS}.capture",
+    f"{CLASS}._init_workspace",
+    f"{LEGACY}.custom_all_reduce",
+    f"{LEGACY}.capture",
+)
+#: functions of the communicator that build its table (0.5.10-0.5.15): a change there is a change of table
+TABLE_BUILDERS = ("_init_config", "_maybe_init_config")
 
 
 @dataclass
@@ -158,18 +183,21 @@ def _row_line(record: Any, world_size: int, text: list[str], fallback: int) -> i
 
 
 class Release:
-    """Every table and finding of one SGLang release (or checkout) read from its communicator."""
+    """Every table and finding of one SGLang release (or checkout) read from its communicators; ``settings``:
+    environment variables set, as a user sets them (every other one at its default)."""
 
-    def __init__(self, files: Files) -> None:
+    def __init__(self, files: Files, settings: Mapping[str, str] = rules.NO_SETTINGS) -> None:
         self.files = files
-        self.env = env_defaults(files.environ)
+        self.settings = settings
+        self.env = env_defaults(files.environ, settings)
         self.workspace = rules.workspace_bytes(self.env)
+        self.readings: list[ArchReading] = []
         self.rows_file = files.configs or files.communicator
         self.origin = f"sglang:{self.rows_file.label}"
         self.text = self.rows_file.text.splitlines()
         self.findings: list[Finding] = []
         self._cache: dict[str, Table] = {}
-        default = ArchReading(files, *rules.DEFAULT_PROBE, self.env)
+        default = self._reading(*rules.DEFAULT_PROBE)
         self.default_key = default.identity()
         self.keys: dict[str, tuple[Any, ...]] = {}
         self.archs: dict[str, _Arch] = {}
@@ -177,7 +205,7 @@ class Release:
         self.copies: set[str] = set()  # probed archs whose configs repeat another arch's, written again
         for cap, num_sm in rules.PROBES:
             arch = f"{cap[0]}.{cap[1]}"
-            reading = ArchReading(files, cap, num_sm, self.env)
+            reading = self._reading(cap, num_sm)
             key = reading.identity()
             twin = next((a for a, k in self.keys.items() if k == key), None)
             if key == self.default_key:
@@ -189,8 +217,36 @@ class Release:
                 self.keys[arch] = key
                 self.archs[arch] = self._read(arch, reading)
         self.default = self._read("default", default)
+        self.evaluated = self._evaluated()  # what the tables so far relied on: enough to fingerprint
+        self.unfamiliar = tuple(fingerprints.unfamiliar("sglang", self.evaluated))
         self.tables = {arch: self._table(a) for arch, a in self.archs.items()}
         self.default_table = self._table(self.default)
+
+    def _reading(self, cap: tuple[int, int], num_sm: int | None) -> ArchReading:
+        reading = ArchReading(self.files, cap, num_sm, self.env, settings=self.settings)
+        self.readings.append(reading)
+        return reading
+
+    # ---------------------------------------------------------------- what the reading relied on
+
+    def _evaluated(self) -> list[fingerprints.Evaluated]:
+        """The dispatch functions the reading ran (those of the communicator files, the configs module's and
+        the table builders aside: a change there is a change of table), and those it relies on without running
+        them (``RELIED_ON``), each with its fingerprint."""
+        files = {f.path for f in (self.files.communicator, self.files.dispatcher) if f is not None}
+        found: dict[str, fingerprints.Evaluated] = {}
+        for reading in self.readings:
+            interps = [reading.comm, *([reading.choice.interp] if reading.choice is not None else [])]
+            for interp in interps:
+                for (filename, name), node in interp.ran.items():
+                    if filename in files and name not in TABLE_BUILDERS and name != "<lambda>":
+                        found.setdefault(name, fingerprints.evaluated(name, node, filename))
+                for name, node in _methods(interp, RELIED_ON).items():
+                    found.setdefault(name, fingerprints.evaluated(name, node, interp.filename))
+        return sorted(found.values(), key=lambda e: e.function)
+
+    def _caveats(self, found: _Arch) -> tuple[Caveat, ...]:
+        return (*found.reading.caveats.caveats(rules.WORLD_SIZES), *self.unfamiliar)
 
     # ---------------------------------------------------------------- tables
 
@@ -217,68 +273,75 @@ class Release:
         )
 
     def _table(self, found: _Arch) -> Table:
-        plans = []
-        for sized in found.sized:
-            for mode in MODES:
-                outcome = found.outcomes.get((sized.world_size, mode))
-                if outcome is None:
-                    continue
-                differs = outcome.written != outcome.bands
-                plans.append(
-                    Plan(
-                        sized.world_size,
-                        mode,
-                        outcome.bands,
-                        FALLBACK,
-                        freeze_params(outcome.params),
-                        written=outcome.written if differs else (),
-                        notes=(self._note(sized),) if differs else (),
-                    )
-                )
         reading = found.reading
         about = "SGLang's default for other archs" if found.arch == "default" else f"arch {found.arch}"
         notes = (
             f"SGLang custom all-reduce v2 as {describe(self._sources())} runs it; {about}; the order of algorithms "
-            f"from {CLASS}.{reading.dispatch}, the sizing from {CLASS}.__init__, interpreted"
+            f"from {CLASS}.{reading.dispatch or '?'}, the sizing from {CLASS}.__init__, interpreted"
         )
+        legacy = Provenance("published", tool="sglang", notes=f"{LEGACY_NOTE}; {about}")
+        plans = []
+        for sized in found.sized:
+            for mode in MODES:
+                outcome = found.outcomes.get((sized.world_size, mode))
+                if outcome is not None:
+                    plans.append(self._plan(sized, mode, outcome, legacy if sized.cls == LEGACY else None))
         platform = Platform("cuda", found.arch)
         provenance = Provenance("published", tool="sglang", notes=notes)
-        plans += self._rack_plans(found, provenance)
-        return Table(platform, provenance, tuple(plans), rules="sglang", origin=self.origin)
+        plans += self._across_hosts(found, provenance, legacy)
+        return Table(
+            platform, provenance, tuple(plans), rules="sglang", origin=self.origin, caveats=self._caveats(found)
+        )
 
-    def _rack_plans(self, found: _Arch, provenance: Provenance) -> list[Plan]:
-        """Plans across hosts in one NVLink clique: ``__init__`` interpreted for a multi-node group there
-        (``rules.fakes``), at every world size it then admits, for every number of hosts dividing it. Where
-        ``_is_graph_mode_supported`` is off across nodes, graph-captured calls take the eager plans."""
-        reading = ArchReading(self.files, found.reading.cap, found.reading.num_sm, self.env)
-        reading.state.hosts, reading.state.rack = 2, True  # any split: the code asks only "all on one node?"
+    def _plan(
+        self,
+        sized: Sized,
+        mode: str,
+        outcome: Outcome,
+        provenance: Provenance | None,
+        hosts: int = 1,
+        nvlink: NVLinkDomain = NVLinkDomain.HOST,
+    ) -> Plan:
+        differs = outcome.written != outcome.bands
+        return Plan(
+            sized.world_size,
+            mode,
+            outcome.bands,
+            FALLBACK,
+            freeze_params(outcome.params),
+            provenance,
+            hosts,
+            written=outcome.written if differs else (),
+            notes=(self._note(sized),) if differs else (),
+            nvlink=nvlink,
+        )
+
+    def _across_hosts(self, found: _Arch, provenance: Provenance, legacy: Provenance) -> list[Plan]:
+        """Plans across hosts, in one NVLink clique and joined over a network: the choice of class and its
+        ``__init__`` interpreted for a multi-node group there (``rules.fakes``), at every world size where a
+        communicator is then on, for every number of hosts dividing it. Where ``_is_graph_mode_supported`` is
+        off across nodes, graph-captured calls take the eager plans. What the readings could not follow joins
+        ``found``'s caveats."""
         plans: list[Plan] = []
-        for sized in reading.supported():
-            if sized.status != "on" or sized.comm is None:
-                continue
-            graph_ok = sized.comm.values.get("_is_graph_mode_supported") is not False
-            for mode in MODES:
-                graph = mode == "graph"
-                outcome = reading.outcome(sized, graph and graph_ok)
-                note = RACK_NOTE + (RACK_GRAPH_NOTE if graph and not graph_ok else "")
-                rule = Provenance("published", tool="sglang", notes=f"{note}; {provenance.notes}")
-                differs = outcome.written != outcome.bands
-                for hosts in range(2, sized.world_size + 1):
-                    if sized.world_size % hosts == 0:
-                        plans.append(
-                            Plan(
-                                sized.world_size,
-                                mode,
-                                outcome.bands,
-                                FALLBACK,
-                                freeze_params(outcome.params),
-                                rule,
-                                hosts,
-                                written=outcome.written if differs else (),
-                                notes=(self._note(sized),) if differs else (),
-                                nvlink=NVLinkDomain.RACK,
-                            )
-                        )
+        for nvlink in (NVLinkDomain.RACK, NVLinkDomain.HOST):
+            reading = self._reading(found.reading.cap, found.reading.num_sm)
+            # any split: the code asks only "all on one node?"
+            reading.state.hosts, reading.state.rack = 2, nvlink is NVLinkDomain.RACK
+            where = RACK_NOTE if nvlink is NVLinkDomain.RACK else NETWORK_NOTE
+            for sized in reading.supported():
+                if sized.status != "on" or sized.comm is None:
+                    continue
+                graph_ok = sized.comm.values.get("_is_graph_mode_supported") is not False
+                for mode in MODES:
+                    graph = mode == "graph"
+                    outcome = reading.outcome(sized, graph and graph_ok)
+                    note = where + (RACK_GRAPH_NOTE if graph and not graph_ok else "")
+                    base = legacy if sized.cls == LEGACY else provenance
+                    rule = Provenance("published", tool="sglang", notes=f"{note}; {base.notes}")
+                    for hosts in range(2, sized.world_size + 1):
+                        if sized.world_size % hosts == 0:
+                            plans.append(self._plan(sized, mode, outcome, rule, hosts, nvlink))
+            found.reading.caveats.update(reading.caveats)
         return plans
 
     def _sources(self) -> list[SourceFile]:
@@ -291,7 +354,7 @@ class Release:
         major, dot, minor = arch.partition(".")
         if not (dot and major.isdigit() and minor.isdigit()):
             return None  # not a capability: the set's default answers
-        reading = ArchReading(self.files, (int(major), int(minor)), None, self.env)
+        reading = self._reading((int(major), int(minor)), None)
         key = reading.identity()
         twin = next((a for a, k in self.keys.items() if k == key), None)
         how = f"SGLang's own dispatch on the capability ({arch}) gives it"
@@ -350,8 +413,8 @@ class Release:
 
     def collect(self) -> tuple[Finding, ...]:
         """Every finding, one line per problem."""
-        self._opt_in()
         everything = [*self.archs.values(), self.default]
+        self._opt_in(everything)
         self._raises(everything)
         self._holes(everything)
         self._clipped(everything)
@@ -369,6 +432,7 @@ class Release:
     def _raises(self, everything: list[_Arch]) -> None:
         per_arch = {a.arch: [s.world_size for s in a.sized if s.status == "raises"] for a in everything}
         errors = {s.world_size: s.error for a in everything for s in a.sized if s.status == "raises"}
+        classes = {s.world_size: s.cls for a in everything for s in a.sized if s.status == "raises"}
         for archs, sizes in self._group(per_arch):
             error = errors[sizes[0]]
             match = _LOCATION.match(error)
@@ -379,11 +443,13 @@ class Release:
                 "error",
                 source,
                 archs,
-                f"{CLASS}.__init__ raises ({what}) at {_world_sizes(sizes)}, which the communicator admits: "
-                "SGLang logs 'Setup Custom allreduce failed' and runs nccl there",
+                f"{classes[sizes[0]]}.__init__ raises ({what}) at {_world_sizes(sizes)}, which the communicator "
+                "admits: SGLang logs 'Setup Custom allreduce failed' and runs nccl there",
             )
 
     def _holes(self, everything: list[_Arch]) -> None:
+        if not any(s.cls == CLASS and s.status == "on" for a in everything for s in a.sized):
+            return  # v2 off by default (S105): the legacy class's world sizes are its own, not holes
         per_arch: dict[str, list[int]] = {}
         lines: dict[str, int] = {}
         for found in everything:
@@ -490,24 +556,46 @@ class Release:
                 return node.lineno
         return 1
 
-    def _opt_in(self) -> None:
-        """A release where v2 is off unless an environment variable turns it on (0.5.10, 0.5.11)."""
-        source = self.files.dispatcher
-        if source is None:
+    def _opt_in(self, everything: list[_Arch]) -> None:
+        """Where SGLang picks its legacy class on one host: everywhere (v2 off by default, 0.5.10-0.5.11:
+        S105), or at world sizes v2 declines (S106); and with no dispatcher beside the communicator, what is
+        assumed (S107)."""
+        choice = self.default.reading.choice
+        if choice is None:
+            self._add(
+                "S107",
+                "note",
+                f"{self.files.communicator.path}:1",
+                "all",
+                f"no custom_all_reduce.py beside {CLASS}: artune takes {CLASS} as the class SGLang builds for every "
+                f"group (its {DISPATCH} decides that, and where it declines, runs the legacy {LEGACY}; give the "
+                "checkout or the release to read it)",
+            )
             return
-        try:
-            on, line, test = _v2_by_default(source, self.env)
-        except Unsupported:
-            return
-        if not on:
+        on = [s for a in everything for s in a.sized if s.status == "on"]
+        legacy: dict[str, list[int]] = {}
+        for found in everything:
+            legacy[found.arch] = [s.world_size for s in found.sized if s.cls == LEGACY and s.status == "on"]
+        condition = choice.v2_condition()
+        if on and all(s.cls == LEGACY for s in on) and condition is not None:
+            line, test = condition
             self._add(
                 "S105",
                 "note",
-                f"{source.path}:{line}",
+                f"{choice.source.path}:{line}",
                 "all",
-                f"custom all-reduce v2 is off by default in this release (SGLang takes it when `{test}`); these "
-                "tables describe it switched on: by default SGLang runs its legacy CustomAllreduce, which artune "
-                "does not read",
+                f"custom all-reduce v2 is off by default in this release (SGLang takes it when `{test}`): by "
+                f"default SGLang runs its legacy {LEGACY}, which these tables describe ({LEGACY_KERNEL})",
+            )
+            return
+        for archs, sizes in self._group(legacy):
+            self._add(
+                "S106",
+                "note",
+                f"{choice.source.path}:{choice.dispatch.node.lineno if choice.dispatch else 1}",
+                archs,
+                f"{DISPATCH} picks SGLang's legacy {LEGACY} at {_world_sizes(sizes)}, where v2 declines the group: "
+                f"{LEGACY_KERNEL} runs there (what its should_custom_ar admits), not v2's algorithms",
             )
 
 
@@ -522,37 +610,30 @@ def _spans(outcome: Outcome) -> list[tuple[int, int | None, tuple[str, ...]]]:
     return out
 
 
-def _v2_by_default(source: SourceFile, env: dict[str, Any]) -> tuple[bool, int, str]:
-    """Whether ``dispatch_custom_allreduce`` picks ``CustomAllReduceV2`` with every variable at its default."""
-    interp = Interpreter(
-        source.text,
-        source.path,
-        fakes={
-            "envs": Env(env),
-            "get_bool_env_var": Native(
-                lambda name, default="false": str(default).lower() in ("1", "true"), "get_bool_env_var"
-            ),
-        },
-    )
-    for stmt in ast.walk(interp.tree):
-        if not (isinstance(stmt, ast.FunctionDef) and stmt.name == "dispatch_custom_allreduce"):
-            continue
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.If) and any(
-                isinstance(s, ast.Return) and ast.unparse(s.value or ast.Constant(None)) == CLASS for s in node.body
-            ):
-                interp.run_module(skip_failures=True)
-                interp.globals.values["_is_cuda"] = True
-                return bool(interp.eval(node.test, interp.globals)), node.lineno, ast.unparse(node.test)
-    raise Unsupported(f"{source.path}: no dispatch_custom_allreduce choosing {CLASS}")
+def _methods(interp: Any, names: tuple[str, ...]) -> dict[str, ast.FunctionDef]:
+    """``Class.method`` of ``names`` that ``interp``'s file defines, by name."""
+    out: dict[str, ast.FunctionDef] = {}
+    for stmt in interp.tree.body:
+        if isinstance(stmt, ast.ClassDef):
+            for item in stmt.body:
+                if isinstance(item, ast.FunctionDef) and f"{stmt.name}.{item.name}" in names:
+                    out[f"{stmt.name}.{item.name}"] = item
+    return out
 
 
-def build_release(files: Files) -> EngineImport:
-    """The tables and findings of SGLang as ``files`` (a release or a checkout) run it."""
-    release = Release(files)
+def build_release(files: Files, settings: Mapping[str, str] = rules.NO_SETTINGS) -> EngineImport:
+    """The tables and findings of SGLang as ``files`` (a release or a checkout) run it; ``settings``: environment
+    variables set, as a user sets them."""
+    release = Release(files, settings)
     findings = release.collect()
-    sources = tuple(f for f in (files.configs, files.communicator) if f is not None)
+    sources = tuple(f for f in (files.configs, files.communicator, files.dispatcher) if f is not None)
     return EngineImport("sglang", release.table_set(), findings, sources)
 
 
-__all__ = ["Release", "build_release"]
+def evaluated(files: Files, settings: Mapping[str, str] = rules.NO_SETTINGS) -> list[fingerprints.Evaluated]:
+    """The dispatch functions a reading of ``files`` relies on, with their fingerprints (what
+    ``artune verify-engine --record`` keeps once every probe agreed)."""
+    return Release(files, settings).evaluated
+
+
+__all__ = ["Release", "build_release", "evaluated"]

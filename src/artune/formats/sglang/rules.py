@@ -11,12 +11,13 @@ A release's own code says the rest, and ``artune.formats.sglang.dispatch``
 reads it there: the order of algorithms, the world sizes, the sizing. What
 lives here is what that reading stands in for, each with its source:
 
-- the machine it answers for (``fakes``): one host whose GPUs all see each
-  other over NVLink, every environment variable at its default; or, across
-  hosts (``state.hosts`` > 1), hosts that are one NVLink clique (a rack,
-  ``state.rack``: ``is_one_nvlink_clique`` true, and the caching allocator
-  VMM-backed, as ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` makes
-  it; SGLang does not set that itself) or are joined over a network (no
+- the machine it answers for (``fakes``): CUDA; one host whose GPUs all see
+  each other over NVLink (or, ``state.nvlink`` false, over PCIe only), every
+  environment variable at its default unless ``settings`` sets it; or,
+  across hosts (``state.hosts`` > 1), hosts that are one NVLink clique (a
+  rack, ``state.rack``: ``is_one_nvlink_clique`` true, and the caching
+  allocator VMM-backed, as ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``
+  makes it; SGLang does not set that itself) or are joined over a network (no
   clique);
 - what ``__init__`` does after it starts allocating the workspace
   (``after_init``), and ``_init_workspace``'s multicast switch;
@@ -70,20 +71,40 @@ PROBES: tuple[tuple[tuple[int, int], int | None], ...] = (
 DEFAULT_PROBE: tuple[tuple[int, int], int | None] = ((8, 0), None)
 
 
-def fakes(cap: tuple[int, int], num_sm: int | None, state: Any, envs: Namespace) -> dict[str, Any]:
-    """What the names from outside SGLang's files answer: the GPU ``cap``, one host with full NVLink.
+NO_SETTINGS: Mapping[str, str] = MappingProxyType({})
+OPS = "sglang.srt.distributed.device_communicators.custom_all_reduce_ops"
+_LOG = ("debug", "info", "warning", "error")
+
+
+def fakes(
+    cap: tuple[int, int], num_sm: int | None, state: Any, envs: Namespace, settings: Mapping[str, str] = NO_SETTINGS
+) -> dict[str, Any]:
+    """What the names from outside SGLang's files answer: the GPU ``cap``, CUDA, the machine ``state`` says.
 
     ``state.world_size`` is the group's size and ``state.graph`` whether a
-    CUDA graph is being captured, for the call in progress.
+    CUDA graph is being captured, for the call in progress; ``state.hosts``,
+    ``state.rack`` and ``state.nvlink`` the machine. ``settings``: the
+    environment variables set, as a user sets them (``get_bool_env_var``).
     """
     sms: Any = num_sm if num_sm is not None else Symbol("sms")
     props = MappingProxyType({"multi_processor_count": sms, "major": cap[0], "minor": cap[1]})
 
     def nvlink(*_args: Any, supported_world_size: Any = (), **_kwargs: Any) -> bool | None:
-        # custom_all_reduce_utils.can_use_custom_all_reduce_with_nvlink on one host with full NVLink and
-        # peer access: None (disabled) for a world size outside the list, True otherwise; None across nodes
-        # ("No need to initialize custom allreduce for multi-node case")
-        return True if state.world_size in supported_world_size and state.hosts == 1 else None
+        # custom_all_reduce_utils.can_use_custom_all_reduce_with_nvlink, peer access working: None (disabled)
+        # across nodes ("No need to initialize custom allreduce for multi-node case") and for a world size
+        # outside the list; without NVLink between every pair, None above two GPUs ("not supported on more than
+        # two PCIe-only GPUs") and False (full_nvlink) at two; True with NVLink everywhere
+        if state.world_size not in supported_world_size or state.hosts > 1:
+            return None
+        if state.world_size > 2 and not state.nvlink:
+            return None
+        return bool(state.nvlink)
+
+    logger = {name: Native(lambda *a, **k: None, f"logger.{name}") for name in _LOG}
+
+    def bool_env(name: str, default: str = "false") -> bool:
+        # sglang/srt/utils/common.py get_bool_env_var: the variable, or the default, is "true" or "1"
+        return str(settings.get(name, default)).lower() in ("true", "1")
 
     def same_node(*_args: Any, **_kwargs: Any) -> list[bool]:
         # parallel_state.in_the_same_node_as(group, source_rank=0): the ranks on rank 0's host
@@ -117,6 +138,16 @@ def fakes(cap: tuple[int, int], num_sm: int | None, state: Any, envs: Namespace)
         "get_all_reduce_module": Native(lambda *a: Symbol("all_reduce_module"), "get_all_reduce_module"),
         "dataclasses.replace": Native(replace, "dataclasses.replace"),
         "envs": envs,
+        # sglang/srt/utils: the platform is CUDA
+        "is_cuda": Native(lambda: True, "is_cuda"),
+        "is_hip": Native(lambda: False, "is_hip"),
+        "is_musa": Native(lambda: False, "is_musa"),
+        "get_bool_env_var": Native(bool_env, "get_bool_env_var"),
+        # custom_all_reduce_ops on CUDA: sgl_kernel's custom all-reduce is built in
+        f"{OPS}.IS_CUSTOM_AR_AVAILABLE": True,
+        # what the communicators log changes nothing they decide
+        "logging.getLogger": Native(lambda *a: Namespace("logging.Logger", dict(logger)), "logging.getLogger"),
+        "log_info_on_rank0": Native(lambda *a, **k: None, "log_info_on_rank0"),
     }
 
 
