@@ -137,3 +137,25 @@ def test_a_constructor_still_stops_at_its_first_outside_call_with_a_hook() -> No
 def test_a_native_stand_in_answers_where_the_file_calls_outside() -> None:
     interp = _run(DISPATCH, {"flag": Native(lambda: True, "flag")})
     assert interp.call(interp.globals.values["pick"], [8], {}) == "early"
+
+
+def test_a_cached_function_answers_its_first_answer_and_a_reader_sees_what_ran_and_what_was_compared() -> None:
+    source = (
+        "from functools import cache\nfrom outside import count\n"
+        "@cache\ndef table():\n    return {2: 64 * 1024, 4: count()}\n"
+        "def pick(n, ws):\n    if n < 16 * 1024:\n        return 'small'\n"
+        "    return 'big' if n <= table()[ws] else None\n"
+    )
+    calls: list[int] = []
+    interp = _run(source, {"count": Native(lambda: calls.append(1) or 2048, "count")})
+    pick = interp.globals.values["pick"]
+    interp.compared = set()
+    assert [interp.call(pick, [n, ws], {}) for n, ws in ((100, 2), (65536, 2), (65537, 2), (4096 * 5, 4))] == [
+        "small",
+        "big",
+        None,
+        None,
+    ]
+    assert calls == [1]  # table() ran once: @cache answers with what it built the first time, as Python's does
+    assert {16384, 65536, 2048} <= interp.compared  # the bounds a size met, however they were computed
+    assert set(interp.ran) == {("c.py", "pick"), ("c.py", "table")}

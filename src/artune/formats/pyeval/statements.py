@@ -21,6 +21,7 @@ from artune.formats.pyeval.expressions import BINOPS, MAX_STEPS, Evaluator, pars
 from artune.formats.pyeval.values import Function, Namespace, RecordType, Scope, Symbol
 
 _PURE_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache", "dataclass", "staticmethod")
+_MEMO_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache")
 _RECORD_BASES = ("NamedTuple", "typing.NamedTuple")
 
 
@@ -154,11 +155,12 @@ class Interpreter(Evaluator):
             value = self.binop(stmt, op, self.eval(stmt.target, scope), self.eval(stmt.value, scope))
             self.assign(stmt.target, value, scope)
         elif isinstance(stmt, ast.FunctionDef):
-            for decorator in stmt.decorator_list:
-                name = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
+            names = [ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in stmt.decorator_list]
+            for name in names:
                 if name not in _PURE_DECORATORS:
                     raise self.fail(stmt, f"decorator '@{name}' on {stmt.name}() is not understood")
-            scope.values[stmt.name] = Function(stmt, scope, stmt.name, self.filename)
+            cached = any(name in _MEMO_DECORATORS for name in names)
+            scope.values[stmt.name] = Function(stmt, scope, stmt.name, self.filename, cached=cached)
         elif isinstance(stmt, ast.ClassDef):
             scope.values[stmt.name] = self.class_def(stmt, scope)
         elif isinstance(stmt, ast.Return):

@@ -113,6 +113,7 @@ class Function:
     #: where its parameters' defaults are evaluated, where not ``scope``: a method's class body, as Python does
     defaults_scope: Scope | None = None
     static: bool = False  # a ``@staticmethod``: reached through an instance, it is not bound to it
+    cached: bool = False  # ``@cache`` / ``@lru_cache``: a call with the same arguments answers what the first did
 
     def bind(self, args: list[Any], kwargs: dict[str, Any], evaluate: Callable[[ast.expr, Scope], Any]) -> Scope:
         """A frame with the parameters bound as Python binds them; ``evaluate`` computes defaults at the call.
