@@ -43,6 +43,7 @@ import enum
 import inspect
 import math
 import sys
+import traceback
 import types
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -52,6 +53,7 @@ from typing import Any
 from unittest import mock
 
 from artune.errors import OracleGap
+from artune.formats.fingerprints import Evaluated
 from artune.oracles import RACK_TOPOLOGIES, Probe, decide_all, read_decisions
 
 RELEASES: tuple[str, ...] = (
@@ -446,15 +448,22 @@ class Engine:
         group = types.SimpleNamespace(group_name="tp", rank=lambda: 0, size=lambda: world_size)
         device = self.torch.device("meta")
         with self.gpu():
-            cls = self.choose(group, device)
-            try:
-                comm = cls(group=group, device=device)
-            except Exception as err:  # GroupCoordinator: "Setup Custom allreduce failed ..." and no custom all-reduce
-                if not isinstance(err, (KeyError, AssertionError, ValueError)):
-                    raise OracleGap(f"{cls.__name__} at world size {world_size} failed on a stand-in: {err!r}") from err
+            try:  # GroupCoordinator: both in one try; any failure is "Setup Custom allreduce failed", no custom AR
+                cls = self.choose(group, device)
+                comm = None if cls is None else cls(group=group, device=device)
+            except Exception as err:
+                if not isinstance(err, (KeyError, AssertionError, ValueError)) and not self._own(err):
+                    raise OracleGap(
+                        f"the communicator at world size {world_size} failed on a stand-in: {err!r}"
+                    ) from err
                 self.failures[world_size] = f"{type(err).__name__}: {err}"
                 return None
-        return None if comm.disabled else comm
+        return None if comm is None or comm.disabled else comm
+
+    def _own(self, err: BaseException) -> bool:
+        """Whether ``err`` was raised in the release's own code (not in a stand-in): SGLang's failure."""
+        frames = list(traceback.walk_tb(err.__traceback__))
+        return bool(frames) and Path(frames[-1][0].f_code.co_filename).is_relative_to(self.root)
 
     def answer(self, comm: Any, nbytes: int, graph: bool) -> str:
         """What ``comm`` runs for one all-reduce of ``nbytes`` bytes (inside ``capture()`` when ``graph``)."""
@@ -592,16 +601,26 @@ def artune_decisions(root: Path, probes: list[Probe], env: dict[str, str] | None
     return decide_all(imported.tables, probes, imported.findings)
 
 
+def evaluated(root: Path) -> list[Evaluated]:
+    """The dispatch functions artune's reading of the release at ``root`` relies on, fingerprinted: what
+    ``--record`` keeps (``artune.formats.fingerprints.record``) once every probe agreed."""
+    from artune.formats.sglang.read import evaluated as read_evaluated
+
+    return read_evaluated(str(root))
+
+
 def main(argv: list[str]) -> int:
-    """``python src/artune/oracles/sglang.py [VERSION...]``: per release, the probes, how many agree, what the engine
-    ran, the findings ``artune check`` prints, and the first differences (exit 1 if any)."""
+    """``python src/artune/oracles/sglang.py [--record] [VERSION...]``: per release, the probes, how many agree,
+    what the engine ran, the findings ``artune check`` prints, and the first differences (exit 1 if any); with
+    ``--record``, each release whose every probe agrees has its fingerprints kept (``verified.json``)."""
     from collections import Counter
 
-    from artune.formats import read_engine
+    from artune.formats import fingerprints, read_engine
     from artune.formats.releases import fetch_release
 
+    keep = "--record" in argv
     differ = 0
-    for version in argv or RELEASES:
+    for version in [a for a in argv if a != "--record"] or RELEASES:
         root = fetch_release("sglang", version)
         ps = probes(root)
         engine, ours = engine_decisions(root, ps), artune_decisions(root, ps)
@@ -615,6 +634,8 @@ def main(argv: list[str]) -> int:
         for p, e, a in bad[:10]:
             print(f"  {p}: engine {e}, artune {a}")
         differ += bool(bad)
+        if keep and not bad:
+            print(f"  recorded in {fingerprints.record('sglang', version, evaluated(root))}")
     return 1 if differ else 0
 
 

@@ -68,6 +68,7 @@ ALGOS = {
 MULTICAST = {"2shot_pull": "2shot_pull_mc"}
 _SIZE_PARAMS = ("nbytes", "inp_size", "input_bytes", "size")
 _TENSOR_PARAMS = ("input", "inp", "input_", "tensor")
+_ROUNDS = 4  # rounds of cuts from what comparisons met (each round asks only the new pieces)
 _BLOCKS = {  # the config field holding each algorithm's kernel grid
     "1shot_push": "num_push_blocks",
     "2shot_push": "num_push_blocks",
@@ -429,7 +430,7 @@ class ArchReading:
             elif param.arg in _TENSOR_PARAMS:
                 args.append(_tensor(nbytes))
             elif param.arg == "can_use_graph":
-                args.append(graph)
+                args.append(self._can_use_graph(me, graph))
             else:
                 self.unverified(
                     f"{CLASS}.{self.dispatch}",
@@ -441,6 +442,15 @@ class ArchReading:
                 args.append(Symbol(param.arg))
         self.state.graph = graph
         return self._algorithm(self._call(self.dispatch, args, None, "it returns None (nccl)"), func)
+
+    def _can_use_graph(self, me: Namespace, graph: bool) -> Any:
+        """What ``custom_all_reduce`` hands the dispatch as ``can_use_graph``: its ``_can_use_graph()`` (0.5.19 on:
+        graph mode allowed by ``capture()``, the stream capturing), else whether the call is captured."""
+        if "_can_use_graph" not in self.methods:
+            return graph
+        self.state.graph = graph
+        me.values["_graph_mode_allowed"] = graph  # what capture() sets while a graph is captured
+        return self._call("_can_use_graph", [me], graph, "it answers whether the call is captured")
 
     def _admits(self, me: Namespace, nbytes: int, graph: bool) -> bool:
         if ADMIT not in self.methods:
@@ -554,11 +564,41 @@ class ArchReading:
         aligned = -(-nbytes // rules.ALIGN) * rules.ALIGN
         return name if self._admits(me, aligned, graph) else "nccl"
 
+    def _answers(
+        self, cuts: list[int], on: Callable[[int], str], off: Callable[[int], str]
+    ) -> tuple[list[int], dict[int, tuple[str, str]]]:
+        """The cut points and each piece's answer (multicast on, off) at its representative size.
+
+        The cuts come first from the numbers written in the code and held in
+        its values; every number a comparison then meets while answering
+        (``nbytes < 64 * KB``, a bound computed from the world size) is a cut
+        too, and the new pieces are asked in turn, a few rounds at most.
+        """
+        answers: dict[int, tuple[str, str]] = {}
+        interps = [i for i in (self.comm, self.configs, self.choice.interp if self.choice else None) if i is not None]
+        for _round in range(_ROUNDS):
+            for interp in interps:
+                interp.compared = set()
+            try:
+                for index, start in enumerate(cuts):
+                    rep = self._rep(start, cuts[index + 1] - 1 if index + 1 < len(cuts) else None)
+                    if rep not in answers:
+                        answers[rep] = (on(rep), off(rep))
+                met = set().union(*(i.compared or set() for i in interps))
+            finally:
+                for interp in interps:
+                    interp.compared = None
+            more = set(self.cuts(met - set(answers))) - set(cuts)  # a size compared with itself is no bound
+            if not more:
+                break
+            cuts = sorted(set(cuts) | more)
+        return cuts, answers
+
     def _bands(self, cuts: list[int], on: Callable[[int], str], off: Callable[[int], str]) -> tuple[Band, ...]:
+        cuts, answers = self._answers(cuts, on, off)
         pieces: list[tuple[int, tuple[str, ...]]] = []  # (first size, candidates)
         for index, start in enumerate(cuts):
-            end = cuts[index + 1] - 1 if index + 1 < len(cuts) else None
-            first, other = on(self._rep(start, end)), off(self._rep(start, end))
+            first, other = answers[self._rep(start, cuts[index + 1] - 1 if index + 1 < len(cuts) else None)]
             if first != other and not SPECS[first].conditions.multicast:
                 self.unverified(
                     f"{CLASS}.{self.dispatch}",

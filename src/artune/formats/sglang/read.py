@@ -29,9 +29,11 @@ from typing import Any
 
 from artune.formats.engine import EngineImport, FindingSink
 from artune.formats.files import SourceFile, describe, find_files, read_source
+from artune.formats.fingerprints import Evaluated
 from artune.formats.pyeval import Record
 from artune.formats.sglang.dispatch import CLASS, Files
 from artune.formats.sglang.release import build_release
+from artune.formats.sglang.release import evaluated as release_evaluated
 from artune.formats.sglang.shapes import ArchConfig, Configs, Shape, rows
 from artune.sizes import format_size
 from artune.table.check import copied_archs
@@ -221,13 +223,24 @@ def _findings(source: SourceFile, found: dict[str, Configs], default: Configs, s
 def read_sglang(path: str, settings: Mapping[str, str] | None = None) -> EngineImport:
     """SGLang's custom all-reduce from a checkout, a release's unpacked wheel, or one of its files; ``settings``:
     environment variables set, as a user sets them (every other one at its default)."""
+    found = _locate(path)
+    if isinstance(found, Files):
+        return build_release(found, settings or {})
+    return build(found)
+
+
+def evaluated(path: str, settings: Mapping[str, str] | None = None) -> list[Evaluated]:
+    """The dispatch functions a reading of ``path`` relies on, fingerprinted (none for a configs file alone)."""
+    found = _locate(path)
+    return release_evaluated(found, settings or {}) if isinstance(found, Files) else []
+
+
+def _locate(path: str) -> Files | SourceFile:
+    """The communicator and the files beside it, or the one configs file to read alone."""
     base, found = find_files(path, FILES, "SGLang")
-    settings = settings or {}
     if base.is_file():
         source = read_source(base)
-        if f"class {CLASS}" in source.text:
-            return build_release(Files(source), settings)
-        return build(source)
+        return Files(source) if f"class {CLASS}" in source.text else source
     for prefix in LAYOUTS:
         communicator = base / prefix / COMMUNICATOR
         if communicator.is_file():
@@ -235,6 +248,6 @@ def read_sglang(path: str, settings: Mapping[str, str] | None = None) -> EngineI
             configs, environ, dispatcher = (read_source(p) if p.is_file() else None for p in optional)
             source = read_source(communicator)
             if f"class {CLASS}" in source.text:
-                return build_release(Files(source, configs, environ, dispatcher), settings)
-            return build(configs or source)
-    return build(read_source(found[0]))
+                return Files(source, configs, environ, dispatcher)
+            return configs or source
+    return read_source(found[0])

@@ -233,16 +233,17 @@ class Release:
         """The dispatch functions the reading ran (those of the communicator files, the configs module's and
         the table builders aside: a change there is a change of table), and those it relies on without running
         them (``RELIED_ON``), each with its fingerprint."""
-        files = {f.path for f in (self.files.communicator, self.files.dispatcher) if f is not None}
         found: dict[str, fingerprints.Evaluated] = {}
         for reading in self.readings:
-            interps = [reading.comm, *([reading.choice.interp] if reading.choice is not None else [])]
-            for interp in interps:
-                for (filename, name), node in interp.ran.items():
-                    if filename in files and name not in TABLE_BUILDERS and name != "<lambda>":
-                        found.setdefault(name, fingerprints.evaluated(name, node, filename))
-                for name, node in _methods(interp, RELIED_ON).items():
-                    found.setdefault(name, fingerprints.evaluated(name, node, interp.filename))
+            for interp in [reading.comm, *([reading.choice.interp] if reading.choice is not None else [])]:
+                # a nested def is part of its function's fingerprint; the file's own functions are fingerprinted
+                defined = _defined(interp)
+                ran = {n for (f, n) in interp.ran if f == interp.filename and n in defined}
+                # a class's launchers matter where its should_custom_ar admitted calls
+                relied = {n for n in RELIED_ON if n in defined and f"{n.split('.')[0]}.should_custom_ar" in ran}
+                for name in sorted((ran - set(TABLE_BUILDERS)) | relied):
+                    if name not in found:
+                        found[name] = fingerprints.evaluated(name, defined[name], interp.filename)
         return sorted(found.values(), key=lambda e: e.function)
 
     def _caveats(self, found: _Arch) -> tuple[Caveat, ...]:
@@ -610,14 +611,14 @@ def _spans(outcome: Outcome) -> list[tuple[int, int | None, tuple[str, ...]]]:
     return out
 
 
-def _methods(interp: Any, names: tuple[str, ...]) -> dict[str, ast.FunctionDef]:
-    """``Class.method`` of ``names`` that ``interp``'s file defines, by name."""
+def _defined(interp: Any) -> dict[str, ast.FunctionDef]:
+    """The functions ``interp``'s file defines at its top level and in its classes, by qualified name."""
     out: dict[str, ast.FunctionDef] = {}
     for stmt in interp.tree.body:
-        if isinstance(stmt, ast.ClassDef):
-            for item in stmt.body:
-                if isinstance(item, ast.FunctionDef) and f"{stmt.name}.{item.name}" in names:
-                    out[f"{stmt.name}.{item.name}"] = item
+        if isinstance(stmt, ast.FunctionDef):
+            out[stmt.name] = stmt
+        elif isinstance(stmt, ast.ClassDef):
+            out.update({f"{stmt.name}.{i.name}": i for i in stmt.body if isinstance(i, ast.FunctionDef)})
     return out
 
 
