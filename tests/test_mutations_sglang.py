@@ -37,7 +37,7 @@ DISPATCHER = f"{DIR}/custom_all_reduce.py"
 CONFIGS = f"{DIR}/configs/custom_all_reduce_v2.py"
 V1_OFF = {"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2": "0"}  # where the legacy class runs on one host
 WORLD_SIZES = (2, 3, 4, 6, 8, 12, 16)
-RACKS = ((8, 2, "rack"), (8, 2, "host"), (16, 4, "rack"))
+RACKS = ((8, 2, "rack"), (8, 2, "host"), (16, 4, "rack"), (32, 4, "rack"))
 
 Edit = Callable[[str], str]
 
@@ -280,6 +280,21 @@ FOLLOWED = [
             ),
         ),
         "_sm100_configs",
+    ),
+    Mutation(
+        "the configs take 32 ranks",
+        CONFIGS,
+        then(
+            replace_text(
+                "    return _get_all_reduce_configs()[world_size]",
+                "    configs = _get_all_reduce_configs()\n    return configs[16 if world_size == 32 else world_size]",
+            ),
+            replace_text(
+                "    return tuple(_get_all_reduce_configs())",
+                "    return (*_get_all_reduce_configs(), 32)",
+            ),
+        ),
+        "get_all_reduce_config",
     ),
     Mutation(
         "a row changed by a module-level statement after the table",

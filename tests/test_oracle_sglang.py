@@ -89,6 +89,36 @@ def test_the_legacy_class_runs_where_v2_declines_as_the_release_picks_it() -> No
     assert oracle.artune_decisions(root, probes, env) == [want for _, want in cases]
 
 
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.10"])
+def test_what_the_reading_says_of_pcie_gpus_is_what_the_release_runs_there(version: str) -> None:
+    """No table set has a PCIe machine (S108 says what runs there): the reading's tables for it, held to the
+    release's own code on PCIe-only stand-ins, every arch, world size and mode."""
+    from artune import catalog
+    from artune.formats.sglang.read import _locate
+    from artune.formats.sglang.release import Release
+
+    root = release(version)
+    read = Release(_locate(str(root)))  # type: ignore[arg-type]
+    tables = read.pcie()
+    probes = [p for p in oracle.probes(root, racks=()) if p.world_size <= 8]
+    engine = oracle.engine_decisions(root, probes, pcie=True)
+    resolve = {arch: tables[read.served.get(arch, arch)] for arch in oracle.ARCHS}
+    ours = [
+        decide(
+            resolve[p.arch],
+            p.nbytes,
+            p.world_size,
+            p.mode,
+            catalog.available(p.world_size, p.dtype, p.nbytes, p.multicast),
+        ).algorithm
+        for p in probes
+    ]
+    wrong = [(p, e, a) for p, e, a in zip(probes, engine, ours, strict=True) if e != a]
+    assert not wrong, f"{len(wrong)} of {len(probes)} differ, first: {wrong[:5]}"
+    assert set(engine) == {"custom_ar_v1", "nccl"}
+    assert {p.world_size for p, e in zip(probes, engine, strict=True) if e == "custom_ar_v1"} == {2}
+
+
 def test_the_oracle_runs_the_release_not_artune() -> None:
     """Facts of 0.5.23 the engine's own code answers: the workspace clip, multicast, a float range's ceiling."""
     root = release("0.5.23")

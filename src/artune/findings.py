@@ -347,6 +347,17 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "None needed, unless v2 should take those world sizes: then give them configs.",
     ),
     FindingKind(
+        "S108",
+        "What runs on PCIe-only GPUs (note)",
+        "artune's SGLang tables are for GPUs with NVLink between every pair. On PCIe-only GPUs SGLang's own code "
+        "decides otherwise: `can_use_custom_all_reduce_with_nvlink` gives no group above two GPUs and a PCIe one "
+        "at two, so v2 declines and the legacy `CustomAllreduce` runs `custom_ar_v1` at two ranks at most.",
+        "sglang==0.5.23/.../custom_all_reduce.py:373: note S108: arch=9.0, 10.0, 10.7, default: on PCIe-only GPUs "
+        "(no NVLink between every pair; ...) SGLang runs custom_ar_v1 at world size 2 up to 8MiB; nccl everywhere "
+        "else ...",
+        "None needed: information. On such a machine measure its own table (`artune tune`).",
+    ),
+    FindingKind(
         "S107",
         "No dispatcher beside the communicator (note)",
         "Only `custom_all_reduce_v2.py` was given, without `custom_all_reduce.py`: artune takes `CustomAllReduceV2` "

@@ -575,8 +575,11 @@ def probes(
     return out
 
 
-def engine_decisions(root: Path, probes: list[Probe], env: dict[str, str] | None = None) -> list[str]:
-    """SGLang's own answer per probe, as artune's algorithm names (``env``: variables set, as ``Engine``)."""
+def engine_decisions(
+    root: Path, probes: list[Probe], env: dict[str, str] | None = None, pcie: bool = False
+) -> list[str]:
+    """SGLang's own answer per probe, as artune's algorithm names (``env``: variables set, as ``Engine``;
+    ``pcie``: on one host, GPUs without NVLink between every pair)."""
     groups: dict[tuple[str, int, str, bool, int, str], list[int]] = {}
     for index, p in enumerate(probes):
         groups.setdefault((p.arch, p.world_size, p.mode, p.multicast, p.hosts, p.nvlink), []).append(index)
@@ -584,7 +587,7 @@ def engine_decisions(root: Path, probes: list[Probe], env: dict[str, str] | None
     frozen = tuple(sorted((env or {}).items()))
     for (arch, ws, mode, multicast, hosts, nvlink), indices in groups.items():
         sizes = [probes[i].nbytes for i in indices]
-        answers = _engine(root, arch, frozen).decide(ws, multicast, mode, sizes, hosts, nvlink == "rack")
+        answers = _engine(root, arch, frozen).decide(ws, multicast, mode, sizes, hosts, nvlink == "rack", not pcie)
         for i, answer in zip(indices, answers, strict=True):
             out[i] = answer
     return out

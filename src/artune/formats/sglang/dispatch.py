@@ -283,6 +283,7 @@ class ArchReading:
         read = (self.dispatch, ADMIT, *_HELPERS)
         self._cut_constants = _constants([self.methods[n].node for n in read if n in self.methods])
         self._legacy_constants: set[float] = set()
+        self._world_sizes: tuple[int, ...] | None = None
         self.choice: Choice | None = None
         if self.files.dispatcher is not None:
             picks = {**fakes, CLASS: Symbol(CLASS)}  # the dispatch imports both from the v2 module
@@ -349,7 +350,7 @@ class ArchReading:
         if self.num_sm is not None:
             return ArchReading(self.files, self.cap, None, self.env, settings=self.settings).identity()
         out: list[Any] = []
-        for ws in rules.WORLD_SIZES:
+        for ws in self.world_sizes():
             self.state.world_size, self.at = ws, ws
             out.append(self.chosen().cls)
             try:
@@ -643,7 +644,33 @@ class ArchReading:
 
     def supported(self) -> list[Sized]:
         """``sized`` for every world size SGLang may be asked for."""
-        return [self.sized(ws) for ws in rules.WORLD_SIZES]
+        return [self.sized(ws) for ws in self.world_sizes()]
+
+    def world_sizes(self) -> tuple[int, ...]:
+        """The world sizes asked: 2-16, and every one the files name as supported (the configs' world sizes,
+        ``get_supported_world_sizes()``, the legacy class's ``_SUPPORTED_WORLD_SIZES``), so that a release
+        taking 32 ranks is read at 32."""
+        if self._world_sizes is None:
+            named: set[Any] = set()
+            supported = self.comm.fakes.get("get_supported_world_sizes")
+            if isinstance(supported, Function) and self.configs is not None:
+                named.update(self._quietly(lambda: self.configs.call(supported, [], {})))  # type: ignore[union-attr]
+            table = self.comm.globals.values.get("THRESHOLD_2_SHOT_MAP")
+            named.update(table if isinstance(table, dict) else ())
+            if self.choice is not None and self.choice.legacy:
+                legacy = self.choice.interp.instance(LEGACY).class_values.get("_SUPPORTED_WORLD_SIZES")
+                named.update(legacy if isinstance(legacy, (list, tuple)) else ())
+            extra = {ws for ws in named if isinstance(ws, int) and not isinstance(ws, bool) and 1 < ws <= 1024}
+            self._world_sizes = tuple(sorted(set(rules.WORLD_SIZES) | extra))
+        return self._world_sizes
+
+    def _quietly(self, ask: Callable[[], Any]) -> Any:
+        """``ask()`` where a failure only means the files name no world sizes that way."""
+        try:
+            found = ask()
+        except Unsupported:
+            return ()
+        return found if isinstance(found, (list, tuple, set, dict)) else ()
 
 
 def _has_class(interp: Interpreter, name: str) -> bool:

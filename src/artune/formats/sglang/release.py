@@ -192,6 +192,7 @@ class Release:
         self.env = env_defaults(files.environ, settings)
         self.workspace = rules.workspace_bytes(self.env)
         self.readings: list[ArchReading] = []
+        self._pcie: dict[str, Table] | None = None
         self.rows_file = files.configs or files.communicator
         self.origin = f"sglang:{self.rows_file.label}"
         self.text = self.rows_file.text.splitlines()
@@ -247,7 +248,7 @@ class Release:
         return sorted(found.values(), key=lambda e: e.function)
 
     def _caveats(self, found: _Arch) -> tuple[Caveat, ...]:
-        return (*found.reading.caveats.caveats(rules.WORLD_SIZES), *self.unfamiliar)
+        return (*found.reading.caveats.caveats(found.reading.world_sizes()), *self.unfamiliar)
 
     # ---------------------------------------------------------------- tables
 
@@ -273,7 +274,20 @@ class Release:
             "clips the rows to them (the config's clip) and sends larger sizes to nccl"
         )
 
-    def _table(self, found: _Arch) -> Table:
+    def pcie(self) -> dict[str, Table]:
+        """Per read arch, what SGLang runs on one host of PCIe-only GPUs (no NVLink between every pair): the
+        choice of class, its gates and its sizing read on that machine. artune's table model has no such
+        machine, so no table set carries these tables: the S108 note says what they hold, and the tests hold
+        them to the engine's own code on that machine."""
+        if self._pcie is None:
+            self._pcie = {}
+            for found in [*self.archs.values(), self.default]:
+                reading = self._reading(found.reading.cap, found.reading.num_sm)
+                reading.state.nvlink = False
+                self._pcie[found.arch] = self._table(self._read(found.arch, reading), across=False)
+        return self._pcie
+
+    def _table(self, found: _Arch, across: bool = True) -> Table:
         reading = found.reading
         about = "SGLang's default for other archs" if found.arch == "default" else f"arch {found.arch}"
         notes = (
@@ -289,7 +303,7 @@ class Release:
                     plans.append(self._plan(sized, mode, outcome, legacy if sized.cls == LEGACY else None))
         platform = Platform("cuda", found.arch)
         provenance = Provenance("published", tool="sglang", notes=notes)
-        plans += self._across_hosts(found, provenance, legacy)
+        plans += self._across_hosts(found, provenance, legacy) if across else []
         return Table(
             platform, provenance, tuple(plans), rules="sglang", origin=self.origin, caveats=self._caveats(found)
         )
@@ -422,9 +436,35 @@ class Release:
         self._multicast(everything)
         self._unreachable(everything)
         self._served()
+        self._on_pcie()
         self.findings += rack_findings(self.origin, self.tables, self.default_table, self._where(1))
         order = {"error": 0, "warning": 1, "note": 2}
         return tuple(sorted(self.findings, key=lambda f: order.get(f.severity, 3)))
+
+    def _on_pcie(self) -> None:
+        """S108: what runs on PCIe-only GPUs, where it differs from the NVLink tables: per world size with a
+        custom algorithm, which, up to which size (the eager plans; graph's say the same in every release)."""
+        by: dict[str, list[str]] = {}
+        for arch, table in self.pcie().items():
+            parts = [
+                f"{'/'.join(dict.fromkeys(c for b in p.bands for c in b.candidates if c != FALLBACK))} at world "
+                f"size {p.world_size} up to {format_size(p.bands[-1].upto) if p.bands[-1].upto else 'any size'}"
+                for p in table.plans
+                if p.mode == "eager" and p.bands
+            ]
+            by.setdefault("; ".join(parts) or "no custom all-reduce at any world size", []).append(arch)
+        where = self.default.reading.choice
+        source = where.where(where.dispatch.node if where.dispatch else None) if where else self._where(1)
+        for runs, archs in by.items():
+            self._add(
+                "S108",
+                "note",
+                source,
+                ", ".join(sorted(archs, key=_arch_order)),
+                f"on PCIe-only GPUs (no NVLink between every pair; these tables are for NVLink-connected ones) "
+                f"SGLang runs {runs}; nccl everywhere else (can_use_custom_all_reduce_with_nvlink refuses more "
+                "than two PCIe-only GPUs)",
+            )
 
     @staticmethod
     def _group(per_arch: dict[str, list[int]]) -> list[tuple[str, list[int]]]:
