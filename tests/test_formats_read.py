@@ -315,6 +315,8 @@ def test_sglang_every_shape(fixture, arch, ws, mode, size, available, algorithm)
 
 
 def test_sglang_unknown_shape_and_unsupported_constructs_are_errors(tmp_path: Path) -> None:
+    """A configs file with nothing artune can read is refused, naming what it could not evaluate; one whose
+    rows read past an unknown construct is read, the construct a caveat on its tables."""
     path = tmp_path / "custom_all_reduce_v2.py"
     path.write_text("KB = 1024\nTABLE = {2: 1}\n")
     with pytest.raises(TableError, match="not a shape artune knows"):
@@ -322,13 +324,25 @@ def test_sglang_unknown_shape_and_unsupported_constructs_are_errors(tmp_path: Pa
     path.write_text(
         "import torch\ndef _get():\n    torch.cuda.get_device_capability()\n    while True:\n        pass\n"
     )
-    with pytest.raises(TableError, match=r":4: unsupported construct While"):
+    with pytest.raises(TableError, match=r"returned None.*could not evaluate: _get \(.*:4\): 'while True:' not"):
         read_engine("sglang", str(path))
     path.write_text(
         "import torch\nfrom x import sms\ndef _get():\n    torch.cuda.get_device_capability()\n    return sms()\n"
     )
     with pytest.raises(TableError, match=r"calls 'x.sms', which comes from outside the file"):
         read_engine("sglang", str(path))
+    text = (FIXTURES / "sglang-b" / SGLANG_CONFIGS).read_text()
+    path.write_text(
+        text.replace(
+            "\n@cache\ndef _get_all_reduce_configs",
+            "\nwhile False:\n    pass\n\n@cache\ndef _get_all_reduce_configs",
+            1,
+        )
+    )
+    tables = read_engine("sglang", str(path)).tables
+    (caveat,) = {c for t in tables.tables.values() for c in t.caveats}
+    assert caveat.function == "module level" and caveat.assumed == "the statement has no effect"
+    assert tables.tables.keys() == read_engine("sglang", str(FIXTURES / "sglang-b")).tables.tables.keys()
 
 
 @pytest.mark.parametrize(

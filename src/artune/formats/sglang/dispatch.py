@@ -51,9 +51,10 @@ from artune.formats.pyeval import Function, Interpreter, Namespace, Native, Reco
 from artune.formats.pyeval.expressions import Evaluator
 from artune.formats.pyeval.values import Scope
 from artune.formats.sglang import rules as rules
+from artune.formats.sglang.caveats import Caveats
 from artune.formats.sglang.choice import DEVICE, GROUP, LEGACY, LEGACY_KERNEL, Choice, Chosen
 from artune.sizes import MAX_SIZE
-from artune.table.types import Band, Caveat, CaveatKind, ParamValue
+from artune.table.types import Band, ParamValue
 
 CLASS = "CustomAllReduceV2"
 DISPATCH = ("_pick_config", "_pick_algo", "_determine_algo")  # newest first
@@ -163,37 +164,6 @@ class _State:
     hosts: int = 1  # the hosts the ranks span
     rack: bool = False  # across hosts: one NVLink clique with a VMM-backed allocator (rules.fakes)
     nvlink: bool = True  # on one host: NVLink between every pair of GPUs (False: PCIe only)
-
-
-class Caveats:
-    """What a reading met in the engine's files and could not follow, one ``Caveat`` per place and kind,
-    with the world sizes it was met at (``None``: outside any one, at a module's top level)."""
-
-    def __init__(self) -> None:
-        self._met: dict[tuple[str, str, str, str], set[int | None]] = {}
-
-    def add(self, function: str, where: str, detail: str, assumed: str, world_size: int | None) -> None:
-        self._met.setdefault((function, where, detail, assumed), set()).add(world_size)
-
-    def unmodelled(self, met: Unmodelled, world_size: int | None) -> None:
-        """A statement or condition ``pyeval`` reported (``Interpreter.unmodelled``)."""
-        detail = f"'{met.construct}' not evaluated ({met.reason})"
-        self.add(met.function or "module level", f"{met.filename}:{met.line}", detail, met.assumed, world_size)
-
-    def update(self, other: Caveats) -> None:
-        for key, sizes in other._met.items():
-            self._met.setdefault(key, set()).update(sizes)
-
-    def caveats(self, every: tuple[int, ...]) -> tuple[Caveat, ...]:
-        """The caveats; one met at a module's top level, or at each of ``every``, touches every world size."""
-        out = []
-        for (function, where, detail, assumed), sizes in self._met.items():
-            touched = () if None in sizes or set(every) <= sizes else tuple(sorted(s for s in sizes if s is not None))
-            out.append(Caveat(CaveatKind.UNEVALUATED, function, where, detail, assumed, touched))
-        return tuple(out)
-
-    def __bool__(self) -> bool:
-        return bool(self._met)
 
 
 def _tensor(nbytes: int) -> Namespace:
@@ -736,4 +706,4 @@ def _params(bands: tuple[Band, ...], config: Any) -> dict[str, dict[str, ParamVa
     return out
 
 
-__all__ = ["ArchReading", "Caveats", "Env", "Files", "Outcome", "Sized", "block_value", "env_defaults"]
+__all__ = ["ArchReading", "Env", "Files", "Outcome", "Sized", "block_value", "env_defaults"]

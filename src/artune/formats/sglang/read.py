@@ -146,7 +146,7 @@ def build(source: SourceFile) -> EngineImport:
                 "replaces the eager heuristic's push range for a multi-node group",
             )
             plans += _plans(multinode[platform.arch], rack)
-        return Table(platform, provenance, plans, rules="sglang", origin=origin)
+        return Table(platform, provenance, plans, rules="sglang", origin=origin, caveats=shape.caveats.caveats(()))
 
     tables = {arch: table(Platform("cuda", arch), c, f"arch {arch}") for arch, c in found.items()}
     default_table = table(Platform("cuda", "default"), default, "SGLang's default for other archs") if default else None
