@@ -444,6 +444,8 @@ class Release:
     def _on_pcie(self) -> None:
         """S108: what runs on PCIe-only GPUs, where it differs from the NVLink tables: per world size with a
         custom algorithm, which, up to which size (the eager plans; graph's say the same in every release)."""
+        if self.default.reading.choice is None:
+            return  # without the dispatcher, what SGLang picks there is not read (S107 says so)
         by: dict[str, list[str]] = {}
         for arch, table in self.pcie().items():
             parts = [
@@ -454,7 +456,7 @@ class Release:
             ]
             by.setdefault("; ".join(parts) or "no custom all-reduce at any world size", []).append(arch)
         where = self.default.reading.choice
-        source = where.where(where.dispatch.node if where.dispatch else None) if where else self._where(1)
+        source = where.where(where.dispatch.node if where.dispatch else None)
         for runs, archs in by.items():
             self._add(
                 "S108",
