@@ -390,3 +390,27 @@ def test_an_early_return_in_every_function_the_reading_relies_on(tmp_path: Path)
         early = "self.disabled = True\nreturn" if function.endswith(".__init__") else "return None"
         mutation = Mutation(f"{function} returns at once", relative, at_start(function, early), function, env)
         verdict(root, mutation, tmp_path / str(index))
+
+
+def test_a_changed_function_artune_relies_on_is_named(tmp_path: Path) -> None:
+    """The launcher is not run by the reading (it runs what the dispatch picked): changed, it is named by its
+    fingerprint (E402, "differs from every release artune was checked against") on every table."""
+    root = release("0.5.23")
+    mutation = Mutation(
+        "the eager launcher runs one-shot push whatever was picked",
+        V2,
+        replace_text(
+            "module.all_reduce(self.obj, input, algo_name, None, use_multicast)",
+            "module.all_reduce(self.obj, input, '1shot_push', None, False)",
+        ),
+        "CustomAllReduceV2.custom_all_reduce",
+    )
+    changed_root = mutated(root, tmp_path, mutation)
+    ps = [p for p in probes(changed_root, {}) if p.mode == "eager"]
+    assert oracle.engine_decisions(changed_root, ps) != oracle.engine_decisions(root, ps)
+    tables = read_sglang(str(changed_root)).tables
+    for table in (*tables.tables.values(), tables.default):
+        (caveat,) = [c for c in table.caveats if c.kind is CaveatKind.UNFAMILIAR]
+        assert caveat.function == mutation.function and caveat.world_sizes == ()
+        assert caveat.detail == "differs from every release artune was checked against; nearest 0.5.23"
+    assert not [c for t in read_sglang(str(root)).tables.tables.values() for c in t.caveats]  # 0.5.23 as verified

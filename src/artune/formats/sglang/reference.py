@@ -47,6 +47,7 @@ from typing import NamedTuple
 
 from artune.formats.sglang import release
 from artune.formats.sglang import rules as sglang
+from artune.formats.sglang.choice import LEGACY_KERNEL
 from artune.formats.sglang.release import RACK_GRAPH_NOTE as _RACK_GRAPH_NOTE
 from artune.formats.sglang.release import RACK_NOTE as _RACK_NOTE
 from artune.formats.sglang.rules import Heuristic
@@ -330,5 +331,7 @@ def findings() -> tuple[Finding, ...]:
     if served:
         archs, message = release.served_message(served)
         out.append(Finding(ORIGIN, archs, message, severity="note", code="S104"))
+    runs = f"{LEGACY_KERNEL} at world size {sglang.LEGACY_PCIE_WORLD_SIZE} up to {format_size(sglang.LEGACY_MAX_SIZE)}"
+    out.append(Finding(ORIGIN, ", ".join(everything), release.pcie_message(runs), severity="note", code="S108"))
     out += release.rack_findings(ORIGIN, dict(refs.tables), refs.default, "")
     return tuple(out)

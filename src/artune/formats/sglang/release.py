@@ -148,6 +148,15 @@ def served_message(by: dict[str, list[str]]) -> tuple[str, str]:
     return archs, f"no configs of their own: SGLang's dispatch on the GPU's capability gives {'; '.join(parts)}"
 
 
+def pcie_message(runs: str) -> str:
+    """S108: what SGLang ``runs`` on PCIe-only GPUs ("custom_ar_v1 at world size 2 up to 8MiB")."""
+    return (
+        "on PCIe-only GPUs (no NVLink between every pair; these tables are for NVLink-connected ones) "
+        f"SGLang runs {runs}; nccl everywhere else (can_use_custom_all_reduce_with_nvlink refuses more than two "
+        "PCIe-only GPUs)"
+    )
+
+
 def rack_findings(origin: str, tables: dict[str, Table], default: Table | None, source: str) -> list[Finding]:
     """N111, a note per set: the world sizes where custom all-reduce v2 runs across hosts in one NVLink
     clique, with graph-captured calls on the eager plans; every other one across hosts runs nccl."""
@@ -458,15 +467,7 @@ class Release:
         where = self.default.reading.choice
         source = where.where(where.dispatch.node if where.dispatch else None)
         for runs, archs in by.items():
-            self._add(
-                "S108",
-                "note",
-                source,
-                ", ".join(sorted(archs, key=_arch_order)),
-                f"on PCIe-only GPUs (no NVLink between every pair; these tables are for NVLink-connected ones) "
-                f"SGLang runs {runs}; nccl everywhere else (can_use_custom_all_reduce_with_nvlink refuses more "
-                "than two PCIe-only GPUs)",
-            )
+            self._add("S108", "note", source, ", ".join(sorted(archs, key=_arch_order)), pcie_message(runs))
 
     @staticmethod
     def _group(per_arch: dict[str, list[int]]) -> list[tuple[str, list[int]]]:

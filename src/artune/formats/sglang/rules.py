@@ -180,6 +180,10 @@ def workspace_bytes(env: Mapping[str, Any]) -> int:
 # released wheel). tests/test_oracle_sglang.py holds reference:sglang equal to the release's own code.
 
 ALIGN_BYTES = 1024  # _ALIGN_BYTES: each workspace is a whole number of KiB, at least one
+# the legacy CustomAllreduce (custom_all_reduce.py): on PCIe-only GPUs can_use_custom_all_reduce_v2 declines and
+# it runs at two ranks (its only PCIe world size), up to _MAX_CAR_SIZE = 8192 * 1024 (should_custom_ar: <=)
+LEGACY_PCIE_WORLD_SIZE = 2
+LEGACY_MAX_SIZE = 8192 * 1024
 
 
 class Heuristic(NamedTuple):
