@@ -528,6 +528,13 @@ def test_sglang_a_dispatch_artune_cannot_follow_is_read_on_and_named(tmp_path: P
     out = capsys.readouterr().out
     assert f"{communicator}:{caveat.where.rsplit(':', 1)[1]}: warning E401:" in out
     assert "artune assumed the statement has no effect" in out
+    explain = ["explain", "--table", f"sglang:{root}", "--arch", "10.0", "--mode", "graph", "--size", "64KiB"]
+    assert main([*explain, "--world-size", "8"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("1shot_push") and "unverified" in out.splitlines()[0]
+    assert "- unverified: CustomAllReduceV2._pick_config (" in out
+    assert main([*explain, "--world-size", "3"]) == 0  # a world size the caveat does not touch
+    assert "not evaluated" not in capsys.readouterr().out  # (the fixture's functions, unfamiliar, still are)
 
     root = _copy(tmp_path / "b", "sglang-pick")
     _edit(root / PICK / "custom_all_reduce_v2.py", "AllReduceAlgo.TWO_SHOT_PUSH)", "AllReduceAlgo.THREE_SHOT)")
