@@ -47,9 +47,7 @@ from typing import Any
 from artune.catalog import SPECS
 from artune.errors import Raised, TableError, Unsupported
 from artune.formats.files import SourceFile
-from artune.formats.pyeval import Function, Interpreter, Namespace, Native, Record, Symbol, Unmodelled, parse
-from artune.formats.pyeval.expressions import Evaluator
-from artune.formats.pyeval.values import Scope
+from artune.formats.pyeval import Function, Interpreter, Namespace, Native, Record, Symbol, Unmodelled
 from artune.formats.sglang import rules as rules
 from artune.formats.sglang.caveats import Caveats
 from artune.formats.sglang.choice import DEVICE, GROUP, LEGACY, LEGACY_KERNEL, Choice, Chosen
@@ -88,71 +86,6 @@ class Files:
     configs: SourceFile | None = None
     environ: SourceFile | None = None
     dispatcher: SourceFile | None = None  # custom_all_reduce.py: which communicator SGLang picks
-
-
-def env_defaults(environ: SourceFile | None, settings: Mapping[str, str] = rules.NO_SETTINGS) -> dict[str, Any]:
-    """``SGLANG_...`` -> what ``envs.NAME.get()`` answers: the default ``environ.py`` gives it
-    (``NAME = EnvInt(16 * 1024)``), or the value ``settings`` sets, parsed as its field parses it; without the
-    file, the defaults of the variables the communicator reads (``artune.formats.sglang.rules.ENV_DEFAULTS``)."""
-    if environ is None:
-        out = dict(rules.ENV_DEFAULTS)
-        out.update({name: _parse_setting("", name, text) for name, text in settings.items() if name in out})
-        return out
-    out = {}
-    evaluator = Evaluator(environ.path, restricted=True)
-    for stmt in parse(environ.text, environ.path).body:
-        if not (isinstance(stmt, ast.ClassDef) and stmt.name == "Envs"):
-            continue
-        for item in stmt.body:
-            if not (isinstance(item, ast.Assign) and isinstance(item.value, ast.Call)):
-                continue
-            call = item.value
-            if not (isinstance(call.func, ast.Name) and call.func.id.startswith("Env")):
-                continue
-            node = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "default"), None)
-            if node is None:
-                continue
-            try:
-                value = evaluator.eval(node, Scope({}))
-            except Unsupported:
-                continue  # a computed default (a callable): not one the communicator reads
-            for target in item.targets:
-                if isinstance(target, ast.Name):
-                    name = target.id
-                    out[name] = _parse_setting(call.func.id, name, settings[name]) if name in settings else value
-    return out
-
-
-def _parse_setting(kind: str, name: str, text: str) -> Any:
-    """``text`` as SGLang's ``Env...`` field of that kind parses it (``EnvBool``: "1", "true", "yes", "y" ...)."""
-    if "Bool" in kind or (not kind and isinstance(rules.ENV_DEFAULTS.get(name), bool)):
-        lowered = text.lower()
-        if lowered in ("true", "1", "yes", "y"):
-            return True
-        if lowered in ("false", "0", "no", "n"):
-            return False
-        raise TableError(f"{name}={text!r}: not a boolean SGLang reads (1, true, yes, y, 0, false, no, n)")
-    if "Int" in kind or (not kind and isinstance(rules.ENV_DEFAULTS.get(name), int)):
-        try:
-            return int(text)
-        except ValueError:
-            raise TableError(f"{name}={text!r}: not an integer") from None
-    return text
-
-
-class Env(Namespace):
-    """``envs``: each ``envs.NAME.get()`` answers the default, as SGLang does where the variable is unset."""
-
-    def __init__(self, defaults: dict[str, Any]) -> None:
-        super().__init__("sglang.srt.environ.envs")
-        self.defaults = defaults
-
-    def attribute(self, name: str) -> tuple[bool, Any]:
-        if name not in self.defaults:
-            return False, None
-        value = self.defaults[name]
-        get = Native(lambda: value, f"envs.{name}.get")
-        return True, Namespace(f"envs.{name}", {"get": get, "is_set": Native(lambda: False, f"envs.{name}.is_set")})
 
 
 @dataclass
@@ -218,7 +151,7 @@ class ArchReading:
     def __post_init__(self) -> None:
         self.caveats = Caveats()
         self.at: int | None = None  # the world size being read (None: a module's top level)
-        fakes = rules.fakes(self.cap, self.num_sm, self.state, Env(self.env), self.settings)
+        fakes = rules.fakes(self.cap, self.num_sm, self.state, rules.Env(self.env), self.settings)
         self.configs: Interpreter | None = None
         if self.files.configs is not None:
             self.configs = Interpreter(self.files.configs.text, self.files.configs.path, fakes=fakes)
@@ -710,4 +643,4 @@ def _params(bands: tuple[Band, ...], config: Any) -> dict[str, dict[str, ParamVa
     return out
 
 
-__all__ = ["ArchReading", "Env", "Files", "Outcome", "Sized", "block_value", "env_defaults"]
+__all__ = ["ArchReading", "Files", "Outcome", "Sized", "block_value"]

@@ -31,8 +31,9 @@ from artune.formats.engine import EngineImport, FindingSink
 from artune.formats.files import SourceFile, describe, find_files, read_source
 from artune.formats.fingerprints import Evaluated
 from artune.formats.pyeval import Record
+from artune.formats.sglang.checks import collect
 from artune.formats.sglang.dispatch import CLASS, Files
-from artune.formats.sglang.release import build_release
+from artune.formats.sglang.release import Release
 from artune.formats.sglang.release import evaluated as release_evaluated
 from artune.formats.sglang.shapes import ArchConfig, Configs, Shape, rows
 from artune.sizes import format_size
@@ -227,6 +228,15 @@ def read_sglang(path: str, settings: Mapping[str, str] | None = None) -> EngineI
     if isinstance(found, Files):
         return build_release(found, settings or {})
     return build(found)
+
+
+def build_release(files: Files, settings: Mapping[str, str]) -> EngineImport:
+    """The tables and findings of SGLang as ``files`` (a release or a checkout) run it; ``settings``: environment
+    variables set, as a user sets them."""
+    release = Release(files, settings)
+    findings = collect(release)
+    sources = tuple(f for f in (files.configs, files.communicator, files.dispatcher) if f is not None)
+    return EngineImport("sglang", release.table_set(), findings, sources)
 
 
 def evaluated(path: str, settings: Mapping[str, str] | None = None) -> list[Evaluated]:

@@ -19,6 +19,9 @@ lives here is what that reading stands in for, each with its source:
   allocator VMM-backed, as ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``
   makes it; SGLang does not set that itself) or are joined over a network (no
   clique);
+- the environment: ``envs.NAME.get()`` as ``environ.py``'s defaults answer it,
+  or as a setting given (``env_defaults``, ``Env``), parsed as SGLang's
+  ``Env...`` fields parse it;
 - what ``__init__`` does after it starts allocating the workspace
   (``after_init``), and ``_init_workspace``'s multicast switch;
 - ``ALIGN``: ``should_custom_ar`` takes only sizes that are multiples of 16
@@ -37,7 +40,11 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from artune.catalog import SPECS
-from artune.formats.pyeval import Namespace, Native, Symbol
+from artune.errors import TableError, Unsupported
+from artune.formats.files import SourceFile
+from artune.formats.pyeval import Namespace, Native, Symbol, parse
+from artune.formats.pyeval.expressions import Evaluator
+from artune.formats.pyeval.values import Scope
 from artune.table.priority import SizeRule, upto
 from artune.table.types import Band
 
@@ -74,6 +81,71 @@ DEFAULT_PROBE: tuple[tuple[int, int], int | None] = ((8, 0), None)
 NO_SETTINGS: Mapping[str, str] = MappingProxyType({})
 OPS = "sglang.srt.distributed.device_communicators.custom_all_reduce_ops"
 _LOG = ("debug", "info", "warning", "error")
+
+
+def env_defaults(environ: SourceFile | None, settings: Mapping[str, str] = NO_SETTINGS) -> dict[str, Any]:
+    """``SGLANG_...`` -> what ``envs.NAME.get()`` answers: the default ``environ.py`` gives it
+    (``NAME = EnvInt(16 * 1024)``), or the value ``settings`` sets, parsed as its field parses it; without the
+    file, the defaults of the variables the communicator reads (``artune.formats.sglang.ENV_DEFAULTS``)."""
+    if environ is None:
+        out = dict(ENV_DEFAULTS)
+        out.update({name: _parse_setting("", name, text) for name, text in settings.items() if name in out})
+        return out
+    out = {}
+    evaluator = Evaluator(environ.path, restricted=True)
+    for stmt in parse(environ.text, environ.path).body:
+        if not (isinstance(stmt, ast.ClassDef) and stmt.name == "Envs"):
+            continue
+        for item in stmt.body:
+            if not (isinstance(item, ast.Assign) and isinstance(item.value, ast.Call)):
+                continue
+            call = item.value
+            if not (isinstance(call.func, ast.Name) and call.func.id.startswith("Env")):
+                continue
+            node = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "default"), None)
+            if node is None:
+                continue
+            try:
+                value = evaluator.eval(node, Scope({}))
+            except Unsupported:
+                continue  # a computed default (a callable): not one the communicator reads
+            for target in item.targets:
+                if isinstance(target, ast.Name):
+                    name = target.id
+                    out[name] = _parse_setting(call.func.id, name, settings[name]) if name in settings else value
+    return out
+
+
+def _parse_setting(kind: str, name: str, text: str) -> Any:
+    """``text`` as SGLang's ``Env...`` field of that kind parses it (``EnvBool``: "1", "true", "yes", "y" ...)."""
+    if "Bool" in kind or (not kind and isinstance(ENV_DEFAULTS.get(name), bool)):
+        lowered = text.lower()
+        if lowered in ("true", "1", "yes", "y"):
+            return True
+        if lowered in ("false", "0", "no", "n"):
+            return False
+        raise TableError(f"{name}={text!r}: not a boolean SGLang reads (1, true, yes, y, 0, false, no, n)")
+    if "Int" in kind or (not kind and isinstance(ENV_DEFAULTS.get(name), int)):
+        try:
+            return int(text)
+        except ValueError:
+            raise TableError(f"{name}={text!r}: not an integer") from None
+    return text
+
+
+class Env(Namespace):
+    """``envs``: each ``envs.NAME.get()`` answers the default, as SGLang does where the variable is unset."""
+
+    def __init__(self, defaults: dict[str, Any]) -> None:
+        super().__init__("sglang.srt.environ.envs")
+        self.defaults = defaults
+
+    def attribute(self, name: str) -> tuple[bool, Any]:
+        if name not in self.defaults:
+            return False, None
+        value = self.defaults[name]
+        get = Native(lambda: value, f"envs.{name}.get")
+        return True, Namespace(f"envs.{name}", {"get": get, "is_set": Native(lambda: False, f"envs.{name}.is_set")})
 
 
 def fakes(
