@@ -111,27 +111,46 @@ def pcie_message(runs: str) -> str:
 
 
 def rack_findings(origin: str, tables: dict[str, Table], default: Table | None, source: str) -> list[Finding]:
-    """N111, a note per set: the world sizes where custom all-reduce v2 runs across hosts in one NVLink
-    clique, with graph-captured calls on the eager plans; every other one across hosts runs nccl."""
-    per_arch: dict[str, list[int]] = {}
-    for arch, table in {**tables, **({"default": default} if default is not None else {})}.items():
-        per_arch[arch] = sorted({p.world_size for p in table.plans if p.nvlink is NVLinkDomain.RACK})
-    groups = group_archs(per_arch)
-    if not groups:
+    """N111, a note per set: the world sizes where custom all-reduce runs across hosts in one NVLink clique
+    (v2 in every release), with graph-captured calls on the eager plans, and across hosts joined over a
+    network (in no release); every other one across hosts runs nccl."""
+    everything = {**tables, **({"default": default} if default is not None else {})}
+    found = {}
+    for domain in (NVLinkDomain.RACK, NVLinkDomain.HOST):
+        per_arch = {
+            arch: sorted({p.world_size for p in t.plans if p.hosts > 1 and p.nvlink is domain})
+            for arch, t in everything.items()
+        }
+        found[domain] = group_archs(per_arch)
+    groups, network = found[NVLinkDomain.RACK], found[NVLinkDomain.HOST]
+    if not groups and not network:
         return []
-    listed = "; ".join(f"{archs} ws {_ranges(sizes)}" for archs, sizes in groups)
+    listed = lambda groups: "; ".join(f"{archs} ws {_ranges(sizes)}" for archs, sizes in groups)  # noqa: E731
     graph = any(
         p.mode == "graph" and RACK_GRAPH_NOTE in (p.provenance.notes if p.provenance else "")
-        for t in (*tables.values(), *([default] if default is not None else []))
+        for t in everything.values()
         for p in t.plans
     )
-    message = (
-        f"across hosts in one NVLink clique (nvlink=rack) custom all-reduce v2 runs at {listed}, on any number "
-        "of hosts dividing the world size"
-        + ("; graph-captured calls take the eager plans there" if graph else "")
-        + "; every other world size across hosts, and every one across hosts joined over a network, runs nccl"
+    legacy = any(
+        LEGACY in (p.provenance.notes if p.provenance else "")
+        for t in everything.values()
+        for p in t.plans
+        if p.hosts > 1
     )
-    return [Finding(origin, ", ".join(a for a, _ in groups), message, None, None, source, "note", code="N111")]
+    what = "custom all-reduce" if legacy else "custom all-reduce v2"
+    parts = [f"across hosts in one NVLink clique (nvlink=rack) {what} runs at {listed(groups)}"] if groups else []
+    if network:
+        parts.append(f"across hosts joined over a network {what} runs at {listed(network)}")
+    message = (
+        "; ".join(parts)
+        + ", on any number of hosts dividing the world size"
+        + ("; graph-captured calls take the eager plans there" if graph else "")
+        + "; every other world size across hosts"
+        + ("" if network else ", and every one across hosts joined over a network,")
+        + " runs nccl"
+    )
+    archs = ", ".join(dict.fromkeys(a for g in (groups, network) for names, _ in g for a in names.split(", ")))
+    return [Finding(origin, archs, message, None, None, source, "note", code="N111")]
 
 
 def collect(r: Release) -> tuple[Finding, ...]:
