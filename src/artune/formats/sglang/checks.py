@@ -132,10 +132,7 @@ def rack_findings(origin: str, tables: dict[str, Table], default: Table | None, 
         for p in t.plans
     )
     legacy = any(
-        LEGACY in (p.provenance.notes if p.provenance else "")
-        for t in everything.values()
-        for p in t.plans
-        if p.hosts > 1
+        LEGACY_KERNEL in b.candidates for t in everything.values() for p in t.plans if p.hosts > 1 for b in p.bands
     )
     what = "custom all-reduce" if legacy else "custom all-reduce v2"
     parts = [f"across hosts in one NVLink clique (nvlink=rack) {what} runs at {listed(groups)}"] if groups else []
