@@ -159,3 +159,14 @@ def test_a_cached_function_answers_its_first_answer_and_a_reader_sees_what_ran_a
     assert calls == [1]  # table() ran once: @cache answers with what it built the first time, as Python's does
     assert {16384, 65536, 2048} <= interp.compared  # the bounds a size met, however they were computed
     assert set(interp.ran) == {("c.py", "pick"), ("c.py", "table")}
+
+
+def test_a_method_decorator_the_evaluator_does_not_know_is_reported_and_the_method_read_as_written() -> None:
+    interp = Interpreter("import torch\nclass C:\n    @torch.compile\n    def f(self):\n        return 1\n", "c.py")
+    met: list[Unmodelled] = []
+    interp.unmodelled = met.append
+    interp.run_module()
+    assert interp.call(interp.class_methods("C")["f"], [interp.instance("C")], {}) == 1
+    assert [(m.function, m.line, m.construct, m.assumed) for m in met] == [
+        ("C", 4, "@torch.compile", "it returns the method unchanged")
+    ]

@@ -22,6 +22,8 @@ from artune.formats.pyeval.values import Function, Namespace, RecordType, Scope,
 
 _PURE_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache", "dataclass", "staticmethod")
 _MEMO_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache")
+#: what a method may be decorated with and still be read as written (a context manager's body is what it runs)
+_METHOD_DECORATORS = (*_PURE_DECORATORS, "property", "contextmanager", "contextlib.contextmanager")
 _RECORD_BASES = ("NamedTuple", "typing.NamedTuple")
 
 
@@ -98,7 +100,9 @@ class Interpreter(Evaluator):
                 if returns:
                     raise _Return(None) from None
 
-    def _tolerated(self, err: Unsupported, node: ast.stmt, assumed: str, construct: str = "") -> bool:
+    def _tolerated(
+        self, err: Unsupported, node: ast.stmt, assumed: str, construct: str = "", function: str = ""
+    ) -> bool:
         """Whether the run goes on past ``err`` at ``node`` (the hook told), or must end with it."""
         if (
             self.unmodelled is None
@@ -110,7 +114,7 @@ class Interpreter(Evaluator):
         if not construct:
             text = ast.unparse(node).splitlines()
             construct = text[0] if text else type(node).__name__
-        function = self.functions[-1] if self.functions else ""
+        function = function or (self.functions[-1] if self.functions else "")
         reason = _PLACE.sub("", str(err), count=1)
         self.unmodelled(Unmodelled(function, self.filename, node.lineno, construct[:100], reason, assumed))
         return True
@@ -248,9 +252,18 @@ class Interpreter(Evaluator):
         methods: dict[str, Function] = {}
         for item in node.body:
             if isinstance(item, ast.FunctionDef):
-                static = any(ast.unparse(d) == "staticmethod" for d in item.decorator_list)
+                decorators = [ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in item.decorator_list]
+                for unknown in [d for d in decorators if d not in _METHOD_DECORATORS]:
+                    err = Unsupported(f"decorator '@{unknown}' on {name}.{item.name}() is not understood")
+                    self._tolerated(err, item, "it returns the method unchanged", f"@{unknown}", name)
                 methods[item.name] = Function(
-                    item, self.globals, f"{name}.{item.name}", self.filename, defaults_scope=scope, static=static
+                    item,
+                    self.globals,
+                    f"{name}.{item.name}",
+                    self.filename,
+                    defaults_scope=scope,
+                    static="staticmethod" in decorators,
+                    cached=any(d in _MEMO_DECORATORS for d in decorators),
                 )
                 continue
             try:
@@ -258,7 +271,7 @@ class Interpreter(Evaluator):
             except Raised:
                 raise
             except Unsupported as err:
-                self._tolerated(err, item, NO_EFFECT)
+                self._tolerated(err, item, NO_EFFECT, function=name)
                 for bound in bound_names(item):
                     scope.values.pop(bound, None)
         self._classes[name] = (methods, dict(scope.values))
