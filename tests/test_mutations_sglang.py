@@ -414,3 +414,53 @@ def test_a_changed_function_artune_relies_on_is_named(tmp_path: Path) -> None:
         assert caveat.function == mutation.function and caveat.world_sizes == ()
         assert caveat.detail == "differs from every release artune was checked against; nearest 0.5.23"
     assert not [c for t in read_sglang(str(root)).tables.tables.values() for c in t.caveats]  # 0.5.23 as verified
+
+
+ODD = [
+    # (file, edit, the function a caveat must name)
+    (
+        V2,
+        replace_text(
+            "        device: torch.device,\n        max_size",
+            "        device: torch.device,\n        rank: int,\n        max_size",
+        ),
+        "CustomAllReduceV2.__init__",
+    ),
+    (V2, replace_text("def _pick_config(", "def _choose_config("), "CustomAllReduceV2"),
+    (
+        V2,
+        replace_text(
+            "    def should_custom_ar(self, inp: torch.Tensor) -> bool:",
+            "    def admits(self, inp: torch.Tensor) -> bool:",
+        ),
+        "CustomAllReduceV2",
+    ),
+    (
+        V2,
+        guard("CustomAllReduceV2._pick_config", 0, "match nbytes:\n    case 0:\n        return None"),
+        "CustomAllReduceV2._pick_config",
+    ),
+    (
+        V2,
+        replace_text("    def _pick_config(", "    @torch.compiler.disable\n    def _pick_config("),
+        "CustomAllReduceV2",
+    ),
+    (
+        DISPATCHER,
+        replace_text("def dispatch_custom_allreduce(", "def pick_custom_allreduce("),
+        "dispatch_custom_allreduce",
+    ),
+    (CONFIGS, replace_text("def get_all_reduce_config(", "def all_reduce_config_for("), "CustomAllReduceV2.__init__"),
+]
+
+
+@pytest.mark.parametrize(
+    ("file", "edit", "function"), ODD, ids=[f"{Path(f).name}-{i}" for i, (f, _e, _n) in enumerate(ODD)]
+)
+def test_no_reading_of_the_engines_own_files_exits_2(file: str, edit: Edit, function: str, tmp_path: Path) -> None:
+    """A new signature, a renamed dispatch function or predicate, a statement or decorator the evaluator does not
+    model: the release still reads, and a caveat names the function."""
+    changed = mutated(release("0.5.23"), tmp_path, Mutation("odd", file, edit, function))
+    tables = read_sglang(str(changed)).tables
+    named = {c.function for t in tables.tables.values() for c in t.caveats if c.kind is CaveatKind.UNEVALUATED}
+    assert function in named, named

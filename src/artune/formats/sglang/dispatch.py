@@ -260,6 +260,8 @@ class ArchReading:
                 out.append(self.written_config(ws))
             except Raised as err:
                 out.append(err.kind)
+            except TableError:
+                out.append("no configs")
         return tuple(out)
 
     def chosen(self) -> Chosen:
@@ -286,6 +288,9 @@ class ArchReading:
             status, line, name = self.comm.run_until_outside(init, [me, GROUP, DEVICE])
         except Raised as err:
             return Sized(world_size, "raises", None, error=str(err))
+        except Unsupported as err:  # what the hook cannot step over: a signature artune cannot call, the budget
+            self.unverified(f"{CLASS}.__init__", f"the call ended with: {err}", "v2 is off (nccl)", init.node.lineno)
+            return Sized(world_size, "off", None)
         if status == "returned":
             return Sized(world_size, "off", line)
         if "config" not in me.values:
@@ -301,6 +306,9 @@ class ArchReading:
             written = self.written_config(world_size)
         except Raised as err:
             return Sized(world_size, "raises", line, error=str(err))
+        except TableError as err:  # no configs where artune looks for them
+            self.unverified(f"{CLASS}.__init__", str(err), "v2 is off (nccl)", line)
+            return Sized(world_size, "off", line)
         return Sized(world_size, "on", line, me, written)
 
     def _legacy_sized(self, world_size: int) -> Sized:
@@ -316,6 +324,10 @@ class ArchReading:
             status, line, _name = self.choice.interp.run_until_outside(init, [me, GROUP, DEVICE])
         except Raised as err:
             return Sized(world_size, "raises", None, error=str(err), cls=LEGACY)
+        except Unsupported as err:
+            where = self.choice.where(init.node)
+            self._report(f"{LEGACY}.__init__", where, f"the call ended with: {err}", "it is off (nccl)")
+            return Sized(world_size, "off", None, cls=LEGACY)
         if status == "returned":
             return Sized(world_size, "off", line, cls=LEGACY)
         rules.after_init(init.node, line, me)
