@@ -222,3 +222,17 @@ def test_a_measured_table_with_two_shot_push_runs_in_the_release_as_artune_decid
     wrong = [(p, e, a) for p, e, a in zip(probes, engine, ours, strict=True) if e != a]
     assert not wrong, f"{len(wrong)} of {len(probes)} differ, first: {wrong[:5]}"
     assert {"1shot_push", "2shot_push", "2shot_pull_mc", "2shot_pull", "nccl"} <= set(engine)
+
+
+def test_the_oracle_runs_a_checkout_and_refuses_a_file_alone(tmp_path: Path) -> None:
+    """``verify-engine sglang:PATH``: a checkout's ``python/sglang`` runs as the wheel's ``sglang`` does; a configs
+    file alone holds no communicator to run, and the oracle says so (OracleGap) rather than fail on it."""
+    import shutil
+
+    from artune.errors import OracleGap
+
+    shutil.copytree(release("0.5.23") / "sglang", tmp_path / "python" / "sglang")
+    probes = oracle.probes(tmp_path, ["10.0"], [2, 8], racks=())
+    assert oracle.engine_decisions(tmp_path, probes) == oracle.artune_decisions(tmp_path, probes)
+    with pytest.raises(OracleGap, match="give an SGLang checkout or release"):
+        oracle.probes(tmp_path / "python" / CONFIGS, ["10.0"])

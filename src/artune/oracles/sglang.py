@@ -142,10 +142,14 @@ class _StandInState:
 def _env_values(root: Path, env: dict[str, str]) -> dict[str, Any]:
     """``environ.py``'s ``Envs``: what ``envs.NAME.get()`` returns, each variable's default unless ``env`` sets
     it (parsed as its field's kind parses it: ``EnvBool`` takes "1"/"true"/"yes"/"y" and their opposites)."""
-    out: dict[str, Any] = {}
     path = root / ENVIRON
-    if not path.is_file():
-        return out
+    if not path.is_file():  # a checkout of the communicators alone: the defaults of what they read
+        from artune.formats.sglang.rules import ENV_DEFAULTS
+
+        return dict(ENV_DEFAULTS) | {
+            name: _parse_env(type(v).__name__, env[name]) for name, v in ENV_DEFAULTS.items() if name in env
+        }
+    out: dict[str, Any] = {}
     for stmt in ast.parse(path.read_text()).body:
         if isinstance(stmt, ast.ClassDef) and stmt.name == "Envs":
             for item in stmt.body:
@@ -475,6 +479,8 @@ class Engine:
             return "nccl"
         self.state.launched.clear()
         comm.custom_all_reduce(inp)
+        if not self.state.launched:
+            raise OracleGap(f"{type(comm).__name__}.custom_all_reduce launched no kernel the stand-ins know")
         (algo, multicast), *_ = self.state.launched
         name = algo if isinstance(algo, str) else _ALGOS[algo.name]
         if multicast:
@@ -499,6 +505,8 @@ class Engine:
             return ["nccl"] * len(sizes)
         with self.gpu():
             if mode == "graph":
+                if not hasattr(comm, "capture"):
+                    raise OracleGap(f"{type(comm).__name__} has no capture(): graph mode cannot be run as SGLang does")
                 with comm.capture():
                     out = [self.answer(comm, n, True) for n in sizes]
                     self.state.capturing = False  # capture() checks the stream is no longer capturing
@@ -545,7 +553,19 @@ def _numbers(value: Any, out: set[float]) -> None:
 
 @cache
 def _engine(root: Path, arch: str, env: tuple[tuple[str, str], ...] = ()) -> Engine:
-    return Engine(root, arch, dict(env))
+    return Engine(_files(root), arch, dict(env))
+
+
+def _files(root: Path) -> Path:
+    """Where the release's ``sglang/`` package is under ``root``: a wheel's folder, or a checkout's ``python/``;
+    ``OracleGap`` for a single file (the oracle runs the communicator modules, not a file alone)."""
+    for base in (root, root / "python"):
+        if (base / COMMUNICATOR).is_file():
+            return base
+    raise OracleGap(
+        f"{root}: no {COMMUNICATOR} there: give an SGLang checkout or release (sglang:PATH to the folder, "
+        "sglang==VERSION); the oracle runs SGLang's communicator modules, which a file alone does not hold"
+    )
 
 
 def _grid() -> list[int]:
