@@ -38,7 +38,12 @@ LEGACY_KERNEL = "custom_ar_v1"  # artune's name for what the legacy class runs (
 MODULE = "sglang.srt.distributed.device_communicators.custom_all_reduce"
 #: what GroupCoordinator hands the dispatch and the constructors: its CPU group, and a CUDA device
 GROUP = Symbol("group")
-DEVICE = Namespace("torch.device", {"type": "cuda", "index": 0})
+
+
+def device() -> Namespace:
+    """A CUDA device, as ``torch.device``: a fresh one per call, since the code may set attributes on it."""
+    return Namespace("torch.device", {"type": "cuda", "index": 0})
+
 
 Report = Callable[[str, str, str, str], None]  # (function, "FILE:LINE", what was met, what artune assumed)
 
@@ -89,7 +94,7 @@ class Choice:
             )
             return Chosen(V2, None)
         node = self.dispatch.node
-        args = {"group": GROUP, "device": DEVICE}
+        args = {"group": GROUP, "device": device()}
         params = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
         try:
             result = self.interp.call(self.dispatch, [], {p: args[p] for p in params if p in args})
@@ -123,4 +128,4 @@ class Choice:
         return None
 
 
-__all__ = ["DEVICE", "DISPATCH", "GROUP", "LEGACY", "LEGACY_KERNEL", "V2", "Choice", "Chosen"]
+__all__ = ["DISPATCH", "GROUP", "LEGACY", "LEGACY_KERNEL", "V2", "Choice", "Chosen", "device"]

@@ -50,7 +50,7 @@ from artune.formats.files import SourceFile
 from artune.formats.pyeval import Function, Interpreter, Namespace, Native, Record, Symbol, Unmodelled
 from artune.formats.sglang import rules as rules
 from artune.formats.sglang.caveats import Caveats
-from artune.formats.sglang.choice import DEVICE, GROUP, LEGACY, LEGACY_KERNEL, Choice, Chosen
+from artune.formats.sglang.choice import GROUP, LEGACY, LEGACY_KERNEL, Choice, Chosen, device
 from artune.sizes import MAX_SIZE
 from artune.table.types import Band, ParamValue
 
@@ -285,7 +285,7 @@ class ArchReading:
             return Sized(world_size, "off", None)
         me = self.comm.instance(CLASS)
         try:
-            status, line, name = self.comm.run_until_outside(init, [me, GROUP, DEVICE])
+            status, line, name = self.comm.run_until_outside(init, [me, GROUP, device()])
         except Raised as err:
             return Sized(world_size, "raises", None, error=str(err))
         except Unsupported as err:  # what the hook cannot step over: a signature artune cannot call, the budget
@@ -321,7 +321,7 @@ class ArchReading:
             return Sized(world_size, "off", None, cls=LEGACY)
         me = self.choice.interp.instance(LEGACY)
         try:
-            status, line, _name = self.choice.interp.run_until_outside(init, [me, GROUP, DEVICE])
+            status, line, _name = self.choice.interp.run_until_outside(init, [me, GROUP, device()])
         except Raised as err:
             return Sized(world_size, "raises", None, error=str(err), cls=LEGACY)
         except Unsupported as err:
