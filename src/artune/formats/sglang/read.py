@@ -1,12 +1,15 @@
-"""Read SGLang's custom all-reduce v2 from a checkout or a release (``artune import sglang PATH``, ``sglang:PATH``,
+"""Read SGLang's custom all-reduce from a checkout or a release (``artune import sglang PATH``, ``sglang:PATH``,
 ``sglang==0.5.23``).
 
 Where the communicator (``custom_all_reduce_v2.py``) is there, as in every
 checkout and released wheel, SGLang's own code says how it decides: which
-world sizes it takes, how ``CustomAllReduceV2.__init__`` sizes each config,
-and the order its dispatch function tries the algorithms in
-(``artune.formats.sglang.release``, ``artune.formats.sglang.dispatch``). Both layouts are
-accepted: a checkout's ``python/sglang/...`` and a wheel's ``sglang/...``.
+class ``dispatch_custom_allreduce`` builds for a group (v2 or the legacy
+``CustomAllreduce``, ``custom_all_reduce.py``), which world sizes it takes,
+how ``CustomAllReduceV2.__init__`` sizes each config, and the order its
+dispatch function tries the algorithms in (``artune.formats.sglang.release``,
+``artune.formats.sglang.dispatch``, ``artune.formats.sglang.choice``); the
+findings are ``artune.formats.sglang.checks``'. Both layouts are accepted: a
+checkout's ``python/sglang/...`` and a wheel's ``sglang/...``.
 
 A configs file on its own (a pull request's, or the shapes in
 ``artune.formats.sglang.shapes`` that never shipped) has no dispatch beside
