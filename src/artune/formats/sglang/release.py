@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -119,10 +119,16 @@ class Release:
                 self.keys[arch] = key
                 self.archs[arch] = self._read(arch, reading)
         self.default = self._read("default", default)
-        self.evaluated = self._evaluated()  # what the tables so far relied on: enough to fingerprint
-        self.unfamiliar = tuple(fingerprints.unfamiliar("sglang", self.evaluated))
+        self.unfamiliar: tuple[Caveat, ...] = ()
         self.tables = {arch: self._table(a) for arch, a in self.archs.items()}
         self.default_table = self._table(self.default)
+        self.pcie()
+        # every reading done (across hosts and on PCIe too): what they relied on, and what no release verified
+        self.evaluated = self._evaluated()
+        self.unfamiliar = tuple(fingerprints.unfamiliar("sglang", self.evaluated))
+        self.tables = {arch: self._unfamiliar(t) for arch, t in self.tables.items()}
+        self.default_table = self._unfamiliar(self.default_table)
+        self._pcie = {arch: self._unfamiliar(t) for arch, t in self.pcie().items()}
 
     def _reading(self, cap: tuple[int, int], num_sm: int | None) -> ArchReading:
         reading = ArchReading(self.files, cap, num_sm, self.env, settings=self.settings)
@@ -150,6 +156,9 @@ class Release:
 
     def _caveats(self, found: ArchFound) -> tuple[Caveat, ...]:
         return (*found.reading.caveats.caveats(found.reading.world_sizes()), *self.unfamiliar)
+
+    def _unfamiliar(self, table: Table) -> Table:
+        return replace(table, caveats=(*table.caveats, *self.unfamiliar))
 
     # ---------------------------------------------------------------- tables
 
