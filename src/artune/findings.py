@@ -329,10 +329,41 @@ KINDS: Mapping[str, FindingKind] = _kinds(
     FindingKind(
         "S105",
         "Custom all-reduce v2 off by default (note)",
-        "In this release SGLang takes custom all-reduce v2 only when a setting switches it on; the tables "
-        "describe it switched on, while by default SGLang runs its legacy `CustomAllreduce`.",
-        "parallel_state.py:300: note S105: arch=all: custom all-reduce v2 is off by default in this release ...",
-        "None needed: information.",
+        "In this release SGLang takes custom all-reduce v2 only when a setting switches it on: by default its "
+        "`dispatch_custom_allreduce` picks the legacy `CustomAllreduce`, and the tables describe that "
+        "(`custom_ar_v1` where its `should_custom_ar` admits the size).",
+        "sglang==0.5.10/.../custom_all_reduce.py:347: note S105: arch=all: custom all-reduce v2 is off by default "
+        "in this release (SGLang takes it when `_is_cuda and get_bool_env_var('SGLANG_USE_JIT_ALL_REDUCE', "
+        "default='false')`): by default SGLang runs its legacy CustomAllreduce, which these tables describe ...",
+        "None needed: information. The v2 findings (holes, clipped rows) describe it switched on.",
+    ),
+    FindingKind(
+        "S106",
+        "Legacy communicator where v2 declines (note)",
+        "At these world sizes `dispatch_custom_allreduce` picks SGLang's legacy `CustomAllreduce`, because "
+        "`can_use_custom_all_reduce_v2` declines the group: `custom_ar_v1` runs there, not v2's algorithms.",
+        "sglang==0.5.23/.../custom_all_reduce.py:373: note S106: arch=10.0: dispatch_custom_allreduce picks "
+        "SGLang's legacy CustomAllreduce at world size 6, where v2 declines the group: custom_ar_v1 runs there ...",
+        "None needed, unless v2 should take those world sizes: then give them configs.",
+    ),
+    FindingKind(
+        "S108",
+        "What runs on PCIe-only GPUs (note)",
+        "artune's SGLang tables are for GPUs with NVLink between every pair. On PCIe-only GPUs SGLang's own code "
+        "decides otherwise: `can_use_custom_all_reduce_with_nvlink` gives no group above two GPUs and a PCIe one "
+        "at two, so v2 declines and the legacy `CustomAllreduce` runs `custom_ar_v1` at two ranks at most.",
+        "sglang==0.5.23/.../custom_all_reduce.py:373: note S108: arch=9.0, 10.0, 10.7, default: on PCIe-only GPUs "
+        "(no NVLink between every pair; ...) SGLang runs custom_ar_v1 at world size 2 up to 8MiB; nccl everywhere "
+        "else ...",
+        "None needed: information. On such a machine measure its own table (`artune tune`).",
+    ),
+    FindingKind(
+        "S107",
+        "No dispatcher beside the communicator (note)",
+        "Only `custom_all_reduce_v2.py` was given, without `custom_all_reduce.py`: artune takes `CustomAllReduceV2` "
+        "as the class SGLang builds for every group, where SGLang's `dispatch_custom_allreduce` would decide it.",
+        "custom_all_reduce_v2.py:1: note S107: arch=all: no custom_all_reduce.py beside CustomAllReduceV2: ...",
+        "Give the checkout (`sglang:PATH`) or the release (`sglang==VERSION`) to read SGLang's own choice.",
     ),
     # ---------------------------------------------------------------- R: TensorRT-LLM's lookup tables
     FindingKind(
