@@ -366,3 +366,18 @@ def test_cells_the_workspace_cap_overrides_are_reported(tmp_path: Path) -> None:
     assert "hidden 8192 from 8192 tokens (ONESHOT)" in capped[0].message
     table = imported.tables.tables["9.0"]
     assert decide(table, 8192 * 8192 * 2, 2, shape=TokenShape(8192, 8192)).algorithm == "nccl"  # the cap wins
+
+
+def test_the_callers_workspace_rule_is_read_from_the_same_revision(tmp_path: Path) -> None:
+    root = revision(tmp_path, "01e2c36")  # with allreduceOp.cpp, cut to AllreduceOp's dispatch
+    table = read_trtllm(str(root)).tables.tables["9.0"]
+    assert "the caller sends a message over the workspace to NCCL: " in table.provenance.notes
+    assert "allreduceOp.cpp:58 (also when !mIsP2PSupported or !mIsNVLINKSupported" in table.provenance.notes
+    without = read_trtllm(str(OLD)).tables.tables["9.0"]
+    assert "allreduceOp.cpp) is not in this checkout: artune takes AllreduceOp's rule" in without.provenance.notes
+    # a caller that stopped comparing the bytes with the workspace is said, not assumed silently
+    caller = root / "cpp/tensorrt_llm/thop/allreduceOp.cpp"
+    caller.write_text(caller.read_text().replace("message_size_bytes > max_workspace_size || ", ""))
+    changed = read_trtllm(str(root)).tables.tables["9.0"]
+    (caveat,) = [c for c in changed.caveats if c.function == "AllreduceOp::ifFallbackToNCCL"]
+    assert "message_size_bytes > max_workspace_size" in caveat.detail and "runs NCCL" in caveat.assumed

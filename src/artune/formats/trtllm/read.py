@@ -37,6 +37,8 @@ from artune.formats.engine import EngineImport
 from artune.formats.files import SourceFile, read_source
 from artune.formats.fingerprints import Evaluated, evaluated_text, unfamiliar
 from artune.formats.trtllm import syntax
+from artune.formats.trtllm.caller import FILE as CALLER_FILE
+from artune.formats.trtllm.caller import read_caller
 from artune.formats.trtllm.checks import header_findings
 from artune.formats.trtllm.enums import ALGORITHMS, Enums, parse_enums
 from artune.formats.trtllm.enums import FILE as ENUM_FILE
@@ -49,7 +51,7 @@ from artune.table.types import Caveat, CaveatKind, Platform, Provenance, ShapePl
 
 HEADER = "cpp/tensorrt_llm/common/customAllReduceUtils.h"
 OPS = "tensorrt_llm/_torch/distributed/ops.py"
-FILES = (HEADER, ENUM_FILE, OPS)
+FILES = (HEADER, ENUM_FILE, OPS, CALLER_FILE)
 AUTOTUNE_ENV = "TLLM_DISABLE_ALLREDUCE_AUTOTUNE"
 ENGINE = "trtllm"
 SM_MAPPING = f"{SELECT}: SM mapping"
@@ -82,7 +84,7 @@ class Reading:
 
 def read_trtllm(path: str) -> EngineImport:
     """TensorRT-LLM's tables from a checkout or its ``customAllReduceUtils.h``; ``TableError`` when it cannot."""
-    header_path, enum_path, ops_path = _locate(path)
+    header_path, enum_path, ops_path, caller_path = _locate(path)
     header_file, enum_file = read_source(header_path), read_source(enum_path)
     files = [header_file, enum_file]
     gate = None
@@ -90,7 +92,9 @@ def read_trtllm(path: str) -> EngineImport:
         ops = read_source(ops_path)
         files.append(ops)
         gate = autotune_gate(ops)
-    reading = read_files(header_file, enum_file, gate)
+    caller = read_source(caller_path) if caller_path is not None else None
+    files += [caller] if caller is not None else []
+    reading = read_files(header_file, enum_file, gate, caller)
     label = f"trtllm:{header_file.label}"
     table_set = TableSet(
         label,
@@ -105,9 +109,12 @@ def read_trtllm(path: str) -> EngineImport:
 
 
 @lru_cache(maxsize=16)
-def read_files(header_file: SourceFile, enum_file: SourceFile, gate: str | None = None) -> Reading:
-    """A revision's tables from its header and enum files (read once per content: reading runs the function
-    a few thousand times; the ``Reading`` is shared, not to be changed)."""
+def read_files(
+    header_file: SourceFile, enum_file: SourceFile, gate: str | None = None, caller: SourceFile | None = None
+) -> Reading:
+    """A revision's tables from its header and enum files, and its ``allreduceOp.cpp`` when there is one (read
+    once per content: reading runs the function a few thousand times; the ``Reading`` is shared, not to be
+    changed)."""
     enums = parse_enums(enum_file)
     header = parse_header(header_file, enums.by_type)
     reading = Reading(header, enums)
@@ -129,7 +136,9 @@ def read_files(header_file: SourceFile, enum_file: SourceFile, gate: str | None 
         plans = _cut(reading)
     reading.caveats += _globals_caveats(header)
     reading.caveats += unfamiliar(ENGINE, reading.evaluated)
-    notes = _notes(header, gate)
+    rule, caveats = read_caller(caller) if caller is not None else (None, [])
+    reading.caveats += caveats
+    notes = _notes(header, gate, rule.note() if rule else "" if caveats else _NO_CALLER)
     for arch, arch_plans in plans.items():
         sm = sm_of(arch) or 0
         provenance = Provenance("published", tool=f"TensorRT-LLM {header.file.label}", notes="; ".join(notes(sm)))
@@ -315,8 +324,14 @@ def _evaluated(header: LookupHeader) -> list[Evaluated]:
     return out
 
 
-def _notes(header: LookupHeader, gate: str | None) -> Callable[[int], list[str]]:
-    """The provenance notes of the table for SM ``sm``."""
+_NO_CALLER = (
+    f"the caller ({CALLER_FILE}) is not in this checkout: artune takes AllreduceOp's rule, a message over the "
+    "workspace runs NCCL"
+)
+
+
+def _notes(header: LookupHeader, gate: str | None, caller: str) -> Callable[[int], list[str]]:
+    """The provenance notes of the table for SM ``sm``; ``caller`` the caller's workspace rule, in words."""
 
     def notes(sm: int) -> list[str]:
         grid = header.grids.get(sm)
@@ -328,6 +343,7 @@ def _notes(header: LookupHeader, gate: str | None) -> Callable[[int], list[str]]
         if header.workspace is not None:
             env = f", or ${header.workspace.env}" if header.workspace.env else ""
             out.append(f"workspace cap {WORKSPACE} ({header.where(header.workspace.line)}{env})")
+            out += [caller] if caller else []
         if gate is not None:
             out.append(
                 f"under AUTO the PyTorch flow asks its autotuner unless {AUTOTUNE_ENV}=1"
@@ -359,7 +375,7 @@ def engine_arch(reading: Reading, arch: str) -> Table | None:
     return reading.tables[table_arch].with_changes(borrowed=(note,))
 
 
-def _locate(path: str) -> tuple[Path, Path, Path | None]:
+def _locate(path: str) -> tuple[Path, Path, Path | None, Path | None]:
     base = Path(path)
     if base.is_file():
         near = base.parent.parent / "kernels" / Path(ENUM_FILE).name
@@ -368,13 +384,14 @@ def _locate(path: str) -> tuple[Path, Path, Path | None]:
                 f"{path}: the strategy enum is not beside it ({near}); give the TensorRT-LLM checkout "
                 f"(trtllm:PATH with {HEADER} and {ENUM_FILE} under it)"
             )
-        return base, near, None
+        return base, near, None, None
     if not base.is_dir():
         raise TableError(f"{path}: no such file or directory; give a TensorRT-LLM checkout or its {HEADER}")
     missing = [rel for rel in (HEADER, ENUM_FILE) if not (base / rel).is_file()]
     if missing:
         raise TableError(f"{path}: not a TensorRT-LLM checkout: {', '.join(missing)} not there")
-    return base / HEADER, base / ENUM_FILE, (base / OPS) if (base / OPS).is_file() else None
+    optional = [(base / rel) if (base / rel).is_file() else None for rel in (OPS, CALLER_FILE)]
+    return base / HEADER, base / ENUM_FILE, *optional  # type: ignore[return-value]
 
 
 def autotune_gate(ops: SourceFile) -> str:
