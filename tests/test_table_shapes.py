@@ -81,36 +81,20 @@ def test_shape_plans_round_trip_through_toml_and_byte_tables_keep_their_text() -
     assert "shape_plan" not in table_to_dict(plain)
 
 
-LEGACY = """
-schema = 1
-rules = "trtllm"
-[platform]
-kind = "cuda"
-arch = "9.0"
-[provenance]
-source = "published"
-[[plan]]
-world_size = 2
-mode = "eager"
-fallback = "nccl"
-hidden = 128
-fusions = ["NONE"]
-bands = [{upto = 63, algorithm = "trtllm_oneshot"}, {upto = "1024TiB", algorithm = "nccl"}]
-[[plan]]
-world_size = 4
-mode = "eager"
-fallback = "nccl"
-hidden = 128
-fusions = ["NONE"]
-bands = [{upto = 15, algorithm = "trtllm_oneshot"}, {upto = "1024TiB", algorithm = "trtllm_twoshot"}]
-[[plan]]
-world_size = 2
-mode = "eager"
-fallback = "nccl"
-hidden = 256
-fusions = ["NONE"]
-bands = [{upto = "1024TiB", algorithm = "trtllm_twoshot"}]
-"""
+def legacy_plan(world_size: int, hidden: int, bands: str) -> str:
+    """A shape row as tables were written before shape plans had their own type: a [[plan]] with hidden."""
+    return (
+        f'[[plan]]\nworld_size = {world_size}\nmode = "eager"\nfallback = "nccl"\nhidden = {hidden}\n'
+        f'fusions = ["NONE"]\nbands = [{bands}]\n'
+    )
+
+
+LEGACY = (
+    'schema = 1\nrules = "trtllm"\n[platform]\nkind = "cuda"\narch = "9.0"\n[provenance]\nsource = "published"\n'
+    + legacy_plan(2, 128, '{upto = 63, algorithm = "trtllm_oneshot"}, {upto = "1024TiB", algorithm = "nccl"}')
+    + legacy_plan(4, 128, '{upto = 15, algorithm = "trtllm_oneshot"}, {upto = "1024TiB", algorithm = "trtllm_twoshot"}')
+    + legacy_plan(2, 256, '{upto = "1024TiB", algorithm = "trtllm_twoshot"}')
+)
 
 
 def test_a_table_written_before_shape_plans_had_their_type_still_reads() -> None:
