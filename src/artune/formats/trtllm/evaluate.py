@@ -572,7 +572,10 @@ class _Run:
                 (name, ka, kb),
                 kind,
             )
-        raise Unsupported(f"a call of {'::'.join(node.function.parts)}, which artune does not model")
+        raise Unsupported(
+            f"a call of {'::'.join(node.function.parts)}, which artune does not model (it models "
+            f"{', '.join(MODELLED_CALLS)})"
+        )
 
     def method(self, owner: V, name: str, args: list[V]) -> V:
         if owner.kind == "map" and name in ("find", "at", "count") and len(args) == 1:
