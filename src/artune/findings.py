@@ -437,6 +437,17 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "note R109: under AUTO the autotuner decides unless TLLM_DISABLE_ALLREDUCE_AUTOTUNE=1",
         "Know which one decides in the deployment.",
     ),
+    FindingKind(
+        "R110",
+        "The engine's own code has no strategy here",
+        "Running selectStrategyLookUpTable, some calls get no strategy: the code throws (.at() of a missing key) or "
+        "its behaviour is undefined (a fused op mapFusionOpToIndex lacks, whose find() is dereferenced), so "
+        "artune has no plan for them.",
+        "warning R110: RMS_NORM: the engine's own code has no strategy (undefined: ->second of an end() "
+        "iterator) at ws 1+ hidden 1+",
+        "Add the fused op to mapFusionOpToIndex, or guard the lookup (the newest revisions send an unknown fused "
+        "op to NCCL); or make sure no caller asks for it.",
+    ),
     # ---------------------------------------------------------------- X: the evidence behind a review
     FindingKind(
         "X100",
