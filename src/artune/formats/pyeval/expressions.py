@@ -11,8 +11,10 @@ comparisons or boolean logic.
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from artune.errors import OutsideCall, Raised, Unsupported
@@ -63,8 +65,10 @@ _COMPARE: dict[type, Callable[[Any, Any], bool]] = {
 _OPAQUE_COMPARE = (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)  # what an opaque Symbol supports
 
 
+@functools.lru_cache(maxsize=64)
 def parse(source: str, filename: str) -> ast.Module:
-    """The module's AST; ``Unsupported`` naming the line when it is not valid Python."""
+    """The module's AST (parsed once per text: readers interpret a file many times, never changing its tree);
+    ``Unsupported`` naming the line when it is not valid Python."""
     try:
         return ast.parse(source, filename)
     except SyntaxError as err:
@@ -80,6 +84,13 @@ class Evaluator:
         self.fakes = dict(fakes or {})
         self.steps = 0
         self.calls: list[int] = []  # lines of the calls in progress, outermost first
+        self.functions: list[str] = []  # the file's functions in progress, outermost first
+        self._memo: dict[tuple[Any, ...], Any] = {}  # what each ``@cache`` function answered, by its arguments
+        #: where a reader sets it, every number a comparison met (``n <= 64 * KB`` adds ``n`` and 65536): the
+        #: values an answer can change at, however the code computed them
+        self.compared: set[int | float] | None = None
+        #: every function of a file that ran, by (file, name): what a reading relied on (its fingerprints)
+        self.ran: dict[tuple[str, str], ast.AST] = {}
 
     def fail(self, node: ast.AST | None, message: str) -> Unsupported:
         line = getattr(node, "lineno", "?")
@@ -135,6 +146,10 @@ class Evaluator:
             return method(node, scope)
         except TypeError as err:  # the file's values misused (an unhashable key, unpacking an int)
             raise self.fail(node, f"TypeError: {err}") from None
+        except Unsupported as err:
+            if type(err) is Unsupported and not str(err).startswith(f"{self.filename}:"):
+                raise self.fail(node, str(err)) from None  # a value's own refusal (an opaque truth), placed
+            raise
 
     def _eval_Constant(self, node: ast.Constant, scope: Scope) -> Any:
         return node.value
@@ -196,6 +211,8 @@ class Evaluator:
             opaque = isinstance(left, Symbol) or isinstance(right, Symbol)
             if opaque and not isinstance(op, _OPAQUE_COMPARE):
                 raise self.fail(node, f"comparison with the opaque value in {self._construct(node)}")
+            if self.compared is not None:
+                self.compared.update(v for v in (left, right) if is_number(v))
             try:
                 if not _COMPARE[type(op)](left, right):
                     return False
@@ -350,17 +367,29 @@ class Evaluator:
         """Call ``func`` (a function of the file, a record type, a fake or a pure builtin)."""
         if isinstance(func, BoundMethod):
             func, args = func.func, [func.owner, *args]
+        if isinstance(func, Function) and func.cached:
+            try:
+                key = (id(func.node), id(func.scope), tuple(args), tuple(sorted(kwargs.items())))
+                hash(key)
+            except TypeError:
+                raise self.fail(node, f"{func.name}() is cached and its arguments are not hashable") from None
+            if key not in self._memo:
+                self._memo[key] = self.call(replace(func, cached=False), args, kwargs, node)
+            return self._memo[key]
         if isinstance(func, Function):
             try:
                 frame = func.bind(args, kwargs, self.eval)
             except ValueError as err:
                 raise self.fail(node, str(err)) from None
-            if not func.filename or func.filename == self.filename:
-                return self.run_body(func, frame)
-            caller, self.filename = self.filename, func.filename  # errors inside name the function's own file
+            caller = self.filename
+            if func.filename:
+                self.filename = func.filename  # errors inside name the function's own file
+            self.functions.append(func.name)
+            self.ran.setdefault((self.filename, func.name), func.node)
             try:
                 return self.run_body(func, frame)
             finally:
+                self.functions.pop()
                 self.filename = caller
         if isinstance(func, Native):
             try:
@@ -386,7 +415,9 @@ class Evaluator:
         if callable(func) and (func in BUILTINS.values() or func in self.fakes.values() or is_pure_method(func)):
             try:
                 return func(*args, **kwargs)
-            except Unsupported:
+            except Unsupported as err:
+                if type(err) is Unsupported and func in BUILTINS.values():
+                    raise self.fail(node, str(err)) from None  # a builtin's refusal, at the line that asked
                 raise
             except KeyError as err:
                 raise Raised("KeyError", f"{self.filename}:{getattr(node, 'lineno', '?')}: KeyError {err}") from None

@@ -11,14 +11,17 @@ assignment evaluated as a constant expression, the others left out.
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from artune.errors import OutsideCall, Raised, Unsupported
-from artune.formats.pyeval.expressions import BINOPS, Evaluator, parse
+from artune.formats.pyeval.expressions import BINOPS, MAX_STEPS, Evaluator, parse
 from artune.formats.pyeval.values import Function, Namespace, RecordType, Scope, Symbol
 
 _PURE_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache", "dataclass", "staticmethod")
+_MEMO_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache")
 _RECORD_BASES = ("NamedTuple", "typing.NamedTuple")
 
 
@@ -27,24 +30,55 @@ class _Return(Exception):
         self.value = value
 
 
+@dataclass(frozen=True)
+class Unmodelled:
+    """A statement or condition of the file that the evaluator could not follow, and what it assumed instead."""
+
+    function: str  # the file's function it is in ("CustomAllReduceV2.should_custom_ar"); "" at a top level
+    filename: str
+    line: int
+    construct: str  # the statement's first line, or the condition ("if flag():")
+    reason: str  # why, as the evaluator says it (without the file and line)
+    assumed: str  # "the condition is false", "the statement has no effect" or "it returns None"
+
+
+NO_EFFECT = "the statement has no effect"
+FALSE = "the condition is false"
+RETURNS_NONE = "it returns None"
+_PLACE = re.compile(r"^.*?:(\d+|\?): ")
+
+
 class Interpreter(Evaluator):
-    """Runs one module's AST; ``globals`` holds what its top level bound, ``lines`` where."""
+    """Runs one module's AST; ``globals`` holds what its top level bound, ``lines`` where.
+
+    ``unmodelled``: where a reader sets it, a statement or condition the
+    evaluator cannot follow (a construct outside the subset, a call from
+    outside the file that no fake answers) no longer ends the run: the hook
+    is told (``Unmodelled``) and the run goes on as if the condition were
+    false, the statement absent, or a ``return`` returned ``None``. What the
+    file itself raises (``Raised``) still propagates, as does running out of
+    the step budget.
+    """
 
     def __init__(self, source: str, filename: str, *, fakes: Mapping[str, Any] | None = None) -> None:
         super().__init__(filename, fakes=fakes)
         self.tree = parse(source, filename)
         self.globals = Scope({})
         self.lines: dict[str, int] = {}  # name -> line of its (last) top-level binding
+        self.unmodelled: Callable[[Unmodelled], None] | None = None
+        self._stopping = False  # run_until_outside in progress: a call outside the file stops it, never the hook
+        self._classes: dict[str, tuple[dict[str, Function], dict[str, Any]]] = {}
 
     def run_module(self, skip_failures: bool = False) -> None:
-        """Bind every top-level name; with ``skip_failures``, a binding that cannot be evaluated is left out."""
+        """Bind every top-level name; with ``skip_failures``, a binding that cannot be evaluated is left out
+        (silently: with ``unmodelled`` set and no ``skip_failures``, the hook is told)."""
         for stmt in self.tree.body:
             try:
                 self.exec_stmt(stmt, self.globals, top=True)
             except Raised:
                 raise
-            except Unsupported:
-                if not skip_failures:
+            except Unsupported as err:
+                if not skip_failures and not self._tolerated(err, stmt, NO_EFFECT):
                     raise
                 for name in bound_names(stmt):
                     self.globals.values.pop(name, None)
@@ -53,7 +87,42 @@ class Interpreter(Evaluator):
 
     def exec_block(self, body: list[ast.stmt], scope: Scope) -> None:
         for stmt in body:
-            self.exec_stmt(stmt, scope)
+            try:
+                self.exec_stmt(stmt, scope)
+            except (_Return, Raised):
+                raise
+            except Unsupported as err:
+                returns = isinstance(stmt, ast.Return)
+                if not self._tolerated(err, stmt, RETURNS_NONE if returns else NO_EFFECT):
+                    raise
+                if returns:
+                    raise _Return(None) from None
+
+    def _tolerated(self, err: Unsupported, node: ast.stmt, assumed: str, construct: str = "") -> bool:
+        """Whether the run goes on past ``err`` at ``node`` (the hook told), or must end with it."""
+        if (
+            self.unmodelled is None
+            or isinstance(err, Raised)
+            or (self._stopping and isinstance(err, OutsideCall))
+            or self.steps > MAX_STEPS
+        ):
+            return False
+        if not construct:
+            text = ast.unparse(node).splitlines()
+            construct = text[0] if text else type(node).__name__
+        function = self.functions[-1] if self.functions else ""
+        reason = _PLACE.sub("", str(err), count=1)
+        self.unmodelled(Unmodelled(function, self.filename, node.lineno, construct[:100], reason, assumed))
+        return True
+
+    def condition(self, stmt: ast.If, scope: Scope) -> Any:
+        """The value of an ``if`` statement's test; where it cannot be evaluated and a hook is set, false."""
+        try:
+            return self.eval(stmt.test, scope)
+        except Unsupported as err:
+            if not self._tolerated(err, stmt, FALSE, f"if {ast.unparse(stmt.test)}:"):
+                raise
+            return False
 
     def exec_stmt(self, stmt: ast.stmt, scope: Scope, top: bool = False) -> None:
         self._tick(stmt)
@@ -86,17 +155,18 @@ class Interpreter(Evaluator):
             value = self.binop(stmt, op, self.eval(stmt.target, scope), self.eval(stmt.value, scope))
             self.assign(stmt.target, value, scope)
         elif isinstance(stmt, ast.FunctionDef):
-            for decorator in stmt.decorator_list:
-                name = ast.unparse(decorator.func if isinstance(decorator, ast.Call) else decorator)
+            names = [ast.unparse(d.func if isinstance(d, ast.Call) else d) for d in stmt.decorator_list]
+            for name in names:
                 if name not in _PURE_DECORATORS:
                     raise self.fail(stmt, f"decorator '@{name}' on {stmt.name}() is not understood")
-            scope.values[stmt.name] = Function(stmt, scope, stmt.name, self.filename)
+            cached = any(name in _MEMO_DECORATORS for name in names)
+            scope.values[stmt.name] = Function(stmt, scope, stmt.name, self.filename, cached=cached)
         elif isinstance(stmt, ast.ClassDef):
             scope.values[stmt.name] = self.class_def(stmt, scope)
         elif isinstance(stmt, ast.Return):
             raise _Return(None if stmt.value is None else self.eval(stmt.value, scope))
         elif isinstance(stmt, ast.If):
-            self.exec_block(stmt.body if self.eval(stmt.test, scope) else stmt.orelse, scope)
+            self.exec_block(stmt.body if self.condition(stmt, scope) else stmt.orelse, scope)
         elif isinstance(stmt, ast.For) and not stmt.orelse:
             for item in self.iterable(stmt.iter, scope):
                 self.assign(stmt.target, item, scope)
@@ -155,20 +225,49 @@ class Interpreter(Evaluator):
         return RecordType(stmt.name, tuple(fields), defaults, methods, frozenset(properties))
 
     def class_methods(self, name: str) -> dict[str, Function]:
-        """The plain methods of the top-level class ``name`` (one the evaluator does not make records of, such as
+        """The methods of the top-level class ``name`` (one the evaluator does not make records of, such as
         a communicator), closing over the module: what a reader binds to a ``Namespace`` standing in for ``self``."""
-        for stmt in self.tree.body:
-            if isinstance(stmt, ast.ClassDef) and stmt.name == name:
-                return {
-                    item.name: Function(item, self.globals, f"{name}.{item.name}", self.filename)
-                    for item in stmt.body
-                    if isinstance(item, ast.FunctionDef)
-                }
-        raise self.fail(None, f"no class {name} here")
+        return self.class_body(name)[0]
+
+    def class_body(self, name: str) -> tuple[dict[str, Function], dict[str, Any]]:
+        """The top-level class ``name`` as Python defines it: its methods, and the attributes its body assigns.
+
+        The body runs in order in a scope of its own whose names fall back to
+        the module's (``_MAX_SIZE = 8 * MB``, ``if _is_hip: ...``). Each
+        ``def`` is a method closing over the module (a class body is no
+        enclosing scope), its defaults evaluated in the class body
+        (``max_size=_MAX_SIZE``); a ``@staticmethod`` stays unbound. An
+        assignment that cannot be evaluated is left out (the hook told).
+        """
+        if name in self._classes:
+            return self._classes[name]
+        node = next((s for s in self.tree.body if isinstance(s, ast.ClassDef) and s.name == name), None)
+        if node is None:
+            raise self.fail(None, f"no class {name} here")
+        scope = Scope({}, self.globals)
+        methods: dict[str, Function] = {}
+        for item in node.body:
+            if isinstance(item, ast.FunctionDef):
+                static = any(ast.unparse(d) == "staticmethod" for d in item.decorator_list)
+                methods[item.name] = Function(
+                    item, self.globals, f"{name}.{item.name}", self.filename, defaults_scope=scope, static=static
+                )
+                continue
+            try:
+                self.exec_stmt(item, scope)
+            except Raised:
+                raise
+            except Unsupported as err:
+                self._tolerated(err, item, NO_EFFECT)
+                for bound in bound_names(item):
+                    scope.values.pop(bound, None)
+        self._classes[name] = (methods, dict(scope.values))
+        return self._classes[name]
 
     def instance(self, name: str, values: dict[str, Any] | None = None) -> Namespace:
-        """A ``Namespace`` standing in for an instance of class ``name``, with its methods."""
-        return Namespace(name, values, self.class_methods(name))
+        """A ``Namespace`` standing in for an instance of class ``name``, with its methods and class attributes."""
+        methods, attributes = self.class_body(name)
+        return Namespace(name, values, methods, attributes)
 
     def run_until_outside(self, func: Function, args: list[Any]) -> tuple[str, int | None, str]:
         """Run ``func``'s body one top-level statement at a time, as a call would, until it returns
@@ -176,20 +275,28 @@ class Interpreter(Evaluator):
         the file that no fake stands in for (``("stopped", line, name)``; that statement has no effect).
 
         How a reader follows the part of a constructor that sizes an object, up to the code it cannot follow
-        (allocating device memory). A construct outside the subset is still an ``Unsupported`` error.
+        (allocating device memory). A construct outside the subset is still an ``Unsupported`` error (where
+        ``unmodelled`` is set, the hook is told and the run goes on).
         """
         try:
             frame = func.bind(args, {}, self.eval)
         except ValueError as err:
             raise self.fail(func.node, str(err)) from None
         assert isinstance(func.node, ast.FunctionDef)
-        for stmt in func.node.body:
-            try:
-                self.exec_stmt(stmt, frame)
-            except _Return:
-                return "returned", stmt.lineno, ""
-            except OutsideCall as err:
-                return "stopped", stmt.lineno, err.name
+        stopping, self._stopping = self._stopping, True
+        self.functions.append(func.name)
+        self.ran.setdefault((self.filename, func.name), func.node)
+        try:
+            for stmt in func.node.body:
+                try:
+                    self.exec_block([stmt], frame)
+                except _Return:
+                    return "returned", stmt.lineno, ""
+                except OutsideCall as err:
+                    return "stopped", stmt.lineno, err.name
+        finally:
+            self.functions.pop()
+            self._stopping = stopping
         return "ended", None, ""
 
     def run_body(self, func: Function, frame: Scope) -> Any:

@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from artune.errors import Unsupported
+
 MAX_ITEMS = 100_000  # longest sequence a table file may build (range, repetition)
 MAX_BITS = 1 << 16  # largest integer, in bits
 
@@ -25,6 +27,10 @@ class Symbol:
 
     def __str__(self) -> str:
         return self.path
+
+    def __bool__(self) -> bool:
+        # ``if ops.IS_AVAILABLE:``: an opaque name's truth is unknown; answering "true" would be a silent guess
+        raise Unsupported(f"the truth of the opaque value {self.path} is not known to the evaluator")
 
 
 @dataclass(frozen=True)
@@ -104,6 +110,10 @@ class Function:
     scope: Scope
     name: str
     filename: str = ""  # the file it is written in, for errors when another file's interpreter calls it
+    #: where its parameters' defaults are evaluated, where not ``scope``: a method's class body, as Python does
+    defaults_scope: Scope | None = None
+    static: bool = False  # a ``@staticmethod``: reached through an instance, it is not bound to it
+    cached: bool = False  # ``@cache`` / ``@lru_cache``: a call with the same arguments answers what the first did
 
     def bind(self, args: list[Any], kwargs: dict[str, Any], evaluate: Callable[[ast.expr, Scope], Any]) -> Scope:
         """A frame with the parameters bound as Python binds them; ``evaluate`` computes defaults at the call.
@@ -140,12 +150,12 @@ class Function:
             if param.arg not in frame.values:
                 if param.arg not in defaults:
                     raise ValueError(f"{self.name}() is missing argument {param.arg!r}")
-                frame.values[param.arg] = evaluate(defaults[param.arg], self.scope)
+                frame.values[param.arg] = evaluate(defaults[param.arg], self.defaults_scope or self.scope)
         for param, default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
             if param.arg not in frame.values:
                 if default is None:
                     raise ValueError(f"{self.name}() is missing keyword argument {param.arg!r}")
-                frame.values[param.arg] = evaluate(default, self.scope)
+                frame.values[param.arg] = evaluate(default, self.defaults_scope or self.scope)
         return frame
 
 
@@ -170,19 +180,33 @@ class Native:
 
 class Namespace:
     """A mutable object a reader builds for the file's code to read and set attributes on (``self`` of a class
-    the evaluator does not instantiate): attributes first, then the class's ``methods``, bound to it."""
+    the evaluator does not instantiate): attributes first, then the class's ``methods``, bound to it (a static
+    one unbound), then the attributes its class body assigns (``class_values``).
 
-    def __init__(self, name: str, values: dict[str, Any] | None = None, methods: Mapping[str, Function] | None = None):
+    ``name`` is also its type to ``isinstance``: a reader hands in an opaque object of an outside class
+    (``torch.device``) as a ``Namespace`` named after it."""
+
+    def __init__(
+        self,
+        name: str,
+        values: dict[str, Any] | None = None,
+        methods: Mapping[str, Function] | None = None,
+        class_values: Mapping[str, Any] | None = None,
+    ):
         self.name = name
         self.values = values if values is not None else {}
         self.methods = dict(methods or {})
+        self.class_values = dict(class_values or {})
 
     def attribute(self, name: str) -> tuple[bool, Any]:
-        """``(True, value)`` for an attribute or a method (bound), ``(False, None)`` when it has neither."""
+        """``(True, value)`` for an attribute, a method or a class attribute; ``(False, None)`` for none."""
         if name in self.values:
             return True, self.values[name]
         if name in self.methods:
-            return True, BoundMethod(self.methods[name], self)
+            method = self.methods[name]
+            return True, method if method.static else BoundMethod(method, self)
+        if name in self.class_values:
+            return True, self.class_values[name]
         return False, None
 
     def __repr__(self) -> str:
@@ -249,10 +273,15 @@ def _symbolic_min_max(name: str, func: Callable[..., Any]) -> Callable[..., Any]
 
 
 def _isinstance(value: Any, kinds: Any) -> bool:
+    if isinstance(value, Symbol):
+        # an opaque name stands for any object from outside the file: its type is unknown, not "none of these"
+        raise Unsupported(f"isinstance of the opaque value {value}: its type is not known to the evaluator")
     kinds = kinds if isinstance(kinds, tuple) else (kinds,)
     for kind in kinds:
         if isinstance(kind, RecordType) and isinstance(value, Record) and value.type == kind:
             return True
+        if isinstance(kind, Symbol) and isinstance(value, Namespace) and value.name == kind.path:
+            return True  # an object a reader handed in, of the outside class it is named after
         if kind in (int, float, str, bool, tuple, list, dict) and isinstance(value, kind):
             return True
     return False
