@@ -23,12 +23,16 @@ from artune.formats.pyeval.values import (
     CONSTANT_NAMES,
     METHODS,
     BoundMethod,
+    ClassValue,
     Function,
+    Generator,
     Namespace,
     Native,
+    Opaque,
     Record,
     RecordType,
     Scope,
+    Super,
     Symbol,
     is_number,
     is_pure_method,
@@ -91,6 +95,12 @@ class Evaluator:
         self.compared: set[int | float] | None = None
         #: every function of a file that ran, by (file, name): what a reading relied on (its fingerprints)
         self.ran: dict[tuple[str, str], ast.AST] = {}
+        #: where a reader sets it, a call of a name from outside the file that no fake answers gives an
+        #: ``Opaque`` value instead of an ``OutsideCall`` error, as do its attributes and arithmetic on it: the
+        #: reading then fails only where a decision needs what the evaluator does not know
+        self.opaque_calls = False
+        self.unbound: dict[str, str] = {}  # top-level names left unbound, with why (Interpreter.run_module)
+        self.frames: list[tuple[Function, Scope]] = []  # the file's functions in progress, with their frames
 
     def fail(self, node: ast.AST | None, message: str) -> Unsupported:
         line = getattr(node, "lineno", "?")
@@ -160,10 +170,13 @@ class Evaluator:
             return value
         if node.id in BUILTINS and (not self.restricted or node.id in CONSTANT_NAMES):
             return BUILTINS[node.id]
-        raise self.fail(node, f"name '{node.id}' is not bound to a value the evaluator knows")
+        why = f" ({self.unbound[node.id]})" if node.id in self.unbound else ""
+        raise self.fail(node, f"name '{node.id}' is not bound to a value the evaluator knows{why}")
 
     def binop(self, node: ast.AST, op: Callable[[Any, Any], Any], left: Any, right: Any) -> Any:
         """``left op right`` on numbers (or str/tuple/list ``+ *``), bounded in size."""
+        if isinstance(left, Opaque) or isinstance(right, Opaque):
+            return Opaque(f"({left} {type(getattr(node, 'op', node)).__name__} {right})")
         if isinstance(left, Symbol) or isinstance(right, Symbol):
             raise self.fail(node, f"arithmetic on the opaque value {left if isinstance(left, Symbol) else right}")
         ok = (is_number(left) and is_number(right)) or (
@@ -190,6 +203,8 @@ class Evaluator:
             return not value
         if isinstance(node.op, (ast.USub, ast.UAdd)) and is_number(value):
             return -value if isinstance(node.op, ast.USub) else value
+        if isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)) and isinstance(value, Opaque):
+            return Opaque(f"{type(node.op).__name__}({value})")
         raise self.fail(node, f"unsupported construct {self._construct(node)}")
 
     def _eval_BoolOp(self, node: ast.BoolOp, scope: Scope) -> Any:
@@ -208,6 +223,8 @@ class Evaluator:
         left = self.eval(node.left, scope)
         for op, right_node in zip(node.ops, node.comparators, strict=True):
             right = self.eval(right_node, scope)
+            if isinstance(left, Opaque) or isinstance(right, Opaque):
+                raise self.fail(node, f"comparison with an opaque value in {self._construct(node)}")
             opaque = isinstance(left, Symbol) or isinstance(right, Symbol)
             if opaque and not isinstance(op, _OPAQUE_COMPARE):
                 raise self.fail(node, f"comparison with the opaque value in {self._construct(node)}")
@@ -301,8 +318,12 @@ class Evaluator:
     def _eval_Subscript(self, node: ast.Subscript, scope: Scope) -> Any:
         container = self.eval(node.value, scope)
         if isinstance(node.slice, ast.Slice):
-            raise self.fail(node, "slices are not supported")
+            return self._slice(node, container, node.slice, scope)
         key = self.eval(node.slice, scope)
+        if isinstance(container, Opaque):
+            return Opaque(f"{container}[{key}]")
+        if isinstance(container, Namespace) and "__getitem__" in container.values:
+            return self.call(container.values["__getitem__"], [key], {}, node)
         if isinstance(container, (dict, list, tuple, Record)):
             try:
                 return container[key]
@@ -317,12 +338,51 @@ class Evaluator:
             return Symbol(f"{name}[{key}]")  # a type annotation such as Optional[int] or tuple[Row, ...]
         raise self.fail(node, f"cannot index {type(container).__name__}")
 
+    def _slice(self, node: ast.Subscript, container: Any, part: ast.Slice, scope: Scope) -> Any:
+        """``container[lower:upper:step]`` of a list, tuple or string; opaque of an opaque value."""
+        bounds = [None if p is None else self.eval(p, scope) for p in (part.lower, part.upper, part.step)]
+        if isinstance(container, Symbol) and self.opaque_calls:
+            return Opaque(f"{container}[{ast.unparse(part)}]")
+        if isinstance(container, (list, tuple, str)) and all(b is None or type(b) is int for b in bounds):
+            return container[slice(*bounds)]
+        raise self.fail(node, f"slice of {type(container).__name__} is not supported")
+
+    def _eval_JoinedStr(self, node: ast.JoinedStr, scope: Scope) -> str:
+        self._no_restricted(node)
+        return "".join(str(self.eval(part, scope)) for part in node.values)
+
+    def _eval_FormattedValue(self, node: ast.FormattedValue, scope: Scope) -> str:
+        value = self.eval(node.value, scope)
+        spec = "" if node.format_spec is None else self.eval(node.format_spec, scope)
+        if node.conversion == ord("r"):
+            value = repr(value)
+        elif node.conversion in (ord("s"), ord("a")) or not isinstance(value, (int, float, str)):
+            value = str(value)
+        try:
+            return format(value, spec)
+        except ValueError as err:
+            raise self.fail(node, f"format spec {spec!r}: {err}") from None
+
     def _eval_Attribute(self, node: ast.Attribute, scope: Scope) -> Any:
         owner = self.eval(node.value, scope)
         name = node.attr
+        if isinstance(owner, Opaque):
+            return Opaque(f"{owner}.{name}")
         if isinstance(owner, Symbol):
             path = f"{owner}.{name}"
             return self.fakes.get(path, Symbol(path))
+        if isinstance(owner, ClassValue):
+            found, value = owner.lookup(name)
+            if found:
+                return value
+            raise self.fail(node, f"class {owner.name} has no attribute '{name}'")
+        if isinstance(owner, Super):
+            found, value = owner.instance.cls.lookup(name, after=owner.cls) if owner.instance.cls else (False, None)
+            if found and isinstance(value, Function) and not value.static:
+                return BoundMethod(value, owner.instance)
+            if found:
+                return value
+            raise self.fail(node, f"super() of {owner.cls.name} has no attribute '{name}'")
         if isinstance(owner, Record):
             if name in owner.type.fields:
                 return owner.get(name)
@@ -335,13 +395,20 @@ class Evaluator:
         if isinstance(owner, Namespace):
             found, value = owner.attribute(name)
             if found:
+                if isinstance(value, BoundMethod) and value.func.prop:
+                    return self.call(value, [], {}, node)
                 return value
+            hook = owner.values.get("__getattr__")  # a module's __getattr__ (PEP 562), as envs.py defines one
+            if isinstance(hook, (Function, Native)):
+                return self.call(hook, [name], {}, node)
             raise self.fail(node, f"{owner!r} has no attribute '{name}' (not set by the code read so far)")
         if isinstance(owner, Mapping) and not isinstance(owner, dict) and name in owner:
             return owner[name]  # a fake namespace
         for kind, methods in METHODS.items():
             if isinstance(owner, kind) and name in methods:
                 return getattr(owner, name)
+        if self.opaque_calls:
+            return Opaque(f"{type(owner).__name__}.{name}")  # a method of a value the evaluator does not model
         raise self.fail(node, f"attribute '{name}' of {type(owner).__name__} is not supported")
 
     def _eval_Call(self, node: ast.Call, scope: Scope) -> Any:
@@ -365,8 +432,14 @@ class Evaluator:
 
     def call(self, func: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None = None) -> Any:
         """Call ``func`` (a function of the file, a record type, a fake or a pure builtin)."""
+        if isinstance(func, Opaque):
+            return Opaque(f"{func}()")
         if isinstance(func, BoundMethod):
             func, args = func.func, [func.owner, *args]
+        if isinstance(func, ClassValue):
+            return self._instantiate(func, args, kwargs, node)
+        if isinstance(func, Function) and func.context:
+            return Generator(func, tuple(args), dict(kwargs))
         if isinstance(func, Function) and func.cached:
             try:
                 key = (id(func.node), id(func.scope), tuple(args), tuple(sorted(kwargs.items())))
@@ -385,10 +458,12 @@ class Evaluator:
             if func.filename:
                 self.filename = func.filename  # errors inside name the function's own file
             self.functions.append(func.name)
+            self.frames.append((func, frame))
             self.ran.setdefault((self.filename, func.name), func.node)
             try:
                 return self.run_body(func, frame)
             finally:
+                self.frames.pop()
                 self.functions.pop()
                 self.filename = caller
         if isinstance(func, Native):
@@ -406,6 +481,12 @@ class Evaluator:
                 return record.asdict() if method == "_asdict" else record.replace(args, kwargs)
         except ValueError as err:
             raise self.fail(node, str(err)) from None
+        if func is super:
+            return self._super(node, args)
+        if func in (getattr, hasattr):
+            return self._getattr(func, args, node)
+        if isinstance(func, Symbol) and self.opaque_calls:
+            return Opaque(f"{func}()")
         if isinstance(func, Symbol):
             line = getattr(node, "lineno", "?")
             message = (
@@ -424,6 +505,56 @@ class Evaluator:
             except Exception as err:
                 raise self.fail(node, f"{type(err).__name__}: {err}") from None
         raise self.fail(node, f"{func!r} is not callable here")
+
+    def _instantiate(self, cls: ClassValue, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
+        """``cls(*args, **kwargs)``: a new instance, its ``__init__`` run."""
+        me = cls.instance()
+        found, init = cls.lookup("__init__")
+        if found and isinstance(init, Function):
+            self.call(init, [me, *args], kwargs, node)
+        elif args or kwargs:
+            raise self.fail(node, f"{cls.name}() takes no arguments")
+        return me
+
+    def _super(self, node: ast.AST | None, args: list[Any]) -> Super:
+        """Zero-argument ``super()`` in a method: its class and its ``self``."""
+        for func, frame in reversed(self.frames):
+            if func.owner is not None and not args and isinstance(func.node, ast.FunctionDef) and func.node.args.args:
+                me = frame.values.get(func.node.args.args[0].arg)
+                if isinstance(me, Namespace):
+                    return Super(func.owner, me)
+        raise self.fail(node, "super() outside a method of a class the evaluator built")
+
+    def _getattr(self, func: Any, args: list[Any], node: ast.AST | None) -> Any:
+        """``getattr(obj, name[, default])`` and ``hasattr(obj, name)`` on what the evaluator models."""
+        if len(args) < 2 or not isinstance(args[1], str):
+            raise self.fail(node, f"{func.__name__}() needs an object and an attribute name")
+        owner, name = args[0], args[1]
+        if isinstance(owner, Opaque) or (isinstance(owner, Symbol) and self.opaque_calls):
+            return Opaque(f"{func.__name__}({owner}, {name!r})")
+        found, value = False, None
+        if isinstance(owner, Namespace):
+            found, value = owner.attribute(name)
+            if not found and "__getattr__" in owner.values:
+                found, value = True, self.call(owner.values["__getattr__"], [name], {}, node)
+        elif isinstance(owner, ClassValue):
+            found, value = owner.lookup(name)
+        elif isinstance(owner, Record):
+            found, value = name in owner.type.fields, owner.get(name)
+        elif isinstance(owner, Symbol):
+            path = f"{owner}.{name}"
+            found, value = True, self.fakes.get(path, Symbol(path))
+        elif owner is None:
+            found = False
+        else:
+            raise self.fail(node, f"{func.__name__}() of {type(owner).__name__} is not supported")
+        if func is hasattr:
+            return found
+        if found:
+            return value
+        if len(args) > 2:
+            return args[2]
+        raise Raised("AttributeError", f"{self.filename}:{getattr(node, 'lineno', '?')}: no attribute {name!r}")
 
     def run_body(self, func: Function, frame: Scope) -> Any:
         """The value of a call of ``func`` with its parameters bound in ``frame`` (a lambda's body here)."""
