@@ -30,9 +30,11 @@ and the FlashInfer fusion file's table assignments are evaluated.
 
 Then, per probe, vLLM's real ``CudaCommunicator(unique_name="tp:0")`` is
 built as vLLM builds its tensor-parallel group's, and its real
-``all_reduce`` runs on a bf16 input of the probe's size (shape
-``(n, 1)``: vLLM's hidden states are 2-D, and FlashInfer takes only 2-D
-inputs; with one column its token bound is exactly its byte bound). The
+``all_reduce`` runs on a bf16 input of the probe's size, whole rows of 16
+bytes (shape ``(n / 16, 8)``: vLLM's hidden states are 2-D, FlashInfer
+takes only 2-D inputs, vLLM 0.34 only rows of 16-byte multiples, and every
+model's hidden size is a multiple of 8; with 16-byte rows the token bound is
+exactly the byte bound). The
 answer is what ran: ``custom_all_reduce`` (custom_ar),
 ``torch.ops.symm_mem.multimem_all_reduce_`` / ``two_shot_all_reduce_``,
 FlashInfer's ``allreduce_fusion`` (flashinfer_ar), or pynccl / torch's
@@ -199,11 +201,14 @@ class CudaInput(torch.Tensor):
         return True
 
 
+ROW = 16  # bytes of one row of the input: hidden states are whole rows of 16 bytes (8 bf16 elements)
+
+
 def _tensor(nbytes: int, dtype: torch.dtype) -> torch.Tensor:
     size = torch.empty((), dtype=dtype).element_size()
-    if nbytes % size:
-        raise ValueError(f"{nbytes} bytes is not a whole number of {dtype} elements")
-    meta = torch.empty((nbytes // size, 1), dtype=dtype, device="meta")
+    if nbytes % ROW:
+        raise ValueError(f"{nbytes} bytes is not a whole number of {ROW}-byte rows")
+    meta = torch.empty((nbytes // ROW, ROW // size), dtype=dtype, device="meta")
     return torch.Tensor._make_subclass(CudaInput, meta)
 
 
@@ -828,11 +833,13 @@ def _grid() -> list[int]:
 
 def probes(root: Path, racks: bool = True) -> list[Probe]:
     """Every arch, world size 2..16 on one host, and each of ``RACK_TOPOLOGIES`` across hosts (``racks``),
-    both modes, multicast on and off, at every bound +-16 and on a log grid."""
-    sizes = set(_grid())
+    both modes, multicast on and off, at the whole rows around every bound and on a log grid (a message is
+    whole rows of ``ROW`` bytes, as every model's hidden states are)."""
+    sizes = {n // ROW * ROW for n in _grid()}
     for bound in _bounds(root):
-        sizes |= {bound - 16, bound - 2, bound, bound + 2, bound + 4, bound + 16}
-    sizes = sorted(n for n in sizes if n > 0 and n % 2 == 0)  # whole bf16 elements
+        below = bound // ROW * ROW
+        sizes |= {below - ROW, below, below + ROW, below + 2 * ROW}
+    sizes = sorted(n for n in sizes if n > 0)
     topologies = [(ws, 1, "host") for ws in WORLD_SIZES] + (list(RACK_TOPOLOGIES) if racks else [])
     return [
         Probe(arch, ws, mode, multicast, n, hosts=hosts, nvlink=nvlink)

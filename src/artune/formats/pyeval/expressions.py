@@ -41,6 +41,7 @@ from artune.formats.pyeval.values import (
 
 MAX_STEPS = 2_000_000
 MAX_DEPTH = 64
+_BUILTIN_IDS = frozenset(id(v) for v in BUILTINS.values() if callable(v))
 
 BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -101,6 +102,7 @@ class Evaluator:
         self.opaque_calls = False
         self.unbound: dict[str, str] = {}  # top-level names left unbound, with why (Interpreter.run_module)
         self.frames: list[tuple[Function, Scope]] = []  # the file's functions in progress, with their frames
+        self._methods: dict[type, Any] = {}  # node type -> the method that evaluates it (looked up once)
 
     def fail(self, node: ast.AST | None, message: str) -> Unsupported:
         line = getattr(node, "lineno", "?")
@@ -135,9 +137,16 @@ class Evaluator:
                 self.assign(sub, item, scope)
         elif isinstance(target, ast.Subscript) and not self.restricted:
             container = self.eval(target.value, scope)
-            if not isinstance(container, dict):
+            key = self.eval(target.slice, scope)
+            outside = isinstance(container, Namespace) and "__getitem__" in container.values
+            if isinstance(container, Opaque) or outside:
+                return  # an item of an object from outside the files (a buffer): nothing the file reads back
+            if not (isinstance(container, dict) or (isinstance(container, list) and type(key) is int)):
                 raise self.fail(target, f"item assignment into {type(container).__name__}")
-            container[self.eval(target.slice, scope)] = value
+            try:
+                container[key] = value
+            except IndexError as err:
+                raise Raised("IndexError", f"{self.filename}:{target.lineno}: {err}") from None
         elif isinstance(target, ast.Attribute) and not self.restricted:
             owner = self.eval(target.value, scope)
             if not isinstance(owner, Namespace):
@@ -149,7 +158,10 @@ class Evaluator:
     def eval(self, node: ast.expr, scope: Scope) -> Any:
         """The value of ``node`` in ``scope``."""
         self._tick(node)
-        method = getattr(self, f"_eval_{type(node).__name__}", None)
+        kind = type(node)
+        method = self._methods.get(kind)
+        if method is None:
+            method = self._methods[kind] = getattr(self, f"_eval_{kind.__name__}", None)
         if method is None:
             raise self.fail(node, f"unsupported construct {self._construct(node)}")
         try:
@@ -225,6 +237,12 @@ class Evaluator:
             right = self.eval(right_node, scope)
             if isinstance(left, Opaque) or isinstance(right, Opaque):
                 raise self.fail(node, f"comparison with an opaque value in {self._construct(node)}")
+            if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, Namespace) and "__contains__" in right.values:
+                inside = bool(self.call(right.values["__contains__"], [left], {}, node))  # a stand-in's ``in``
+                if inside != isinstance(op, ast.In):
+                    return False
+                left = right
+                continue
             opaque = isinstance(left, Symbol) or isinstance(right, Symbol)
             if opaque and not isinstance(op, _OPAQUE_COMPARE):
                 raise self.fail(node, f"comparison with the opaque value in {self._construct(node)}")
@@ -311,6 +329,12 @@ class Evaluator:
         self._comprehension(node, scope, emit)
         return out
 
+    def _eval_NamedExpr(self, node: ast.NamedExpr, scope: Scope) -> Any:
+        self._no_restricted(node)
+        value = self.eval(node.value, scope)
+        self.assign(node.target, value, scope)
+        return value
+
     def _eval_Lambda(self, node: ast.Lambda, scope: Scope) -> Function:
         self._no_restricted(node)
         return Function(node, scope, "<lambda>", self.filename)
@@ -343,6 +367,8 @@ class Evaluator:
         bounds = [None if p is None else self.eval(p, scope) for p in (part.lower, part.upper, part.step)]
         if isinstance(container, Symbol) and self.opaque_calls:
             return Opaque(f"{container}[{ast.unparse(part)}]")
+        if isinstance(container, Namespace) and "__getitem__" in container.values:
+            return self.call(container.values["__getitem__"], [slice(*bounds)], {}, node)
         if isinstance(container, (list, tuple, str)) and all(b is None or type(b) is int for b in bounds):
             return container[slice(*bounds)]
         raise self.fail(node, f"slice of {type(container).__name__} is not supported")
@@ -407,6 +433,9 @@ class Evaluator:
         for kind, methods in METHODS.items():
             if isinstance(owner, kind) and name in methods:
                 return getattr(owner, name)
+        if owner is None:
+            where = f"{self.filename}:{node.lineno}"
+            raise Raised("AttributeError", f"{where}: 'NoneType' object has no attribute {name!r}")
         if self.opaque_calls:
             return Opaque(f"{type(owner).__name__}.{name}")  # a method of a value the evaluator does not model
         raise self.fail(node, f"attribute '{name}' of {type(owner).__name__} is not supported")
@@ -493,11 +522,13 @@ class Evaluator:
                 f"{self.filename}:{line}: calls '{func}', which comes from outside the file and is not interpreted"
             )
             raise OutsideCall(message, str(func), line)
-        if callable(func) and (func in BUILTINS.values() or func in self.fakes.values() or is_pure_method(func)):
+        builtin = id(func) in _BUILTIN_IDS
+        known = builtin or is_pure_method(func) or any(func is v for v in self.fakes.values())
+        if callable(func) and known:
             try:
                 return func(*args, **kwargs)
             except Unsupported as err:
-                if type(err) is Unsupported and func in BUILTINS.values():
+                if type(err) is Unsupported and builtin:
                     raise self.fail(node, str(err)) from None  # a builtin's refusal, at the line that asked
                 raise
             except KeyError as err:

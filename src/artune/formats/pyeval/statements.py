@@ -23,6 +23,7 @@ from artune.formats.pyeval.values import (
     Function,
     Generator,
     Namespace,
+    Native,
     Opaque,
     RecordType,
     Scope,
@@ -59,6 +60,10 @@ _RECORD_BASES = ("NamedTuple", "typing.NamedTuple")
 class _Return(Exception):
     def __init__(self, value: Any) -> None:
         self.value = value
+
+
+#: what a ``break`` and a ``continue`` unwind with (as a ``_Return`` to the loop, never past it)
+_BREAK, _CONTINUE = object(), object()
 
 
 @dataclass(frozen=True)
@@ -112,6 +117,12 @@ class Interpreter(Evaluator):
         #: ``super()``) rather than opaque names, and ``try``, ``with`` and ``del`` run
         self.objects = objects
         self._yields: list[Callable[[Any], None]] = []  # the with-bodies a ``yield`` of a context manager runs
+        #: the ``if`` statements whose body is running, outermost first, with the function each is in: where a
+        #: reader is when a stand-in it handed in is called (which branch of a dispatch launched a kernel)
+        self.taken: list[tuple[str, ast.If]] = []
+        #: ``if`` statements a reader asks about as if their test were false: what the code does when that
+        #: branch declines (the next path of a dispatch)
+        self.assume_false: set[ast.If] = set()
 
     def run_module(self, skip_failures: bool = False, defer: bool = False) -> None:
         """Bind every top-level name; with ``skip_failures``, a binding that cannot be evaluated is left out
@@ -124,12 +135,15 @@ class Interpreter(Evaluator):
         the hook, as is what the file raises at its top level, and the run goes on.
         """
         for stmt in self.tree.body:
+            names = bound_names(stmt)
+            only_binds = bool(names) and _only_binds(stmt)
+            hook = self.unmodelled
+            if defer and only_binds:
+                self.unmodelled = None  # all or nothing: what it cannot follow leaves its names unbound
             try:
                 self.exec_stmt(stmt, self.globals, top=True)
             except Unsupported as err:
-                names = bound_names(stmt)
-                only_binds = bool(names) and _only_binds(stmt)
-                if defer and only_binds and not isinstance(err, Raised):
+                if defer and only_binds:
                     for name in names:
                         self.unbound[name] = f"line {stmt.lineno}: {_PLACE.sub('', str(err), count=1)}"
                 elif defer and self.unmodelled is not None and self.steps <= MAX_STEPS:
@@ -140,6 +154,8 @@ class Interpreter(Evaluator):
                     self.globals.values.pop(name, None)
             except _Return:
                 raise self.fail(stmt, "'return' outside a function") from None
+            finally:
+                self.unmodelled = hook
 
     def exec_block(self, body: list[ast.stmt], scope: Scope) -> None:
         for stmt in body:
@@ -232,11 +248,32 @@ class Interpreter(Evaluator):
         elif isinstance(stmt, ast.Return):
             raise _Return(None if stmt.value is None else self.eval(stmt.value, scope))
         elif isinstance(stmt, ast.If):
-            self.exec_block(stmt.body if self.condition(stmt, scope) else stmt.orelse, scope)
-        elif isinstance(stmt, ast.For) and not stmt.orelse:
+            taken = stmt not in self.assume_false and self.condition(stmt, scope)
+            if not taken:
+                self.exec_block(stmt.orelse, scope)
+                return
+            self.taken.append((self.functions[-1] if self.functions else "", stmt))
+            try:
+                self.exec_block(stmt.body, scope)
+            finally:
+                self.taken.pop()
+        elif isinstance(stmt, ast.For) and (not stmt.orelse or self.objects):
             for item in self.iterable(stmt.iter, scope):
                 self.assign(stmt.target, item, scope)
-                self.exec_block(stmt.body, scope)
+                try:
+                    self.exec_block(stmt.body, scope)
+                except _Return as jump:
+                    if jump.value is _CONTINUE:
+                        continue
+                    if jump.value is _BREAK:
+                        break
+                    raise
+            else:
+                self.exec_block(stmt.orelse, scope)
+        elif isinstance(stmt, ast.Break) and self.objects:
+            raise _Return(_BREAK)
+        elif isinstance(stmt, ast.Continue) and self.objects:
+            raise _Return(_CONTINUE)
         elif isinstance(stmt, ast.Assert):
             if not self.eval(stmt.test, scope):
                 raise Raised(
@@ -323,6 +360,19 @@ class Interpreter(Evaluator):
         if not entered:
             raise Raised("RuntimeError", f"{self.filename}:{item.context_expr.lineno}: generator didn't yield")
 
+    def enter(self, manager: Generator, body: Callable[[Any], Any]) -> Any:
+        """``with manager as value: body(value)`` for a reader: a context manager of the file (``capture()``) run
+        around a call the reader makes, up to its ``yield`` and on after it; what ``body`` returns."""
+        out: list[Any] = []
+        self._yields.append(lambda value: out.append(body(value)))
+        try:
+            self.call(replace(manager.func, context=False), list(manager.args), dict(manager.kwargs))
+        finally:
+            self._yields.pop()
+        if not out:
+            raise Raised("RuntimeError", f"{manager.func.filename}: {manager.func.name}() did not yield")
+        return out[0]
+
     def _delete(self, target: ast.expr, scope: Scope) -> None:
         if isinstance(target, ast.Name):
             (scope.root() if target.id in scope.global_names else scope).values.pop(target.id, None)
@@ -404,9 +454,7 @@ class Interpreter(Evaluator):
                 try:
                     method = self.function_def(item, scope, owner=cls)
                 except Unsupported as err:
-                    if self.unmodelled is None:
-                        raise
-                    self._tell(err, item, "the method is not defined")
+                    body.values[item.name] = _refusing(str(err))  # an error where it is called, not here
                     continue
                 cls.methods[item.name] = replace(method, defaults_scope=body)
                 continue
@@ -507,6 +555,15 @@ class Interpreter(Evaluator):
         return None
 
 
+def _refusing(reason: str) -> Native:
+    """A method the evaluator does not understand (an unknown decorator): ``Unsupported`` where it is called."""
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise Unsupported(reason)
+
+    return Native(refuse, reason)
+
+
 def _catches(handler: ast.ExceptHandler, kind: str) -> bool:
     """Whether ``except <handler.type>`` catches an exception of ``kind`` (a bare ``except`` catches all)."""
     if handler.type is None:
@@ -521,20 +578,40 @@ def _catches(handler: ast.ExceptHandler, kind: str) -> bool:
 
 
 def _only_binds(stmt: ast.stmt) -> bool:
-    """Whether ``stmt`` only binds names (and so changes nothing bound before it)."""
+    """Whether ``stmt`` only binds names (and so changes nothing bound before it): an assignment to names, a
+    ``def``, a class, an import, or an ``if``/``try``/``with`` made of such statements."""
     if isinstance(stmt, ast.Assign):
         return all(isinstance(n, (ast.Name, ast.Tuple, ast.List)) for n in stmt.targets)
-    return isinstance(stmt, (ast.AnnAssign, ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom))
+    if isinstance(stmt, ast.AnnAssign):
+        return isinstance(stmt.target, ast.Name)
+    if isinstance(stmt, ast.Expr):
+        return isinstance(stmt.value, ast.Constant)
+    if isinstance(stmt, (ast.If, ast.Try, ast.With)):
+        return all(_only_binds(s) for s in _inner(stmt))
+    return isinstance(stmt, (ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom, ast.Pass))
+
+
+def _inner(stmt: ast.stmt) -> list[ast.stmt]:
+    """The statements of a compound statement's bodies (its ``else``, handlers and ``finally`` included)."""
+    out = [*getattr(stmt, "body", []), *getattr(stmt, "orelse", []), *getattr(stmt, "finalbody", [])]
+    for handler in getattr(stmt, "handlers", []):
+        out += handler.body
+    return out
 
 
 def bound_names(stmt: ast.stmt) -> list[str]:
-    """The names an assignment, ``def`` or ``class`` statement binds."""
+    """The names an assignment, ``def``, ``class`` or import binds (those of an ``if``/``try``/``with``'s
+    bodies for such a statement)."""
     if isinstance(stmt, ast.Assign):
         return [n.id for t in stmt.targets for n in ast.walk(t) if isinstance(n, ast.Name)]
     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
         return [stmt.target.id]
     if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
         return [stmt.name]
+    if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        return [a.asname or a.name.split(".")[0] for a in stmt.names if a.name != "*"]
+    if isinstance(stmt, (ast.If, ast.Try, ast.With)):
+        return list(dict.fromkeys(name for inner in _inner(stmt) for name in bound_names(inner)))
     return []
 
 

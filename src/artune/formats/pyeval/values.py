@@ -41,9 +41,9 @@ class Opaque(Symbol):
     too), but every decision on it (its truth, an equality or order test, ``isinstance``) is ``Unsupported``:
     the place where the reading depends on what the evaluator does not know."""
 
-    def __eq__(self, other: object) -> bool:
-        raise Unsupported(f"a comparison with the opaque value {self.path}")
-
+    # equal only to itself where Python compares objects for its own bookkeeping (``in`` a registry); a
+    # comparison the file makes is refused by the evaluator before it gets here
+    __eq__ = object.__eq__
     __hash__ = object.__hash__
 
 
@@ -55,23 +55,40 @@ class Linear(int):
     ``n`` where its answer can change, wherever it is made (the file, a
     builtin, a reader's stand-in). So a reader learns, from the run itself,
     every size at which the code's answer may change. ``%`` and other
-    operations give plain ints (the catalog's alignment rules answer those).
+    operations give plain ints.
+
+    ``multiple``: the reader's view that the quantity is a multiple of it, whatever its value (a size asked
+    at an exact cut point stands for the aligned messages around it; the catalog's alignment rules answer
+    for the others): ``%`` by a divisor of it is 0. ``* k`` keeps the view, ``// k`` divides it where ``k``
+    divides it, ``+ c`` drops it.
     """
 
     scale: Fraction
     offset: Fraction
     flips: set[float]
+    multiple: int
 
     def __new__(
-        cls, value: int, scale: Fraction | int = 1, offset: Fraction | int = 0, flips: set[float] | None = None
+        cls,
+        value: int,
+        scale: Fraction | int = 1,
+        offset: Fraction | int = 0,
+        flips: set[float] | None = None,
+        multiple: int = 0,
     ) -> Linear:
         made = super().__new__(cls, value)
         made.scale, made.offset = Fraction(scale), Fraction(offset)
         made.flips = flips if flips is not None else set()
+        made.multiple = multiple
         return made
 
-    def _made(self, value: int, scale: Fraction, offset: Fraction) -> int:
-        return Linear(value, scale, offset, self.flips) if scale else value
+    def _made(self, value: int, scale: Fraction, offset: Fraction, multiple: int = 0) -> int:
+        return Linear(value, scale, offset, self.flips, multiple) if scale else value
+
+    def __mod__(self, other: Any) -> Any:
+        if type(other) is int and other > 0 and self.multiple and self.multiple % other == 0:
+            return 0
+        return int(self) % (int(other) if isinstance(other, Linear) else other)
 
     def _record(self, other: object) -> None:
         if isinstance(other, (int, float)) and not isinstance(other, (bool, Linear)) and self.scale:
@@ -96,7 +113,7 @@ class Linear(int):
 
     def __mul__(self, other: Any) -> Any:
         if isinstance(other, int) and not isinstance(other, (bool, Linear)):
-            return self._made(int(self) * other, self.scale * other, self.offset * other)
+            return self._made(int(self) * other, self.scale * other, self.offset * other, self.multiple * other)
         return int(self) * other
 
     __rmul__ = __mul__
@@ -105,7 +122,8 @@ class Linear(int):
         if isinstance(other, int) and not isinstance(other, (bool, Linear)) and other > 0:
             # floor(n * s / k) changes only where n * s / k crosses an integer: comparing it with m is
             # comparing n * s with m * k, so the scaled form records the same flips
-            return self._made(int(self) // other, self.scale / other, self.offset / other)
+            multiple = self.multiple // other if self.multiple % other == 0 else 0
+            return self._made(int(self) // other, self.scale / other, self.offset / other, multiple)
         return int(self) // other
 
     def __neg__(self) -> Any:
@@ -493,6 +511,8 @@ BUILTINS: dict[str, Any] = {
     "all": all,
     "any": any,
     "sum": sum,
+    "id": id,
+    "callable": callable,
     "getattr": getattr,  # the evaluator answers these three itself, on what it models
     "hasattr": hasattr,
     "super": super,

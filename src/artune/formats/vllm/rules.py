@@ -81,6 +81,7 @@ class Dispatch:
     custom_ar_on: bool = True  # parallel_state._ENABLE_CUSTOM_ALL_REDUCE
     custom_ar_max: int = 8192 * 1024  # CustomAllreduce(max_size=8192 * 1024)
     custom_ar_world_sizes: tuple[int, ...] = (2, 4, 6, 8)
+    custom_ar_ws_limit: int | None = None  # should_custom_ar's "world_size > N: no" guard (vLLM 0.27 on: 8)
     custom_ar_inclusive: bool = False
     custom_ar_needs_symm: bool = True
     custom_ar_checks_ws: bool = True
@@ -104,7 +105,9 @@ class Dispatch:
         return self.symm_mem_on and world_size in self.symm_mem.get(arch, {})
 
     def custom_ar_sizes(self) -> tuple[int, ...]:
-        return tuple(ws for ws in self.custom_ar_world_sizes if ws > 1) if self.custom_ar_on else ()
+        limit = self.custom_ar_ws_limit
+        sizes = (ws for ws in self.custom_ar_world_sizes if ws > 1 and (limit is None or ws <= limit))
+        return tuple(sizes) if self.custom_ar_on else ()
 
     def flashinfer_bound(self, arch: str, world_size: int, hosts: int = 1) -> tuple[int, int, str] | None:
         """FlashInfer's ``(bound as written, bound it runs, note)`` on ``hosts`` hosts, or ``None`` when it is
@@ -126,10 +129,10 @@ class Dispatch:
 
 
 def _int(arch: str) -> int:
-    """``major*10+minor`` of ``"M.m"``; -1 for the table of arches vLLM names nowhere (``"default"``), whose
-    capability is unknown, so no path that needs a capability is planned there."""
+    """``major*10+minor`` of ``"M.m"``; 0 for the table of arches vLLM names nowhere (``"default"``), whose
+    capability is unknown: below every capability a release asks for (an arch it does name is read as itself)."""
     major, _, minor = arch.partition(".")
-    return int(major) * 10 + int(minor) if major.isdigit() and minor.isdigit() else -1
+    return int(major) * 10 + int(minor) if major.isdigit() and minor.isdigit() else 0
 
 
 def _bound(name: str, limit: int, inclusive: bool) -> SizeRule:

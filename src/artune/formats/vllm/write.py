@@ -20,7 +20,7 @@ from __future__ import annotations
 from artune.formats.files import SourceFile
 from artune.formats.header import Export, differences, provenance_lines
 from artune.formats.vllm.figures import Figures
-from artune.formats.vllm.read import CUSTOM_AR_WORLD_SIZES, build
+from artune.formats.vllm.read import CUSTOM_AR_WORLD_SIZES, build_rules
 from artune.sizes import MAX_SIZE, format_size
 from artune.table.diff import ONE_HOST
 from artune.table.types import MODES, Plan, Table
@@ -131,7 +131,7 @@ def reread(
         multimem={arch: multimem},
         fi_fusion={arch: {ws: bound / MiB for ws, bound in flashinfer.items()}} if flashinfer else None,
     )
-    built = build(figures, [SourceFile("<export>", "")]).tables
+    built = build_rules(figures, [SourceFile("<export>", "")]).tables
     return built.resolve(arch)
 
 
