@@ -290,6 +290,18 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "is never used: FI_SUPPORTED_WORLD_SIZES = [2, 4, 8]",
         "Remove the row, or add the world size where FlashInfer supports it.",
     ),
+    FindingKind(
+        "V106",
+        "Dispatch code no rule describes (note)",
+        "The release's own dispatch code, which artune evaluated, decides otherwise than vLLM's rules as artune "
+        "describes them (fitted to the code) at these world sizes: their plans hold what the code runs, without "
+        "rows as written or notes on why, and the findings about them are the rules'. Code no release had, such "
+        "as a pull request's, does this.",
+        "cuda_communicator.py: note V106: arch=*: vllm:. 's dispatch code decides otherwise than vLLM's rules as "
+        "artune describes them at 9.0 ws=4, 9.0 ws=8: its plans there hold what the code runs, ...",
+        "Read the plans (artune explain, artune show): they are the code's. Run artune verify-engine vllm:PATH to "
+        "check the reading against the engine's own code.",
+    ),
     # ---------------------------------------------------------------- S: SGLang
     FindingKind(
         "S101",

@@ -157,7 +157,9 @@ class Evaluator:
 
     def eval(self, node: ast.expr, scope: Scope) -> Any:
         """The value of ``node`` in ``scope``."""
-        self._tick(node)
+        self.steps += 1  # _tick, inlined: this runs for every node
+        if self.steps > MAX_STEPS:
+            self._tick(node)
         kind = type(node)
         method = self._methods.get(kind)
         if method is None:
@@ -392,6 +394,8 @@ class Evaluator:
     def _eval_Attribute(self, node: ast.Attribute, scope: Scope) -> Any:
         owner = self.eval(node.value, scope)
         name = node.attr
+        if type(owner) is Namespace and name in owner.values:  # the common case first: an attribute set
+            return owner.values[name]
         if isinstance(owner, Opaque):
             return Opaque(f"{owner}.{name}")
         if isinstance(owner, Symbol):

@@ -15,14 +15,14 @@ exactly that code: the release's files are interpreted with
    need (``MODULES``), so a table computed or changed by a statement after
    its literal is what the module holds, as in vLLM. What a top level cannot
    evaluate leaves its names unbound, and says why where they are used.
-2. Per machine (``Machine``: arch, world size, hosts, NVLink domain,
+2. Per machine (``GpuGroup``: arch, world size, hosts, NVLink domain,
    multicast, platform) the release's own ``CudaCommunicator`` is built as
    vLLM builds its tensor-parallel group's.
 3. Its ``all_reduce`` runs on a bf16 input of whole 16-byte rows (a hidden
    state) whose sizes are ``Linear``: every comparison the code makes with
    them records where its answer can flip, so the answer is asked once
    between each two such sizes, until no new one appears
-   (``Release.outcome``). In graph mode the stream
+   (``ReleaseCode.outcome``). In graph mode the stream
    reports capturing and ``CustomAllreduce.capture()`` is entered, as vLLM's
    graph capture does.
 
@@ -46,7 +46,8 @@ from artune.formats.files import SourceFile
 from artune.formats.fingerprints import Evaluated, evaluated
 from artune.formats.pyeval import BoundMethod, Interpreter, Namespace, Unmodelled
 from artune.formats.pyeval.values import ClassValue, Generator
-from artune.formats.vllm.world import ROW, Machine, Stage, StandIns, environ
+from artune.formats.vllm import memo
+from artune.formats.vllm.world import ROW, GpuGroup, Stage, StandIns, environ
 from artune.sizes import MAX_SIZE
 
 COMM = "vllm/distributed/device_communicators/"
@@ -79,11 +80,11 @@ class Met:
     """One place the evaluator could not follow, and every machine (``None``: loading the modules) it was met on."""
 
     what: Unmodelled
-    machines: set[Machine | None] = field(default_factory=set)
+    machines: set[GpuGroup | None] = field(default_factory=set)
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Decisions:
     """What vLLM does on one machine in one mode: ``pieces`` (first size, the paths that take it in vLLM's
     order) in size order, each running up to the next; or ``raises``, where building the communicator or its
     first all-reduce raises."""
@@ -93,15 +94,21 @@ class Outcome:
     at_start: bool = False  # the raise is the communicator's construction (else its first all-reduce)
 
 
-class Release:
+class ReleaseCode:
     """One source's vLLM files, evaluated: the modules once, then each machine's communicator and dispatch."""
 
-    def __init__(self, files: list[SourceFile], settings: Mapping[str, str] | None = None) -> None:
+    def __init__(self, files: list[SourceFile], settings: Mapping[str, str] | None = None, keep: bool = True) -> None:
         self.stage = Stage(settings=dict(settings or {}))
         self.stand_ins = StandIns(self.stage)
         self.fakes = self.stand_ins.fakes
         self.fakes["os"] = environ(self.stage)
         self.met: dict[tuple[str, int, str], Met] = {}
+        # a reading kept from an earlier process (artune.formats.vllm.memo): its outcomes need no evaluation
+        self._kept = memo.readings_dir() / memo.name(files, self.stage.settings) if keep else None
+        data = memo.load(self._kept) if self._kept is not None else None
+        for what, machines in memo.met(data) if data else ():
+            self.met[(what.filename, what.line, what.construct)] = Met(what, set(machines))
+        self._ran_before = memo.evaluated(data) if data else []
         self.modules: dict[str, Interpreter] = {}
         self.sources: dict[str, SourceFile] = {}
         self._loading = True
@@ -123,32 +130,45 @@ class Release:
         self._loading = False
         self._saved = {module: _saved(interp) for module, interp in self.modules.items()}
         self.main = self.modules.get(CUDA)
-        self._comms: dict[Machine, Namespace | Outcome] = {}
+        self._comms: dict[GpuGroup, Namespace | Decisions] = {}
+        self._built: frozenset[str] = frozenset()  # the facts building the current communicator read
+        #: each outcome read, with its machine, mode and the facts (GpuGroup fields, "mode") the reading asked
+        self._outcomes: list[tuple[GpuGroup, str, frozenset[str], Decisions]] = [
+            (group, mode, facts, Decisions(*kept)) for group, mode, facts, kept in (memo.outcomes(data) if data else ())
+        ]
+        self._saved_count = len(self._outcomes)
+
+    def keep(self) -> None:
+        """Keep what was read so far for the next process (where anything new was read)."""
+        if self._kept is not None and len(self._outcomes) != self._saved_count:
+            memo.save(self._kept, self._outcomes, [(m.what, m.machines) for m in self.met.values()], self.evaluated())
+            self._saved_count = len(self._outcomes)
 
     @property
     def complete(self) -> bool:
         """Whether the file holding the dispatch (``cuda_communicator.py``) is among those read."""
         return self.main is not None and isinstance(self.main.globals.values.get("CudaCommunicator"), ClassValue)
 
-    def env(self, name: str) -> tuple[bool, Any]:
-        """``(True, value)`` of ``envs.NAME`` as vLLM computes it with no variable set (the settings given);
-        ``(False, why)`` where ``envs.py`` was not read or its value cannot be computed."""
+    def env(self, name: str) -> tuple[str, Any]:
+        """``envs.NAME`` as vLLM computes it with no variable set but the settings given: ``("value", value)``;
+        ``("absent", why)`` where ``envs.py`` was not read or defines no such variable (the release has no such
+        switch); ``("unknown", why)`` where its value cannot be computed."""
         interp = self.modules.get("vllm.envs")
         if interp is None:
-            return False, "envs.py is not among the files read"
+            return "absent", "envs.py is not among the files read"
         values = interp.globals.values
+        table = values.get("environment_variables")
+        hook = values.get("__getattr__")
+        if name not in values and not (isinstance(table, dict) and name in table):
+            return "absent", f"envs.py defines no {name}"
         try:
-            hook = values.get("__getattr__")
-            if hook is not None:
-                return True, interp.call(hook, [name], {})
-            table = values.get("environment_variables")
             if isinstance(table, dict) and name in table:
-                return True, interp.call(table[name], [], {})
-        except Raised as err:
-            return False, str(err)
-        except Unsupported as err:
-            return False, str(err)
-        return (True, values[name]) if name in values else (False, f"envs.py defines no {name}")
+                return "value", interp.call(table[name], [], {})
+            if hook is not None:
+                return "value", interp.call(hook, [name], {})
+        except Unsupported as err:  # the file's own error too: the default is what cannot be had
+            return "unknown", str(err)
+        return "value", values[name]
 
     def globals(self, module: str) -> dict[str, Any]:
         """What ``module``'s top level bound ({} when its file was not read)."""
@@ -160,11 +180,11 @@ class Release:
     def _tell(self, what: Unmodelled) -> None:
         key = (what.filename, what.line, what.construct)
         found = self.met.setdefault(key, Met(what))
-        found.machines.add(None if self._loading else self.stage.machine)
+        found.machines.add(None if self._loading else self.stage.current)
 
     # ---------------------------------------------------------------- one machine
 
-    def _reset(self, machine: Machine) -> None:
+    def _reset(self, machine: GpuGroup) -> None:
         """Every module as its top level left it, no call remembered, the stage on ``machine``."""
         for module, interp in self.modules.items():
             values, classes = self._saved[module]
@@ -175,12 +195,12 @@ class Release:
                 cls.attributes.update({k: _copy(v) for k, v in attributes.items()})
             interp._memo.clear()
             interp.steps = 0
-        self.stage.machine = machine
+        self.stage.look_at(machine)
         self.stage.capturing = False
 
-    def communicator(self, machine: Machine) -> Namespace | Outcome:
+    def communicator(self, machine: GpuGroup) -> Namespace | Decisions:
         """vLLM's ``CudaCommunicator`` for ``machine``'s tensor-parallel group, built as vLLM builds it; an
-        ``Outcome`` that raises where building it raises."""
+        ``Decisions`` that raises where building it raises."""
         if machine in self._comms:
             return self._comms[machine]
         assert self.main is not None
@@ -189,15 +209,16 @@ class Release:
         group = self.stand_ins.group
         device = Namespace("torch.device", {"type": "cuda", "index": 0})
         try:
-            built: Namespace | Outcome = self.main.call(
+            built: Namespace | Decisions = self.main.call(
                 cls, [group], {"device": device, "device_group": group, "unique_name": "tp:0"}
             )
         except Raised as err:
-            built = Outcome(raises=str(err), at_start=True)
+            built = Decisions(raises=str(err), at_start=True)
         self._comms = {machine: built}  # one machine at a time: module state is the machine's
+        self._built = frozenset(self.stage.read)
         return built
 
-    def ask(self, machine: Machine, nbytes: int, graph: bool) -> tuple[str, ...]:
+    def ask(self, machine: GpuGroup, nbytes: int, graph: bool) -> tuple[str, ...]:
         """What ``CudaCommunicator.all_reduce`` runs for one bf16 message of ``nbytes`` bytes, and what it would
         run next were each path before declined: the paths that take the message, in the order vLLM asks them
         (what ``decide`` falls through where the catalog rules the first out: another dtype, an alignment).
@@ -205,7 +226,7 @@ class Release:
         The next path is found by asking again with the branch of ``all_reduce`` that launched the kernel taken
         as declined, until a kernel launches outside any branch (pynccl: the fallback)."""
         comm = self.communicator(machine)
-        if isinstance(comm, Outcome):
+        if isinstance(comm, Decisions):
             raise Raised("RuntimeError", comm.raises)
         assert self.main is not None
         _found, method = comm.attribute("all_reduce")
@@ -252,12 +273,25 @@ class Release:
             return "nccl", ()  # nothing launched: vLLM returned without reducing (a reading gap, told elsewhere)
         return stage.ran[0], stage.sites[0]
 
-    def outcome(self, machine: Machine, mode: str) -> Outcome:
+    def outcome(self, machine: GpuGroup, mode: str) -> Decisions:
         """The pieces ``machine`` runs in ``mode``: asked between each two sizes where a comparison the code
-        made can flip, round after round until no new such size appears."""
+        made can flip, round after round until no new such size appears. A machine that agrees with one read
+        before on every fact that reading asked (and its mode, where the mode was asked) has its outcome."""
+        for seen, seen_mode, facts, outcome in self._outcomes:
+            if all(seen_mode == mode if f == "mode" else getattr(seen, f) == getattr(machine, f) for f in facts):
+                return outcome
         comm = self.communicator(machine)
-        if isinstance(comm, Outcome):
-            return comm
+        self.stage.read = set(self._built)
+        if isinstance(comm, Decisions):
+            found = comm
+        else:
+            if _capture(comm) is not None:
+                self.stage.read.add("mode")  # graph capture enters the communicator's capture(): mode matters
+            found = self._pieces(machine, mode)
+        self._outcomes.append((machine, mode, frozenset(self.stage.read), found))
+        return found
+
+    def _pieces(self, machine: GpuGroup, mode: str) -> Decisions:
         graph = mode == "graph"
         flips = self.stage.flips
         flips.clear()
@@ -270,21 +304,21 @@ class Release:
                 for rep in todo:
                     answers[rep] = self.ask(machine, rep, graph)
         except Raised as err:
-            return Outcome(raises=str(err))
+            return Decisions(raises=str(err))
         pieces: list[tuple[int, tuple[str, ...]]] = []
         cuts = _cuts(flips)
         for start, rep in zip(cuts, _representatives(cuts), strict=True):
             answer = answers[rep]
             if not pieces or pieces[-1][1] != answer:
                 pieces.append((start, answer))
-        return Outcome(tuple(pieces))
+        return Decisions(tuple(pieces))
 
     # ---------------------------------------------------------------- what the reading relied on
 
     def evaluated(self) -> list[Evaluated]:
         """Every function of the release's files that ran while reading it (machines and modules), fingerprinted,
         by its qualified name (``CustomAllreduce.should_custom_ar``)."""
-        out: dict[str, Evaluated] = {}
+        out: dict[str, Evaluated] = {e.function: e for e in self._ran_before}
         for interp in self.modules.values():
             for (filename, name), node in interp.ran.items():
                 if name == "<lambda>" or name in out:
@@ -347,4 +381,4 @@ def _representatives(cuts: list[int]) -> Iterator[int]:
         yield rows if end is None or rows <= end else max(start, 1)
 
 
-__all__ = ["FILES", "MODULES", "Machine", "Met", "Outcome", "Release"]
+__all__ = ["FILES", "MODULES", "Decisions", "GpuGroup", "Met", "ReleaseCode"]

@@ -32,11 +32,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from artune import catalog
-from artune.formats.vllm.code import Met, Outcome, Release
+from artune.formats.vllm.code import Decisions, Met, ReleaseCode
 from artune.formats.vllm.figures import Figures
 from artune.formats.vllm.rack import network_errors, rack_plans
 from artune.formats.vllm.rules import FALLBACK, SYMM_NAMES, Dispatch, arch_plans, paths
-from artune.formats.vllm.world import Machine
+from artune.formats.vllm.world import GpuGroup
 from artune.table.types import MODES, Band, NVLinkDomain, Plan, Provenance
 
 ONE_HOST = tuple(range(2, 17))  # world sizes read on one host: every one up to a 16-GPU node
@@ -64,7 +64,7 @@ def _key(arch: str, plan: Plan) -> PlanKey:
 
 
 @dataclass
-class ArchReading:
+class ArchPlans:
     """One arch's plans as the code decides them, and where the release raises instead of deciding."""
 
     plans: list[Plan] = field(default_factory=list)
@@ -76,17 +76,18 @@ class ArchReading:
 class Evaluation:
     """Every plan of one release, read by its code, arch by arch (each once)."""
 
-    def __init__(self, release: Release, figures: Figures) -> None:
+    def __init__(self, release: ReleaseCode, figures: Figures) -> None:
         self.release = release
         self.figures = figures
-        self._archs: dict[str, ArchReading] = {}
+        self._archs: dict[str, ArchPlans] = {}
 
-    def arch(self, arch: str) -> ArchReading:
+    def arch(self, arch: str) -> ArchPlans:
         if arch not in self._archs:
             self._archs[arch] = self._read(arch)
+            self.release.keep()
         return self._archs[arch]
 
-    def _bands(self, machine: Machine, mode: str, reading: ArchReading) -> tuple[Band, ...] | None:
+    def _bands(self, machine: GpuGroup, mode: str, reading: ArchPlans) -> tuple[Band, ...] | None:
         """``machine``'s bands in ``mode`` (``None`` where vLLM raises there, noted in ``reading``)."""
         outcome = self.release.outcome(machine, mode)
         if outcome.raises:
@@ -97,8 +98,8 @@ class Evaluation:
             return None
         return _bands(outcome, reading.unknown)
 
-    def _read(self, arch: str) -> ArchReading:
-        reading = ArchReading()
+    def _read(self, arch: str) -> ArchPlans:
+        reading = ArchPlans()
         tables = self.figures
         named = {
             ws
@@ -116,15 +117,15 @@ class Evaluation:
             self._topology(arch, ws, hosts, False, reading)
         return reading
 
-    def _topology(self, arch: str, ws: int, hosts: int, rack: bool, reading: ArchReading) -> bool:
+    def _topology(self, arch: str, ws: int, hosts: int, rack: bool, reading: ArchPlans) -> bool:
         """Add the plans of one topology to ``reading``; whether any path runs there."""
         nvlink = NVLinkDomain.RACK if hosts > 1 and rack else NVLinkDomain.HOST
         cap = capability(arch)
         found = False
         bare: list[Plan] = []  # after the plans for any machine, as the rules list them
         for mode in MODES:
-            on = self._bands(Machine(cap, ws, True, hosts, rack), mode, reading)
-            off = self._bands(Machine(cap, ws, False, hosts, rack), mode, reading)
+            on = self._bands(GpuGroup(cap, ws, True, hosts, rack), mode, reading)
+            off = self._bands(GpuGroup(cap, ws, False, hosts, rack), mode, reading)
             if on is None or off is None:
                 continue
             if on or off:
@@ -147,7 +148,7 @@ def capability(arch: str) -> str:
     return DEFAULT_ARCH if arch == "default" else arch
 
 
-def _bands(outcome: Outcome, unknown: set[str]) -> tuple[Band, ...]:
+def _bands(outcome: Decisions, unknown: set[str]) -> tuple[Band, ...]:
     """The bands of ``outcome``'s pieces: each piece's paths in vLLM's order, nccl (the fallback) left out."""
     bands: list[Band] = []
     ends = [start - 1 for start, _paths in outcome.pieces[1:]] + [None]
@@ -278,4 +279,4 @@ def explained(plan: Plan, modelled: Plan | None) -> Plan:
     return replace(plan, written=modelled.written, notes=modelled.notes, provenance=modelled.provenance)
 
 
-__all__ = ["ONE_HOST", "ArchReading", "Evaluation", "explained", "fit", "model_plans", "order"]
+__all__ = ["ONE_HOST", "ArchPlans", "Evaluation", "explained", "fit", "model_plans", "order"]

@@ -27,7 +27,7 @@ from typing import Any
 from artune.errors import TableError
 from artune.formats.engine import short
 from artune.formats.pyeval.values import ClassValue, Opaque, Symbol
-from artune.formats.vllm.code import COMM, FILES, PACKAGE, Release
+from artune.formats.vllm.code import COMM, FILES, PACKAGE, ReleaseCode
 
 UTILS = COMM + "all_reduce_utils.py"
 CUSTOM_AR_FILE = COMM + "custom_all_reduce.py"
@@ -123,7 +123,7 @@ def _opaque_inside(value: Any, depth: int = 0) -> bool:
 class _Tables:
     """The tables of the modules a release reading evaluated, with their lines."""
 
-    def __init__(self, release: Release) -> None:
+    def __init__(self, release: ReleaseCode) -> None:
         self.release = release
         self.where: dict[tuple[Any, ...], str] = {}
         self.unread: list[Unread] = []
@@ -131,20 +131,19 @@ class _Tables:
     def _binding(self, modules: tuple[str, ...], name: str, cls: str = "") -> tuple[str, Any, Any] | None:
         """``(module, value or None, statement)`` of the first module of ``modules`` that binds ``name``
         (in its class ``cls`` when given), then of any other module read; ``None`` when none does."""
-        for module in dict.fromkeys((*modules, *self.release.modules)):
-            interp = self.release.modules.get(module)
-            if interp is None:
-                continue
-            node = _statement(interp.tree, name, cls)
-            if node is None:
-                continue
-            values = interp.globals.values
-            if cls:
-                owner = values.get(cls)
-                found = owner.attributes.get(name) if isinstance(owner, ClassValue) else None
-            else:
-                found = values.get(name)
-            return module, found, node
+        for where in (cls, "") if cls else ("",):  # a class attribute written alone is a top-level name
+            for module in dict.fromkeys((*modules, *self.release.modules)):
+                interp = self.release.modules.get(module)
+                node = _statement(interp.tree, name, where) if interp is not None else None
+                if interp is None or node is None:
+                    continue
+                values = interp.globals.values
+                if where:
+                    owner = values.get(where)
+                    found = owner.attributes.get(name) if isinstance(owner, ClassValue) else None
+                else:
+                    found = values.get(name)
+                return module, found, node
         return None
 
     def get(self, modules: tuple[str, ...], name: str, cls: str = "") -> Any:
@@ -304,7 +303,7 @@ def _is_multimem(value: Any) -> bool:
     )
 
 
-def read_figures(release: Release) -> Figures:
+def read_figures(release: ReleaseCode) -> Figures:
     """Every vLLM table the evaluated ``release`` holds; ``TableError`` naming a table that is not vLLM's shape.
 
     Without ``all_reduce_utils.py``'s tables (vLLM 0.10.1 and older) ``custom_ar``

@@ -33,18 +33,19 @@ from artune.formats.engine import EngineImport
 from artune.formats.files import SourceFile, describe, find_files, read_source
 from artune.formats.pyeval.values import ClassValue
 from artune.formats.vllm.checks import reader_findings, row_tables
-from artune.formats.vllm.code import CUDA, FILES, Met, Release
+from artune.formats.vllm.code import CUDA, FILES, Met, ReleaseCode
 from artune.formats.vllm.dispatch import Evaluation, explained, fit, order
 from artune.formats.vllm.figures import CUSTOM_AR_FILE, UTILS, Figures, read_figures
 from artune.formats.vllm.rack import rack_plans
+from artune.formats.vllm.reference import DISPATCH, RELEASE
 from artune.formats.vllm.rules import Dispatch, default_path, planned_archs, table_set
 from artune.table.check import Finding, copied_archs
 from artune.table.family import TableSet
 from artune.table.types import Caveat, CaveatKind, Provenance, Table
 
 CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)  # vLLM's _SUPPORTED_WORLD_SIZES where its file is not read
-#: the newest release artune verified: whose rules a reading of the tables alone assumes
-NEWEST = "vLLM 0.34.0"
+#: the release whose rules a reading of the tables alone assumes: the reference's (``reference:vllm``), verified
+NEWEST = RELEASE
 #: the switches of the newest releases read (0.29-0.34), assumed where a checkout's envs.py is not given
 NEWEST_DEFAULTS = {
     "VLLM_ALLREDUCE_USE_SYMM_MEM": True,
@@ -57,7 +58,7 @@ UNPLANNED = {
     "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC": "FlashInfer's PCIe IPC all-reduce",
     "VLLM_BATCH_INVARIANT": "batch-invariant mode",
 }
-_READINGS: dict[tuple[Any, ...], tuple[EngineImport, Release]] = {}  # each source read once per process
+_READINGS: dict[tuple[Any, ...], tuple[EngineImport, ReleaseCode]] = {}  # each source read once per process
 _KEEP = 16
 
 
@@ -78,40 +79,51 @@ def _describe(files: list[SourceFile]) -> str:
 # ------------------------------------------------------------------ the rules' facts
 
 
-def _seed(figures: Figures, release: Release | None, name: str) -> tuple[Dispatch, list[str], list[Caveat]]:
-    """vLLM's rules for ``figures``, with what the files give them (the environment's defaults, custom
-    all-reduce's buffer and world sizes) and the newest release's facts elsewhere; what was assumed; and the
-    caveats of switches the rules do not describe."""
+def _seed(figures: Figures, release: ReleaseCode | None, name: str) -> tuple[Dispatch, list[str], list[Caveat]]:
+    """vLLM's rules for ``figures``: the reference release's facts (``reference.DISPATCH``), with what the
+    files give (the environment's defaults, custom all-reduce's buffer and world sizes); what was assumed; and
+    the caveats of a default that cannot be computed or of a switch the rules do not describe."""
     assumed: list[str] = []
     caveats: list[Caveat] = []
-    env: dict[str, Any] = {}
-    for variable in (*NEWEST_DEFAULTS, *UNPLANNED):
-        found, value = release.env(variable) if release is not None else (False, "no envs.py")
-        if found:
-            env[variable] = value
+    env: dict[str, Any] = dict(NEWEST_DEFAULTS)
     if release is None or "vllm.envs" not in release.modules:
-        env = dict(NEWEST_DEFAULTS)
-        assumed.append("envs.py not read: vLLM 0.29-0.34's defaults (symmetric memory and FlashInfer's all-reduce on)")
+        assumed.append(f"envs.py not read: {NEWEST}'s defaults (symmetric memory and FlashInfer's all-reduce on)")
+    else:
+        for variable in (*NEWEST_DEFAULTS, *UNPLANNED):
+            status, value = release.env(variable)
+            if status == "value":
+                env[variable] = value
+            elif status == "absent":
+                env[variable] = None  # the release has no such switch: that path is not there
+            else:
+                caveats.append(
+                    Caveat(
+                        CaveatKind.UNEVALUATED,
+                        f"envs.{variable}",
+                        release.sources["vllm.envs"].path,
+                        f"its default cannot be computed: {value}",
+                        f"{NEWEST}'s default, {NEWEST_DEFAULTS.get(variable, False)!r}",
+                    )
+                )
     custom = _custom_ar_class(release)
     sizes = tuple(custom.attributes.get("_SUPPORTED_WORLD_SIZES", ())) if custom else ()
     if not sizes:
-        sizes = CUSTOM_AR_WORLD_SIZES
+        sizes = DISPATCH.custom_ar_world_sizes
         assumed.append("custom_all_reduce.py not read: CustomAllreduce's 8 MiB default at world sizes 2, 4, 6, 8")
-    d = Dispatch(
+    d = replace(
+        DISPATCH,
         release=name,
         custom_ar=figures.custom_ar or {},
         symm_mem=figures.symm_mem,
         multimem=figures.multimem,
         fi_sizes_mb=figures.fi_fusion or {},
         fi_tuned_mb=figures.fi_mnnvl or {},
-        custom_ar_max=_max_size(release, custom) or 8192 * 1024,
+        custom_ar_max=_max_size(release, custom) or DISPATCH.custom_ar_max,
         custom_ar_world_sizes=tuple(int(ws) for ws in sizes),
         custom_ar_ws_limit=8,
         symm_mem_on=bool(env.get("VLLM_ALLREDUCE_USE_SYMM_MEM")),
         flashinfer_on=bool(env.get("VLLM_ALLREDUCE_USE_FLASHINFER")),
-        fi_tuned_on=env.get("VLLM_FLASHINFER_ALLREDUCE_BACKEND", "auto") in ("auto", "mnnvl"),
-        fi_multinode_cc=100,
-        custom_ar_mnnvl_cc=100,
+        fi_tuned_on=env.get("VLLM_FLASHINFER_ALLREDUCE_BACKEND") in ("auto", "mnnvl"),
     )
     complete = release is not None and release.complete
     for variable, what in UNPLANNED.items():
@@ -129,12 +141,12 @@ def _seed(figures: Figures, release: Release | None, name: str) -> tuple[Dispatc
     return d, assumed, caveats
 
 
-def _custom_ar_class(release: Release | None) -> ClassValue | None:
+def _custom_ar_class(release: ReleaseCode | None) -> ClassValue | None:
     found = release.globals(CUDA.rpartition(".")[0] + ".custom_all_reduce").get("CustomAllreduce") if release else None
     return found if isinstance(found, ClassValue) else None
 
 
-def _max_size(release: Release | None, custom: ClassValue | None) -> int | None:
+def _max_size(release: ReleaseCode | None, custom: ClassValue | None) -> int | None:
     """``CustomAllreduce.__init__``'s ``max_size`` default, evaluated (its buffer where no row applies)."""
     init = custom.methods.get("__init__") if custom is not None else None
     if release is None or init is None:
@@ -202,13 +214,13 @@ def _unknown_kernels(names: set[str], arch: str) -> list[Caveat]:
 
 
 def build_rules(
-    figures: Figures, files: list[SourceFile], release: Release | None = None, caveats: tuple[Caveat, ...] = ()
+    figures: Figures, files: list[SourceFile], release: ReleaseCode | None = None, caveats: tuple[Caveat, ...] = ()
 ) -> EngineImport:
     """``figures`` read as vLLM's rules run them (no dispatch code among ``files``, or rows artune wrote)."""
     name = release_name(files)
     d, assumed, more = _seed(figures, release, name)
     if release is not None and figures.custom_ar is not None and not release.complete:
-        assumed.append(f"cuda_communicator.py not read: the dispatch of {NEWEST}, the newest release artune verified")
+        assumed.append(f"cuda_communicator.py not read: the dispatch of {NEWEST} (reference:vllm)")
     every = (*caveats, *more)
     return _tables(figures, files, d, assumed, lambda arch, plans: plans, every, lambda arch: every)
 
@@ -264,10 +276,10 @@ def _tables(
     return EngineImport("vllm", tableset, found, tuple(files))
 
 
-def build(files: list[SourceFile], settings: Mapping[str, str] | None = None) -> tuple[EngineImport, Release]:
+def build(files: list[SourceFile], settings: Mapping[str, str] | None = None) -> tuple[EngineImport, ReleaseCode]:
     """vLLM's tables from ``files`` read by their own code (where the dispatch is among them), and the
     evaluated release."""
-    release = Release(files, settings)
+    release = ReleaseCode(files, settings)
     figures = read_figures(release)
     met_caveats = tuple(_caveats(list(release.met.values()), figures))
     if not release.complete:
@@ -336,7 +348,7 @@ def _files(path: str) -> list[SourceFile]:
     return [read_source(p) for p in found]
 
 
-def reading(path: str, settings: Mapping[str, str] | None = None) -> tuple[EngineImport, Release]:
+def reading(path: str, settings: Mapping[str, str] | None = None) -> tuple[EngineImport, ReleaseCode]:
     """The reading of ``path`` and its evaluated release, once per content in this process."""
     files = _files(path)
     key = _key(path, files, settings)

@@ -3,7 +3,7 @@
 ``artune.formats.vllm.code`` evaluates the release's own files with
 ``artune.formats.pyeval`` (never importing or running them). Whatever they
 ask of the rest of vLLM, of torch, of FlashInfer or of the hardware is
-answered here, for one ``Machine`` at a time (``Stage`` holds the one being
+answered here, for one ``GpuGroup`` at a time (``Stage`` holds the one being
 read), with the facts a probe has: the platform (CUDA, or ROCm for AMD), the
 compute capability, the world size, how many hosts the ranks span and
 whether those share one NVLink domain, NVLink multicast, every GPU of a host
@@ -39,7 +39,7 @@ vouch (a caveat).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
@@ -79,7 +79,7 @@ KERNELS = {
 
 
 @dataclass(frozen=True)
-class Machine:
+class GpuGroup:
     """The facts of one group of ranks: what a probe describes."""
 
     arch: str  # "9.0"; "0.0" stands for an arch the release names nowhere (below every capability gate)
@@ -103,20 +103,56 @@ class Machine:
         return rank // (self.world_size // self.hosts)
 
 
-@dataclass
+#: what each fact a stand-in may read of a machine depends on (a property answers from its fields)
+_FIELDS = {"capability": ("arch",), "one_domain": ("hosts", "rack"), "node": ("world_size", "hosts")}
+
+
+class _Watched:
+    """A machine whose every fact read is noted (``Stage.read``): two machines that agree on every fact one
+    reading asked get the same answers (the reading is deterministic), so the second need not be read."""
+
+    def __init__(self, machine: GpuGroup, read: set[str]) -> None:
+        self._machine = machine
+        self._read = read
+
+    def __getattr__(self, name: str) -> Any:
+        self._read.update(_FIELDS.get(name, (name,)))
+        return getattr(self._machine, name)
+
+
 class Stage:
     """The machine being read and what the current call did: the kernels it ran, the sizes where its answer
-    can flip, whether a CUDA graph is being captured."""
+    can flip, whether a CUDA graph is being captured, and which facts of the machine the reading asked."""
 
-    machine: Machine = field(default_factory=lambda: Machine("9.0", 2))
-    settings: Mapping[str, str] = field(default_factory=dict)  # VLLM_* variables set (none: every default)
-    capturing: bool = False
-    ran: list[str] = field(default_factory=list)
-    #: where each kernel of ``ran`` was launched from (``site()`` at the launch: the reader's view of the branches
-    #: being run)
-    sites: list[Any] = field(default_factory=list)
-    site: Callable[[], Any] = lambda: ()
-    flips: set[float] = field(default_factory=set)
+    def __init__(self, settings: Mapping[str, str] | None = None) -> None:
+        self.settings: Mapping[str, str] = dict(settings or {})  # VLLM_* variables set (none: every default)
+        self.current = GpuGroup("9.0", 2)
+        self.read: set[str] = set()  # the facts (GpuGroup fields, "mode") read since ``look_at``
+        self._capturing = False
+        self.ran: list[str] = []
+        #: where each kernel of ``ran`` was launched from (``site()`` at the launch: the branches being run)
+        self.sites: list[Any] = []
+        self.site: Callable[[], Any] = lambda: ()
+        self.flips: set[float] = set()
+
+    @property
+    def machine(self) -> GpuGroup:
+        return _Watched(self.current, self.read)  # type: ignore[return-value]
+
+    def look_at(self, machine: GpuGroup) -> None:
+        """Read ``machine`` from now on, no fact of it asked yet."""
+        self.current = machine
+        self.read.clear()
+
+    @property
+    def capturing(self) -> bool:
+        """Whether the stream is capturing a CUDA graph (graph mode): reading it makes the mode a fact read."""
+        self.read.add("mode")
+        return self._capturing
+
+    @capturing.setter
+    def capturing(self, value: bool) -> None:
+        self._capturing = value
 
 
 def _native(name: str, func: Callable[..., Any]) -> Native:
@@ -553,4 +589,4 @@ def _lookup(settings: Mapping[str, str], name: str) -> str:
     return settings[name]
 
 
-__all__ = ["DTYPES", "KERNELS", "Machine", "Stage", "StandIns", "environ"]
+__all__ = ["DTYPES", "KERNELS", "GpuGroup", "Stage", "StandIns", "environ"]
