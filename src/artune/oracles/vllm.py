@@ -54,7 +54,7 @@ import importlib
 import math
 import os
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -62,10 +62,12 @@ from typing import Any
 import torch
 
 from artune.errors import OracleGap
-from artune.oracles import RACK_TOPOLOGIES, RAISES, Probe, read_decisions
+from artune.formats.fingerprints import Evaluated
+from artune.oracles import RAISES, TOPOLOGIES, Probe, read_decisions
 
 # pip index versions vllm: every release from the first one with all_reduce_utils.py's size tables (0.10.2),
-# and the three 0.10 releases before it, which have none (they run custom all-reduce below 8 MiB or nccl)
+# and the three 0.10 releases before it, which have none (they run custom all-reduce below 8 MiB or nccl);
+# 0.34.0 is the newest the registry lists
 RELEASES: tuple[str, ...] = (
     "0.10.0",
     "0.10.1",
@@ -106,6 +108,7 @@ RELEASES: tuple[str, ...] = (
     "0.31.0",
     "0.32.0",
     "0.33.0",
+    "0.34.0",
 )
 ARCHS = ("9.0", "10.0", "10.3", "10.7", "8.0")  # 8.0: an arch no vLLM table has a row for
 WORLD_SIZES = tuple(range(2, 17))
@@ -832,15 +835,15 @@ def _grid() -> list[int]:
 
 
 def probes(root: Path, racks: bool = True) -> list[Probe]:
-    """Every arch, world size 2..16 on one host, and each of ``RACK_TOPOLOGIES`` across hosts (``racks``),
-    both modes, multicast on and off, at the whole rows around every bound and on a log grid (a message is
-    whole rows of ``ROW`` bytes, as every model's hidden states are)."""
+    """Every arch, each of ``TOPOLOGIES`` (one host only, without ``racks``), both modes, multicast on and
+    off, at the whole rows around every bound and on a log grid (a message is whole rows of ``ROW`` bytes, as
+    every model's hidden states are)."""
     sizes = {n // ROW * ROW for n in _grid()}
     for bound in _bounds(root):
         below = bound // ROW * ROW
         sizes |= {below - ROW, below, below + ROW, below + 2 * ROW}
     sizes = sorted(n for n in sizes if n > 0)
-    topologies = [(ws, 1, "host") for ws in WORLD_SIZES] + (list(RACK_TOPOLOGIES) if racks else [])
+    topologies = [t for t in TOPOLOGIES if racks or t[1] == 1]
     return [
         Probe(arch, ws, mode, multicast, n, hosts=hosts, nvlink=nvlink)
         for arch in ARCHS
@@ -884,16 +887,9 @@ def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
     return read_decisions("vllm", root, probes)
 
 
-def compare(root: Path, probes_: list[Probe] | None = None) -> tuple[int, list[tuple[Probe, str, str]]]:
-    """``(probes run, [(probe, vLLM's answer, artune's)] where they differ)``."""
-    found = probes(root) if probes_ is None else probes_
-    engine, mine = engine_decisions(root, found), artune_decisions(root, found)
-    return len(found), [(p, e, a) for p, e, a in zip(found, engine, mine, strict=True) if e != a]
+def evaluated(root: Path) -> list[Evaluated]:
+    """The dispatch functions artune's reading of the source at ``root`` evaluated, fingerprinted: what
+    ``verify-engine --record`` keeps (``artune.formats.fingerprints.record``) once every probe agreed."""
+    from artune.formats.vllm.read import evaluated as read_evaluated
 
-
-def iter_releases() -> Iterator[tuple[str, Path]]:
-    """``(version, unpacked folder)`` of every release, downloading the ones not cached."""
-    from artune.formats.releases import fetch_release
-
-    for version in RELEASES:
-        yield version, fetch_release("vllm", version)
+    return read_evaluated(str(root))
