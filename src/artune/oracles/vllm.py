@@ -327,7 +327,7 @@ class World:
                 two_shot_all_reduce_=self.record("symm_mem_two_shot"),
                 one_shot_all_reduce=self.record("symm_mem_one_shot"),
             ),
-            vllm=StandIn("torch.ops.vllm", all_reduce_symmetric_with_copy=self.record("nccl_symm_mem")),
+            vllm=StandIn("torch.ops.vllm", all_reduce_symmetric_with_copy=self.record("nccl_symmetric")),
         )
         accelerator = StandIn(
             "torch.accelerator", set_device_index=lambda index: None, synchronize=lambda device=None: None

@@ -42,6 +42,7 @@ from artune.formats.pyeval.values import (
 MAX_STEPS = 2_000_000
 MAX_DEPTH = 64
 _BUILTIN_IDS = frozenset(id(v) for v in BUILTINS.values() if callable(v))
+_VIEWS = (type({}.items()), type({}.keys()), type({}.values()))  # what dict.items() & co. return
 
 BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -292,7 +293,7 @@ class Evaluator:
     def iterable(self, node: ast.expr, scope: Scope) -> list[Any]:
         """The items of a container ``node`` evaluates to (what ``for`` and comprehensions loop over)."""
         value = self.eval(node, scope)
-        if isinstance(value, (list, tuple, set, frozenset, dict, Record)):
+        if isinstance(value, (list, tuple, set, frozenset, dict, Record, str, *_VIEWS)):
             return list(value)
         raise self.fail(node, f"cannot iterate over {type(value).__name__}")
 

@@ -182,6 +182,27 @@ class _Tables:
     def fail(self, name: str, expected: str, got: Any) -> TableError:
         return TableError(f"{self.where.get((name,), name)}: {name}: expected {expected}, got {short(got)}")
 
+    def _unfollowed(self, name: str) -> str:
+        """The first statement of the file binding ``name`` that the evaluator could not follow, if any: a table
+        it left out of vLLM's shape is then what artune assumed there, not what the file holds."""
+        where = self.where.get((name,), "")
+        path = where.rsplit(":", 1)[0]
+        for met in self.release.met.values():
+            if met.what.filename == path and None in met.machines:
+                return f"{met.what.construct} (line {met.what.line}: {met.what.reason}; assumed {met.what.assumed})"
+        return ""
+
+    def checked(self, name: str, value: Any, valid: bool, expected: str, got: Any) -> Any:
+        """``value`` when ``valid``; else ``None`` with the table unread where the file's top level held
+        something the evaluator could not follow, and ``TableError`` where it did not (not vLLM's shape)."""
+        if valid:
+            return value
+        why = self._unfollowed(name)
+        if not why:
+            raise self.fail(name, expected, got)
+        self.unread.append(Unread(name, self.where[(name,)], f"not vLLM's shape after {why}"))
+        return None
+
     def size_table(self, name: str, required: bool = False) -> dict[str, dict[int, int]] | None:
         """A ``{"M.m": {world_size: bytes}}`` table."""
         value = self.get((_UTILS_MODULE,), name)
@@ -192,13 +213,15 @@ class _Tables:
             return None
         expected = '{"M.m": {world_size: bytes}}'
         if not isinstance(value, dict):
-            raise self.fail(name, expected, value)
+            return self.checked(name, None, False, expected, value)
         for arch, rows in value.items():
             if not isinstance(arch, str) or not _ARCH.match(arch) or not isinstance(rows, dict):
-                raise self.fail(name, expected, {arch: rows})
+                return self.checked(name, None, False, expected, {arch: rows})
             for ws, limit in rows.items():
                 if type(ws) is not int or type(limit) is not int or ws < 1 or limit < 0:
-                    raise self.fail(name, f"{expected} with int world sizes and int bytes", {ws: limit})
+                    return self.checked(
+                        name, None, False, f"{expected} with int world sizes and int bytes", {ws: limit}
+                    )
         return {arch: dict(rows) for arch, rows in value.items()}
 
     def mb_table(self, name: str) -> dict[str, dict[int, float]] | None:

@@ -27,7 +27,7 @@ is the smallest honest stand-in:
 - vLLM's C++ ops and allocations: pointers that do nothing.
 
 The kernels record what ran (``Stage.ran``): ``custom_ar``, ``symm_mem_*``,
-``flashinfer_ar``, ``nccl``, ``nccl_symm_mem``, ``quick_ar``. The input is a
+``flashinfer_ar``, ``nccl``, ``nccl_symmetric``, ``quick_ar``. The input is a
 bf16 tensor of the probe's size, 2-D as vLLM's hidden states are,
 of 16-byte rows (``ROW``), whose sizes are ``Linear`` in the bytes: every comparison the code makes with
 them records where its answer flips (``Stage.flips``). Anything else the
@@ -71,7 +71,7 @@ KERNELS = {
     "torch.ops.symm_mem.multimem_all_reduce_": "symm_mem_multimem",
     "torch.ops.symm_mem.two_shot_all_reduce_": "symm_mem_two_shot",
     "torch.ops.symm_mem.one_shot_all_reduce": "symm_mem_one_shot",
-    "torch.ops.vllm.all_reduce_symmetric_with_copy": "nccl_symm_mem",
+    "torch.ops.vllm.all_reduce_symmetric_with_copy": "nccl_symmetric",  # NCCL on symmetric (window) memory
     "vllm._custom_ops.all_reduce": "custom_ar",
     "vllm._custom_ops.qr_all_reduce": "quick_ar",
     "flashinfer.comm.allreduce_fusion": "flashinfer_ar",
