@@ -123,8 +123,8 @@ def test_an_outside_call_is_opaque_and_only_a_decision_on_it_fails() -> None:
     assert interp.call(interp.globals.values["f"], [8], {}).endswith(" at    8")
     with pytest.raises(Unsupported, match=r"comm.py:8: comparison with an opaque value"):
         interp.call(interp.globals.values["f"], [2], {})
-    with pytest.raises(Unsupported, match="a comparison with the opaque value"):
-        bool(Opaque("x") == 1)
+    opaque = Opaque("x")
+    assert opaque != 1 and opaque in [opaque]  # Python's own bookkeeping: itself only (the file's compare fails)
 
 
 def test_linear_sizes_record_where_each_comparison_flips() -> None:

@@ -45,7 +45,7 @@ REQUIRED = ("probes", "engine_decisions", "artune_decisions")
 
 
 @dataclass(frozen=True)
-class Source:
+class EngineSource:
     """What ``verify-engine`` was given: the engine, the folder or file its oracle reads, the release."""
 
     engine: str
@@ -58,7 +58,7 @@ class Source:
 class Verification:
     """The engine's answers against artune's, per topology, with the first differences."""
 
-    source: Source
+    source: EngineSource
     probes: int
     topologies: tuple[tuple[str, int, int], ...]  # (topology, probes, agree), in the probes' order
     differences: tuple[tuple[str, str, str], ...]  # (probe, engine's answer, artune's), the first ones
@@ -87,18 +87,18 @@ class Verification:
         }
 
 
-def source(spec: str) -> Source:
+def source(spec: str) -> EngineSource:
     """``vllm==0.34.0`` (downloaded once), ``sglang:PATH``, ``trtllm:PATH``; ``TableError`` for anything else."""
     release = release_spec(spec)
     if release is not None:
         engine, version = release
-        return Source(engine, fetch_release(engine, version), spec, version)
+        return EngineSource(engine, fetch_release(engine, version), spec, version)
     engine, sep, path = spec.partition(":")
     if not sep or engine not in ENGINES:
         raise TableError(f"{spec}: give ENGINE==VERSION or ENGINE:PATH, ENGINE one of {', '.join(ENGINES)}")
     if not path or not Path(path).exists():
         raise TableError(f"{spec}: no such file or directory {path!r}; give the engine's checkout or file")
-    return Source(engine, Path(path), spec)
+    return EngineSource(engine, Path(path), spec)
 
 
 def oracle(engine: str) -> ModuleType:
@@ -165,4 +165,4 @@ def verify(spec: str, record: bool = False, keep: int = 10) -> Verification:
     return result
 
 
-__all__ = ["RUNS", "Source", "Verification", "oracle", "source", "verify"]
+__all__ = ["RUNS", "EngineSource", "Verification", "oracle", "source", "verify"]

@@ -148,20 +148,14 @@ def capability(arch: str) -> str:
     return DEFAULT_ARCH if arch == "default" else arch
 
 
-def _bands(outcome: Decisions, unknown: set[str]) -> tuple[Band, ...]:
-    """The bands of ``outcome``'s pieces: each piece's paths in vLLM's order, nccl (the fallback) left out."""
+def _merged(pieces: list[tuple[int | None, list[str]]]) -> tuple[Band, ...]:
+    """Bands of ``(upto, paths)`` pieces: each piece's paths, nccl (the fallback) last or alone, adjacent equal
+    bands merged and the fallback's above the last band left to the plan's fallback."""
     bands: list[Band] = []
-    ends = [start - 1 for start, _paths in outcome.pieces[1:]] + [None]
-    for (_start, chain), upto in zip(outcome.pieces, ends, strict=True):
-        names = []
-        for name in chain:
-            if name not in catalog.SPECS:
-                unknown.add(name)
-            elif name not in names:
-                names.append(name)
+    for upto, names in pieces:
         while names and names[-1] == FALLBACK:
             names.pop()
-        candidates = tuple(names) or (FALLBACK,)
+        candidates = tuple(dict.fromkeys(names)) or (FALLBACK,)
         if bands and bands[-1].candidates == candidates:
             bands[-1] = Band(upto, candidates)
         else:
@@ -171,18 +165,21 @@ def _bands(outcome: Decisions, unknown: set[str]) -> tuple[Band, ...]:
     return tuple(bands)
 
 
+def _bands(outcome: Decisions, unknown: set[str]) -> tuple[Band, ...]:
+    """The bands of ``outcome``'s pieces (kernels the catalog has no name for noted in ``unknown``)."""
+    ends = [start - 1 for start, _paths in outcome.pieces[1:]] + [None]
+    unknown.update(n for _start, chain in outcome.pieces for n in chain if n not in catalog.SPECS)
+    return _merged(
+        [
+            (upto, [n for n in chain if n in catalog.SPECS])
+            for (_s, chain), upto in zip(outcome.pieces, ends, strict=True)
+        ]
+    )
+
+
 def _without_multicast(bands: tuple[Band, ...]) -> tuple[Band, ...]:
     """What ``bands`` decide on a machine without multicast: the paths that need it left out."""
-    out: list[Band] = []
-    for band in bands:
-        names = tuple(n for n in band.candidates if not catalog.SPECS[n].conditions.multicast) or (FALLBACK,)
-        if out and out[-1].candidates == names:
-            out[-1] = Band(band.upto, names)
-        else:
-            out.append(Band(band.upto, names))
-    while out and out[-1].candidates == (FALLBACK,):
-        out.pop()
-    return tuple(out)
+    return _merged([(b.upto, [n for n in b.candidates if not catalog.SPECS[n].conditions.multicast]) for b in bands])
 
 
 # ------------------------------------------------------------------ the rules, fitted

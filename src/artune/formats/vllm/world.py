@@ -510,21 +510,14 @@ class StandIns:
     def _flashinfer(self) -> None:
         stage = self.stage
 
-        def workspace(
-            backend: str = "auto",
-            world_size: int = 0,
-            rank: int = 0,
-            max_token_num: int = 0,
-            hidden_dim: int = 0,
-            dtype: Any = None,
-            **kwargs: Any,
-        ) -> Namespace:
+        def workspace(backend: str = "auto", **kwargs: Any) -> Namespace:
+            """``create_allreduce_fusion_workspace(backend, world_size, rank, max_token_num, hidden_dim, ...)``."""
             machine = stage.machine
             if backend == "mnnvl" and not machine.multicast:
                 raise Raised("RuntimeError", "Multicast pointer is null after rendezvous (no NVLink multicast)")
             if not machine.one_domain:  # mnnvl's fabric handles, trtllm's IPC: neither maps across a network
                 raise Raised("RuntimeError", f"{backend} workspace: peer memory of another NVLink domain")
-            capacity = int(max_token_num) * int(hidden_dim)
+            capacity = int(kwargs.get("max_token_num", 0)) * int(kwargs.get("hidden_dim", 0))
 
             def fits(*args: Any, **kw: Any) -> bool:
                 tokens = kw.get("num_tokens", args[1] if len(args) > 1 else 0)
