@@ -317,13 +317,15 @@ class ReleaseCode:
 
     def evaluated(self) -> list[Evaluated]:
         """Every function of the release's files that ran while reading it (machines and modules), fingerprinted,
-        by its qualified name (``CustomAllreduce.should_custom_ar``)."""
+        by its qualified name: a method by its class (``CustomAllreduce.should_custom_ar``), a function by its
+        module (``flashinfer_all_reduce._resolve_fi_ar_backend``)."""
         out: dict[str, Evaluated] = {e.function: e for e in self._ran_before}
         for interp in self.modules.values():
             for (filename, name), node in interp.ran.items():
-                if name == "<lambda>" or name in out:
+                if name == "<lambda>":
                     continue
-                out[name] = evaluated(name, node, filename)
+                qualified = name if "." in name else f"{filename.rsplit('/', 1)[-1].removesuffix('.py')}.{name}"
+                out.setdefault(qualified, evaluated(qualified, node, filename))
         return sorted(out.values(), key=lambda e: e.function)
 
 

@@ -38,6 +38,7 @@ vouch (a caveat).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from fractions import Fraction
@@ -497,6 +498,9 @@ class StandIns:
                     {"is_custom_all_reduce_enabled": _native("aiter enabled", lambda: False)},
                 ),
                 "importlib.util.find_spec": _native("find_spec", lambda name, *a: Namespace("ModuleSpec", {})),
+                # the torch vLLM's wheels pin registers custom ops (torch >= 2.4)
+                v + "utils.supports_custom_op": _native("supports_custom_op", lambda: True),
+                "json.loads": _native("json.loads", json.loads),  # pure: a setting's JSON text to its value
                 "typing.TYPE_CHECKING": False,
             }
         )
