@@ -126,3 +126,15 @@ def test_a_function_no_verified_release_has_is_named_with_the_nearest(tmp_path: 
     assert changed.function == "CustomAllreduce.should_custom_ar" and changed.where.startswith(f"{path}:")
     assert changed.detail == "differs from every release artune was checked against; nearest 0.34.0"
     assert not read_engine("vllm", str(release("0.34.0"))).tables.resolve("10.3").caveats
+
+
+def test_a_release_never_verified_says_so_where_its_functions_match(monkeypatch: pytest.MonkeyPatch) -> None:
+    from artune.formats.vllm import read
+
+    root = release("0.10.1")
+    kept = {f.function: {f.fingerprint: ("0.10.0",)} for f in read.evaluated(str(root))}
+    monkeypatch.setattr(read, "_READINGS", {})  # read again, with the verified releases below
+    monkeypatch.setattr(fingerprints, "load_verified", lambda engine, verified=None: kept)
+    (note,) = [f for f in read_engine("vllm", str(root)).findings if f.code == "V107"]
+    assert note.severity == "note" and "vLLM 0.10.1 is not among the releases artune verified" in note.message
+    assert note.message.endswith("matches vLLM 0.10.0's")

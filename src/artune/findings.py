@@ -302,6 +302,17 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "Read the plans (artune explain, artune show): they are the code's. Run artune verify-engine vllm:PATH to "
         "check the reading against the engine's own code.",
     ),
+    FindingKind(
+        "V107",
+        "Release artune never verified (note)",
+        "A vLLM release that no `artune verify-engine --record` run kept: every dispatch function artune "
+        "evaluated in it matches one of a verified release, so the reading is that release's, but nothing ran "
+        "this release's own code against it.",
+        "all_reduce_utils.py: note V107: arch=*: vLLM 0.35.0 is not among the releases artune verified against "
+        "vLLM's own code (artune verify-engine vllm==0.35.0 --record keeps it); every dispatch function it "
+        "evaluated matches vLLM 0.34.0's",
+        "Run artune verify-engine vllm==VERSION; once every probe agrees, --record keeps its fingerprints.",
+    ),
     # ---------------------------------------------------------------- S: SGLang
     FindingKind(
         "S101",

@@ -304,9 +304,37 @@ def build(files: list[SourceFile], settings: Mapping[str, str] | None = None) ->
         unread = [c for c in met_caveats if c.function in {u.name for u in figures.unread}]
         return (*met, *unread, *_unknown_kernels(evaluation.arch(arch).unknown, arch), *unfamiliar)
 
-    notes = _unexplained(unexplained, d, files[0].path)
+    notes = (*_unexplained(unexplained, d, files[0].path), *_unverified(name, release, unfamiliar, files[0].path))
     imported = _tables(figures, files, d, assumed, plans_of, met_caveats, caveats_of, notes)
     return imported, release
+
+
+def _unverified(name: str, release: ReleaseCode, unfamiliar: tuple[Caveat, ...], first: str) -> tuple[Finding, ...]:
+    """A note for a release artune never verified (``vllm==X`` for an X no ``verify-engine --record`` kept) whose
+    dispatch functions all match a verified release's (where one differs, its E402 says so)."""
+    version = name.removeprefix("vLLM ")
+    verified = fingerprints.load_verified("vllm")
+    if not name.startswith("vLLM ") or unfamiliar or not verified:
+        return ()
+    shared: dict[str, int] = {}
+    for item in release.evaluated():
+        for kept in verified.get(item.function, {}).get(item.fingerprint, ()):
+            shared[kept] = shared.get(kept, 0) + 1
+    if version in shared:
+        return ()
+    nearest = max(shared, key=lambda r: (shared[r], fingerprints.version_key(r)), default="")
+    return (
+        Finding(
+            f"vllm:{first}",
+            "*",
+            f"{name} is not among the releases artune verified against vLLM's own code (artune verify-engine "
+            f"vllm=={version} --record keeps it); every dispatch function it evaluated matches "
+            f"{'vLLM ' + nearest if nearest else 'a verified release'}'s",
+            source=first,
+            severity="note",
+            code="V107",
+        ),
+    )
 
 
 def _unexplained(keys: set[Any], d: Dispatch, first: str) -> tuple[Finding, ...]:
