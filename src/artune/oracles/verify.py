@@ -24,6 +24,7 @@ only a verification run writes that file.
 from __future__ import annotations
 
 import importlib
+import inspect
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -105,6 +106,9 @@ def oracle(engine: str) -> ModuleType:
     """``artune.oracles.<engine>``, with the interface above; ``TableError`` naming what it lacks."""
     module = importlib.import_module(f"artune.oracles.{engine}")
     missing = [name for name in REQUIRED if not callable(getattr(module, name, None))]
+    probes = getattr(module, "probes", None)
+    if callable(probes) and list(inspect.signature(probes).parameters)[:1] != ["root"]:
+        missing.append("probes(root)")  # an oracle that has not taken up the interface yet
     if missing:
         raise TableError(
             f"artune.oracles.{engine} has no {', '.join(missing)}: verify-engine cannot run {engine}'s code yet"

@@ -182,6 +182,14 @@ class ReleaseCode:
         found = self.met.setdefault(key, Met(what))
         found.machines.add(None if self._loading else self.stage.current)
 
+    def _unfollowed(self, function: str, err: Unsupported, assumed: str) -> None:
+        """Tell, as the interpreter's hook does, of an error no statement of the file could absorb."""
+        text = str(err)
+        place, _sep, reason = text.partition(": ")
+        filename, _colon, line = place.rpartition(":")
+        where = (filename, int(line)) if line.isdigit() else (self.sources[CUDA].path, 0)
+        self._tell(Unmodelled(function, where[0], where[1], function, reason or text, assumed))
+
     # ---------------------------------------------------------------- one machine
 
     def _reset(self, machine: GpuGroup) -> None:
@@ -214,6 +222,9 @@ class ReleaseCode:
             )
         except Raised as err:
             built = Decisions(raises=str(err), at_start=True)
+        except Unsupported as err:  # what the evaluator cannot follow where no statement can be passed over
+            self._unfollowed("CudaCommunicator.__init__", err, "no communicator is built: every size runs nccl")
+            built = Decisions(((0, ("nccl",)),))
         self._comms = {machine: built}  # one machine at a time: module state is the machine's
         self._built = frozenset(self.stage.read)
         return built
@@ -267,6 +278,10 @@ class ReleaseCode:
                 self.main.enter(capture, call)
             else:
                 call()
+        except Raised:
+            raise
+        except Unsupported as err:  # what the evaluator cannot follow where no statement can be passed over
+            self._unfollowed(method.func.name, err, "the call runs what it launched so far, else nccl")
         finally:
             stage.capturing = False
         if not stage.ran:
