@@ -290,6 +290,29 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "is never used: FI_SUPPORTED_WORLD_SIZES = [2, 4, 8]",
         "Remove the row, or add the world size where FlashInfer supports it.",
     ),
+    FindingKind(
+        "V106",
+        "Dispatch code no rule describes (note)",
+        "The release's own dispatch code, which artune evaluated, decides otherwise than vLLM's rules as artune "
+        "describes them (fitted to the code) at these world sizes: their plans hold what the code runs, without "
+        "rows as written or notes on why, and the findings about them are the rules'. Code no release had, such "
+        "as a pull request's, does this.",
+        "cuda_communicator.py: note V106: arch=*: vllm:. 's dispatch code decides otherwise than vLLM's rules as "
+        "artune describes them at 9.0 ws=4, 9.0 ws=8: its plans there hold what the code runs, ...",
+        "Read the plans (artune explain, artune show): they are the code's. Run artune verify-engine vllm:PATH to "
+        "check the reading against the engine's own code.",
+    ),
+    FindingKind(
+        "V107",
+        "Release artune never verified (note)",
+        "A vLLM release that no `artune verify-engine --record` run kept: every dispatch function artune "
+        "evaluated in it matches one of a verified release, so the reading is that release's, but nothing ran "
+        "this release's own code against it.",
+        "all_reduce_utils.py: note V107: arch=*: vLLM 0.35.0 is not among the releases artune verified against "
+        "vLLM's own code (artune verify-engine vllm==0.35.0 --record keeps it); every dispatch function it "
+        "evaluated matches vLLM 0.34.0's",
+        "Run artune verify-engine vllm==VERSION; once every probe agrees, --record keeps its fingerprints.",
+    ),
     # ---------------------------------------------------------------- S: SGLang
     FindingKind(
         "S101",

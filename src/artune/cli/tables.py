@@ -406,9 +406,9 @@ def _vllm_kernel(table: Table, algorithm: str, world_size: int, nbytes: int) -> 
     """Which of vLLM's custom all-reduce kernels runs the message, and why (vLLM's C++ decides it per call)."""
     if table.rules != "vllm" or algorithm != "custom_ar":
         return None
-    from artune.formats.vllm.rules import CUSTOM_AR_ALGO_ENV, custom_ar_kernel
+    from artune.formats.vllm.rules import CUSTOM_AR_ALGO_ENV, custom_ar_kernel, release_of
 
-    found, why = custom_ar_kernel(world_size, nbytes, os.environ.get(CUSTOM_AR_ALGO_ENV))
+    found, why = custom_ar_kernel(world_size, nbytes, os.environ.get(CUSTOM_AR_ALGO_ENV), release_of(table.origin))
     return f"cross_device_reduce_{found}", why
 
 

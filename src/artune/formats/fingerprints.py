@@ -145,10 +145,15 @@ def unfamiliar(
     return out
 
 
+def version_key(release: str) -> tuple[int, ...]:
+    """A release's version as numbers, to order releases (``0.10.1.1`` after ``0.10.1``)."""
+    return tuple(int(n) for n in re.findall(r"\d+", release))
+
+
 def _releases(verified: Mapping[str, Mapping[str, tuple[str, ...]]]) -> list[str]:
     """Every release the data names, oldest first (by the numbers in its version)."""
     named = {r for prints in verified.values() for releases in prints.values() for r in releases}
-    return sorted(named, key=lambda r: tuple(int(n) for n in re.findall(r"\d+", r)))
+    return sorted(named, key=version_key)
 
 
 def record(engine: str, release: str, found: Iterable[Evaluated], path: Path | None = None) -> Path:
