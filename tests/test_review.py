@@ -13,6 +13,7 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -472,7 +473,8 @@ def test_the_issue_reviews_open_with_the_verdict_and_fit_one_screen(
 
 def test_a_caveat_is_a_question_with_its_answer() -> None:
     """What an engine reading cannot vouch for (E401, E402) is asked about, ranked after what would stop a
-    merge, and answered by ``artune explain`` at a world size it touches."""
+    merge, and answered by running the engine's own code (``artune verify-engine``) where AFTER is an engine's
+    source, else by ``artune explain`` at a world size it touches."""
     from artune.review.questions import AnswerContext, ranked
 
     caveat = Question("warning", "vllm/x.py:512", "10.0", "ws 4", "f: not evaluated", "E401", (4,))
@@ -481,9 +483,13 @@ def test_a_caveat_is_a_question_with_its_answer() -> None:
     ctx = AnswerContext("vllm==0.27.0", "vllm", (), (), {"10.0": (2, 4), "10.7": (2, 4, 8)})
     found = ranked([clipped, caveat, copied], [], [], ctx)
     assert [q.code for q in found] == ["E101", "E401", "E301"]
-    assert found[1].answer == "artune explain --table vllm==0.27.0 --arch 10.0 --world-size 4 --size 1MiB"
+    assert found[1].answer == "artune verify-engine vllm==0.27.0"
     assert found[2].answer == "artune check vllm==0.27.0 --select E301"
     assert "--world-size 8" in found[0].answer
+    on_a_file = ranked([caveat], [], [], AnswerContext("table.toml", "", (), (), {"10.0": (2, 4)}))
+    assert on_a_file[0].answer == "artune explain --table table.toml --arch 10.0 --world-size 4 --size 1MiB"
+    one_arch = ranked([caveat], [], [], replace(ctx, after="vllm:./checkout@10.0"))
+    assert one_arch[0].answer == "artune verify-engine vllm:./checkout"
 
 
 def test_base_of_an_sglang_checkout_under_python(tmp_path: Path) -> None:

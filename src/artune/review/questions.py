@@ -96,6 +96,15 @@ def _explain(question: Question, ctx: AnswerContext) -> str:
     return shlex.join(argv + (["--mode", mode] if mode else []))
 
 
+def _verify(question: Question, ctx: AnswerContext) -> str:
+    """E401, E402: the engine's own code run on every probe against artune's reading (``artune verify-engine``),
+    where AFTER is an engine's source it can run; otherwise what AFTER runs there (``_explain``)."""
+    source = ctx.after.rpartition("@")[0] if "@" in ctx.after else ctx.after  # verify-engine probes every arch
+    if ctx.engine and source.startswith((f"{ctx.engine}:", f"{ctx.engine}==")):
+        return shlex.join(["artune", "verify-engine", source])
+    return _explain(question, ctx)
+
+
 Answer = Callable[[Question, AnswerContext], str]
 #: the command that answers each kind of question; the others get ``_explain``, and the measured losses none:
 #: their message names the better row
@@ -104,6 +113,8 @@ ANSWERS: Mapping[str, Answer] = {
     "X202": lambda q, ctx: "",
     "E101": _measure_arch,
     "E201": _measure_holes,
+    "E401": _verify,
+    "E402": _verify,
     "X113": _benchmark,
     "X111": _benchmark,
     "X112": _benchmark,
