@@ -18,8 +18,8 @@ from artune.machine import cpu_platform
 from artune.table.diff import diff_tables, topologies_of
 from artune.table.io import loads_table
 from artune.table.types import Band, Plan, Platform, Provenance, Table, freeze_params
-from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
+from artune.tune.measured import build_table
 from artune.tune.measurer import CachedMeasurer
 from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.tuner import tune_world

@@ -13,8 +13,8 @@ from artune.report.document import Grid, Heading, Para, to_html, to_markdown
 from artune.report.figures import band_spans, latency_series, speedup_summary, speedups
 from artune.table.check import check_table
 from artune.table.io import dumps_table
-from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
+from artune.tune.measured import build_table
 from artune.tune.measurer import CachedMeasurer
 from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.tuner import WorldResult, tune_world

@@ -14,8 +14,8 @@ from artune.table.check import check_table
 from artune.table.decide import decide
 from artune.table.io import dump_table
 from artune.table.types import ParamValue, Platform
-from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
+from artune.tune.measured import build_table
 from artune.tune.measurer import CachedMeasurer
 from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.tuner import NCCL_RULE_NAME, WorldResult, tune_world

@@ -185,7 +185,7 @@ def test_the_report_shows_the_duel_its_repairs_and_the_states() -> None:
     from artune.machine import cpu_platform
     from artune.report.document import to_markdown
     from artune.report.summary import RunInfo, report_blocks
-    from artune.tune.build import build_table
+    from artune.tune.measured import build_table
 
     repaired = next(
         r

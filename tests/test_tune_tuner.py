@@ -13,8 +13,8 @@ from artune.measure.records import Candidate, Header, MeasurementLog
 from artune.table.check import check_table
 from artune.table.io import dumps_table, loads_table
 from artune.table.types import ParamValue
-from artune.tune.build import build_table
 from artune.tune.config import Budget, TuneConfig
+from artune.tune.measured import build_table
 from artune.tune.measurer import CachedMeasurer
 from artune.tune.synthetic import SyntheticMeasurer, linear_cost
 from artune.tune.tuner import tune_world

@@ -17,8 +17,8 @@ from artune.machine import cpu_platform
 from artune.table.io import load_table
 from artune.table.types import ParamValue
 from artune.tune import session
-from artune.tune.build import build_table
 from artune.tune.config import TuneConfig
+from artune.tune.measured import build_table
 from artune.tune.measurer import CachedMeasurer
 from artune.tune.synthetic import Cost, SyntheticMeasurer, linear_cost
 from artune.tune.tuner import WorldResult, tune_world

@@ -154,7 +154,7 @@ def run_replay(args: argparse.Namespace) -> int:
     from artune.report import RunInfo, write_report
     from artune.table.check import check_table
     from artune.table.io import dump_table, load_table
-    from artune.tune.build import build_table
+    from artune.tune.measured import build_table
     from artune.tune.replay import replay
 
     where = Path(args.replay)
@@ -272,8 +272,8 @@ def run_tune(args: argparse.Namespace) -> int:
     from artune.table.cache import install_table
     from artune.table.check import check_table
     from artune.table.io import dump_table
-    from artune.tune.build import build_table
     from artune.tune.config import TuneConfig
+    from artune.tune.measured import build_table
     from artune.tune.session import tune_world_sizes
 
     if args.replay is not None:

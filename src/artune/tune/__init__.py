@@ -20,10 +20,10 @@ band), ``measurer`` (where measurements come from, the resumable cache),
 machine's noise, for tests and dry runs).
 """
 
-from artune.tune.build import build_table
 from artune.tune.compare import Comparison, FasterRule, Pooled
 from artune.tune.config import TuneConfig
 from artune.tune.derive import BandCrossover, Pick
+from artune.tune.measured import build_table
 from artune.tune.measurer import CachedMeasurer, Measurer
 from artune.tune.regret import RegretScore
 from artune.tune.search import ParamSearch

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from artune.formats.header import Export, provenance_lines
+from artune.formats.export import Export, provenance_lines
 from artune.sizes import format_span
 from artune.table.types import Table
 

@@ -12,7 +12,7 @@ findings are ``artune.formats.sglang.checks``'. Both layouts are accepted: a
 checkout's ``python/sglang/...`` and a wheel's ``sglang/...``.
 
 A configs file on its own (a pull request's, or the shapes in
-``artune.formats.sglang.shapes`` that never shipped) has no dispatch beside
+``artune.formats.sglang.configs`` that never shipped) has no dispatch beside
 it: its rows are read in the order SGLang's ``Heuristic`` documents, every
 bound clipped to the 16 MiB default workspace as ``__init__`` does, and a
 field that order does not cover is refused. Multinode push bands
@@ -35,10 +35,10 @@ from artune.formats.files import SourceFile, describe, find_files, read_source
 from artune.formats.fingerprints import Evaluated
 from artune.formats.pyeval import Record
 from artune.formats.sglang.checks import collect
+from artune.formats.sglang.configs import ArchConfig, Configs, Shape, rows
 from artune.formats.sglang.dispatch import CLASS, Files
 from artune.formats.sglang.release import Release
 from artune.formats.sglang.release import evaluated as release_evaluated
-from artune.formats.sglang.shapes import ArchConfig, Configs, Shape, rows
 from artune.sizes import format_size
 from artune.table.check import copied_archs
 from artune.table.family import TableSet

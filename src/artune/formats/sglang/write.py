@@ -34,7 +34,7 @@ import math
 
 from artune.catalog import scheme_of
 from artune.errors import TableError
-from artune.formats.header import Export, differences, provenance_lines
+from artune.formats.export import Export, differences, provenance_lines
 from artune.formats.sglang.reference import Blocks, table_of
 from artune.formats.sglang.rules import Heuristic
 from artune.sizes import MAX_SIZE

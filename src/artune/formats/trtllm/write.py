@@ -12,7 +12,7 @@ strategy and named on stderr.
 
 from __future__ import annotations
 
-from artune.formats.header import Export, provenance_lines
+from artune.formats.export import Export, provenance_lines
 from artune.formats.trtllm.enums import STRATEGIES
 from artune.table.decide import decide
 from artune.table.types import Table, TokenShape

@@ -17,8 +17,8 @@ FlashInfer first) and everything the projection changes is listed in
 
 from __future__ import annotations
 
+from artune.formats.export import Export, differences, provenance_lines
 from artune.formats.files import SourceFile
-from artune.formats.header import Export, differences, provenance_lines
 from artune.formats.vllm.figures import Figures
 from artune.formats.vllm.read import CUSTOM_AR_WORLD_SIZES, build_rules
 from artune.sizes import MAX_SIZE, format_size
