@@ -213,9 +213,11 @@ def one_run(i: int, args: argparse.Namespace) -> dict[str, Any]:
             "times": scored["times"], "choices": scored["choices"], "folder": str(folder)}  # fmt: skip
 
 
-def _spin() -> None:
-    while True:
-        pass
+def _spin(parent: int) -> None:
+    """Keep one core busy until the bench ends, or dies: a killed bench must not leave its load behind."""
+    while os.getppid() == parent:
+        for _ in range(1 << 20):
+            pass
 
 
 def crossovers(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -304,7 +306,7 @@ def main() -> int:
     parser.add_argument("--load", type=int, default=0, help="busy processes beside the runs (default 0)")
     args = parser.parse_args()
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    load = [multiprocessing.Process(target=_spin, daemon=True) for _ in range(args.load)]
+    load = [multiprocessing.Process(target=_spin, args=(os.getpid(),), daemon=True) for _ in range(args.load)]
     for p in load:
         p.start()
     try:
