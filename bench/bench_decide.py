@@ -5,8 +5,12 @@
 Prints the median over repeats of the per-call cost (ns) of: a dict lookup
 (the floor for any table lookup in Python), ``decide`` with
 ``available=None``, and ``decide`` with an ``available`` frozenset as the
-Communicator passes it, for a measured-style CPU table and SGLang's SM107
-reference table, and the ratio to the dict lookup. Goal: decide <= 1 us.
+Communicator passes it, for a measured-style CPU table, SGLang's SM107
+reference table and tables read from released engines (vLLM 0.34.0 and
+SGLang 0.5.23, read once by evaluating their own dispatch code: skipped,
+saying so, where the release cache cannot be filled), and the ratio to the
+dict lookup. Reading happens once per source; ``decide`` never reads. Goal:
+decide <= 1 us.
 """
 
 from __future__ import annotations
@@ -48,6 +52,19 @@ def main() -> None:
         tables.append(("reference:sglang 10.7 ws=8", sm107, 8, "graph", names))
     except ImportError:
         pass
+    for spec, arch, ws, mode in (("vllm==0.34.0", "9.0", 8, "graph"), ("sglang==0.5.23", "10.0", 8, "graph")):
+        try:
+            from artune.errors import ArtuneError
+            from artune.sources import open_source
+
+            start = time.perf_counter()
+            table = open_source(f"{spec}@{arch}").tables[0]
+            print(f"# read {spec}@{arch} once: {time.perf_counter() - start:.1f} s (not per decision)")
+        except (ImportError, ArtuneError) as err:
+            print(f"# {spec}: not read here ({err})")
+            continue
+        names = frozenset(a for p in table.plans for a in p.algorithms)
+        tables.append((f"{spec} {arch} ws={ws}", table, ws, mode, names))
     lookup = {n: n for n in range(0, 256 << 20, 1 << 16)}
     keys = [(s - s % (1 << 16),) for s in sizes]
     dict_ns = per_call_ns(lookup.get, keys, args.repeats)
