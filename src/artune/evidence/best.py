@@ -121,7 +121,7 @@ def _vllm(evidence: BenchmarkSweep, arch: str, base: Table | None) -> BestRow:
     ca_values = (
         sorted({0, cap, *(c for c in cuts if c < cap)}) if ws in vllm_rules.Dispatch("").custom_ar_sizes() else [0]
     )
-    fi_kernel = "flashinfer/mnnvl" if evidence.multicast else "flashinfer/trtllm"
+    fi_kernel = vllm_rules.kernel("flashinfer_ar", ws, 0, evidence.multicast) or ""  # the backend vLLM resolves
     fi_values = [None, *cuts] if evidence.column(fi_kernel) is not None else [None]
     mm_values = [False, True] if evidence.multicast else [False]
     best: tuple[float, int, tuple] | None = None
