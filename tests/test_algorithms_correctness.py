@@ -18,21 +18,12 @@ import hashlib
 import pytest
 import torch
 
+from artune.algorithms.base import NUMERIC_DTYPES
 from artune.launch import RankContext, run_ranks
 
 BUFFER_BYTES = 64 << 10  # small, so chunking is exercised cheaply
 SHM = ("shm_one_shot", "shm_two_shot")
-DTYPES = (
-    torch.float32,
-    torch.float16,
-    torch.bfloat16,
-    torch.float64,
-    torch.int8,
-    torch.uint8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-)
+DTYPES = NUMERIC_DTYPES  # every dtype the algorithms claim
 FLOATS = (torch.float32, torch.float16, torch.bfloat16, torch.float64)
 
 
