@@ -127,6 +127,16 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         'Write `mode = "eager"`, or drop the plan.',
     ),
     FindingKind(
+        "T109",
+        "Algorithm does not run on the table's platform",
+        "The algorithm runs on other GPUs only (QuickReduce and AITER on ROCm, torch symmetric memory and "
+        "the SGLang and TensorRT-LLM kernels on CUDA, shared memory on CPU): on this table's platform it is "
+        "never available.",
+        "t.toml: warning T109: arch=gfx942 ws=8 mode=eager: 2shot_push runs on CUDA only, not on ROCm (a rocm "
+        "arch=gfx942 table: it will never be available)",
+        "Use an algorithm of the table's platform (`artune explain` says why each one is skipped there).",
+    ),
+    FindingKind(
         "T201",
         "World sizes with no plan",
         "Between 2 (or the smallest planned world size, across hosts) and the largest, some world sizes have "

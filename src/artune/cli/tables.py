@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from artune import catalog, settings
+from artune import catalog, rocm, settings
 from artune.catalog import DTYPES, SPECS
 from artune.cli import exit_status
 from artune.errors import ArtuneError
@@ -80,7 +80,11 @@ def register(commands: Any) -> None:
         "then the bundled default)",
     )
     source.add_argument("--reference", metavar="NAME", help="an engine's published tables: vllm or sglang")
-    explain.add_argument("--arch", help="architecture, e.g. 10.7 (required with --reference)")
+    explain.add_argument(
+        "--arch",
+        help="architecture: a CUDA capability (10.7) or an AMD gfx arch (gfx942; a ROCm table set also reads the "
+        "capability torch reports there, 9.4) (required with --reference)",
+    )
     explain.add_argument("--world-size", type=int, required=True)
     explain.add_argument(
         "--hosts", type=int, default=1, help="how many hosts the ranks span (plans are per topology; default 1)"
@@ -241,13 +245,31 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
     if args.reference:
         if not args.arch:
             raise ArtuneError("explain: --reference needs --arch, e.g. --arch 10.7")
-        return reference_set(args.reference).resolve(args.arch)
+        return _same_vendor(reference_set(args.reference).resolve(args.arch), args.arch, args.reference)
     source = open_source(args.table)
     if source.table_set is not None and len(source.tables) > 1:
         if not args.arch:
             raise ArtuneError(f"explain: {args.table} holds tables for several arches; give --arch, e.g. --arch 10.7")
-        return source.table_set.resolve(args.arch)
+        return _same_vendor(source.table_set.resolve(args.arch), args.arch, args.table)
     return source.tables[0]
+
+
+def _same_vendor(table: Table, arch: str, source: str) -> Table:
+    """``table``, unless ``arch`` is an AMD gfx arch and the table is for another platform: a CUDA table's
+    answer is not what runs on an AMD GPU, so it is refused rather than borrowed."""
+    if rocm.is_gfx(arch) and table.platform.kind != rocm.KIND:
+        raise ArtuneError(
+            f"explain: {source} has no ROCm table for {rocm.describe(rocm.gfx_arch(arch) or arch)}; its tables "
+            f"are for {table.platform.kind}, and what runs on an AMD GPU is not read from them"
+        )
+    return table
+
+
+def platform_text(table: Table) -> str:
+    """The table's platform in words: a ROCm arch with the capability torch reports for it and its products."""
+    plat = table.platform
+    text = f"{plat.kind} " + (rocm.describe(plat.arch) if plat.kind == rocm.KIND else f"arch={plat.arch}")
+    return text + (f", {plat.device}" if plat.device else "")
 
 
 _DEFAULT_DTYPE = {"cpu": "float32", "cuda": "bfloat16", "rocm": "bfloat16"}  # what serving on each reduces
@@ -277,7 +299,7 @@ def run_explain(args: argparse.Namespace) -> int:
     if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
         note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
     kernel = _vllm_kernel(table, decision.algorithm, args.world_size, nbytes)
-    steps = _explained_steps(decision, unavailable, kernel)
+    steps = [f"platform: {platform_text(table)}", *_explained_steps(decision, unavailable, kernel)]
     figures = _figures(table, decision.world_size, decision.mode, decision.multicast)
     # what the engine reading behind the table cannot vouch for, where it could touch this decision
     unverified = [c.describe() for c in table.caveats if c.touches(args.world_size)]
@@ -323,7 +345,7 @@ def _unavailable(
 ) -> dict[str, str]:
     """Algorithms the call cannot run, with why: the catalog's conditions, and on CPU what a Communicator here
     would find in /dev/shm."""
-    unavailable = catalog.unavailable(args.world_size, dtype, nbytes, multicast, args.hosts)
+    unavailable = catalog.unavailable(args.world_size, dtype, nbytes, multicast, args.hosts, kind)
     if kind == "cpu" and args.world_size > 1:
         from artune.algorithms.shm import ShmOneShot, ShmTwoShot
         from artune.algorithms.shm.segment import shm_problem
@@ -366,6 +388,7 @@ def _explained_json(args: argparse.Namespace, table: Table, decision: Decision, 
         mode=args.mode,
         dtype=call.dtype,
         table=table.name,
+        platform=platform_text(table),
         steps=call.steps,
     )
     if call.multicast is not None:

@@ -44,10 +44,9 @@ from types import MappingProxyType
 
 from artune.catalog import SPECS
 from artune.sizes import format_span
+from artune.table.family import process_group
 from artune.table.gaps import GapPolicy, gap_policy
 from artune.table.types import MODES, Mode, NVLinkDomain, ParamValue, Plan, Table, TokenShape
-
-_KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
 
 
 @dataclass(frozen=True)
@@ -422,7 +421,7 @@ def _domain(nvlink: NVLinkDomain | str | None, hosts: int) -> tuple[NVLinkDomain
 
 def _platform_default(table: Table) -> str:
     """The platform's process group: what runs where no plan applies."""
-    return _KIND_DEFAULT.get(table.platform.kind, "nccl")
+    return process_group(table.platform.kind)
 
 
 def _join(*notes: str) -> str:
