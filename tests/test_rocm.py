@@ -104,7 +104,7 @@ def test_explain_names_the_rocm_platform(tmp_path, capsys: pytest.CaptureFixture
     # two ranks: no plan here or below, so the larger plan's fallback, RCCL, for every size
     assert main(["explain", "--table", str(path), "--world-size", "2", "--size", "64MiB"]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("rccl") and "[rocm arch=gfx942 (8x MI300X)]" in out  # the decision names the platform
+    assert out.startswith("rccl (kernel rccl)") and "[rocm arch=gfx942 (8x MI300X)]" in out  # names the platform
 
 
 def test_an_amd_arch_is_not_answered_from_cuda_tables(capsys: pytest.CaptureFixture[str]) -> None:

@@ -426,7 +426,11 @@ def _print_explained(args: argparse.Namespace, decision: Decision, call: _Explai
 
 
 def _vllm_kernel(table: Table, algorithm: str, world_size: int, nbytes: int) -> tuple[str, str] | None:
-    """Which of vLLM's custom all-reduce kernels runs the message, and why (vLLM's C++ decides it per call)."""
+    """Which of vLLM's custom all-reduce kernels runs the message, and why (vLLM's C++ decides it per call);
+    on a ROCm table the kernel of an algorithm that runs one."""
+    spec = SPECS.get(algorithm)
+    if table.platform.kind == rocm.KIND and spec is not None and len(spec.kernels) == 1:
+        return spec.kernels[0].name, f"{algorithm} runs one kernel ({spec.summary})"
     if table.rules != "vllm" or algorithm != "custom_ar":
         return None
     from artune.formats.vllm.rules import CUSTOM_AR_ALGO_ENV, custom_ar_kernel
