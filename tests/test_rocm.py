@@ -19,21 +19,13 @@ MiB = 1 << 20
 
 ROCM_TABLE = """
 schema = 1
-[platform]
-kind = "rocm"
-arch = "gfx942"
-device = "8x MI300X"
-[provenance]
-source = "published"
-notes = "test table"
+platform = { kind = "rocm", arch = "gfx942", device = "8x MI300X" }
+provenance = { source = "published", notes = "test table" }
 [[plan]]
 world_size = 8
 mode = "eager"
 fallback = "rccl"
-bands = [
-  { upto = "16MiB", algorithm = "aiter_ar" },
-  { upto = "2GiB", algorithm = ["quick_ar_int4", "quick_ar_fp"] },
-]
+bands = [{ upto = "16MiB", algorithm = "aiter_ar" }, { upto = "2GiB", algorithm = ["quick_ar_int4", "quick_ar_fp"] }]
 """
 
 

@@ -161,6 +161,12 @@ def _sglang(
     return AlgorithmSpec(name, "sglang", summary, params, conditions, kernels=kernels, kinds=_CUDA)
 
 
+def _rocm_custom(name: str, engine: str, summary: str, *kernels: Kernel) -> AlgorithmSpec:
+    """A custom all-reduce over HIP IPC of vLLM's lineage on ROCm: its world sizes, dtypes and 16-byte sizes."""
+    conditions = Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_HALF_AND_FP32, align=16)
+    return AlgorithmSpec(name, engine, summary, conditions=conditions, kernels=kernels, kinds=_ROCM)
+
+
 #: QuickReduce's levels (``QuickReduceRegime``, set once per process by ``VLLM_ROCM_QUICK_REDUCE_QUANTIZATION``
 #: in vLLM, ``ROCM_QUICK_REDUCE_QUANTIZATION`` in SGLang): level -> the world sizes that run it (INT3 only at
 #: two ranks, from the vLLM release that added it) and the bytes each rank sends per byte of fp16 input (its
@@ -299,27 +305,21 @@ SPECS: dict[str, AlgorithmSpec] = {
         # AITER's CustomAllreduce (aiter/dist/device_communicators/custom_all_reduce.py): vLLM's ROCm custom
         # all-reduce by default (VLLM_ROCM_USE_AITER_CUSTOM_AR) and SGLang's on HIP (SGLANG_USE_AITER_AR); a
         # fork of vLLM's kernel whose C++ picks one or two stages per call
-        AlgorithmSpec(
+        _rocm_custom(
             "aiter_ar",
             "aiter",
             "AITER's custom all-reduce over HIP IPC peer memory (vLLM's and SGLang's default on ROCm)",
-            conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_HALF_AND_FP32, align=16),
-            kernels=(
-                Kernel("aiter_ar/1stage", Scheme.ONE_SHOT, "custom"),
-                Kernel("aiter_ar/2stage", Scheme.TWO_SHOT, "custom"),
-            ),
-            kinds=_ROCM,
+            Kernel("aiter_ar/1stage", Scheme.ONE_SHOT, "custom"),
+            Kernel("aiter_ar/2stage", Scheme.TWO_SHOT, "custom"),
         ),
         # SGLang's legacy CustomAllreduce on HIP in its deterministic mode (SGLANG_USE_1STAGE_ALLREDUCE=1, or
         # deterministic inference): sgl-kernel's one-stage kernel with a fixed reduction order, every size
         # (above its buffer in pieces), on any ROCm node
-        AlgorithmSpec(
+        _rocm_custom(
             "custom_ar_v1_1stage",
             "sglang",
             "SGLang's deterministic one-stage custom all-reduce on ROCm (fixed reduction order, any size)",
-            conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_HALF_AND_FP32, align=16),
-            kernels=(Kernel("sglang/deterministic_1stage", Scheme.ONE_SHOT, "custom"),),
-            kinds=_ROCM,
+            Kernel("sglang/deterministic_1stage", Scheme.ONE_SHOT, "custom"),
         ),
     )
 }
