@@ -133,8 +133,20 @@ class HardwareModel:
         return None if world_size >= 2 else f"world size {world_size}: an all-reduce needs at least 2 ranks"
 
     def candidates(self, world_size: int, mode: str) -> list[str]:
-        """The algorithms this hardware runs (multicast only where it exists)."""
-        return [a for a in self.algorithms if self.hw.multicast or not gpu.KERNEL_OF.get(a, a).startswith("multicast/")]
+        """The algorithms this hardware runs at ``world_size`` (multicast only where it exists; QuickReduce at
+        2, 4 and 8 ranks, say: the catalog's world sizes)."""
+        from artune.catalog import SPECS
+
+        def runs(name: str) -> bool:
+            spec = SPECS.get(name)
+            allowed = spec.conditions.world_sizes if spec is not None else None
+            return allowed is None or world_size in allowed
+
+        return [
+            a
+            for a in self.algorithms
+            if (self.hw.multicast or not gpu.KERNEL_OF.get(a, a).startswith("multicast/")) and runs(a)
+        ]
 
     def params(self) -> dict[str, dict[str, int | str]]:
         """Kernel grid sizes for SGLang's algorithms (SM count where the preset gives it); none on ROCm."""
