@@ -126,3 +126,15 @@ def test_an_amd_host_measures_a_rocm_table() -> None:
     assert (
         nvidia.platform().kind == "cuda" and nvidia.fingerprint() != GpuFacts("x", "9.0", 132, 139.8, 8).fingerprint()
     )
+
+
+def test_show_and_diff_name_the_platform(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = tmp_path / "a.toml", tmp_path / "b.toml"
+    a.write_text(ROCM_TABLE)
+    b.write_text(ROCM_TABLE.replace('"quick_ar_int4", ', ""))
+    assert main(["show", str(a)]) == 0
+    assert "[rocm arch=gfx942 (8x MI300X)]" in capsys.readouterr().out  # a title's brackets are not markup
+    assert main(["diff", str(a), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("arch=gfx942: A ") and "[rocm arch=gfx942 (8x MI300X)]; B" in out
+    assert "A quick_ar_int4 > rccl | B quick_ar_fp > rccl" in out  # FP never runs behind INT4 (same conditions)

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
@@ -544,7 +545,7 @@ def _bands_text(plan: Plan, colors: dict[str, str]) -> Text:
 def _print_chart(table: Table, console: Console) -> None:
     colors: dict[str, str] = {}
     grid = RichTable(
-        title=f"{_label(table)}  [{table.platform}]  {table.provenance}",
+        title=escape(f"{_label(table)}  [{table.platform}]  {table.provenance}"),  # brackets are text, not markup
         title_justify="left",
         show_edge=False,
     )
