@@ -123,6 +123,7 @@ def arches(data: cal.Data) -> list[str]:
 
 
 def is_amd(fold: ArchFold) -> bool:
+    """Whether the fold held out an AMD arch."""
     return rocm.is_gfx(fold.arch)
 
 
