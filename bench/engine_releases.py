@@ -1,18 +1,20 @@
-"""Every released vLLM and SGLang wheel, read by artune and checked against the engine's own code.
+"""Every released vLLM and SGLang wheel, verified: ``artune verify-engine ENGINE==VERSION`` for each.
 
-For each release that ``src/artune/oracles/<engine>.py`` lists, oldest first:
-download the wheel once (``artune.formats.releases``: ``pip download
+For each release that ``src/artune/oracles/<engine>.py`` lists, oldest first,
+this runs what ``artune verify-engine`` runs (``artune.oracles.verify``):
+the wheel is downloaded once (``artune.formats.releases``: ``pip download
 --no-deps``, only the dispatch files kept, cached under
-``~/.cache/artune/releases``), read it with artune's reader, run the
-engine's own dispatch on its own configs (the oracle) and artune's decision
-on the same probes, and count the lines ``artune check`` prints. The probes
-stand on one host (world sizes 2-16) and in racks (``oracles.RACK_TOPOLOGIES``:
-2, 4 and 18 hosts in one NVLink domain and 2 hosts joined over a network, at
-world sizes 8, 16, 32 and 72, and 2); each row counts them per topology. One
-row per release:
+``~/.cache/artune/releases``), the engine's own dispatch code decides every
+probe in a stand-in world, artune's reading decides the same probes, and the
+answers are compared per topology (``artune.oracles.TOPOLOGIES``: one host at
+world sizes 2-16, and every split across hosts that ``check`` describes, in
+one NVLink domain and over a network). It also counts the lines ``artune
+check`` prints and the seconds artune's reading took (``read s``: a fresh
+reading, nothing kept from an earlier run). One row per release:
 
     python bench/engine_releases.py                 # both engines, every release
-    python bench/engine_releases.py --engine sglang --releases 0.5.20,0.5.23 --markdown
+    python bench/engine_releases.py --engine vllm --releases 0.33.0,0.34.0 --markdown
+    python bench/engine_releases.py --engine vllm --record   # keep each agreeing release's fingerprints
 
 Exit status 1 when any release does not read or any probe disagrees.
 """
@@ -21,17 +23,19 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+import tempfile
 import time
 from collections import Counter
 from dataclasses import dataclass
 
 from artune.errors import ArtuneError, ReleaseUnavailable
 from artune.formats.releases import fetch_release
+from artune.oracles.verify import verify
 from artune.sources import open_source, source_findings
 
 ENGINES = ("sglang", "vllm")
-TOPOLOGIES = ("1 host", "2 hosts rack", "4 hosts rack", "18 hosts rack", "2 hosts network")
 
 
 @dataclass(frozen=True)
@@ -45,47 +49,62 @@ class Row:
     equal: int = 0
     findings: int = 0
     first_difference: str = ""
-    seconds: float = 0.0
+    seconds: float = 0.0  # the whole verification
+    read_seconds: float = 0.0  # artune's reading alone, fresh
     #: per topology ("1 host", "4 hosts rack", "2 hosts network"): (probes, equal)
     topologies: tuple[tuple[str, int, int], ...] = ()
+    recorded: bool = False
 
     @property
     def ok(self) -> bool:
         return self.reads == "yes" and self.probes > 0 and self.equal == self.probes
 
 
-def run_release(engine: str, version: str) -> Row:
-    """Read, probe and check one release."""
-    oracle = importlib.import_module(f"artune.oracles.{engine}")
+def _fresh_reading(engine: str, version: str) -> tuple[float, int]:
+    """Seconds a fresh reading of the release takes (no reading kept from an earlier run), and the lines
+    ``artune check`` prints for it."""
+    saved = os.environ.get("ARTUNE_READINGS_DIR")
+    with tempfile.TemporaryDirectory(prefix="artune-readings-") as empty:
+        os.environ["ARTUNE_READINGS_DIR"] = empty
+        try:
+            start = time.perf_counter()
+            found = source_findings(open_source(f"{engine}=={version}"))
+            return time.perf_counter() - start, len(found)
+        finally:
+            if saved is None:
+                os.environ.pop("ARTUNE_READINGS_DIR", None)
+            else:
+                os.environ["ARTUNE_READINGS_DIR"] = saved
+
+
+def run_release(engine: str, version: str, record: bool = False) -> Row:
+    """Verify one release."""
     start = time.perf_counter()
     try:
-        root = fetch_release(engine, version)
+        fetch_release(engine, version)
     except ReleaseUnavailable as err:
         return Row(engine, version, f"no wheel: {err}")
     try:
-        findings = source_findings(open_source(f"{engine}:{root}"))
+        read_seconds, findings = _fresh_reading(engine, version)
+        result = verify(f"{engine}=={version}", record=record, keep=1)
     except ArtuneError as err:
         return Row(engine, version, f"no: {err}", seconds=time.perf_counter() - start)
-    probes = oracle.probes(root)
-    theirs = oracle.engine_decisions(root, probes)
-    ours = oracle.artune_decisions(root, probes)
-    differ = [(p, t, o) for p, t, o in zip(probes, theirs, ours, strict=True) if t != o]
     first = ""
-    if differ:
-        probe, t, o = differ[0]
-        first = f"{probe}: engine {t}, artune {o}"
-    counts = Counter(p.topology for p in probes)
-    wrong = Counter(p.topology for p, _t, _o in differ)
+    if result.differences:
+        probe, theirs, ours = result.differences[0]
+        first = f"{probe}: engine {theirs}, artune {ours}"
     return Row(
         engine,
         version,
         "yes",
-        len(probes),
-        len(probes) - len(differ),
-        len(findings),
+        result.probes,
+        result.probes - result.differ,
+        findings,
         first,
         time.perf_counter() - start,
-        tuple((name, counts[name], counts[name] - wrong[name]) for name in TOPOLOGIES if counts[name]),
+        read_seconds,
+        result.topologies,
+        bool(result.recorded),
     )
 
 
@@ -94,33 +113,56 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--engine", choices=(*ENGINES, "all"), default="all")
     parser.add_argument("--releases", help="comma-separated versions (default: every release the oracle lists)")
     parser.add_argument("--markdown", action="store_true", help="print the matrix as a Markdown table")
+    parser.add_argument("--record", action="store_true", help="keep each agreeing release's fingerprints")
     args = parser.parse_args(argv)
     rows: list[Row] = []
     for engine in ENGINES if args.engine == "all" else (args.engine,):
         oracle = importlib.import_module(f"artune.oracles.{engine}")
         versions = args.releases.split(",") if args.releases else list(oracle.RELEASES)
         for version in versions:
-            row = run_release(engine, version)
+            row = run_release(engine, version, args.record)
             rows.append(row)
-            if not args.markdown:
-                per = " ".join(f"[{name}: {n}/{eq}]" for name, n, eq in row.topologies)
-                print(
-                    f"{engine:7} {version:12} reads={row.reads[:60]:6} probes={row.probes:6} equal={row.equal:6} "
-                    f"findings={row.findings:3} {row.seconds:5.1f}s {per} {row.first_difference}",
-                    flush=True,
-                )
+            per = " ".join(f"[{name}: {n}/{eq}]" for name, n, eq in row.topologies)
+            print(
+                f"{engine:7} {version:12} reads={row.reads[:60]:6} probes={row.probes:7} equal={row.equal:7} "
+                f"findings={row.findings:3} read {row.read_seconds:5.1f}s all {row.seconds:5.1f}s "
+                f"{'recorded ' if row.recorded else ''}{per} {row.first_difference}",
+                file=sys.stderr if args.markdown else sys.stdout,
+                flush=True,
+            )
     if args.markdown:
-        columns = " | ".join(f"{name} (probes / equal)" for name in TOPOLOGIES)
-        print(f"| engine | release | reads | probes | equal to the engine's code | {columns} | `artune check` lines |")
-        print("|---|---|---|---:|---:|" + "---:|" * len(TOPOLOGIES) + "---:|")
-        for row in rows:
-            reads = row.reads if row.reads == "yes" else row.reads.split(":", 1)[0]
-            per = {name: f"{n} / {eq}" for name, n, eq in row.topologies}
-            cells = " | ".join(per.get(name, "") for name in TOPOLOGIES)
-            print(f"| {row.engine} | {row.version} | {reads} | {row.probes} | {row.equal} | {cells} | {row.findings} |")
+        _markdown(rows)
     totals = Counter(row.ok for row in rows)
     print(f"# {totals[True]} of {len(rows)} releases read and agree on every probe", file=sys.stderr)
     return 0 if totals[True] == len(rows) else 1
+
+
+def _markdown(rows: list[Row]) -> None:
+    names = list(dict.fromkeys(name for row in rows for name, _n, _eq in row.topologies))
+    ones = [n for n in names if n == "1 host"]
+    racks = [n for n in names if n.endswith("rack")]
+    networks = [n for n in names if n.endswith("network")]
+    print(
+        "| engine | release | reads | probes | equal to the engine's code | 1 host (probes / equal) | "
+        "across hosts, one NVLink domain (probes / equal) | across hosts, a network (probes / equal) | "
+        "`artune check` lines | reading (s) |"
+    )
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|")
+    for row in rows:
+        reads = row.reads if row.reads == "yes" else row.reads.split(":", 1)[0]
+        per = {name: (n, eq) for name, n, eq in row.topologies}
+
+        def cell(group: list[str], per: dict[str, tuple[int, int]] = per) -> str:
+            n = sum(per.get(name, (0, 0))[0] for name in group)
+            eq = sum(per.get(name, (0, 0))[1] for name in group)
+            return f"{n} / {eq}" if n else ""
+
+        print(
+            f"| {row.engine} | {row.version} | {reads} | {row.probes} | {row.equal} | {cell(ones)} | {cell(racks)} "
+            f"| {cell(networks)} | {row.findings} | {row.read_seconds:.1f} |"
+        )
+    split = sorted({int(name.split()[0]) for name in racks + networks})
+    print(f"\nAcross hosts the probes split each group over {', '.join(map(str, split))} hosts.")
 
 
 if __name__ == "__main__":

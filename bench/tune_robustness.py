@@ -1,39 +1,46 @@
-"""How robust is ``artune tune``? N fresh tunes, each scored by an independent held-out scorer.
+"""How robust is ``artune tune``? N fresh tunes, each scored by an independent held-out scorer, each table audited.
 
-Each run is a fresh subprocess ``artune tune --world-size W --no-install``
-into its own folder. Its table is then scored by a scorer that shares
-nothing with the tuner's harness or its rule for "faster": its own two
-processes (``torch.multiprocessing``, a gloo group), an
-``artune.Communicator`` with the algorithm forced per call, and plain
-``time.perf_counter`` around K back-to-back calls (a barrier before, the
-slower rank's time kept). At 12 off-grid sizes drawn afresh per run (log
-spaced from 256 B to 64 MiB, jittered, never a power of two) every
-algorithm with its default parameters and the tuned table's choice are
-timed, interleaved, over 9 rounds (the order reversed every other round);
-a candidate's time at a size is the median over rounds of its per-call
-time. The regret of a rule at a size is its choice's time over the fastest
-candidate's, summarized by the geometric mean over the sizes. The rules:
-the tuned table, DeepSpeed's 1 MiB rule (the bundled CPU default) and
-``always <algorithm>`` for every algorithm.
+Each run is a fresh subprocess ``artune tune --world-size W --no-install`` into its own folder (exit 1 is a
+run whose own checks contradict each other: it writes its table and installs nothing; it is counted, not an
+error). Its table is then scored by a scorer that shares nothing with the tuner's harness or its rule for
+"faster": its own two processes (``torch.multiprocessing``, a gloo group), an ``artune.Communicator`` with
+the algorithm forced per call, and plain ``time.perf_counter`` around K back-to-back calls (a barrier
+before, the slower rank's time kept). At 12 off-grid sizes drawn afresh per run (log spaced from 256 B to
+64 MiB, jittered, never a power of two) every algorithm with its default parameters and the tuned table's
+choice are timed, interleaved, over 9 rounds (the order reversed every other round); a candidate's time at
+a size is the median over rounds of its per-call time. The regret of a rule at a size is its choice's time
+over the fastest candidate's, summarized by the geometric mean over the sizes. The rules: the tuned table,
+DeepSpeed's 1 MiB rule (the bundled CPU default) and ``always <algorithm>`` for every algorithm.
 
-Prints one line per run (tuned, the best fixed rule in the same scoring,
-the margin) and the distribution: median, worst, how many runs lose to a
-fixed rule and how many by more than 2%; ``--json`` writes every figure.
-``--load N`` keeps N busy processes spinning beside the tunes and the
-scoring, for the machine other work shares (the figures say so).
+Per run it prints the independent regret, the best fixed rule and the margin over it, what the run shipped
+(the derived table or the fixed rule its own checks chose) and whether it printed a loss (``LOSES``), the
+table's bands, and each band audited against the run's own measurement log by the tuner's band rules
+(``artune.tune.bands.audit``: faster than its rivals at two of its own sizes, or the published rule's
+choice; every call of the log counts, the held-out scoring's included). A fixed rule that the run shipped
+because its own checks put it ahead of the derived table stands on that verdict. Then the distribution: the regret
+and the margin, how many runs printed a loss and how many would have installed a table their own check
+says loses, the bands per table, how many tables have a band their evidence does not justify, and every
+crossover's spread over the runs; ``--json`` writes every figure. ``--load N`` keeps N busy processes
+spinning beside the tunes and the scoring, for the machine other work shares (the figures say so).
 
-    flock /tmp/artune-cpu.lock python bench/tune_robustness.py --runs 20 --out /tmp/robust
-    flock /tmp/artune-cpu.lock python bench/tune_robustness.py --runs 6 --load 2 --out /tmp/robust-load
+The bar (issue #38): quietly, no run prints a loss for the table it ships, none is behind the best fixed
+rule by more than 1% on this scorer, and every band is justified; under ``--load``, no run installs a table
+that its own check says loses.
+
+    flock /tmp/artune-quiet.lock python bench/tune_robustness.py --runs 20 --out /tmp/robust --json /tmp/robust/all.json
+    flock /tmp/artune-quiet.lock python bench/tune_robustness.py --runs 20 --load 1 --out /tmp/robust-load1
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import multiprocessing
 import os
 import random
+import re
 import socket
 import statistics
 import subprocess
@@ -42,10 +49,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from artune.sizes import human_size
+
 SIZES = 12
 ROUNDS = 9
 LO, HI = 256, 64 << 20
-MAX_OVER_BEST = 0.02  # the issue's bar: tuned at most the best fixed rule + 0.02, median 1.02
+MAX_MARGIN = 0.01  # the issue's bar: no run behind the best fixed rule by more than 1% on this scorer
 
 
 def held_out_sizes(count: int, seed: int) -> list[int]:
@@ -156,24 +165,52 @@ def score(table_path: Path, world: int, seed: int, work: Path) -> dict[str, Any]
     return {"sizes": sizes, "times": {str(s): t for s, t in times.items()}, "choices": choices, "regret": regret}
 
 
+def _audit(folder: Path, world: int) -> list[Any]:
+    """The shipped plan's bands, each audited against the run's measurement log (``artune.tune.bands.audit``)."""
+    from artune.measure.records import MeasurementLog
+    from artune.table.bundled import cpu_default
+    from artune.table.io import load_table
+    from artune.tune.bands import Ledger, audit, published_spans
+    from artune.tune.compare import FasterRule
+
+    plan = load_table(folder / "table.toml").plan(world, "eager")
+    assert plan is not None, f"{folder}: no eager plan for {world} ranks"
+    measured = MeasurementLog(folder / f"measurements-ws{world}.jsonl").read()
+    names = sorted({m.candidate.algorithm for m in measured} | {plan.fallback})
+    ledger = Ledger.of(measured, FasterRule())
+    return audit(plan, ledger, published_spans(cpu_default(), world, names), names)
+
+
 def one_run(i: int, args: argparse.Namespace) -> dict[str, Any]:
-    """Tune afresh into ``out/run-i`` and score the table."""
+    """Tune afresh into ``out/run-i``, score the table and audit its bands."""
+    from artune.sizes import format_span
+
     folder = Path(args.out) / f"run-{i:02d}"
     cmd = [sys.executable, "-m", "artune", "tune", "--world-size", str(args.world_size), "--out", str(folder)]
     cmd += ["--no-install", "--no-progress"] + (["--budget", str(args.budget)] if args.budget else [])
     started = time.monotonic()
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     wall = time.monotonic() - started
-    if done.returncode != 0:
+    if done.returncode not in (0, 1) or not (folder / "table.toml").is_file():
         raise SystemExit(f"run {i}: artune tune failed ({done.returncode}): {done.stderr[-2000:]}")
-    (folder / "tune-stdout.txt").write_text(done.stdout + done.stderr)
+    output = done.stdout + done.stderr
+    (folder / "tune-stdout.txt").write_text(output)
     scored = score(folder / "table.toml", args.world_size, args.seed + 1000 * i, folder)
     regret = scored["regret"]
     fixed = {k: v for k, v in regret.items() if k != "tuned table"}
     best = min(fixed, key=lambda k: fixed[k])
-    return {"run": i, "tune_wall_s": wall, "tuned": regret["tuned table"], "best_fixed": best,
-            "best_fixed_regret": fixed[best], "regret": regret, "sizes": scored["sizes"], "times": scored["times"],
-            "choices": scored["choices"], "folder": str(folder)}  # fmt: skip
+    audits = _audit(folder, args.world_size)
+    shipped = re.search(r"Shipped (.+?) instead of the tuned table", output)
+    return {"run": i, "tune_wall_s": wall, "rc": done.returncode, "tuned": regret["tuned table"],
+            "best_fixed": best, "best_fixed_regret": fixed[best], "margin": regret["tuned table"] / fixed[best] - 1,
+            "printed_loss": "LOSES" in output, "shipped": shipped.group(1) if shipped else "tuned table",
+            "bands": [[a.lower, a.upto, a.algorithm] for a in audits],
+            "table": ", ".join(f"{format_span(a.lower, a.upto)} {a.algorithm}" for a in audits),
+            "audits": [a.describe() for a in audits],
+            # a fixed rule the run's own checks put ahead of its derived table stands on that verdict
+            "justified": bool(shipped) or all(a.justified for a in audits),
+            "near_ties": re.findall(r"near-tie: (.+)", done.stdout), "regret": regret, "sizes": scored["sizes"],
+            "times": scored["times"], "choices": scored["choices"], "folder": str(folder)}  # fmt: skip
 
 
 def _spin() -> None:
@@ -181,21 +218,79 @@ def _spin() -> None:
         pass
 
 
-def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The distribution over runs."""
+def crossovers(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every hand-over (``a -> b``, the n-th between them in a table) over the runs: in how many, and where."""
+    found: dict[str, list[int]] = {}
+    for r in runs:
+        seen: dict[str, int] = {}
+        for (_, up, a), (_, _, b) in itertools.pairwise(r["bands"]):
+            pair = f"{a} -> {b}"
+            seen[pair] = seen.get(pair, 0) + 1
+            key = pair if seen[pair] == 1 else f"{pair} (#{seen[pair]})"
+            found.setdefault(key, []).append(up + 1)
+    out = []
+    for key, at in found.items():
+        out.append({"crossover": key, "runs": len(at), "min": min(at), "median": statistics.median(at),
+                    "max": max(at), "spread": max(at) / min(at)})  # fmt: skip
+    return out
+
+
+def summary(runs: list[dict[str, Any]], load: int = 0) -> dict[str, Any]:
+    """The distribution over runs, and the issue's bar."""
     tuned = [r["tuned"] for r in runs]
-    margin = [r["tuned"] / r["best_fixed_regret"] - 1 for r in runs]
-    over = [r["tuned"] - r["best_fixed_regret"] for r in runs]
-    return {
+    margin = [r["margin"] for r in runs]
+    bands = [len(r["bands"]) for r in runs]
+    out = {
         "runs": len(runs),
+        "load": load,
         "median": statistics.median(tuned),
         "worst": max(tuned),
-        "worst_over_best_fixed": max(over),
-        "lose": sum(m > 0 for m in margin),
-        "lose_by_2pct": sum(m > 0.02 for m in margin),
+        "worst_margin": max(margin),
+        "behind_by_1pct": sum(m > MAX_MARGIN for m in margin),
+        "printed_loss": sum(r["printed_loss"] for r in runs),
+        "refused": sum(r["rc"] == 1 for r in runs),
+        "installed_losing": sum(r["printed_loss"] and r["rc"] == 0 for r in runs),
+        "shipped_rule": sum(r["shipped"] != "tuned table" for r in runs),
+        "bands": {str(n): bands.count(n) for n in sorted(set(bands))},
+        "unjustified": sum(not r["justified"] for r in runs),
+        "near_ties": sum(bool(r["near_ties"]) for r in runs),
+        "crossovers": crossovers(runs),
         "max_tune_wall_s": max(r["tune_wall_s"] for r in runs),
-        "holds": max(over) <= MAX_OVER_BEST and statistics.median(tuned) <= 1.02 and max(margin) <= 0.02,
     }
+    if load:
+        out["holds"] = out["installed_losing"] == 0
+    else:
+        out["holds"] = out["printed_loss"] == 0 and out["behind_by_1pct"] == 0 and out["unjustified"] == 0
+    return out
+
+
+def report(s: dict[str, Any]) -> list[str]:
+    """The summary's lines."""
+    under = f" under --load {s['load']}" if s["load"] else ""
+    lines = [
+        f"{s['runs']} runs{under}: tuned regret median {s['median']:.3f}, "
+        f"worst {s['worst']:.3f}; margin over the best fixed rule worst {s['worst_margin']:+.1%}, "
+        f"{s['behind_by_1pct']} run(s) behind it by more than {MAX_MARGIN:.0%}",
+        f"printed a loss: {s['printed_loss']} of {s['runs']}; refused (exit 1, nothing installed): {s['refused']}; "
+        f"would have installed a table its own check says loses: {s['installed_losing']}; "
+        f"shipped a fixed rule by the run's own verdict: {s['shipped_rule']}",
+        "bands per table: "
+        + ", ".join(f"{n} bands in {k} run(s)" for n, k in s["bands"].items())
+        + f"; tables with a band their evidence does not justify: {s['unjustified']}; near-ties named in "
+        f"{s['near_ties']} run(s)",
+    ]
+    for c in s["crossovers"]:
+        lines.append(
+            f"crossover {c['crossover']}: {c['runs']} of {s['runs']} runs, {human_size(c['min'])} to "
+            f"{human_size(c['max'])} (median {human_size(int(c['median']))}), spread {c['spread']:.2f}x"
+        )
+    bar = (
+        "no run installs a table its own check says loses"
+        if s["load"]
+        else ("no loss printed, none behind the best fixed rule by more than 1%, every band justified")
+    )
+    lines.append(f"longest tune {s['max_tune_wall_s']:.0f}s; {'HOLDS' if s['holds'] else 'FAILS'} the bar ({bar})")
+    return lines
 
 
 def main() -> int:
@@ -220,25 +315,28 @@ def main() -> int:
 
 
 def _runs(args: argparse.Namespace) -> int:
-    """The runs of ``main``, one line each, then the distribution."""
+    """The runs of ``main``, each with its audit, then the distribution."""
     runs = []
     for i in range(args.runs):
         r = one_run(i, args)
         runs.append(r)
+        loss = "PRINTED A LOSS" if r["printed_loss"] else "no loss printed"
         print(
             f"run {i:2d}: tuned {r['tuned']:.3f}, best fixed rule {r['best_fixed_regret']:.3f} ({r['best_fixed']}), "
-            f"margin {r['tuned'] / r['best_fixed_regret'] - 1:+.1%}, tune {r['tune_wall_s']:.0f}s, "
-            f"load {os.getloadavg()[0]:.1f}",
+            f"margin {r['margin']:+.1%}, tune {r['tune_wall_s']:.0f}s (exit {r['rc']}), shipped {r['shipped']}, "
+            f"{loss}, load {os.getloadavg()[0]:.1f}",
             flush=True,
         )
+        print(f"    {len(r['bands'])} band(s): {r['table']}")
+        for line in r["audits"]:
+            print(f"      {line}")
+        for line in r["near_ties"]:
+            print(f"      near-tie: {line}")
         if args.json:  # after every run, so a cut-short bench keeps what it measured
-            Path(args.json).write_text(json.dumps({"summary": summary(runs), "runs": runs}, indent=1))
-    s = summary(runs)
-    print(
-        f"{s['runs']} runs: median {s['median']:.3f}, worst {s['worst']:.3f}, worst over the best fixed rule "
-        f"{s['worst_over_best_fixed']:+.3f}; {s['lose']} lose to a fixed rule, {s['lose_by_2pct']} by more than 2%; "
-        f"longest tune {s['max_tune_wall_s']:.0f}s; {'HOLDS' if s['holds'] else 'FAILS'} the issue's bar"
-    )
+            Path(args.json).write_text(json.dumps({"summary": summary(runs, args.load), "runs": runs}, indent=1))
+    s = summary(runs, args.load)
+    for line in report(s):
+        print(line)
     if args.json:
         Path(args.json).write_text(json.dumps({"summary": s, "runs": runs}, indent=1))
     return 0 if s["holds"] else 1

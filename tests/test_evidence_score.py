@@ -70,6 +70,9 @@ def test_custom_ar_kernel_switch_follows_vllms_source() -> None:
     assert custom_ar_kernel(6, MiB, "oneshot")[0] == "1stage" and custom_ar_kernel(2, 16, "twoshot")[0] == "2stage"
     with pytest.raises(OverrideError, match="1stage, oneshot, 2stage, twoshot"):
         custom_ar_kernel(6, MiB, "3stage")
+    # the C++ ships compiled: the rule is the one commit's artune read, and a release's reason says so
+    why = custom_ar_kernel(4, MiB, release="vLLM 0.33.0")[1]
+    assert "vllm-project/vllm@c9eabec7d862" in why and "unverified for vLLM 0.33.0" in why
 
 
 @pytest.mark.parametrize("version", ["0.25.0", "0.33.0"])

@@ -76,3 +76,16 @@ def test_caveats_become_one_finding_each_with_its_code_and_place() -> None:
     assert "artune assumed the condition is false" in first.message
     assert (second.code, second.world_size) == ("E402", None)
     assert caveats[0].touches(8) and not caveats[0].touches(4) and caveats[1].touches(4)
+
+
+def test_a_cxx_function_is_fingerprinted_by_its_tokens_not_its_layout() -> None:
+    from artune.formats.fingerprints import evaluated_text, fingerprint_text
+
+    base = 'inline int f(int x) // the rule\n{\n    auto s = "a // b";\n    return x + 1; /* one */\n}\n'
+    relaid = 'inline int f(int x)\n{\n  auto s = "a // b";  return x+1;\n}'
+    assert fingerprint_text(base) == fingerprint_text(relaid)
+    assert fingerprint_text(base) != fingerprint_text(base.replace("x + 1", "x + 2"))
+    assert fingerprint_text(base) != fingerprint_text(base.replace('"a // b"', '"a b"'))  # a string is code
+    assert fingerprint_text("auto x = 1;") != fingerprint_text("autox = 1;")  # words stay apart
+    found = evaluated_text("f", base, "h.h:3")
+    assert (found.function, found.where, len(found.fingerprint)) == ("f", "h.h:3", 16)

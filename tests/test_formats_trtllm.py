@@ -1,7 +1,8 @@
 """``trtllm:PATH``: TensorRT-LLM's lookup-table header read, checked, exported, and its generator's CSV in and out.
 
-The fixtures are two revisions of the header kept with their commits named
-(``tests/fixtures/trtllm-*``); the compiled header's own answers are in
+The fixtures are revisions of the header kept with their commits named
+(``tests/fixtures/trtllm-*``, and ``tests/fixtures/trtllm-revisions`` for the
+ones whose shape differs); the compiled header's own answers are in
 ``test_oracle_trtllm.py``.
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -21,11 +23,20 @@ from artune.formats.trtllm.write import HIDDEN_ROWS, PLANES, TOKEN_COLUMNS, TP_R
 from artune.measure.records import Candidate, Measurement, ShapeMeasurement
 from artune.table.decide import decide
 from artune.table.io import dumps_table, loads_table
-from artune.table.types import TokenShape
+from artune.table.types import Table, TokenShape
 from artune.tune.shapes import derive_shape_table
 
 FIXTURES = Path(__file__).parent / "fixtures"
 OLD, NEW = FIXTURES / "trtllm-005b299", FIXTURES / "trtllm-3d56e29"
+REVISIONS = FIXTURES / "trtllm-revisions" / "revisions.tar.xz"
+SM_LINE = "    auto sm_version = tensorrt_llm::common::getSMVersion();"
+
+
+def revision(tmp_path: Path, name: str) -> Path:
+    """One revision of ``revisions.tar.xz`` unpacked (a folder laid out like a checkout)."""
+    with tarfile.open(REVISIONS) as archive:
+        archive.extractall(tmp_path, members=[m for m in archive.getmembers() if m.name.startswith(f"{name}/")])
+    return tmp_path / name
 
 
 def copy(tmp_path: Path, source: Path = NEW) -> Path:
@@ -45,20 +56,27 @@ def test_both_revisions_read_with_their_own_fallback_and_cap() -> None:
     old, new = read_trtllm(str(OLD)), read_trtllm(str(NEW))
     assert set(old.tables.tables) == set(new.tables.tables) == {"9.0", "10.0"}
     t_old, t_new = old.tables.tables["9.0"], new.tables.tables["9.0"]
-    assert {p.fallback for p in t_old.plans} == {"nccl_symmetric"} and {p.fallback for p in t_new.plans} == {"nccl"}
+    assert t_old.plans == () and t_old.by_shape
+
+    def outside(table: Table) -> set[str]:  # what TP 16 runs: past the table's rows
+        return {a for p in table.shape_plans if p.world_size == 16 for a in p.algorithms}
+
+    assert outside(t_old) == {"nccl_symmetric"} and outside(t_new) == {"nccl"}
     assert t_old.caps == ((2, 16_000_000), (None, 8_000_000)) and t_new.caps == ((None, 64 << 20),)
-    # 3 TP rows x 4 planes x 7 hidden rows, the fused ops that share a plane in one plan
-    assert len(t_old.plans) == 84
-    assert any(p.fusions == ("RESIDUAL_RMS_NORM", "RESIDUAL_RMS_NORM_OUT_FP32") for p in t_new.plans)
+    # the fused ops that share a plane in one plan
+    assert any(set(p.fusions) >= {"RESIDUAL_RMS_NORM", "RESIDUAL_RMS_NORM_OUT_FP32"} for p in t_new.shape_plans)
+    # the rows as the truncated log2 reads them: TP 4..7, hidden 4096..8191, hidden 65..255 in the first row
+    assert t_old.shape_plan(6, 7168, "NONE").label.startswith("ws=4..7 hidden=4096..8191")
+    assert t_old.shape_plan(2, 100, "NONE").hidden == 65
     # the table text round-trips through TOML
-    assert loads_table(dumps_table(t_new)).plans == t_new.plans
+    assert loads_table(dumps_table(t_new)).shape_plans == t_new.shape_plans
 
 
 def test_truncations_and_gaps_decide_as_the_header() -> None:
     table = read_trtllm(str(OLD)).tables.resolve("10.3")  # SM 103 runs the SM100 table
     assert "runs the SM100 table" in table.borrowed[0]
     d = decide(table, 100 * 7168 * 2, 6, shape=TokenShape(100, 7168))
-    assert "ws=4 row" in d.reason and "hidden=4096 row" in d.reason
+    assert "plan ws=4..7 hidden=4096..8191" in d.reason
     assert decide(table, 2, 16, shape=TokenShape(1, 4096)).algorithm == "nccl_symmetric"  # TP 16: out of range
     assert decide(table, 2, 8, shape=TokenShape(40_000, 128)).algorithm == "nccl_symmetric"  # tokens beyond the table
     assert decide(table, 9_000_000, 8, shape=TokenShape(1100, 4096)).algorithm == "nccl"  # over the 8 MB workspace
@@ -66,35 +84,101 @@ def test_truncations_and_gaps_decide_as_the_header() -> None:
         decide(table, 0, 8, shape=TokenShape(0, 4096))
 
 
+def test_every_revision_reads_and_its_decisions_come_from_running_it(tmp_path: Path) -> None:
+    with tarfile.open(REVISIONS) as archive:
+        names = sorted({m.name.split("/")[0] for m in archive.getmembers()})
+    assert len(names) == 9
+    for name in names:
+        root = revision(tmp_path, name)
+        assert main(["check", f"trtllm:{root}"]) in (0, 1), name
+        args = ["explain", "--table", f"trtllm:{root}", "--arch", "9.0", "--world-size", "8", "--tokens", "64"]
+        assert main([*args, "--hidden", "4096"]) in (0, 1), name
+
+
+def test_the_guard_sends_a_fused_op_the_map_lacks_to_nccl(tmp_path: Path) -> None:
+    # 10a9412: "auto const fusion_op_entry = mapFusionOpToIndex.find(fusionOp); if (... == end()) return NCCL;"
+    imported = read_trtllm(str(revision(tmp_path, "10a9412")))
+    table = imported.tables.tables["10.0"]
+    assert decide(table, 128, 8, shape=TokenShape(64, 4096, "RMS_NORM")).algorithm == "nccl"
+    assert decide(table, 128, 8, shape=TokenShape(64, 4096, "NONE")).algorithm == "trtllm_oneshot"
+    assert {c.kind.value for c in table.caveats} <= {"unfamiliar"}  # nothing it could not run
+    assert not [f for f in imported.findings if f.code == "R110"]  # every fused op has an answer
+    # the revision before it dereferences find()'s end() for such an op: no plan, and check says so
+    older = read_trtllm(str(revision(tmp_path, "3d56e29")))
+    assert "RMS_NORM" not in older.tables.tables["10.0"].fusions
+    assert any(f.code == "R110" and "RMS_NORM" in f.message for f in older.findings)
+
+
+def test_a_revision_without_the_lookup_reads_with_a_caveat(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = revision(tmp_path, "b78a546")  # getMaxRequiredWorkspaceSize only
+    imported = read_trtllm(str(root))
+    table = imported.tables.resolve("9.0")
+    assert table.caps == ((2, 16_000_000), (None, 8_000_000)) and not table.by_shape
+    assert any(c.function == "selectStrategyLookUpTable" for c in table.caveats)
+    assert main(["check", f"trtllm:{root}"]) == 1
+    assert "E401" in capsys.readouterr().out
+    args = ["explain", "--table", f"trtllm:{root}", "--arch", "9.0", "--world-size", "8"]
+    assert main([*args, "--tokens", "64", "--hidden", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("nccl") and "unverified" in out
+
+
+def test_an_unknown_statement_is_a_caveat_at_its_line_and_the_rest_still_reads(tmp_path: Path) -> None:
+    root = copy(tmp_path)
+    edit(
+        root,
+        SM_LINE,
+        f"    tensorrt_llm::common::logAllReduce(num_tokens);\n{SM_LINE}",
+    )
+    imported = read_trtllm(str(root))
+    table = imported.tables.tables["9.0"]
+    (caveat,) = [c for c in table.caveats if c.kind.value == "unevaluated"]
+    assert caveat.function == "selectStrategyLookUpTable" and caveat.where.endswith(":98")
+    assert "logAllReduce" in caveat.detail and caveat.assumed == "the statement has no effect on the choice"
+    original = read_trtllm(str(NEW)).tables.tables["9.0"]
+    assert table.shape_plans == original.shape_plans
+
+
+def test_an_early_return_decides_as_written(tmp_path: Path) -> None:
+    root = copy(tmp_path)
+    edit(
+        root,
+        "    auto sm_version = tensorrt_llm::common::getSMVersion();",
+        "    if (num_tokens < 32 && tp_size == 8)\n    {\n        return AllReduceStrategyType::TWOSHOT;\n    }\n"
+        "    auto sm_version = tensorrt_llm::common::getSMVersion();",
+    )
+    table = read_trtllm(str(root)).tables.tables["9.0"]
+    assert decide(table, 0, 8, shape=TokenShape(31, 4096)).algorithm == "trtllm_twoshot"
+    assert decide(table, 0, 8, shape=TokenShape(32, 4096)).algorithm == "trtllm_oneshot"
+    assert decide(table, 0, 4, shape=TokenShape(1, 4096)).algorithm == "trtllm_oneshot"
+    # the fused ops the map lacks now have an answer at TP 8 below 32 tokens, and none (undefined) above it:
+    # their rows have no plan, and a caveat names the function and where
+    caveats = [c for c in table.caveats if c.kind.value == "unevaluated"]
+    assert {c.function for c in caveats} == {"selectStrategyLookUpTable"}
+    assert any("RMS_NORM at arch 9.0, ws 8, hidden 1+, tokens 32+" in c.detail and c.touches(8) for c in caveats)
+
+
 @pytest.mark.parametrize(
     ("old", "new", "says"),
     [
-        (
-            "    auto sm_version = tensorrt_llm::common::getSMVersion();",
-            "    if (num_tokens < 32) { return AllReduceStrategyType::ONESHOT; }\n"
-            "    auto sm_version = tensorrt_llm::common::getSMVersion();",
-            ":98: 'if (num_tokens < 32)",
-        ),
-        ("static_cast<size_t>(std::log2(tp_size) - 1)", "(size_t) std::log2(tp_size) - 1", ":99: 'auto tp_index"),
-        (
-            "{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0}, {4",
-            "{4, X, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0}, {4",
-            ":135:",
-        ),
-        (
-            "return AllReduceStrategyType::NCCL;\n    }\n\n    return static_cast",
-            "return 7;\n    }\n\n    return static_cast",
-            "selectStrategyLookUpTable",
-        ),
-        ("selectStrategyLookUpTable(\n", "selectStrategyLookUp(\n", "no selectStrategyLookUpTable"),
+        ("selectStrategyLookUpTable(\n", "selectStrategyLookUp(\n", "neither selectStrategyLookUpTable"),
     ],
 )
-def test_a_construct_outside_the_reader_is_an_error_at_its_line(tmp_path: Path, old: str, new: str, says: str) -> None:
+def test_a_file_that_is_not_the_header_is_refused(tmp_path: Path, old: str, new: str, says: str) -> None:
     root = copy(tmp_path)
     edit(root, old, new)
+    edit(root, "getMaxRequiredWorkspaceSize(int", "getWorkspace(int")
     with pytest.raises(TableError, match=r"customAllReduceUtils\.h") as err:
         read_trtllm(str(root))
     assert says in str(err.value)
+
+
+def test_a_table_the_header_cannot_read_is_a_caveat_not_an_error(tmp_path: Path) -> None:
+    root = copy(tmp_path)
+    edit(root, "{4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0}, {4", "{4, X, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 0, 0, 0}, {4")
+    table = read_trtllm(str(root)).tables.resolve("9.0")
+    names = {c.function for c in table.caveats if c.kind.value == "unevaluated"}
+    assert "AllReduceBestStrategyTableSM90" in names or "selectStrategyLookUpTable" in names
 
 
 def test_a_header_without_its_enums_is_refused(tmp_path: Path) -> None:
@@ -125,10 +209,10 @@ def test_explain_show_and_diff_take_tokens_and_hidden(capsys: pytest.CaptureFixt
     assert capsys.readouterr().out.startswith("trtllm_twoshot")
     assert main([*args, "--size", "4MiB"]) == 2  # a shape table needs the shape
     assert "decides by shape" in capsys.readouterr().err
-    assert main([*args, "--tokens", "5", "--hidden", "4096", "--fusion", "RMS_NORM"]) == 2  # no plane reads it
-    assert "has planes for NONE" in capsys.readouterr().err
+    assert main([*args, "--tokens", "5", "--hidden", "4096", "--fusion", "RMS_NORM"]) == 2  # no plan answers it
+    assert "has plans for NONE" in capsys.readouterr().err
     assert main(["show", f"trtllm:{NEW}@9.0", "--hidden", "7168", "--fusion", "NONE"]) == 0
-    assert "hidden 4096 NONE" in capsys.readouterr().out
+    assert "4096..8191" in capsys.readouterr().out
     assert (
         main(
             [
@@ -282,3 +366,18 @@ def test_cells_the_workspace_cap_overrides_are_reported(tmp_path: Path) -> None:
     assert "hidden 8192 from 8192 tokens (ONESHOT)" in capped[0].message
     table = imported.tables.tables["9.0"]
     assert decide(table, 8192 * 8192 * 2, 2, shape=TokenShape(8192, 8192)).algorithm == "nccl"  # the cap wins
+
+
+def test_the_callers_workspace_rule_is_read_from_the_same_revision(tmp_path: Path) -> None:
+    root = revision(tmp_path, "01e2c36")  # with allreduceOp.cpp, cut to AllreduceOp's dispatch
+    table = read_trtllm(str(root)).tables.tables["9.0"]
+    assert "the caller sends a message over the workspace to NCCL: " in table.provenance.notes
+    assert "allreduceOp.cpp:58 (also when !mIsP2PSupported or !mIsNVLINKSupported" in table.provenance.notes
+    without = read_trtllm(str(OLD)).tables.tables["9.0"]
+    assert "allreduceOp.cpp) is not in this checkout: artune takes AllreduceOp's rule" in without.provenance.notes
+    # a caller that stopped comparing the bytes with the workspace is said, not assumed silently
+    caller = root / "cpp/tensorrt_llm/thop/allreduceOp.cpp"
+    caller.write_text(caller.read_text().replace("message_size_bytes > max_workspace_size || ", ""))
+    changed = read_trtllm(str(root)).tables.tables["9.0"]
+    (caveat,) = [c for c in changed.caveats if c.function == "AllreduceOp::ifFallbackToNCCL"]
+    assert "message_size_bytes > max_workspace_size" in caveat.detail and "runs NCCL" in caveat.assumed

@@ -35,7 +35,7 @@ def release(version: str) -> Path:
     [
         ("0.5.23", 5000, {"1shot_push", "2shot_push", "1shot_pull", "2shot_pull_mc", "2shot_pull", "nccl"}),
         ("0.5.20", 5000, {"1shot_push", "1shot_pull", "2shot_pull_mc", "2shot_pull", "nccl"}),
-        ("0.5.10", 1000, {"1shot_push", "1shot_pull", "2shot_pull", "nccl"}),
+        ("0.5.10", 1000, {"custom_ar_v1", "nccl"}),  # v2 is opt-in: SGLang runs its legacy CustomAllreduce
     ],
 )
 def test_every_probe_decides_as_the_release(version: str, minimum: int, algorithms: set[str]) -> None:
@@ -47,6 +47,76 @@ def test_every_probe_decides_as_the_release(version: str, minimum: int, algorith
     assert not wrong, f"{len(wrong)} of {len(probes)} differ, first: {wrong[:5]}"
     assert len(probes) >= minimum
     assert set(Counter(engine)) == algorithms  # the probes reach every algorithm the release runs
+
+
+@pytest.mark.parametrize(
+    ("version", "env", "algorithms"),
+    [
+        # switched back to the legacy class: custom_ar_v1 at its 2, 4, 6 and 8 ranks, to its 8 MiB buffer
+        ("0.5.23", {"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2": "0"}, {"custom_ar_v1", "nccl"}),
+        # v2 switched on where it was opt-in
+        ("0.5.10", {"SGLANG_USE_JIT_ALL_REDUCE": "1"}, {"1shot_push", "1shot_pull", "2shot_pull", "nccl"}),
+        # a smaller workspace clips v2's rows further
+        ("0.5.23", {"SGLANG_CUSTOM_ALL_REDUCE_V2_MAX_SIZE_KB": "4096"}, {"1shot_push", "2shot_pull", "nccl"}),
+    ],
+)
+def test_the_class_sglang_picks_follows_the_environment_as_the_release_reads_it(
+    version: str, env: dict[str, str], algorithms: set[str]
+) -> None:
+    root = release(version)
+    probes = oracle.probes(root, ["10.0"], env=env)
+    engine = oracle.engine_decisions(root, probes, env)
+    ours = oracle.artune_decisions(root, probes, env)
+    wrong = [(p, e, a) for p, e, a in zip(probes, engine, ours, strict=True) if e != a]
+    assert not wrong, f"{len(wrong)} of {len(probes)} differ, first: {wrong[:5]}"
+    assert algorithms <= set(engine) and (("custom_ar_v1" in engine) == ("custom_ar_v1" in algorithms))
+
+
+def test_the_legacy_class_runs_where_v2_declines_as_the_release_picks_it() -> None:
+    """0.5.23 with SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2=0: the legacy class's own gates, as the release runs them."""
+    root = release("0.5.23")
+    env = {"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2": "0"}
+    cases = [
+        (Probe("9.0", 2, "eager", True, 8 * MiB), "custom_ar_v1"),  # _MAX_CAR_SIZE: 8 MiB, inclusive
+        (Probe("9.0", 2, "eager", True, 8 * MiB + 16), "nccl"),
+        (Probe("9.0", 6, "graph", True, 1 * MiB), "custom_ar_v1"),
+        (Probe("9.0", 3, "graph", True, 1 * MiB), "nccl"),  # _SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]
+        (Probe("9.0", 8, "eager", True, 1 * MiB + 8), "nccl"),  # 16-byte sizes only
+        (Probe("9.0", 8, "eager", True, 1 * MiB, hosts=2, nvlink="rack"), "nccl"),  # one node only
+    ]
+    probes = [p for p, _ in cases]
+    assert oracle.engine_decisions(root, probes, env) == [want for _, want in cases]
+    assert oracle.artune_decisions(root, probes, env) == [want for _, want in cases]
+
+
+@pytest.mark.parametrize("version", ["0.5.23", "0.5.10"])
+def test_what_the_reading_says_of_pcie_gpus_is_what_the_release_runs_there(version: str) -> None:
+    """No table set has a PCIe machine (S108 says what runs there): the reading's tables for it, held to the
+    release's own code on PCIe-only stand-ins, every arch, world size and mode."""
+    from artune import catalog
+    from artune.formats.sglang.read import _locate
+    from artune.formats.sglang.release import Release
+
+    root = release(version)
+    read = Release(_locate(str(root)))  # type: ignore[arg-type]
+    tables = read.pcie()
+    probes = [p for p in oracle.probes(root, racks=()) if p.world_size <= 8]
+    engine = oracle.engine_decisions(root, probes, pcie=True)
+    resolve = {arch: tables[read.served.get(arch, arch)] for arch in oracle.ARCHS}
+    ours = [
+        decide(
+            resolve[p.arch],
+            p.nbytes,
+            p.world_size,
+            p.mode,
+            catalog.available(p.world_size, p.dtype, p.nbytes, p.multicast),
+        ).algorithm
+        for p in probes
+    ]
+    wrong = [(p, e, a) for p, e, a in zip(probes, engine, ours, strict=True) if e != a]
+    assert not wrong, f"{len(wrong)} of {len(probes)} differ, first: {wrong[:5]}"
+    assert set(engine) == {"custom_ar_v1", "nccl"}
+    assert {p.world_size for p, e in zip(probes, engine, strict=True) if e == "custom_ar_v1"} == {2}
 
 
 def test_the_oracle_runs_the_release_not_artune() -> None:
@@ -152,3 +222,17 @@ def test_a_measured_table_with_two_shot_push_runs_in_the_release_as_artune_decid
     wrong = [(p, e, a) for p, e, a in zip(probes, engine, ours, strict=True) if e != a]
     assert not wrong, f"{len(wrong)} of {len(probes)} differ, first: {wrong[:5]}"
     assert {"1shot_push", "2shot_push", "2shot_pull_mc", "2shot_pull", "nccl"} <= set(engine)
+
+
+def test_the_oracle_runs_a_checkout_and_refuses_a_file_alone(tmp_path: Path) -> None:
+    """``verify-engine sglang:PATH``: a checkout's ``python/sglang`` runs as the wheel's ``sglang`` does; a configs
+    file alone holds no communicator to run, and the oracle says so (OracleGap) rather than fail on it."""
+    import shutil
+
+    from artune.errors import OracleGap
+
+    shutil.copytree(release("0.5.23") / "sglang", tmp_path / "python" / "sglang")
+    probes = oracle.probes(tmp_path, ["10.0"], [2, 8], racks=())
+    assert oracle.engine_decisions(tmp_path, probes) == oracle.artune_decisions(tmp_path, probes)
+    with pytest.raises(OracleGap, match="give an SGLang checkout or release"):
+        oracle.probes(tmp_path / "python" / CONFIGS, ["10.0"])

@@ -21,6 +21,7 @@ from artune.errors import ReleaseUnavailable
 from artune.formats import read_engine
 from artune.formats.references import reference_set
 from artune.formats.releases import fetch_release
+from artune.oracles import TOPOLOGIES
 from artune.oracles import vllm as oracle
 from artune.table.types import Plan
 
@@ -35,26 +36,22 @@ def release(version: str) -> Path:
         pytest.skip(f"vllm=={version} is not cached and cannot be downloaded: {err}")
 
 
-@pytest.mark.parametrize("version", ["0.19.0", "0.25.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.19.0", "0.25.0", "0.34.0"])
 def test_artune_decides_as_the_release_on_every_probe(version: str) -> None:
     root = release(version)
     probes = oracle.probes(root)
-    assert len(probes) > 25_000
+    assert len(probes) > 60_000 and all(p.nbytes % oracle.ROW == 0 for p in probes)  # whole 16-byte rows
     assert {p.arch for p in probes} == set(oracle.ARCHS)
     assert {p.world_size for p in probes} == set(range(2, 17)) | {32, 72}
-    assert {p.topology for p in probes} == {
-        "1 host",
-        "2 hosts rack",
-        "4 hosts rack",
-        "18 hosts rack",
-        "2 hosts network",
-    }
+    # every topology check describes: 2 ranks on 2 hosts in one NVLink domain and over a network among them
+    assert {(p.world_size, p.hosts, p.nvlink) for p in probes} == set(TOPOLOGIES)
+    assert {(2, 2, "rack"), (2, 2, "host"), (6, 3, "rack"), (72, 18, "rack")} <= set(TOPOLOGIES)
     engine = oracle.engine_decisions(root, probes)
     mine = oracle.artune_decisions(root, probes)
     # the answers are vLLM's: FlashInfer's all-reduce is on by default from 0.29, and takes every size
     # two-shot symmetric memory had at world sizes 2 and 4
     paths = {"custom_ar", "symm_mem_multimem", "nccl"}
-    paths |= {"flashinfer_ar"} if version == "0.33.0" else {"symm_mem_two_shot"}
+    paths |= {"flashinfer_ar"} if version == "0.34.0" else {"symm_mem_two_shot"}
     assert {e for p, e in zip(probes, engine, strict=True) if p.hosts == 1} == paths
     differ = [(p, e, m) for p, e, m in zip(probes, engine, mine, strict=True) if e != m]
     assert differ == [], differ[:5]

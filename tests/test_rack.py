@@ -127,7 +127,7 @@ def test_vllm_rack_probes_as_the_release_runs_them() -> None:
     cases = [
         (Probe("10.3", 16, "eager", True, MiB, hosts=4, nvlink="rack"), "flashinfer_ar"),
         (Probe("10.3", 16, "eager", True, 8 * MiB, hosts=4, nvlink="rack"), "flashinfer_ar"),  # (103, 16, 4): 8
-        (Probe("10.3", 16, "eager", True, 8 * MiB + 2, hosts=4, nvlink="rack"), "nccl"),
+        (Probe("10.3", 16, "eager", True, 8 * MiB + 16, hosts=4, nvlink="rack"), "nccl"),
         (Probe("10.3", 16, "eager", True, 9 * MiB, hosts=2, nvlink="rack"), "flashinfer_ar"),  # the fusion row
         (Probe("10.3", 16, "eager", False, MiB, hosts=4, nvlink="rack"), "nccl"),  # mnnvl needs multicast
         (Probe("10.3", 16, "eager", True, MiB, hosts=2, nvlink="host"), "nccl"),  # over a network

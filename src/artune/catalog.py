@@ -267,6 +267,19 @@ SPECS: dict[str, AlgorithmSpec] = {
             kinds=_CUDA,
         ),
         _vllm_symm_mem("two_shot", "torch symmetric memory two-shot all-reduce", Scheme.TWO_SHOT),
+        # SGLang's legacy CustomAllreduce (custom_all_reduce.py), which dispatch_custom_allreduce picks where v2
+        # is off or declines the group: sgl_kernel's all-reduce, a port of vLLM's custom all-reduce
+        # (sgl-kernel/csrc/allreduce/custom_all_reduce.cuh, "adapted from vLLM v0.8.2") with its own one/two-stage
+        # switch in C++; float32, float16 and bfloat16 only. Its world sizes and sizes are the class's own
+        # (_SUPPORTED_WORLD_SIZES, max_size), read from the release, not stated here.
+        AlgorithmSpec(
+            "custom_ar_v1",
+            "sglang",
+            "SGLang's legacy CustomAllreduce: sgl-kernel's port of vLLM's custom all-reduce over CUDA IPC",
+            conditions=Conditions(dtypes=_HALF_AND_FP32, align=16),
+            # one kernel that picks one or two stages itself, as SGLang's benchmark prints it (its AOT column)
+            kernels=(Kernel("sglang/custom_ar_v1", None, "custom"),),
+        ),
         # SGLang custom_all_reduce_v2 (needs 16-byte aligned sizes): each its own kernel, picked by table
         _sglang("2shot_push", "SGLang two-shot push", Scheme.TWO_SHOT),
         # an early SGLang v2 config shape (A') has a Lamport two-shot band; its grid is not in the configs

@@ -52,11 +52,13 @@ class SizeError(TableError, ValueError):
 
 
 class Unsupported(TableError):
-    """An engine's file uses a construct the evaluator (``artune.formats.pyeval``) does not understand."""
+    """An engine's file uses a construct the evaluator (``artune.formats.pyeval``, or for TensorRT-LLM's C++
+    ``artune.formats.trtllm.evaluate``) does not understand."""
 
 
 class Raised(Unsupported):
-    """The interpreted code raised (a missing dict key, a failed assert); ``kind`` names it."""
+    """The interpreted code raised (a missing dict key, a failed assert; in C++ ``throws`` or ``undefined``
+    behaviour); ``kind`` names it."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)

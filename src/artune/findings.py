@@ -300,6 +300,29 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "is never used: FI_SUPPORTED_WORLD_SIZES = [2, 4, 8]",
         "Remove the row, or add the world size where FlashInfer supports it.",
     ),
+    FindingKind(
+        "V106",
+        "Dispatch code no rule describes (note)",
+        "The release's own dispatch code, which artune evaluated, decides otherwise than vLLM's rules as artune "
+        "describes them (fitted to the code) at these world sizes: their plans hold what the code runs, without "
+        "rows as written or notes on why, and the findings about them are the rules'. Code no release had, such "
+        "as a pull request's, does this.",
+        "cuda_communicator.py: note V106: arch=*: vllm:. 's dispatch code decides otherwise than vLLM's rules as "
+        "artune describes them at 9.0 ws=4, 9.0 ws=8: its plans there hold what the code runs, ...",
+        "Read the plans (artune explain, artune show): they are the code's. Run artune verify-engine vllm:PATH to "
+        "check the reading against the engine's own code.",
+    ),
+    FindingKind(
+        "V107",
+        "Release artune never verified (note)",
+        "A vLLM release that no `artune verify-engine --record` run kept: every dispatch function artune "
+        "evaluated in it matches one of a verified release, so the reading is that release's, but nothing ran "
+        "this release's own code against it.",
+        "all_reduce_utils.py: note V107: arch=*: vLLM 0.35.0 is not among the releases artune verified against "
+        "vLLM's own code (artune verify-engine vllm==0.35.0 --record keeps it); every dispatch function it "
+        "evaluated matches vLLM 0.34.0's",
+        "Run artune verify-engine vllm==VERSION; once every probe agrees, --record keeps its fingerprints.",
+    ),
     # ---------------------------------------------------------------- S: SGLang
     FindingKind(
         "S101",
@@ -339,10 +362,41 @@ KINDS: Mapping[str, FindingKind] = _kinds(
     FindingKind(
         "S105",
         "Custom all-reduce v2 off by default (note)",
-        "In this release SGLang takes custom all-reduce v2 only when a setting switches it on; the tables "
-        "describe it switched on, while by default SGLang runs its legacy `CustomAllreduce`.",
-        "parallel_state.py:300: note S105: arch=all: custom all-reduce v2 is off by default in this release ...",
-        "None needed: information.",
+        "In this release SGLang takes custom all-reduce v2 only when a setting switches it on: by default its "
+        "`dispatch_custom_allreduce` picks the legacy `CustomAllreduce`, and the tables describe that "
+        "(`custom_ar_v1` where its `should_custom_ar` admits the size).",
+        "sglang==0.5.10/.../custom_all_reduce.py:347: note S105: arch=all: custom all-reduce v2 is off by default "
+        "in this release (SGLang takes it when `_is_cuda and get_bool_env_var('SGLANG_USE_JIT_ALL_REDUCE', "
+        "default='false')`): by default SGLang runs its legacy CustomAllreduce, which these tables describe ...",
+        "None needed: information. The v2 findings (holes, clipped rows) describe it switched on.",
+    ),
+    FindingKind(
+        "S106",
+        "Legacy communicator where v2 declines (note)",
+        "At these world sizes `dispatch_custom_allreduce` picks SGLang's legacy `CustomAllreduce`, because "
+        "`can_use_custom_all_reduce_v2` declines the group: `custom_ar_v1` runs there, not v2's algorithms.",
+        "sglang==0.5.23/.../custom_all_reduce.py:373: note S106: arch=10.0: dispatch_custom_allreduce picks "
+        "SGLang's legacy CustomAllreduce at world size 6, where v2 declines the group: custom_ar_v1 runs there ...",
+        "None needed, unless v2 should take those world sizes: then give them configs.",
+    ),
+    FindingKind(
+        "S108",
+        "What runs on PCIe-only GPUs (note)",
+        "artune's SGLang tables are for GPUs with NVLink between every pair. On PCIe-only GPUs SGLang's own code "
+        "decides otherwise: `can_use_custom_all_reduce_with_nvlink` gives no group above two GPUs and a PCIe one "
+        "at two, so v2 declines and the legacy `CustomAllreduce` runs `custom_ar_v1` at two ranks at most.",
+        "sglang==0.5.23/.../custom_all_reduce.py:373: note S108: arch=9.0, 10.0, 10.7, default: on PCIe-only GPUs "
+        "(no NVLink between every pair; ...) SGLang runs custom_ar_v1 at world size 2 up to 8MiB; nccl everywhere "
+        "else ...",
+        "None needed: information. On such a machine measure its own table (`artune tune`).",
+    ),
+    FindingKind(
+        "S107",
+        "No dispatcher beside the communicator (note)",
+        "Only `custom_all_reduce_v2.py` was given, without `custom_all_reduce.py`: artune takes `CustomAllReduceV2` "
+        "as the class SGLang builds for every group, where SGLang's `dispatch_custom_allreduce` would decide it.",
+        "custom_all_reduce_v2.py:1: note S107: arch=all: no custom_all_reduce.py beside CustomAllReduceV2: ...",
+        "Give the checkout (`sglang:PATH`) or the release (`sglang==VERSION`) to read SGLang's own choice.",
     ),
     # ---------------------------------------------------------------- R: TensorRT-LLM's lookup tables
     FindingKind(
@@ -415,6 +469,17 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "TLLM_DISABLE_ALLREDUCE_AUTOTUNE=1. Information, not a problem.",
         "note R109: under AUTO the autotuner decides unless TLLM_DISABLE_ALLREDUCE_AUTOTUNE=1",
         "Know which one decides in the deployment.",
+    ),
+    FindingKind(
+        "R110",
+        "The engine's own code has no strategy here",
+        "Running selectStrategyLookUpTable, some calls get no strategy: the code throws (.at() of a missing key) or "
+        "its behaviour is undefined (a fused op mapFusionOpToIndex lacks, whose find() is dereferenced), so "
+        "artune has no plan for them.",
+        "warning R110: RMS_NORM: the engine's own code has no strategy (undefined: ->second of an end() "
+        "iterator) at ws 1+ hidden 1+",
+        "Add the fused op to mapFusionOpToIndex, or guard the lookup (the newest revisions send an unknown fused "
+        "op to NCCL); or make sure no caller asks for it.",
     ),
     # ---------------------------------------------------------------- X: the evidence behind a review
     FindingKind(

@@ -15,6 +15,18 @@ import torch
 
 # Reduce ops by the names tables and users write; values are torch's.
 REDUCE_OPS = ("sum", "max", "min")
+#: the numeric dtypes an all-reduce may be asked to sum; the shared-memory wire codes number them in this order
+NUMERIC_DTYPES: tuple[torch.dtype, ...] = (
+    torch.float32,
+    torch.float16,
+    torch.bfloat16,
+    torch.float64,
+    torch.int8,
+    torch.uint8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+)
 
 
 class Algorithm(ABC):

@@ -25,25 +25,14 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from artune.algorithms.base import REDUCE_OPS, Algorithm
+from artune.algorithms.base import NUMERIC_DTYPES, REDUCE_OPS, Algorithm
 from artune.errors import CallMismatch, CommunicatorClosed, PeerTimeout
 
 _TORCH_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
-_COMMON = frozenset(
-    {
-        torch.float32,
-        torch.float16,
-        torch.bfloat16,
-        torch.float64,
-        torch.int8,
-        torch.uint8,
-        torch.int32,
-        torch.int64,
-    }
-)
 # What each backend reduces with sum/max/min (gloo checked on torch 2.13: int16 raises "Invalid
 # scalar type"; bool "works" as or/and, complex only for sum - both left out as unlikely to be meant).
+_COMMON = frozenset(NUMERIC_DTYPES) - {torch.int16}
 SUPPORTED: dict[str, frozenset[torch.dtype]] = {"gloo": _COMMON, "nccl": _COMMON, "mpi": _COMMON}
 
 # error texts that mean "a peer is gone or late" rather than "bad call"

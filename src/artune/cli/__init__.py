@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     from artune.cli import formats
 
     formats.register(commands)
-    for module_name in ("artune.cli.measure", "artune.cli.tune", "artune.cli.costmodel", "artune.cli.review"):
+    for module_name in (f"artune.cli.{name}" for name in ("measure", "tune", "costmodel", "review", "verify")):
         try:
             module = __import__(module_name, fromlist=["register"])
         except ModuleNotFoundError as err:  # a pipeline stage not installed in this build

@@ -28,7 +28,7 @@ from artune.table.decide import Decision, decide
 from artune.table.io import dumps_table, table_to_dict
 from artune.table.overrides import apply_overrides, parse_overrides
 from artune.table.selection import select_table
-from artune.table.types import MODES, NVLINK_DOMAINS, Plan, Table, TokenShape
+from artune.table.types import MODES, NVLINK_DOMAINS, Plan, ShapePlan, Table, TokenShape
 
 
 def register(commands: Any) -> None:
@@ -434,9 +434,9 @@ def _vllm_kernel(table: Table, algorithm: str, world_size: int, nbytes: int) -> 
         return spec.kernels[0].name, f"{algorithm} runs one kernel ({spec.summary})"
     if table.rules != "vllm" or algorithm != "custom_ar":
         return None
-    from artune.formats.vllm.rules import CUSTOM_AR_ALGO_ENV, custom_ar_kernel
+    from artune.formats.vllm.rules import CUSTOM_AR_ALGO_ENV, custom_ar_kernel, release_of
 
-    found, why = custom_ar_kernel(world_size, nbytes, os.environ.get(CUSTOM_AR_ALGO_ENV))
+    found, why = custom_ar_kernel(world_size, nbytes, os.environ.get(CUSTOM_AR_ALGO_ENV), release_of(table.origin))
     return f"cross_device_reduce_{found}", why
 
 
@@ -487,9 +487,8 @@ def _message(args: argparse.Namespace, table: Table, dtype: str) -> tuple[int, T
         return parse_size(args.size, "--size"), None
     if args.hidden < 1 or (args.tokens is not None and args.tokens < 1):
         raise ArtuneError("explain: --hidden and --tokens must be positive")
-    fusions = sorted({f for p in table.plans for f in p.fusions})
-    if fusions and args.fusion not in fusions:
-        raise ArtuneError(f"explain: --fusion {args.fusion}: {table.name} has planes for {', '.join(fusions)}")
+    if table.fusions and args.fusion not in table.fusions:
+        raise ArtuneError(f"explain: --fusion {args.fusion}: {table.name} has plans for {', '.join(table.fusions)}")
     element = DTYPE_BYTES[dtype]
     if args.tokens is not None:
         if args.size is not None:
@@ -507,11 +506,11 @@ def _message(args: argparse.Namespace, table: Table, dtype: str) -> tuple[int, T
 _TOKENS_HI = 16  # a shape plan's chart: log2 tokens 0..16
 
 
-def _chart(plan: Plan, colors: dict[str, str]) -> Text:
+def _chart(plan: Plan | ShapePlan, colors: dict[str, str]) -> Text:
     """A log-scale bar from 1 KiB to 1 GiB (a shape plan: 1 to 65536 tokens), one colour per band's first
     candidate."""
     bar = Text()
-    lo, hi = (0, _TOKENS_HI) if plan.hidden else (_CHART_LO, _CHART_HI)
+    lo, hi = (0, _TOKENS_HI) if isinstance(plan, ShapePlan) else (_CHART_LO, _CHART_HI)
     for col in range(_CHART_WIDTH):
         nbytes = int(2 ** (lo + (col + 0.5) * (hi - lo) / _CHART_WIDTH))
         name = next(names[0] for _, upto, names in plan.spans() if upto is None or nbytes <= upto)
@@ -519,19 +518,21 @@ def _chart(plan: Plan, colors: dict[str, str]) -> Text:
     return bar
 
 
-def _span(plan: Plan, lower: int, upto: int | None) -> str:
-    if not plan.hidden:
+def _span(plan: Plan | ShapePlan, lower: int, upto: int | None) -> str:
+    if isinstance(plan, Plan):
         return format_span(lower, upto)
     return f"{max(lower, 1)}+ tok" if upto is None else f"{max(lower, 1)}-{upto} tok"
 
 
-def _bands_text(plan: Plan, colors: dict[str, str]) -> Text:
+def _bands_text(plan: Plan | ShapePlan, colors: dict[str, str]) -> Text:
     text = Text()
     for i, band in enumerate(plan.bands):
-        if band.upto is not None and band.upto < plan.lower(i):
-            text.append(f"{_span(plan, plan.lower(i), band.upto)} covers nothing  ", style="red")
+        previous = plan.bands[i - 1].upto if i else None
+        lower = 0 if previous is None else previous + 1
+        if band.upto is not None and band.upto < lower:
+            text.append(f"{_span(plan, lower, band.upto)} covers nothing  ", style="red")
             continue
-        text.append(_span(plan, plan.lower(i), band.upto) + " ")
+        text.append(_span(plan, lower, band.upto) + " ")
         for j, name in enumerate(band.candidates):
             text.append(("|" if j else "") + name, style=_color(name, colors))
         text.append("  ")
@@ -542,8 +543,32 @@ def _bands_text(plan: Plan, colors: dict[str, str]) -> Text:
     return text
 
 
+def _print_shape_chart(table: Table, console: Console, colors: dict[str, str]) -> None:
+    """A shape table's plans: world sizes, hidden sizes and fused ops, a chart along tokens, the bands."""
+    grid = RichTable(title=f"{_label(table)}  [{table.platform}]  {table.provenance}", title_justify="left")
+    grid.add_column("ws", justify="right")
+    grid.add_column("hidden", justify="right")
+    grid.add_column("fused ops")
+    grid.add_column(f"1 tok {'log2 tokens':^{_CHART_WIDTH - 12}} 64Ki", no_wrap=True)
+    grid.add_column("bands")
+    for plan in sorted(table.shape_plans, key=lambda p: (p.world_size, p.hidden, p.fusions)):
+        ws, hidden, _fusion = plan.label.split(" ", 2)
+        row = [ws.removeprefix("ws="), hidden.removeprefix("hidden="), "/".join(plan.fusions)]
+        grid.add_row(*row, _chart(plan, colors), _bands_text(plan, colors))
+    if table.caps:
+        grid.caption = "workspace cap: " + ", ".join(
+            f"{'ws <= ' + str(most) if most is not None else 'above'}: {nbytes} B" for most, nbytes in table.caps
+        )
+    console.print(grid)
+
+
 def _print_chart(table: Table, console: Console) -> None:
     colors: dict[str, str] = {}
+    if table.by_shape:
+        _print_shape_chart(table, console, colors)
+        if not table.plans:
+            console.print()
+            return
     grid = RichTable(
         title=escape(f"{_label(table)}  [{table.platform}]  {table.provenance}"),  # brackets are text, not markup
         title_justify="left",
@@ -561,7 +586,6 @@ def _print_chart(table: Table, console: Console) -> None:
             f" ({plan.hosts} hosts{', rack' if plan.nvlink.value == 'rack' else ''})" if plan.hosts > 1 else ""
         )
         ws += "" if plan.multicast is None else f" (multicast {'on' if plan.multicast else 'off'})"
-        ws += f" hidden {plan.hidden} {'/'.join(plan.fusions)}" if plan.hidden else ""
         row = [ws, plan.mode, _chart(plan, colors), _bands_text(plan, colors)]
         grid.add_row(*row, *([plan.origin or "this table"] if composed else []))
     console.print(grid)
@@ -580,15 +604,17 @@ def _print_chart(table: Table, console: Console) -> None:
 
 
 def _shape_subset(table: Table, hidden: int | None, fusion: str | None) -> Table:
-    """A shape table's plans for the row ``hidden`` reads and for ``fusion`` (each ``None``: all)."""
+    """A shape table's plans that a call with ``hidden`` elements a token and ``fusion`` can read (each
+    ``None``: any)."""
     if not table.by_shape:
         return table
-    rows = sorted({p.hidden for p in table.plans if p.hidden})
-    row = max((r for r in rows if hidden is not None and r <= hidden), default=rows[0] if rows else 0)
     plans = tuple(
-        p for p in table.plans if (hidden is None or p.hidden == row) and (fusion is None or fusion in p.fusions)
+        p
+        for p in table.shape_plans
+        if (hidden is None or (p.hidden <= hidden and (p.hidden_upto is None or hidden <= p.hidden_upto)))
+        and (fusion is None or fusion in p.fusions)
     )
-    return table.with_changes(plans=plans)
+    return table.with_changes(shape_plans=plans)
 
 
 def as_written(table: Table) -> Table:

@@ -16,9 +16,13 @@ per world size and writes into ``--out`` (default
 - ``report.md``, ``report.html``, ``latency-ws<N>.png``, ``speedup-ws<N>.png``.
 
 Before it ships, the table duels every fixed rule at fresh sizes and is
-repaired where one wins (docs/tune.md). It then installs the table as
-this machine's (the Communicator's default)
-unless ``--no-install``. ``artune verify TABLE`` re-measures both sides of
+repaired where one wins, every band is held to the evidence at its own
+sizes, and the run's own checks (the duel and the held-out regret) decide
+whether the derived table or a fixed rule ships (docs/tune.md). It then
+installs the table as this machine's (the Communicator's default) unless
+``--no-install``. When the run's checks contradict each other, so that the
+table has a check against it, nothing is installed without ``--force`` and
+the exit status is 1. ``artune verify TABLE`` re-measures both sides of
 every band bound, and an open-ended last band against the fallback at a few
 sizes across it, and exits 1 when one no longer holds.
 
@@ -91,6 +95,11 @@ def _tune_options(tune: argparse.ArgumentParser) -> None:
         "with DIR/table.toml and write it, with its report, to --out (default DIR/replay); exit 1 if it differs",
     )
     tune.add_argument("--no-install", action="store_true", help="do not install the table as this machine's")
+    tune.add_argument(
+        "--force",
+        action="store_true",
+        help="install the table even when a check of the run puts another plan ahead of it (exit 0)",
+    )
     tune.add_argument("--peer-timeout", type=float, default=None, metavar="SECONDS", help=argparse.SUPPRESS)
     tune.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     tune.add_argument(
@@ -298,8 +307,9 @@ def run_tune(args: argparse.Namespace) -> int:
     table_path = out / "table.toml"
     dump_table(table, table_path)
     findings = check_table(table)
+    refused = [r for r in results if not r.vouched]
     installed = ""
-    if not args.no_install:
+    if not args.no_install and (args.force or not refused):
         installed = str(install_table(table, settings.from_env().cache_dir, fingerprint))
     wall = time.monotonic() - started
     command = "artune " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
@@ -308,6 +318,14 @@ def run_tune(args: argparse.Namespace) -> int:
         print(f"artune tune: warning: {busy}", file=sys.stderr)
     write_report(results, table, out, findings, RunInfo(str(out), wall, installed, command, busy))
     _print_summary(results, table_path, out, findings, installed, wall)
+    if refused and not args.force:
+        where = ", ".join(f"ws={r.world_size}" + ("" if r.mode == "eager" else f" {r.mode}") for r in refused)
+        print(
+            f"artune tune: not installed: the run's own checks put another plan ahead of the table for {where}; "
+            "rerun 'artune tune' on a quieter machine, or add --force to install it anyway",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 
@@ -328,8 +346,9 @@ def _gpu_platform(world_sizes: list[int]) -> tuple[Any, str]:
 def _print_summary(
     results: list[Any], table_path: Path, out: Path, findings: list[Any], installed: str, wall: float
 ) -> None:
-    from artune.report import loss_warning, regret_line
+    from artune.report import loss_warning, regret_line, shipping_line
     from artune.report.duel import duel_line
+    from artune.report.verdict import near_tie_lines
     from artune.sizes import format_span
 
     for r in results:
@@ -343,7 +362,11 @@ def _print_summary(
         print(f"  {duel_line(r)}")
         if r.states is not None and r.states.seen:
             print(f"  {r.states.describe()}")
+        for line in near_tie_lines(r):
+            print(f"  near-tie: {line}")
         print(f"  {regret_line(r)}")
+        if r.vouched:
+            print(f"  {shipping_line(r)}")
         warning = loss_warning(r)
         if warning:
             print(f"artune tune: {warning}", file=sys.stderr)

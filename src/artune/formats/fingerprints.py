@@ -11,7 +11,10 @@ the decisions, ``review`` shows the function's diff).
 
 A fingerprint is a hash of the function's syntax tree without its docstrings
 and positions (comments are not in the tree): reformatting, comments and
-docstrings keep it; any change of code changes it. The verified fingerprints
+docstrings keep it; any change of code changes it. An engine's C++ (the
+TensorRT-LLM header) has no Python tree: its functions are fingerprinted by
+their text with comments and whitespace taken out (``fingerprint_text``),
+which likewise keeps a reformatting and changes with any token. The verified fingerprints
 live in ``verified.json`` beside each engine's reader, as data: per function,
 per fingerprint, the releases verified with it. ``artune verify-engine
 --record`` (or ``bench/engine_releases.py --record``) adds a release's
@@ -71,6 +74,23 @@ def fingerprint(node: ast.AST) -> str:
     return hashlib.sha256(dumped.encode()).hexdigest()[:DIGITS]
 
 
+_CXX_COMMENT_OR_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|//[^\n]*|/\*.*?\*/', re.S)
+_SPACE_AROUND = re.compile(r"\s*([^\w\s])\s*")
+
+
+def fingerprint_text(text: str) -> str:
+    """The fingerprint of a C++ function's text: comments removed (string literals kept), whitespace removed
+    except a single space between two words (``auto x``), so that reformatting keeps it."""
+    bare = _CXX_COMMENT_OR_STRING.sub(lambda m: m.group() if m.group().startswith('"') else " ", text)
+    normal = _SPACE_AROUND.sub(r"\1", " ".join(bare.split()))
+    return hashlib.sha256(normal.encode()).hexdigest()[:DIGITS]
+
+
+def evaluated_text(function: str, text: str, where: str) -> Evaluated:
+    """The record of evaluating the C++ function ``function`` whose source is ``text``, at ``where`` (FILE:LINE)."""
+    return Evaluated(function, fingerprint_text(text), where)
+
+
 def evaluated(function: str, node: ast.AST, source: str, line: int | None = None) -> Evaluated:
     """The record of evaluating ``node`` (named ``function``) from the file labelled ``source``."""
     return Evaluated(function, fingerprint(node), f"{source}:{line if line is not None else node.lineno}")
@@ -125,10 +145,15 @@ def unfamiliar(
     return out
 
 
+def version_key(release: str) -> tuple[int, ...]:
+    """A release's version as numbers, to order releases (``0.10.1.1`` after ``0.10.1``)."""
+    return tuple(int(n) for n in re.findall(r"\d+", release))
+
+
 def _releases(verified: Mapping[str, Mapping[str, tuple[str, ...]]]) -> list[str]:
     """Every release the data names, oldest first (by the numbers in its version)."""
     named = {r for prints in verified.values() for releases in prints.values() for r in releases}
-    return sorted(named, key=lambda r: tuple(int(n) for n in re.findall(r"\d+", r)))
+    return sorted(named, key=version_key)
 
 
 def record(engine: str, release: str, found: Iterable[Evaluated], path: Path | None = None) -> Path:
@@ -152,4 +177,13 @@ def record(engine: str, release: str, found: Iterable[Evaluated], path: Path | N
     return target
 
 
-__all__ = ["Evaluated", "evaluated", "fingerprint", "load_verified", "record", "unfamiliar"]
+__all__ = [
+    "Evaluated",
+    "evaluated",
+    "evaluated_text",
+    "fingerprint",
+    "fingerprint_text",
+    "load_verified",
+    "record",
+    "unfamiliar",
+]

@@ -36,19 +36,32 @@ class Probe:
 
     @property
     def topology(self) -> str:
-        """``"1 host"``, ``"4 hosts rack"`` or ``"2 hosts network"``: how ``engine_releases`` counts probes."""
-        if self.hosts == 1:
-            return "1 host"
-        return f"{self.hosts} hosts {'rack' if self.nvlink == 'rack' else 'network'}"
+        """``"1 host"``, ``"4 hosts rack"`` or ``"2 hosts network"``: how ``verify-engine`` counts probes."""
+        return topology_name(self.hosts, self.nvlink)
 
 
-#: the rack probes: (world size, hosts, NVLink domain) with the world size split evenly over the hosts
-RACK_TOPOLOGIES: tuple[tuple[int, int, str], ...] = tuple(
-    (ws, hosts, nvlink)
-    for ws in (2, 8, 16, 32, 72)
-    for hosts, nvlink in ((2, "rack"), (4, "rack"), (18, "rack"), (2, "host"))
-    if ws % hosts == 0
+def topology_name(hosts: int, nvlink: str = "host") -> str:
+    """``"1 host"``, ``"4 hosts rack"`` or ``"2 hosts network"``."""
+    if hosts == 1:
+        return "1 host"
+    return f"{hosts} hosts {'rack' if nvlink == 'rack' else 'network'}"
+
+
+def _splits(world_size: int) -> list[int]:
+    """The host counts above one a group of ``world_size`` ranks is split over, each host with as many: every
+    one up to 16 ranks (what ``check`` describes, N101), and for the racks of 32 and 72 GPUs two hosts and those
+    with 1, 2, 4 or 8 GPUs each (an NVL72 rack is 18 hosts of 4)."""
+    hosts = [h for h in range(2, world_size + 1) if world_size % h == 0]
+    return hosts if world_size <= 16 else [h for h in hosts if h == 2 or world_size // h in (1, 2, 4, 8)]
+
+
+#: every (world size, hosts, NVLink domain) the probes cover: one host, world sizes 2-16; across hosts, every
+#: split above of 2, 4, 6, 8, 12, 16, 32 and 72 ranks, in one NVLink domain ("rack") and over a network ("host")
+TOPOLOGIES: tuple[tuple[int, int, str], ...] = tuple((ws, 1, "host") for ws in range(2, 17)) + tuple(
+    (ws, hosts, nvlink) for ws in (2, 4, 6, 8, 12, 16, 32, 72) for hosts in _splits(ws) for nvlink in ("rack", "host")
 )
+#: the probes across hosts (TOPOLOGIES without one host)
+RACK_TOPOLOGIES: tuple[tuple[int, int, str], ...] = tuple(t for t in TOPOLOGIES if t[1] > 1)
 #: what the engine answers where its own code raises at start-up (and artune's reader reports it)
 RAISES = "raises"
 

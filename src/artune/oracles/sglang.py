@@ -10,20 +10,26 @@ kernels and a GPU), so its top level is lifted out of its source with
   and ``get_device_properties().multi_processor_count`` an SM count (block
   counts only: no decision depends on it);
 - the machine: one host whose GPUs all see each other over NVLink (the
-  answer ``can_use_custom_all_reduce_with_nvlink`` gives there), a symmetric
-  memory with or without a multicast address, every environment variable at
-  the default ``environ.py`` gives it;
+  answer ``can_use_custom_all_reduce_with_nvlink`` gives there), or PCIe
+  only (``nvlink=False``: its answer without NVLink between every pair), a
+  symmetric memory with or without a multicast address, every environment
+  variable at the default ``environ.py`` gives it unless ``env`` sets it;
 - the kernels: recorders that note which algorithm (and multicast) the
-  communicator launches.
+  communicator launches; the legacy communicator's kernel is recorded as
+  ``custom_ar_v1``.
 
-Then the real ``CustomAllReduceV2.__init__`` runs at each world size (it
-sizes the config through the config's own ``clip``; where it raises, SGLang's
-``GroupCoordinator`` logs "Setup Custom allreduce failed" and runs NCCL),
-and each probe goes through the real ``should_custom_ar`` and
-``custom_all_reduce``: nccl where the first says no, the recorded kernel
-otherwise. Graph-mode probes run inside the communicator's own
-``capture()``. In 0.5.10 and 0.5.11 v2 is opt-in (``SGLANG_USE_JIT_ALL_REDUCE=1``):
-the oracle answers for v2 enabled, as artune's tables describe.
+The class is SGLang's own choice: ``custom_all_reduce.py`` is lifted the same
+way and its ``dispatch_custom_allreduce`` asked, as ``GroupCoordinator`` asks
+it; it answers ``CustomAllReduceV2`` where v2 is on and (0.5.13 on)
+``can_use_custom_all_reduce_v2`` admits the group, and the legacy
+``CustomAllreduce`` otherwise. Then the chosen class is built for real at
+each world size (v2 sizes its config through the config's own ``clip``;
+where a constructor raises, ``GroupCoordinator`` logs "Setup Custom allreduce
+failed" and runs NCCL), and each probe goes through its real
+``should_custom_ar`` and ``custom_all_reduce``: nccl where the first says no,
+the recorded kernel otherwise. Graph-mode probes run inside the
+communicator's own ``capture()``. In 0.5.10 and 0.5.11 v2 is opt-in
+(``SGLANG_USE_JIT_ALL_REDUCE=1``): by default the legacy class runs.
 
 ``RELEASES``: ``pip index versions sglang`` lists the 0.5.x releases; each
 was downloaded and only those with ``custom_all_reduce_v2.py`` kept
@@ -34,8 +40,10 @@ from __future__ import annotations
 
 import ast
 import enum
+import inspect
 import math
 import sys
+import traceback
 import types
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -45,7 +53,8 @@ from typing import Any
 from unittest import mock
 
 from artune.errors import OracleGap
-from artune.oracles import RACK_TOPOLOGIES, Probe, read_decisions
+from artune.formats.fingerprints import Evaluated
+from artune.oracles import RACK_TOPOLOGIES, Probe, decide_all, read_decisions
 
 RELEASES: tuple[str, ...] = (
     "0.5.10",
@@ -72,10 +81,11 @@ RELEASES: tuple[str, ...] = (
 ARCHS: dict[str, int] = {"9.0": 132, "10.0": 148, "10.3": 148, "10.7": 160, "12.0": 188}
 WORLD_SIZES = tuple(range(2, 17))
 MODES = ("graph", "eager")
-V1_WORLD_SIZES = (2, 4, 6, 8)  # SGLang's legacy CustomAllreduce._SUPPORTED_WORLD_SIZES
 
 _DIR = "sglang/srt/distributed/device_communicators"
 COMMUNICATOR = f"{_DIR}/custom_all_reduce_v2.py"
+DISPATCHER = f"{_DIR}/custom_all_reduce.py"  # dispatch_custom_allreduce and the legacy CustomAllreduce
+LEGACY_KERNEL = "custom_ar_v1"  # what artune's catalog calls the legacy class's kernel (sgl_kernel.allreduce)
 CONFIGS = f"{_DIR}/configs/custom_all_reduce_v2.py"
 ENVIRON = "sglang/srt/environ.py"
 KERNELS = "sglang/kernels/ops/communication/all_reduce.py"
@@ -122,28 +132,50 @@ class _StandInState:
     capturing = False
     hosts = 1  # the hosts the ranks span
     rack = False  # across hosts: one NVLink clique, the caching allocator VMM-backed (expandable segments)
+    nvlink = True  # on one host: NVLink between every pair of GPUs (False: PCIe only)
     launched: list[tuple[Any, bool]]
 
     def __init__(self) -> None:
         self.launched = []
 
 
-def _env_defaults(root: Path) -> dict[str, Any]:
-    """``environ.py``'s ``Envs``: each variable's default, as ``envs.NAME.get()`` returns it when unset."""
-    out: dict[str, Any] = {}
+def _env_values(root: Path, env: dict[str, str]) -> dict[str, Any]:
+    """``environ.py``'s ``Envs``: what ``envs.NAME.get()`` returns, each variable's default unless ``env`` sets
+    it (parsed as its field's kind parses it: ``EnvBool`` takes "1"/"true"/"yes"/"y" and their opposites)."""
     path = root / ENVIRON
-    if not path.is_file():
-        return out
+    if not path.is_file():  # a checkout of the communicators alone: the defaults of what they read
+        from artune.formats.sglang.rules import ENV_DEFAULTS
+
+        return dict(ENV_DEFAULTS) | {
+            name: _parse_env(type(v).__name__, env[name]) for name, v in ENV_DEFAULTS.items() if name in env
+        }
+    out: dict[str, Any] = {}
     for stmt in ast.parse(path.read_text()).body:
         if isinstance(stmt, ast.ClassDef) and stmt.name == "Envs":
             for item in stmt.body:
                 if isinstance(item, ast.Assign) and isinstance(item.value, ast.Call) and item.value.args:
+                    names = [t.id for t in item.targets if isinstance(t, ast.Name)]
+                    kind = ast.unparse(item.value.func)
                     try:
                         value = eval(compile(ast.Expression(item.value.args[0]), str(path), "eval"), {})
                     except Exception:
                         continue  # a computed default: not one the communicator reads
-                    out.update({t.id: value for t in item.targets if isinstance(t, ast.Name)})
+                    for name in names:
+                        out[name] = _parse_env(kind, env[name]) if name in env else value
     return out
+
+
+def _parse_env(kind: str, text: str) -> Any:
+    if "Bool" in kind:
+        lowered = text.lower()
+        if lowered not in ("true", "1", "yes", "y", "false", "0", "no", "n"):
+            raise OracleGap(f"{text!r} is not a boolean SGLang's EnvBool parses")
+        return lowered in ("true", "1", "yes", "y")
+    if "Int" in kind:
+        return int(text)
+    if "Float" in kind:
+        return float(text)
+    return text
 
 
 class _Var:
@@ -194,22 +226,31 @@ def _algo_enum(root: Path, communicator: ast.Module) -> Any:
 
 
 class Engine:
-    """One release on one GPU: its configs module imported, its communicator module lifted and run."""
+    """One release on one GPU: its configs module imported, its communicator modules lifted and run.
 
-    def __init__(self, root: Path, arch: str) -> None:
+    ``env``: environment variables set as a user sets them (``{"SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2": "0"}``);
+    every other one is at its default."""
+
+    def __init__(self, root: Path, arch: str, env: dict[str, str] | None = None) -> None:
         import torch
 
         self.root, self.arch, self.torch = root, arch, torch
+        self.env = dict(env or {})
         major, minor = (int(x) for x in arch.split("."))
         self.cap = (major, minor)
         self.props = types.SimpleNamespace(multi_processor_count=ARCHS.get(arch, 132), major=major, minor=minor)
         self.state = _StandInState()
         self.multicast = True
         self.failures: dict[int, str] = {}  # world size -> what __init__ raised (SGLang then runs nccl)
+        self.package = _module(f"_sglang_{id(self)}", root)  # the relative imports inside functions resolve here
+        self.package.__path__ = []
         with self.gpu():
             self.configs = self._import_configs()
-            self.namespace = self._lift_communicator()
+            self.namespace = self._lift(COMMUNICATOR)
+            self.dispatcher = self._lift(DISPATCHER) if (root / DISPATCHER).is_file() else None
         self.cls = self.namespace["CustomAllReduceV2"]
+        if self.dispatcher is not None and "CustomAllreduce" in self.dispatcher:
+            self.dispatcher["CustomAllreduce"].__del__ = lambda self: None  # close() would free stand-in memory
 
     @contextmanager
     def gpu(self) -> Iterator[None]:
@@ -241,8 +282,14 @@ class Engine:
         state, torch = self.state, self.torch
 
         def nvlink(*_a: Any, supported_world_size: Any = (), **_k: Any) -> bool | None:
-            # can_use_custom_all_reduce_with_nvlink: None ("disabled") across nodes
-            return True if state.world_size in supported_world_size and state.hosts == 1 else None
+            # can_use_custom_all_reduce_with_nvlink (custom_all_reduce_utils.py): None ("disabled") across nodes
+            # and at a world size outside the list; without NVLink between every pair, None above 2 GPUs ("not
+            # supported on more than two PCIe-only GPUs") and False (PCIe, peer access working) at 2
+            if state.world_size not in supported_world_size or state.hosts > 1:
+                return None
+            if state.world_size > 2 and not state.nvlink:
+                return None
+            return state.nvlink
 
         def same_node(*_a: Any, **_k: Any) -> list[bool]:
             per_host = state.world_size // state.hosts
@@ -268,6 +315,23 @@ class Engine:
                 state.launched.append((algo_name, bool(use_multicast)))
                 return torch.empty(0)
 
+        def legacy_launch(*_a: Any, **_k: Any) -> None:  # sgl_kernel.allreduce.all_reduce: the legacy kernel
+            state.launched.append((LEGACY_KERNEL, False))
+
+        legacy_ops = types.SimpleNamespace(  # custom_all_reduce_ops on CUDA: sgl_kernel's custom all-reduce
+            IS_CUSTOM_AR_AVAILABLE=True,
+            meta_size=lambda: 0,
+            init_custom_ar=lambda *a, **k: 1,
+            register_buffer=lambda *a, **k: None,
+            all_reduce=legacy_launch,
+            dispose=lambda *a, **k: None,
+            get_graph_buffer_ipc_meta=lambda *a: ([], []),
+            register_graph_buffers=lambda *a, **k: None,
+        )
+
+        def bool_env(name: str, default: str = "false") -> bool:  # sglang/srt/utils/common.py get_bool_env_var
+            return self.env.get(name, default).lower() in ("true", "1")
+
         class _OldKernel(_Stub):  # get_custom_all_reduce_cls()(...) of 0.5.10-0.5.15
             def __init__(self, *args: Any, **kwargs: Any) -> None:
                 super().__init__("kernel")
@@ -288,7 +352,14 @@ class Engine:
                 all_gather=gather,
                 all_gather_object=gather_object,
                 get_backend=lambda *a: "gloo",
+                get_process_group_ranks=lambda *a, **k: list(range(state.world_size)),
+                broadcast_object_list=lambda *a, **k: None,
             ),
+            "ops": legacy_ops,
+            "is_cuda": lambda: True,
+            "is_hip": lambda: False,
+            "is_musa": lambda: False,
+            "get_bool_env_var": bool_env,
             "AllReduceAlgo": _algo_enum(self.root, tree),
             "custom_all_reduce": launch,
             "get_all_reduce_module": lambda *a: _Module(),
@@ -305,7 +376,7 @@ class Engine:
             "is_in_piecewise_cuda_graph": lambda: False,
             "is_in_tc_piecewise_cuda_graph": lambda: False,
             "log_info_on_rank0": lambda *a, **k: None,
-            "envs": _Envs(_env_defaults(self.root)),
+            "envs": _Envs(_env_values(self.root, self.env)),
             "_KERNEL_API_LOG_LEVEL": 0,  # sglang/kernels/kernel_api_logging.py: SGLANG_KERNEL_API_LOGLEVEL, 0
         }
         if configs is not None:
@@ -314,11 +385,14 @@ class Engine:
                     stand_ins[name] = getattr(configs, name)
         return stand_ins
 
-    def _lift_communicator(self) -> dict[str, Any]:
-        path = self.root / COMMUNICATOR
+    def _lift(self, relative: str) -> dict[str, Any]:
+        """One module of the release, its imports from SGLang bound to stand-ins, its own code run as it is."""
+        path = self.root / relative
         tree = ast.parse(path.read_text(), str(path))
         stand_ins = self._stand_ins(tree)
-        namespace = _module(f"_sglang_v2_{id(self)}", path).__dict__
+        module = _module(f"{self.package.__name__}.{path.stem}", path)
+        module.__package__ = self.package.__name__
+        namespace = module.__dict__
         body: list[ast.stmt] = []
         for node in tree.body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -351,34 +425,49 @@ class Engine:
             )
             return tensor, symm
 
-        namespace["_allocate_symmetric_memory"] = allocate  # torch symmetric memory with or without multicast
-        cls = namespace.get("CustomAllReduceV2")
-        if cls is None:
-            raise OracleGap(f"{path}: no class CustomAllReduceV2")
-        cls.__del__ = lambda self: None  # close() at collection would only talk to the stand-ins again
+        if relative == COMMUNICATOR:
+            namespace["_allocate_symmetric_memory"] = allocate  # torch symmetric memory with or without multicast
+            cls = namespace.get("CustomAllReduceV2")
+            if cls is None:
+                raise OracleGap(f"{path}: no class CustomAllReduceV2")
+            cls.__del__ = lambda self: None  # close() at collection would only talk to the stand-ins again
         return namespace
 
-    def build(self, world_size: int, multicast: bool, hosts: int = 1, rack: bool = False) -> Any:
-        """The communicator SGLang builds at ``world_size`` on ``hosts`` hosts (``rack``: one NVLink clique),
-        or None where it disables or fails to build it."""
+    def choose(self, group: Any, device: Any) -> Any:
+        """The class SGLang's own ``dispatch_custom_allreduce`` returns for ``group`` (v2 where the release has
+        no dispatcher)."""
+        if self.dispatcher is None:
+            return self.cls
+        dispatch = self.dispatcher.get("dispatch_custom_allreduce")
+        if dispatch is None:
+            raise OracleGap(f"{self.root / DISPATCHER}: no dispatch_custom_allreduce")
+        takes = inspect.signature(dispatch).parameters
+        return dispatch(group=group, device=device) if "group" in takes else dispatch()  # 0.5.10-0.5.12: none
+
+    def build(self, world_size: int, multicast: bool, hosts: int = 1, rack: bool = False, nvlink: bool = True) -> Any:
+        """The communicator SGLang builds at ``world_size`` on ``hosts`` hosts (``rack``: one NVLink clique;
+        ``nvlink``: on one host, NVLink between every pair), or None where it disables or fails to build it."""
         self.state.world_size, self.multicast = world_size, multicast
-        self.state.hosts, self.state.rack = hosts, rack
+        self.state.hosts, self.state.rack, self.state.nvlink = hosts, rack, nvlink
         group = types.SimpleNamespace(group_name="tp", rank=lambda: 0, size=lambda: world_size)
+        device = self.torch.device("meta")
         with self.gpu():
-            try:
-                comm = self.cls(group=group, device=self.torch.device("meta"))
-            except Exception as err:  # GroupCoordinator: "Setup Custom allreduce failed ..." and no custom all-reduce
-                if not isinstance(err, (KeyError, AssertionError, ValueError)):
+            try:  # GroupCoordinator: both in one try; any failure is "Setup Custom allreduce failed", no custom AR
+                cls = self.choose(group, device)
+                comm = None if cls is None else cls(group=group, device=device)
+            except Exception as err:
+                if not isinstance(err, (KeyError, AssertionError, ValueError)) and not self._own(err):
                     raise OracleGap(
-                        f"CustomAllReduceV2 at world size {world_size} failed on a stand-in: {err!r}"
+                        f"the communicator at world size {world_size} failed on a stand-in: {err!r}"
                     ) from err
                 self.failures[world_size] = f"{type(err).__name__}: {err}"
                 return None
-        if comm.disabled:
-            if world_size in V1_WORLD_SIZES and hosts == 1:  # the legacy one stays on one node
-                raise OracleGap(f"v2 disabled at world size {world_size}: SGLang's legacy CustomAllreduce would run")
-            return None
-        return comm
+        return None if comm is None or comm.disabled else comm
+
+    def _own(self, err: BaseException) -> bool:
+        """Whether ``err`` was raised in the release's own code (not in a stand-in): SGLang's failure."""
+        frames = list(traceback.walk_tb(err.__traceback__))
+        return bool(frames) and Path(frames[-1][0].f_code.co_filename).is_relative_to(self.root)
 
     def answer(self, comm: Any, nbytes: int, graph: bool) -> str:
         """What ``comm`` runs for one all-reduce of ``nbytes`` bytes (inside ``capture()`` when ``graph``)."""
@@ -390,6 +479,8 @@ class Engine:
             return "nccl"
         self.state.launched.clear()
         comm.custom_all_reduce(inp)
+        if not self.state.launched:
+            raise OracleGap(f"{type(comm).__name__}.custom_all_reduce launched no kernel the stand-ins know")
         (algo, multicast), *_ = self.state.launched
         name = algo if isinstance(algo, str) else _ALGOS[algo.name]
         if multicast:
@@ -399,14 +490,23 @@ class Engine:
         return name
 
     def decide(
-        self, world_size: int, multicast: bool, mode: str, sizes: list[int], hosts: int = 1, rack: bool = False
+        self,
+        world_size: int,
+        multicast: bool,
+        mode: str,
+        sizes: list[int],
+        hosts: int = 1,
+        rack: bool = False,
+        nvlink: bool = True,
     ) -> list[str]:
         """The engine's answer for each size, at one world size, multicast, mode and topology."""
-        comm = self.build(world_size, multicast, hosts, rack)
+        comm = self.build(world_size, multicast, hosts, rack, nvlink)
         if comm is None:
             return ["nccl"] * len(sizes)
         with self.gpu():
             if mode == "graph":
+                if not hasattr(comm, "capture"):
+                    raise OracleGap(f"{type(comm).__name__} has no capture(): graph mode cannot be run as SGLang does")
                 with comm.capture():
                     out = [self.answer(comm, n, True) for n in sizes]
                     self.state.capturing = False  # capture() checks the stream is no longer capturing
@@ -420,10 +520,10 @@ class Engine:
         found: set[float] = set()
         comm = self.build(world_size, True)
         if comm is not None:
-            _numbers(comm.config, found)
+            _numbers(getattr(comm, "config", None), found)  # the legacy class has no config: its max_size
             _numbers([getattr(comm, n, 0) for n in ("max_size", "max_pull_size", "max_push_size")], found)
             raw = self.namespace.get("THRESHOLD_2_SHOT_MAP") or {}
-            if self.configs is not None:
+            if self.configs is not None and isinstance(comm, self.cls):
                 with self.gpu():
                     raw = {world_size: self.configs.get_all_reduce_config(world_size)}
             _numbers(raw.get(world_size), found)
@@ -452,8 +552,20 @@ def _numbers(value: Any, out: set[float]) -> None:
 
 
 @cache
-def _engine(root: Path, arch: str) -> Engine:
-    return Engine(root, arch)
+def _engine(root: Path, arch: str, env: tuple[tuple[str, str], ...] = ()) -> Engine:
+    return Engine(_files(root), arch, dict(env))
+
+
+def _files(root: Path) -> Path:
+    """Where the release's ``sglang/`` package is under ``root``: a wheel's folder, or a checkout's ``python/``;
+    ``OracleGap`` for a single file (the oracle runs the communicator modules, not a file alone)."""
+    for base in (root, root / "python"):
+        if (base / COMMUNICATOR).is_file():
+            return base
+    raise OracleGap(
+        f"{root}: no {COMMUNICATOR} there: give an SGLang checkout or release (sglang:PATH to the folder, "
+        "sglang==VERSION); the oracle runs SGLang's communicator modules, which a file alone does not hold"
+    )
 
 
 def _grid() -> list[int]:
@@ -466,13 +578,14 @@ def probes(
     archs: Iterable[str] = ARCHS,
     world_sizes: Iterable[int] = WORLD_SIZES,
     racks: Iterable[tuple[int, int, str]] = RACK_TOPOLOGIES,
+    env: dict[str, str] | None = None,
 ) -> list[Probe]:
     """Every arch, world size 2-16 on one host and each of ``racks`` across hosts, both modes, multicast on
-    and off: each bound, +-1 and +-16 bytes around it, and the log grid."""
+    and off: each bound (of the release as ``env`` sets it), +-1 and +-16 bytes around it, and the log grid."""
     out: list[Probe] = []
     topologies = [(ws, 1, "host") for ws in world_sizes] + list(racks)
     for arch in archs:
-        engine = _engine(root, arch)
+        engine = _engine(root, arch, tuple(sorted((env or {}).items())))
         for ws, hosts, nvlink in topologies:
             around = {b + d for b in engine.bounds(ws) for d in (-16, -1, 0, 1, 16)}
             sizes = sorted(s for s in around | set(_grid()) if s >= 0)
@@ -482,35 +595,55 @@ def probes(
     return out
 
 
-def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
-    """SGLang's own answer per probe, as artune's algorithm names."""
+def engine_decisions(
+    root: Path, probes: list[Probe], env: dict[str, str] | None = None, pcie: bool = False
+) -> list[str]:
+    """SGLang's own answer per probe, as artune's algorithm names (``env``: variables set, as ``Engine``;
+    ``pcie``: on one host, GPUs without NVLink between every pair)."""
     groups: dict[tuple[str, int, str, bool, int, str], list[int]] = {}
     for index, p in enumerate(probes):
         groups.setdefault((p.arch, p.world_size, p.mode, p.multicast, p.hosts, p.nvlink), []).append(index)
     out = [""] * len(probes)
+    frozen = tuple(sorted((env or {}).items()))
     for (arch, ws, mode, multicast, hosts, nvlink), indices in groups.items():
         sizes = [probes[i].nbytes for i in indices]
-        answers = _engine(root, arch).decide(ws, multicast, mode, sizes, hosts, nvlink == "rack")
+        answers = _engine(root, arch, frozen).decide(ws, multicast, mode, sizes, hosts, nvlink == "rack", not pcie)
         for i, answer in zip(indices, answers, strict=True):
             out[i] = answer
     return out
 
 
-def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
-    """artune's answer per probe: the product's reader on the release, and ``decide``."""
-    return read_decisions("sglang", root, probes)
+def artune_decisions(root: Path, probes: list[Probe], env: dict[str, str] | None = None) -> list[str]:
+    """artune's answer per probe: the product's reader on the release, and ``decide`` (``env``: variables set,
+    which the reader takes as the engine does)."""
+    if not env:
+        return read_decisions("sglang", root, probes)
+    from artune.formats.sglang.read import read_sglang
+
+    imported = read_sglang(str(root), env)
+    return decide_all(imported.tables, probes, imported.findings)
+
+
+def evaluated(root: Path) -> list[Evaluated]:
+    """The dispatch functions artune's reading of the release at ``root`` relies on, fingerprinted: what
+    ``--record`` keeps (``artune.formats.fingerprints.record``) once every probe agreed."""
+    from artune.formats.sglang.read import evaluated as read_evaluated
+
+    return read_evaluated(str(root))
 
 
 def main(argv: list[str]) -> int:
-    """``python src/artune/oracles/sglang.py [VERSION...]``: per release, the probes, how many agree, what the engine
-    ran, the findings ``artune check`` prints, and the first differences (exit 1 if any)."""
+    """``python src/artune/oracles/sglang.py [--record] [VERSION...]``: per release, the probes, how many agree,
+    what the engine ran, the findings ``artune check`` prints, and the first differences (exit 1 if any); with
+    ``--record``, each release whose every probe agrees has its fingerprints kept (``verified.json``)."""
     from collections import Counter
 
-    from artune.formats import read_engine
+    from artune.formats import fingerprints, read_engine
     from artune.formats.releases import fetch_release
 
+    keep = "--record" in argv
     differ = 0
-    for version in argv or RELEASES:
+    for version in [a for a in argv if a != "--record"] or RELEASES:
         root = fetch_release("sglang", version)
         ps = probes(root)
         engine, ours = engine_decisions(root, ps), artune_decisions(root, ps)
@@ -524,6 +657,8 @@ def main(argv: list[str]) -> int:
         for p, e, a in bad[:10]:
             print(f"  {p}: engine {e}, artune {a}")
         differ += bool(bad)
+        if keep and not bad:
+            print(f"  recorded in {fingerprints.record('sglang', version, evaluated(root))}")
     return 1 if differ else 0
 
 

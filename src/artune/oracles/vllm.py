@@ -30,9 +30,11 @@ and the FlashInfer fusion file's table assignments are evaluated.
 
 Then, per probe, vLLM's real ``CudaCommunicator(unique_name="tp:0")`` is
 built as vLLM builds its tensor-parallel group's, and its real
-``all_reduce`` runs on a bf16 input of the probe's size (shape
-``(n, 1)``: vLLM's hidden states are 2-D, and FlashInfer takes only 2-D
-inputs; with one column its token bound is exactly its byte bound). The
+``all_reduce`` runs on a bf16 input of the probe's size, whole rows of 16
+bytes (shape ``(n / 16, 8)``: vLLM's hidden states are 2-D, FlashInfer
+takes only 2-D inputs, vLLM 0.34 only rows of 16-byte multiples, and every
+model's hidden size is a multiple of 8; with 16-byte rows the token bound is
+exactly the byte bound). The
 answer is what ran: ``custom_all_reduce`` (custom_ar),
 ``torch.ops.symm_mem.multimem_all_reduce_`` / ``two_shot_all_reduce_``,
 FlashInfer's ``allreduce_fusion`` (flashinfer_ar), or pynccl / torch's
@@ -52,7 +54,7 @@ import importlib
 import math
 import os
 import types
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -60,10 +62,12 @@ from typing import Any
 import torch
 
 from artune.errors import OracleGap
-from artune.oracles import RACK_TOPOLOGIES, RAISES, Probe, read_decisions
+from artune.formats.fingerprints import Evaluated
+from artune.oracles import RAISES, TOPOLOGIES, Probe, read_decisions
 
 # pip index versions vllm: every release from the first one with all_reduce_utils.py's size tables (0.10.2),
-# and the three 0.10 releases before it, which have none (they run custom all-reduce below 8 MiB or nccl)
+# and the three 0.10 releases before it, which have none (they run custom all-reduce below 8 MiB or nccl);
+# 0.34.0 is the newest the registry lists
 RELEASES: tuple[str, ...] = (
     "0.10.0",
     "0.10.1",
@@ -104,6 +108,7 @@ RELEASES: tuple[str, ...] = (
     "0.31.0",
     "0.32.0",
     "0.33.0",
+    "0.34.0",
 )
 ARCHS = ("9.0", "10.0", "10.3", "10.7", "8.0")  # 8.0: an arch no vLLM table has a row for
 WORLD_SIZES = tuple(range(2, 17))
@@ -199,11 +204,14 @@ class CudaInput(torch.Tensor):
         return True
 
 
+ROW = 16  # bytes of one row of the input: hidden states are whole rows of 16 bytes (8 bf16 elements)
+
+
 def _tensor(nbytes: int, dtype: torch.dtype) -> torch.Tensor:
     size = torch.empty((), dtype=dtype).element_size()
-    if nbytes % size:
-        raise ValueError(f"{nbytes} bytes is not a whole number of {dtype} elements")
-    meta = torch.empty((nbytes // size, 1), dtype=dtype, device="meta")
+    if nbytes % ROW:
+        raise ValueError(f"{nbytes} bytes is not a whole number of {ROW}-byte rows")
+    meta = torch.empty((nbytes // ROW, ROW // size), dtype=dtype, device="meta")
     return torch.Tensor._make_subclass(CudaInput, meta)
 
 
@@ -319,7 +327,7 @@ class World:
                 two_shot_all_reduce_=self.record("symm_mem_two_shot"),
                 one_shot_all_reduce=self.record("symm_mem_one_shot"),
             ),
-            vllm=StandIn("torch.ops.vllm", all_reduce_symmetric_with_copy=self.record("nccl_symm_mem")),
+            vllm=StandIn("torch.ops.vllm", all_reduce_symmetric_with_copy=self.record("nccl_symmetric")),
         )
         accelerator = StandIn(
             "torch.accelerator", set_device_index=lambda index: None, synchronize=lambda device=None: None
@@ -827,13 +835,15 @@ def _grid() -> list[int]:
 
 
 def probes(root: Path, racks: bool = True) -> list[Probe]:
-    """Every arch, world size 2..16 on one host, and each of ``RACK_TOPOLOGIES`` across hosts (``racks``),
-    both modes, multicast on and off, at every bound +-16 and on a log grid."""
-    sizes = set(_grid())
+    """Every arch, each of ``TOPOLOGIES`` (one host only, without ``racks``), both modes, multicast on and
+    off, at the whole rows around every bound and on a log grid (a message is whole rows of ``ROW`` bytes, as
+    every model's hidden states are)."""
+    sizes = {n // ROW * ROW for n in _grid()}
     for bound in _bounds(root):
-        sizes |= {bound - 16, bound - 2, bound, bound + 2, bound + 4, bound + 16}
-    sizes = sorted(n for n in sizes if n > 0 and n % 2 == 0)  # whole bf16 elements
-    topologies = [(ws, 1, "host") for ws in WORLD_SIZES] + (list(RACK_TOPOLOGIES) if racks else [])
+        below = bound // ROW * ROW
+        sizes |= {below - ROW, below, below + ROW, below + 2 * ROW}
+    sizes = sorted(n for n in sizes if n > 0)
+    topologies = [t for t in TOPOLOGIES if racks or t[1] == 1]
     return [
         Probe(arch, ws, mode, multicast, n, hosts=hosts, nvlink=nvlink)
         for arch in ARCHS
@@ -877,16 +887,9 @@ def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
     return read_decisions("vllm", root, probes)
 
 
-def compare(root: Path, probes_: list[Probe] | None = None) -> tuple[int, list[tuple[Probe, str, str]]]:
-    """``(probes run, [(probe, vLLM's answer, artune's)] where they differ)``."""
-    found = probes(root) if probes_ is None else probes_
-    engine, mine = engine_decisions(root, found), artune_decisions(root, found)
-    return len(found), [(p, e, a) for p, e, a in zip(found, engine, mine, strict=True) if e != a]
+def evaluated(root: Path) -> list[Evaluated]:
+    """The dispatch functions artune's reading of the source at ``root`` evaluated, fingerprinted: what
+    ``verify-engine --record`` keeps (``artune.formats.fingerprints.record``) once every probe agreed."""
+    from artune.formats.vllm.read import evaluated as read_evaluated
 
-
-def iter_releases() -> Iterator[tuple[str, Path]]:
-    """``(version, unpacked folder)`` of every release, downloading the ones not cached."""
-    from artune.formats.releases import fetch_release
-
-    for version in RELEASES:
-        yield version, fetch_release("vllm", version)
+    return read_evaluated(str(root))

@@ -14,12 +14,13 @@ from pathlib import Path
 
 from artune.report.document import to_html, to_markdown
 from artune.report.plots import write_plots
-from artune.report.summary import RunInfo, loss_warning, regret_line, report_blocks
+from artune.report.summary import RunInfo, regret_line, report_blocks
+from artune.report.verdict import loss_warning, shipping_line
 from artune.table.check import Finding
 from artune.table.types import Table
 from artune.tune.tuner import WorldResult
 
-__all__ = ["RunInfo", "loss_warning", "regret_line", "write_report"]
+__all__ = ["RunInfo", "loss_warning", "regret_line", "shipping_line", "write_report"]
 
 
 def write_report(

@@ -8,36 +8,45 @@ where calls at different moments disagreed, how often and how far.
 
 from __future__ import annotations
 
-from artune.report.document import Alert, Block, Grid, Heading, Para
+from artune.report.document import Block, Grid, Heading, Para
 from artune.sizes import human_size
 from artune.tune.tuner import WorldResult
+from artune.tune.verdict import TIE
 
 #: swings listed in the report at most (the largest)
 SHOWN_SWINGS = 8
 
 
 def duel_line(result: WorldResult) -> str:
-    """One line: the duel's sizes, the wins it repaired, and whether the shipped table holds."""
+    """One line: the duel's sizes, the wins it repaired, single-size wins left, and the closest fixed rule."""
     d = result.duel
     if d is None:
         return "No duel was run."
     wins = sum(len(r.losses) for r in d.rounds)
-    stand = (
-        "the shipped table loses to no fixed rule there"
+    left = (
+        ""
         if d.holds
-        else f"the shipped table still LOSES at {len(d.standing)} of them"
+        else f"; {len(d.standing)} size(s) a fixed rule still wins alone, where the evidence around them made no band"
     )
     line = (
         f"Duel against every fixed rule at {len(d.sizes)} fresh sizes in {len(d.rounds)} round(s): "
-        f"{wins} win(s) by a fixed rule confirmed, {len(d.fixes)} repair(s); {stand}."
+        f"{wins} win(s) by a fixed rule confirmed, {len(d.fixes)} repair(s){left}."
     )
-    if d.overall:
-        best = min(d.overall, key=lambda o: o.ratio)
+    differ = [o for o in d.overall if o.sizes]
+    if d.overall and not differ:
+        line += " Every fixed rule chose as the derived table did, or differed only where too few rounds fit to tell."
+    if differ:
+        best = min(differ, key=lambda o: o.ratio)
+        if best.ahead(TIE):
+            standing = f"ahead by more than {TIE:.0%} over its whole interval"
+        elif best.ratio < 1.0:
+            standing = f"level (not ahead by more than {TIE:.0%} over its whole interval)"
+        else:
+            standing = "not ahead"
         line += (
-            f" Over all of them the closest fixed rule, {best.rule}, took {best.ratio:.3f}x the derived table's "
-            f"time (geometric mean)"
+            f" Over all of them the closest fixed rule, {best.rule}, took {best.interval()} the derived table's "
+            f"time (geometric mean): {standing}."
         )
-        line += ": its plan shipped instead." if d.shipped else "."
     return line
 
 
@@ -48,7 +57,13 @@ def duel_blocks(result: WorldResult) -> list[Block]:
         return []
     blocks: list[Block] = [Heading(f"Duel before shipping (ws={result.world_size})", 3), Para(duel_line(result))]
     if not d.holds:
-        blocks.append(Alert("; ".join(loss.describe() for loss in d.standing)))
+        blocks.append(
+            Para(
+                "Single sizes a fixed rule still wins, where bisection found no band of the winner that its own "
+                "sizes hold up (one size is not a band; the weighing over all sizes counts them): "
+                + "; ".join(loss.describe() for loss in d.standing)
+            )
+        )
     rows = []
     for i, r in enumerate(d.rounds, 1):
         sizes = ", ".join(human_size(s) for s in r.sizes) or "(pins over the sizes above)"

@@ -1,12 +1,13 @@
 """The report's text: what an engine PR would say about the measured table.
 
-Per world size: the bands, the speedup over the process-group baseline (max
-and geometric mean), the regret of the tuned table, of the fixed published
-rule and of every fixed single-algorithm rule on sizes the tuner never
-measured (with a loud warning when a fixed rule beats the table), the pick
-at every coarse size and every crossover with how sure it is (the paired
-time ratio, its interval and the verdict of ``artune.tune.compare``), and
-the parameters found.
+Per world size: the bands that ship, the speedup over the process-group
+baseline (max and geometric mean), the regret of the tuned table, of the
+fixed published rule and of every fixed single-algorithm rule on sizes the
+tuner never measured, the pick at every coarse size and every crossover with
+how sure it is (the paired time ratio, its interval and the verdict of
+``artune.tune.compare``), and the parameters found; then what ships and why,
+with every band's evidence (``artune.report.verdict``), and a loud warning
+where the run's own checks contradict each other.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from artune.report.document import Alert, Block, Bullets, Grid, Heading, Image, Para
 from artune.report.duel import duel_blocks, states_blocks
 from artune.report.figures import speedup_summary, speedups
+from artune.report.verdict import loss_warning, verdict_blocks
 from artune.sizes import format_size, format_span, human_size
 from artune.table.check import Finding
 from artune.table.types import Table
@@ -70,24 +72,12 @@ def regret_line(result: WorldResult) -> str:
     at_f = f" at {human_size(worst_f.size)}" if worst_f else ""
     best, best_value = g.best_fixed()
     best_text = f"; best fixed rule {best} {_r(best_value)} geomean" if best and best != g.fixed_rule else ""
+    shipped = result.shipping.shipped if result.shipping is not None and result.shipping.replaced else ""
+    ships = f" Shipped: {shipped} (see what ships and why)." if shipped else ""
     return (
         f"Regret on {len(g.points)} off-grid sizes the tuner never measured: tuned table "
         f"{_r(g.tuned_geomean)} geomean, {_r(g.tuned_worst)} worst{at_t}; {g.fixed_rule} "
-        f"{_r(g.fixed_geomean)} geomean, {_r(g.fixed_worst)} worst{at_f}{best_text}."
-    )
-
-
-def loss_warning(result: WorldResult) -> str:
-    """``""``, or a loud line naming every fixed rule whose regret beats the tuned table's."""
-    g = result.regret
-    losses = g.losses()
-    if not losses:
-        return ""
-    names = ", ".join(f"{name} ({_r(value)})" for name, value in losses)
-    return (
-        f"WARNING: ws={result.world_size}{'' if result.mode == 'eager' else ' ' + result.mode}: the tuned table "
-        f"(regret {_r(g.tuned_geomean)} geomean) LOSES to {names} on the off-grid sizes: rerun 'artune tune' on a "
-        "quieter machine, or use that rule"
+        f"{_r(g.fixed_geomean)} geomean, {_r(g.fixed_worst)} worst{at_f}{best_text}.{ships}"
     )
 
 
@@ -108,9 +98,11 @@ def world_blocks(result: WorldResult) -> list[Block]:
 
 
 def _plan_blocks(result: WorldResult) -> list[Block]:
-    """The tuned plan, band by band."""
+    """The plan that ships, band by band."""
     blocks: list[Block] = []
     plan = result.plan
+    if result.shipping is not None and result.shipping.replaced:
+        blocks.append(Para(f"Ships {result.shipping.shipped}, not the derived table: {result.shipping.describe()}"))
     rows = []
     for lower, upto, candidates in plan.spans():
         name = candidates[0]
@@ -143,10 +135,14 @@ def _speedup_blocks(result: WorldResult) -> list[Block]:
     blocks.append(
         Grid(
             ("rule", "regret geomean", "worst"),
-            tuple((name, _r(g.geomean(i)), _r(g.worst(i))) for i, name in enumerate(g.rules)),
+            tuple((_shipped(result, name), _r(g.geomean(i)), _r(g.worst(i))) for i, name in enumerate(g.rules)),
         )
     )
     return blocks
+
+
+def _shipped(result: WorldResult, name: str) -> str:
+    return f"{name} (ships)" if result.shipping is not None and result.shipping.shipped == name else name
 
 
 def _pick_blocks(result: WorldResult) -> list[Block]:
@@ -328,11 +324,15 @@ def report_blocks(
                 f"over rounds) lies outside the ±{rule.tie:.0%} tie band; inside it the incumbent band, then "
                 "the simpler algorithm, is kept; where the interval crosses an edge of the band the two are "
                 "measured again while the budget lasts, and what stays unsure keeps the published rule's "
-                "choice."
+                "choice. Every band then needs evidence at its own sizes, a stretch that leaves the published "
+                "rule needs it against the published choice, and slivers merge into their neighbours. The run's "
+                "own checks (the duel and the held-out regret) decide whether the derived table or a fixed rule "
+                "ships."
             )
         )
     for result in results:
         blocks.extend(world_blocks(result))
+        blocks.extend(verdict_blocks(result))
         blocks.extend(duel_blocks(result))
         blocks.extend(states_blocks(result))
     return blocks

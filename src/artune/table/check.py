@@ -23,14 +23,14 @@ hosts, ``hier_shm`` on one host) is flagged.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from artune.catalog import SPECS, Conditions
 from artune.findings import KINDS
 from artune.sizes import format_bound
 from artune.table.priority import SizeRule
-from artune.table.types import MODES, Mode, Plan, Provenance, Table
+from artune.table.types import MODES, Band, Mode, Plan, Provenance, ShapePlan, Table
 
 
 @dataclass(frozen=True)
@@ -125,9 +125,12 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
             add("M101", f"plan {modelled_summary(plan.provenance)}", plan, note=True)
         for code, message in _plan_findings(table, plan):
             add(code, message, plan)
+    for shape in table.shape_plans:
+        for code, message in _shape_plan_findings(shape):
+            add(code, message)
     # an engine's table has no plan where the engine runs its process group (its rules say so, and its
     # reader reports those world sizes once, with the file and line): not a hole in the table
-    for code, message in _coverage_findings(table, max_world_size) if own else ():
+    for code, message in _coverage_findings(table, max_world_size) if own and not table.by_shape else ():
         add(code, message)
     return findings
 
@@ -139,20 +142,7 @@ def _plan_findings(table: Table, plan: Plan) -> list[tuple[str, str]]:
         out.append(("T108", f"mode {Mode(plan.mode).value!r} on a CPU table; CPU has only 'eager'"))
     if plan.provenance is not None and plan.provenance.source == "inherited":
         out.append(("T301", f"plan figures are {plan.provenance.source}, not measured"))
-    previous = -1
-    for i, band in enumerate(plan.bands, start=1):
-        if band.upto is not None:  # an open-ended band (only the last) always extends the one before
-            if band.upto <= previous:
-                out.append(
-                    (
-                        "T101",
-                        f"band {i} (upto {format_bound(band.upto)}) does not extend band {i - 1} "
-                        f"(upto {format_bound(previous)}): bands out of order or overlapping, it covers no size",
-                    )
-                )
-            previous = max(previous, band.upto)
-        if len(set(band.candidates)) != len(band.candidates):
-            out.append(("T102", f"band {i} lists an algorithm twice: {list(band.candidates)}"))
+    out += _band_findings(plan.bands, format_bound)
     for name in plan.algorithms:
         spec = SPECS.get(name)
         if spec is None:
@@ -172,6 +162,35 @@ def _plan_findings(table: Table, plan: Plan) -> list[tuple[str, str]]:
     for name, _values in plan.params:
         if name not in SPECS:
             out.append(("T107", f"params for unknown algorithm {name!r}"))
+    return out
+
+
+def _band_findings(bands: tuple[Band, ...], bound: Callable[[int], str]) -> list[tuple[str, str]]:
+    """T101 (a band that covers nothing) and T102 (an algorithm twice in a band); ``bound`` writes a bound."""
+    out: list[tuple[str, str]] = []
+    previous = -1
+    for i, band in enumerate(bands, start=1):
+        if band.upto is not None:  # an open-ended band (only the last) always extends the one before
+            if band.upto <= previous:
+                out.append(
+                    (
+                        "T101",
+                        f"band {i} (upto {bound(band.upto)}) does not extend band {i - 1} "
+                        f"(upto {bound(previous)}): bands out of order or overlapping, it covers no size",
+                    )
+                )
+            previous = max(previous, band.upto)
+        if len(set(band.candidates)) != len(band.candidates):
+            out.append(("T102", f"band {i} lists an algorithm twice: {list(band.candidates)}"))
+    return out
+
+
+def _shape_plan_findings(plan: ShapePlan) -> list[tuple[str, str]]:
+    """``(code, message)`` per finding in one shape plan (its bands count tokens)."""
+    out = [(code, f"{plan.label}: {message}") for code, message in _band_findings(plan.bands, str)]
+    for name in plan.algorithms:
+        if name not in SPECS:
+            out.append(("T103", f"{plan.label}: unknown algorithm {name!r}; known: {', '.join(sorted(SPECS))}"))
     return out
 
 

@@ -46,7 +46,7 @@ from artune.catalog import SPECS
 from artune.sizes import format_span
 from artune.table.family import process_group
 from artune.table.gaps import GapPolicy, gap_policy
-from artune.table.types import MODES, Mode, NVLinkDomain, ParamValue, Plan, Table, TokenShape
+from artune.table.types import MODES, Mode, NVLinkDomain, ParamValue, Plan, ShapePlan, Table, TokenShape
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Decision:
     multicast: bool | None = None  # the plan's machine: with/without NVLink multicast, None: any
     nvlink: NVLinkDomain = NVLinkDomain.HOST  # across hosts, the plan's NVLink domain
     unit: str = "bytes"  # what lower and upper count: "tokens" for a shape plan's band
-    hidden: int = 0  # a shape plan's hidden row (Plan.hidden); 0: a plan by bytes, or none
+    hidden: int = 0  # a shape plan's smallest hidden size (ShapePlan.hidden); 0: a plan by bytes, or none
 
     def _plan_dict(self) -> dict[str, object]:
         plan: dict[str, object] = {"world_size": self.world_size, "mode": self.mode}
@@ -89,9 +89,9 @@ class Decision:
         }
 
 
-def _missing_param(plan: Plan, name: str) -> str | None:
+def _missing_param(plan: Plan | ShapePlan, name: str) -> str | None:
     spec = SPECS.get(name)
-    if spec is None:
+    if spec is None or not isinstance(plan, Plan):  # a shape plan names the engine's kernels, with no parameters
         return None
     have = plan.params_for(name)
     for key in spec.required_params:
@@ -103,7 +103,7 @@ def _missing_param(plan: Plan, name: str) -> str | None:
 class _CompiledPlan:
     """One plan as sorted bounds plus a cache of decisions per (band, available)."""
 
-    def __init__(self, table: Table, plan: Plan | None, fallback: str, rule_note: str) -> None:
+    def __init__(self, table: Table, plan: Plan | ShapePlan | None, fallback: str, rule_note: str) -> None:
         self.table = table
         self.plan = plan
         self.fallback = fallback
@@ -160,18 +160,15 @@ class _CompiledPlan:
             notes.append(f"first available of {list(candidates)}")
         table = self.table
         header = f"{table.name} [{table.platform}]"
-        plan_text = f"plan {plan.topology} mode={plan.mode}" if plan else "no plan"
-        if plan is not None and plan.origin:
-            plan_text += f" ({plan.origin})"
         parts = [header, *table.borrowed, *([self.rule_note] if self.rule_note else [])]
-        parts += [f"{plan_text}: {where} -> {chosen}", *notes]
-        if plan is not None and plan.written:
+        parts += [f"{self.plan_text()}: {where} -> {chosen}", *notes]
+        if isinstance(plan, Plan) and plan.written:
             parts += _as_written(plan, lower, upper, candidates or (self.fallback,))
         provenance = plan.provenance if plan is not None and plan.provenance else table.provenance
         parts.append(f"provenance: {provenance}")
         if table.overrides:
             parts.append("user overrides applied: " + "; ".join(table.overrides))
-        params = plan.params_for(chosen) if plan is not None else {}
+        params = plan.params_for(chosen) if isinstance(plan, Plan) else {}
         return Decision(
             algorithm=chosen,
             params=MappingProxyType(params),
@@ -179,14 +176,29 @@ class _CompiledPlan:
             steps=tuple(parts),
             lower=lower,
             upper=upper,
-            world_size=plan.world_size if plan else 0,
-            mode=plan.mode if plan else "",
-            hosts=plan.hosts if plan else 1,
-            multicast=plan.multicast if plan else None,
-            nvlink=plan.nvlink if plan else NVLinkDomain.HOST,
             unit=self.unit,
-            hidden=plan.hidden if plan else 0,
+            **self.identity(),
         )
+
+    def plan_text(self) -> str:
+        """How the reason names the plan."""
+        plan = self.plan
+        if not isinstance(plan, Plan):
+            return "no plan"
+        return f"plan {plan.topology} mode={plan.mode}" + (f" ({plan.origin})" if plan.origin else "")
+
+    def identity(self) -> dict[str, object]:
+        """The plan's fields of a ``Decision`` (world size 0: no plan)."""
+        plan = self.plan
+        if not isinstance(plan, Plan):
+            return {"mode": ""}
+        return {
+            "world_size": plan.world_size,
+            "mode": plan.mode,
+            "hosts": plan.hosts,
+            "multicast": plan.multicast,
+            "nvlink": plan.nvlink,
+        }
 
 
 class _ShapePlan(_CompiledPlan):
@@ -194,44 +206,42 @@ class _ShapePlan(_CompiledPlan):
 
     unit = "tokens"
 
-    def __init__(self, table: Table, plan: Plan | None, fallback: str, rule_note: str, over_cap: str, cap: int) -> None:
+    def __init__(
+        self, table: Table, plan: ShapePlan | None, fallback: str, rule_note: str, over_cap: str, cap: int, mode: str
+    ) -> None:
         super().__init__(table, plan, fallback, rule_note)
+        self.shape = plan
         self.over_cap = over_cap
         self.cap = cap
+        self.mode = mode
         self.capped: dict[frozenset[str] | None, Decision] = {}
 
     def span(self, lower: int, upper: int | None) -> str:
         first = max(lower, 1)  # a message has at least one token
         return f"tokens {first}+" if upper is None else f"tokens {first}..{upper}"
 
+    def plan_text(self) -> str:
+        return f"plan {self.shape.label}" if self.shape is not None else "no plan"
+
+    def identity(self) -> dict[str, object]:
+        plan = self.shape
+        return {"world_size": plan.world_size, "mode": self.mode, "hidden": plan.hidden} if plan else {"mode": ""}
+
     def over(self, available: frozenset[str] | None) -> Decision:
         """The decision for a message over the workspace cap: ``over_cap``, whatever the band."""
         found = self.capped.get(available)
         if found is None:
-            plan = self.plan
             note = (
                 f"the message is over the workspace cap of {self.cap} bytes -> {self.over_cap} (the engine "
                 "sends every message larger than its workspace there, before it reads its table)"
             )
-            steps = (f"{self.table.name} [{self.table.platform}]", *self.table.borrowed, self.rule_note, note)
+            steps = tuple(
+                filter(None, (f"{self.table.name} [{self.table.platform}]", *self.table.borrowed, self.rule_note, note))
+            )
             found = self.capped[available] = Decision(
-                self.over_cap,
-                MappingProxyType({}),
-                "; ".join(filter(None, steps)),
-                tuple(filter(None, steps)),
-                self.cap + 1,
-                None,
-                plan.world_size if plan else 0,
-                plan.mode if plan else "",
+                self.over_cap, MappingProxyType({}), "; ".join(steps), steps, self.cap + 1, None, **self.identity()
             )
         return found
-
-
-def _row(value: int, first: int) -> int:
-    """The row a truncated log2 index reads: the largest power of two at or below ``value``, or ``first`` (the
-    first row, 0: none) for a value between half of it and it."""
-    floor = 1 << (value.bit_length() - 1)
-    return first if first and floor * 2 == first and value > floor else floor
 
 
 def _as_written(plan: Plan, lower: int, upper: int | None, runs: tuple[str, ...]) -> list[str]:
@@ -262,10 +272,10 @@ def decide(
     """Choose the algorithm for one all-reduce of ``nbytes`` bytes by ``table``.
 
     ``shape`` is the message's tokens x hidden x fused op, for a table that
-    decides by shape (``Table.by_shape``: TensorRT-LLM's): its plan is the one
-    for the call's hidden row and fused op, read as the table's gap policy
-    says (``pow2_rows``: the truncated rows), its bands count tokens, and
-    ``nbytes`` is held against the plan's workspace ``cap``.
+    decides by shape (``Table.by_shape``: TensorRT-LLM's): its plan is the
+    ``ShapePlan`` whose world-size and hidden ranges hold the call and which
+    answers its fused op (none: the table's gap policy), its bands count
+    tokens, and ``nbytes`` is held against the table's workspace ``cap``.
 
     ``available`` is the set of algorithm names that can run now (``None``:
     all); ``hosts`` is how many hosts the ranks span; ``multicast`` whether
@@ -342,27 +352,15 @@ class Decider:
         table = self.table
         policy = gap_policy(table.rules)
         over_cap = policy.fallback or _platform_default(table)
-        ws, hidden = world_size, shape.hidden
-        notes = []
-        if policy.pow2_rows:
-            shaped = [p for p in table.plans if p.hidden]
-            first_ws = min((p.world_size for p in shaped), default=0) if policy.half_reads_first else 0
-            first_hidden = min((p.hidden for p in shaped), default=0) if policy.half_reads_first else 0
-            ws, hidden = _row(world_size, first_ws), _row(shape.hidden, first_hidden)
-            if ws != world_size:
-                notes.append(f"world size {world_size} reads the ws={ws} row (truncated log2)")
-            if hidden != shape.hidden:
-                notes.append(f"hidden size {shape.hidden} reads the hidden={hidden} row (truncated log2)")
-        plan_mode = policy.one_mode or mode
-        plan = table.shape_plan(ws, plan_mode, hidden, shape.fusion)
+        plan = table.shape_plan(world_size, shape.hidden, shape.fusion)
         cap = table.cap(world_size)
         if plan is not None:
-            return _ShapePlan(table, plan, plan.fallback, "; ".join(notes), over_cap, cap)
-        shaped = [p for p in table.plans if p.hidden]
+            return _ShapePlan(table, plan, plan.fallback, "", over_cap, cap, mode)
+        shaped = table.shape_plans
         fallback = shaped[0].fallback if policy.plans_fallback and shaped else over_cap
         why = policy.out_of_range.format(world_size=world_size, hidden=shape.hidden, fusion=shape.fusion)
         why = why or f"no plan for world size {world_size}, hidden {shape.hidden}, fused op {shape.fusion}"
-        return _ShapePlan(table, None, fallback, "; ".join([*notes, f"{why}: {fallback}"]), over_cap, cap)
+        return _ShapePlan(table, None, fallback, f"{why}: {fallback}", over_cap, cap, mode)
 
     def _compile(
         self,

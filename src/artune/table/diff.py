@@ -25,9 +25,11 @@ of hosts and NVLink domain (``Difference.hosts``, ``Difference.nvlink``), so a
 multi-node row moves in its own rows, never mixed with one host's.
 
 Tables that decide by shape (``Table.by_shape``: TensorRT-LLM's) are compared
-per ``(world_size, hidden, fused op)`` along the token axis instead
-(``diff_shapes``), each side deciding as ``decide`` does for a bf16 message of
-that shape, so a changed workspace cap shows as a token range too.
+along the token axis instead (``diff_shapes``), in each cell of world sizes x
+hidden sizes x fused op where both tables read one plan each (the ranges of
+both tables' shape plans, and their caps, cut the axes), each side deciding as
+``decide`` does for a bf16 message of that shape, so a changed workspace cap
+shows as a token range too.
 """
 
 from __future__ import annotations
@@ -58,13 +60,15 @@ class Difference:
     nvlink: NVLinkDomain = NVLinkDomain.HOST  # ...and, across hosts, their NVLink domain
     hidden: int = 0  # a shape difference (lo, hi count tokens): the hidden size and fused op compared
     fusion: str = ""
+    #: a shape difference: the world sizes and hidden sizes it holds for ("ws=4..7 hidden=4096..8191")
+    cell: str = ""
 
     @property
     def where(self) -> str:
         """``ws=8 mode=eager``, with `` multicast=off`` for a difference on one kind of machine only,
         `` hosts=4 nvlink=rack`` across hosts, and ``ws=8 hidden=4096 fusion=NONE`` for a shape difference."""
         if self.hidden:
-            return f"ws={self.world_size} hidden={self.hidden} fusion={self.fusion}"
+            return f"{self.cell or f'ws={self.world_size} hidden={self.hidden}'} fusion={self.fusion}"
         machine = "" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}"
         topology = f" hosts={self.hosts} nvlink={self.nvlink.value}" if self.hosts > 1 else ""
         return f"ws={self.world_size}{topology} mode={self.mode}{machine}"
@@ -162,15 +166,14 @@ BF16 = 2  # the element size a shape difference is taken at (the workspace cap c
 
 
 def diff_shapes(
-    a: Table, b: Table, world_size: int, hidden: int, fusion: str, tokens: int | None = None
+    a: Table, b: Table, world_size: int, hidden: int, fusion: str, tokens: int | None = None, cell: str = ""
 ) -> list[Difference]:
     """The token ranges (or the one ``tokens``) where ``a`` and ``b`` decide differently for a bf16 message of
-    ``hidden`` elements a token, fused with ``fusion``, at ``world_size``."""
+    ``hidden`` elements a token, fused with ``fusion``, at ``world_size`` (``cell``: the ranges it stands for)."""
     cuts = {1} if tokens is None else {tokens}
     if tokens is None:
         for table in (a, b):
-            decision = decide(table, 0, world_size, shape=TokenShape(1, hidden, fusion))
-            plan = table.shape_plan(decision.world_size, decision.mode, decision.hidden, fusion)
+            plan = table.shape_plan(world_size, hidden, fusion)
             for band in plan.bands if plan is not None else ():
                 if band.upto is not None:
                     cuts.add(band.upto + 1)
@@ -188,26 +191,68 @@ def diff_shapes(
         hi = start if tokens is not None else (None if stop is None else stop - 1)
         last = out[-1] if out else None
         ra, rb = (da.algorithm,), (db.algorithm,)
-        if last is not None and last.hi is not None and last.hi + 1 == start and (last.a, last.b) == (ra, rb):
-            out[-1] = Difference(
-                world_size, "eager", last.lo, hi, ra, rb, a.provenance, b.provenance, None, hidden=hidden, fusion=fusion
-            )
+        lo = (
+            last.lo
+            if last is not None and last.hi is not None and last.hi + 1 == start and (last.a, last.b) == (ra, rb)
+            else start
+        )
+        found = Difference(
+            world_size,
+            "eager",
+            lo,
+            hi,
+            ra,
+            rb,
+            a.provenance,
+            b.provenance,
+            None,
+            hidden=hidden,
+            fusion=fusion,
+            cell=cell,
+        )
+        if lo != start:
+            out[-1] = found
         else:
-            out.append(
-                Difference(
-                    world_size,
-                    "eager",
-                    start,
-                    hi,
-                    ra,
-                    rb,
-                    a.provenance,
-                    b.provenance,
-                    None,
-                    hidden=hidden,
-                    fusion=fusion,
-                )
-            )
+            out.append(found)
+    return out
+
+
+def _cuts(tables: tuple[Table, ...], axis: str) -> list[int]:
+    """Where the world-size (or hidden) ranges of the tables' shape plans, and of their caps, begin."""
+    cuts = {1}
+    for table in tables:
+        for plan in table.shape_plans:
+            lo, hi = (plan.world_size, plan.world_size_upto) if axis == "ws" else (plan.hidden, plan.hidden_upto)
+            cuts.add(lo)
+            if hi is not None:
+                cuts.add(hi + 1)
+        if axis == "ws":
+            cuts.update(most + 1 for most, _bytes in table.caps if most is not None)
+    return sorted(cuts)
+
+
+def _cells(tables: tuple[Table, ...], axis: str, given: int | None) -> list[tuple[int, str]]:
+    """Each cell of the axis as ``(first value, "lo..hi")``; the ``given`` value alone when there is one."""
+    if given is not None:
+        return [(given, str(given))]
+    cuts = _cuts(tables, axis)
+    return [
+        (lo, f"{lo}+" if hi is None else (str(lo) if hi == lo + 1 else f"{lo}..{hi - 1}"))
+        for lo, hi in pairwise([*cuts, None])
+    ]
+
+
+def _diff_shape_tables(
+    a: Table, b: Table, world_size: int | None, hidden: int | None, tokens: int | None
+) -> list[Difference]:
+    """Every token range where ``a`` and ``b`` decide differently, per cell of world sizes x hidden sizes x fused
+    op that both tables' plans cut the axes into (or at the ``world_size`` and ``hidden`` given)."""
+    fusions = sorted(set(a.fusions) | set(b.fusions))
+    out: list[Difference] = []
+    for ws, ws_text in _cells((a, b), "ws", world_size):
+        for h, h_text in _cells((a, b), "hidden", hidden):
+            for fusion in fusions:
+                out += diff_shapes(a, b, ws, h, fusion, tokens, f"ws={ws_text} hidden={h_text}")
     return out
 
 
@@ -221,13 +266,10 @@ def diff_tables(
     tokens: int | None = None,
 ) -> list[Difference]:
     """Every difference between ``a`` and ``b``, over the world sizes either plans (or the one given), in
-    ``topologies`` (default: one host and every topology either plans); for shape tables per hidden row and
-    fused op (or the ``hidden`` and ``tokens`` given)."""
+    ``topologies`` (default: one host and every topology either plans); for shape tables per cell of world
+    sizes x hidden sizes x fused op (or at the ``world_size``, ``hidden`` and ``tokens`` given)."""
     if a.by_shape or b.by_shape:
-        sizes = [world_size] if world_size is not None else sorted({p.world_size for t in (a, b) for p in t.plans})
-        rows = [hidden] if hidden is not None else sorted({p.hidden for t in (a, b) for p in t.plans if p.hidden})
-        fusions = sorted({f for t in (a, b) for p in t.plans for f in p.fusions})
-        return [d for ws in sizes for h in rows for f in fusions for d in diff_shapes(a, b, ws, h, f, tokens)]
+        return _diff_shape_tables(a, b, world_size, hidden, tokens)
     sizes = [world_size] if world_size is not None else sorted({p.world_size for t in (a, b) for p in t.plans})
     modes = [mode] if mode is not None else list(MODES)
     machines = sorted({p.multicast for t in (a, b) for p in t.plans} - {None})

@@ -37,16 +37,8 @@ class GapPolicy:
     no_plan: str = ""
     no_rack_plan: str = ""
     over_network: str = ""
-    #: shape plans: the call's world size and hidden size read the row of the largest power of two at or below
-    #: them (TensorRT-LLM's truncated ``log2`` indices), and a row the table lacks is out of range
-    pow2_rows: bool = False
-    #: with ``pow2_rows``: a value above half the first row and below it reads the first row, as an index cast
-    #: that truncates toward zero reads ``log2(100) - 7 = -0.36`` as row 0 (exactly half is out of range)
-    half_reads_first: bool = False
-    #: the one mode the engine's plans are written for, read whatever the call's mode ("": each mode its own)
-    one_mode: str = ""
-    #: a call out of the table's range runs the fallback its plans name (the revision's own out-of-range
-    #: answer) rather than ``fallback``, which stays what a message over a plan's ``cap`` runs
+    #: shape plans: a call no plan answers runs the fallback the plans name (the revision's own out-of-range
+    #: answer) rather than ``fallback``, which stays what a message over the table's ``cap`` runs
     plans_fallback: bool = False
     #: why a call out of range runs the fallback, formatted with ``world_size``, ``hidden`` and ``fusion``
     out_of_range: str = ""
@@ -94,12 +86,9 @@ TRTLLM = GapPolicy(
     fallback="nccl",
     no_plan="TensorRT-LLM decides by shape (tokens x hidden x fused op), not by bytes: give the call's tokens and "
     "hidden size (explain --tokens N --hidden H)",
-    pow2_rows=True,
-    half_reads_first=True,
-    one_mode="eager",
     plans_fallback=True,
-    out_of_range="world size {world_size}, hidden size {hidden} or fused op {fusion} is outside the table "
-    "(selectStrategyLookUpTable's out-of-range test)",
+    out_of_range="no plan answers world size {world_size}, hidden size {hidden} with fused op {fusion}: the "
+    "revision's own code defines no strategy there",
 )
 
 POLICIES: dict[str, GapPolicy] = {policy.name: policy for policy in (ARTUNE, VLLM, SGLANG, TRTLLM)}

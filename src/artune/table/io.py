@@ -33,8 +33,10 @@ from artune.table.types import (
     Plan,
     Platform,
     Provenance,
+    ShapePlan,
     Table,
     freeze_params,
+    pow2_ranges,
 )
 
 if sys.version_info >= (3, 11):
@@ -46,6 +48,7 @@ MAX_FILE_BYTES = 8 << 20
 MAX_PLANS = 4096
 MAX_BANDS = 1024
 MAX_WORLD_SIZE = 1 << 20
+MAX_COUNT = 1 << 62  # a world size, hidden size or token count in a shape plan
 _PROVENANCE_KEYS = ("source", "date", "device", "tool", "notes", "inherited_from")
 
 
@@ -218,8 +221,6 @@ class _TableReader:
             "provenance",
             "written",
             "notes",
-            "hidden",
-            "fusions",
         )
         self.keys(data, where, keys)
         world_size = self.required(data, "world_size", where)
@@ -247,7 +248,6 @@ class _TableReader:
             raise self.fail(f"{where}: notes", f"notes must be a list of strings, got {notes!r}")
         params = self.params(data.get("params", {}), f"{where}: params")
         provenance = self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
-        hidden, fusions = self.shape(data, where)
         return Plan(
             world_size,
             mode,
@@ -260,21 +260,65 @@ class _TableReader:
             tuple(notes),
             multicast,
             nvlink=NVLinkDomain(nvlink),
-            hidden=hidden,
-            fusions=fusions,
         )
 
-    def shape(self, data: Mapping[str, Any], where: str) -> tuple[int, tuple[str, ...]]:
-        """A shape plan's ``hidden`` row and ``fusions`` (absent: a plan by bytes)."""
-        hidden = data.get("hidden", 0)
-        if isinstance(hidden, bool) or not isinstance(hidden, int) or hidden < 0:
-            raise self.fail(where, f"hidden must be a positive integer (a shape plan's row), got {hidden!r}")
-        fusions = data.get("fusions", [])
-        if not isinstance(fusions, list) or not all(isinstance(f, str) and f for f in fusions):
-            raise self.fail(where, f"fusions must be a list of fused-op names, got {fusions!r}")
-        if bool(hidden) != bool(fusions):
-            raise self.fail(where, "a shape plan gives both hidden and fusions; a plan by bytes neither")
-        return hidden, tuple(fusions)
+    def count(self, data: Mapping[str, Any], key: str, where: str, required: bool = True) -> int | None:
+        """A positive integer at ``key`` (absent and not ``required``: ``None``)."""
+        if key not in data and not required:
+            return None
+        value = self.required(data, key, where)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_COUNT:
+            raise self.fail(where, f"{key} must be an integer from 1 to {MAX_COUNT}, got {value!r}")
+        return value
+
+    def fusions(self, data: Mapping[str, Any], where: str) -> tuple[str, ...]:
+        fusions = self.required(data, "fusions", where)
+        if not isinstance(fusions, list) or not fusions or not all(isinstance(f, str) and f for f in fusions):
+            raise self.fail(where, f"fusions must be a non-empty list of fused-op names, got {fusions!r}")
+        return tuple(fusions)
+
+    def shape_plan(self, value: Any, where: str) -> ShapePlan:
+        """``[[shape_plan]]``: world sizes and hidden sizes (``*_upto`` absent: no upper bound), fused ops, bands
+        that count tokens."""
+        data = self.mapping(value, where)
+        keys = ("world_size", "world_size_upto", "hidden", "hidden_upto", "fusions", "fallback", "bands", "provenance")
+        self.keys(data, where, keys)
+        ws, ws_upto = self.count(data, "world_size", where), self.count(data, "world_size_upto", where, False)
+        hidden, hidden_upto = self.count(data, "hidden", where), self.count(data, "hidden_upto", where, False)
+        assert ws is not None and hidden is not None  # required
+        fusions = self.fusions(data, where)
+        where = f"{where} (world_size={ws}, hidden={hidden}, fusions={'/'.join(fusions)})"
+        fallback = self.name(self.required(data, "fallback", where), f"{where}: fallback")
+        provenance = self.provenance(data["provenance"], f"{where}: provenance") if "provenance" in data else None
+        bands = self.bands(data, "bands", where)
+        try:
+            return ShapePlan(ws, ws_upto, hidden, hidden_upto, fusions, bands, fallback, provenance)
+        except TableError as err:
+            raise self.fail(where, str(err)) from None
+
+    def legacy_shape_plans(self, plans: list[tuple[Mapping[str, Any], str]]) -> tuple[ShapePlan, ...]:
+        """``[[plan]]`` entries with ``hidden`` and ``fusions``, as tables were written before shape plans had
+        their own type: a row each for the world sizes and hidden sizes a truncated ``log2`` index reads
+        (``pow2_ranges``), as TensorRT-LLM reads its rows."""
+        found = []
+        for data, where in plans:
+            self.keys(data, where, ("world_size", "mode", "fallback", "bands", "provenance", "hidden", "fusions"))
+            ws, hidden = self.count(data, "world_size", where), self.count(data, "hidden", where)
+            found.append((ws, hidden, data, where))
+        ws_ranges = pow2_ranges(ws for ws, _h, _d, _w in found)
+        hidden_ranges = pow2_ranges(h for _ws, h, _d, _w in found)
+        out = []
+        for ws, hidden, data, where in found:
+            assert ws is not None and hidden is not None
+            shape = {
+                "world_size": ws_ranges[ws][0],
+                "world_size_upto": ws_ranges[ws][1],
+                "hidden": hidden_ranges[hidden][0],
+                "hidden_upto": hidden_ranges[hidden][1],
+                **{k: data[k] for k in ("fusions", "fallback", "bands", "provenance") if k in data},
+            }
+            out.append(self.shape_plan(shape, where))
+        return tuple(out)
 
     def caps(self, value: Any) -> tuple[tuple[int | None, int], ...]:
         """``[[caps]]``: ``{world_size_upto = N, bytes = B}``, the last without ``world_size_upto``."""
@@ -311,7 +355,7 @@ def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
     """Build a ``Table`` from the dict form of a TOML file, checking every value."""
     r = _TableReader(origin)
     data = r.mapping(data, "")
-    r.keys(data, "top level", ("schema", "platform", "provenance", "rules", "caps", "plan"))
+    r.keys(data, "top level", ("schema", "platform", "provenance", "rules", "caps", "plan", "shape_plan"))
     schema = data.get("schema", SCHEMA)
     if type(schema) is not int or schema != SCHEMA:
         raise r.fail("schema", f"schema = {schema!r}, this artune reads schema {SCHEMA}; upgrade artune")
@@ -331,10 +375,18 @@ def table_from_dict(data: Mapping[str, Any], origin: str = "<dict>") -> Table:
         raise r.fail("plan", "use [[plan]] (a list of plans)")
     if len(plans_value) > MAX_PLANS:
         raise r.fail("plan", f"{len(plans_value)} plans, more than {MAX_PLANS}")
-    plans = tuple(r.plan(p, f"plan {i + 1}") for i, p in enumerate(plans_value))
+    entries = [(r.mapping(p, f"plan {i + 1}"), f"plan {i + 1}") for i, p in enumerate(plans_value)]
+    plans = tuple(r.plan(p, where) for p, where in entries if "hidden" not in p and "fusions" not in p)
+    shape_value = data.get("shape_plan", [])
+    if not isinstance(shape_value, list):
+        raise r.fail("shape_plan", "use [[shape_plan]] (a list of shape plans)")
+    if len(shape_value) + len(plans_value) > MAX_PLANS:
+        raise r.fail("shape_plan", f"{len(shape_value) + len(plans_value)} plans, more than {MAX_PLANS}")
+    shape_plans = tuple(r.shape_plan(p, f"shape_plan {i + 1}") for i, p in enumerate(shape_value))
+    shape_plans += r.legacy_shape_plans([(p, w) for p, w in entries if "hidden" in p or "fusions" in p])
     rules = r.text(data, "rules", "top level", GAP_POLICIES) if "rules" in data else "artune"
     caps = r.caps(data["caps"]) if "caps" in data else ()
-    return Table(platform, provenance, plans, schema, rules, origin=origin, caps=caps)
+    return Table(platform, provenance, plans, schema, rules, origin=origin, caps=caps, shape_plans=shape_plans)
 
 
 # ---------------------------------------------------------------- Table -> dict
@@ -371,9 +423,7 @@ def table_to_dict(table: Table, exact: bool = False) -> dict[str, Any]:
         if plan.multicast is not None:  # likewise: plans for any machine keep their text and digest
             entry["multicast"] = plan.multicast
         entry.update(mode=plan.mode, fallback=plan.fallback)
-        if plan.hidden:  # a shape plan: its bands count tokens, written as plain integers
-            entry.update(hidden=plan.hidden, fusions=list(plan.fusions))
-        entry["bands"] = [_band_dict(b, exact or bool(plan.hidden)) for b in plan.bands]
+        entry["bands"] = [_band_dict(b, exact) for b in plan.bands]
         if plan.written:
             entry["written"] = [_band_dict(b, exact) for b in plan.written]
         if plan.notes:
@@ -393,7 +443,24 @@ def table_to_dict(table: Table, exact: bool = False) -> dict[str, Any]:
         out["caps"] = [
             {**({"world_size_upto": most} if most is not None else {}), "bytes": nbytes} for most, nbytes in table.caps
         ]
-    return {**out, "provenance": _provenance_dict(table.provenance), "plan": plans}
+    out = {**out, "provenance": _provenance_dict(table.provenance), "plan": plans}
+    if table.shape_plans:  # written only when there are some, so tables by bytes keep their text and digest
+        out["shape_plan"] = [_shape_plan_dict(p) for p in table.shape_plans]
+    return out
+
+
+def _shape_plan_dict(plan: ShapePlan) -> dict[str, Any]:
+    """A shape plan as TOML writes it: its bands count tokens, written as plain integers."""
+    entry: dict[str, Any] = {"world_size": plan.world_size}
+    if plan.world_size_upto is not None:
+        entry["world_size_upto"] = plan.world_size_upto
+    entry["hidden"] = plan.hidden
+    if plan.hidden_upto is not None:
+        entry["hidden_upto"] = plan.hidden_upto
+    entry.update(fusions=list(plan.fusions), fallback=plan.fallback, bands=[_band_dict(b, True) for b in plan.bands])
+    if plan.provenance is not None:
+        entry["provenance"] = _provenance_dict(plan.provenance)
+    return entry
 
 
 def digest(table: Table) -> str:

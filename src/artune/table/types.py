@@ -24,7 +24,7 @@ digest too), deciding is ``artune.table.decide``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import cached_property
@@ -175,17 +175,37 @@ class TokenShape:
     fusion: str = "NONE"
 
 
+Span = tuple[int, int | None, tuple[str, ...]]  # (lower, upto, candidates) of a band that covers a size
+
+
+def band_spans(bands: tuple[Band, ...], fallback: str) -> list[Span]:
+    """``(lower, upto, candidates)`` of each band of ``bands`` that covers a size, then ``(lower, None,
+    (fallback,))`` for the sizes above a bounded last band (bands out of order cover nothing and are left out)."""
+    out: list[Span] = []
+    lower = 0
+    for band in bands:
+        if band.upto is None:
+            return [*out, (lower, None, band.candidates)]
+        if band.upto >= lower:
+            out.append((lower, band.upto, band.candidates))
+            lower = band.upto + 1
+    return [*out, (lower, None, (fallback,))]
+
+
+def _check_bands(bands: tuple[Band, ...], where: str) -> tuple[Band, ...]:
+    """``bands`` with a last band at the largest size read as open-ended; ``TableError`` if another is."""
+    if any(band.upto is None for band in bands[:-1]):
+        raise TableError(f"{where}: only the last band may be open-ended")
+    last = bands[-1] if bands else None
+    if last is not None and last.upto is not None and last.upto >= MAX_SIZE:
+        # a file may write "no bound" as the largest size ("1024TiB"): read it as what it means
+        return (*bands[:-1], Band(None, last.candidates))
+    return bands
+
+
 @dataclass(frozen=True)
 class Plan:
-    """The bands for one ``(world_size, hosts, mode, multicast, nvlink)``, and for a shape plan one hidden row and
-    fused op.
-
-    A shape plan (``hidden`` > 0) is for an engine that decides by tokens x
-    hidden x fused op rather than by bytes (TensorRT-LLM): its bands count
-    tokens, ``hidden`` is the smallest hidden size of its row and ``fusions``
-    the fused ops it answers (the table's ``caps`` say which messages skip
-    the bands). Byte plans leave both at their defaults.
-    """
+    """The bands for one ``(world_size, hosts, mode, multicast, nvlink)``: band ``upto`` counts bytes."""
 
     world_size: int
     mode: str
@@ -204,10 +224,6 @@ class Plan:
     origin: str = field(default="", compare=False)
     #: across hosts, whether they share one NVLink domain (rack) or are joined over a network (host)
     nvlink: NVLinkDomain = NVLinkDomain.HOST
-    #: a shape plan's hidden row (its smallest hidden size); 0: a plan by bytes
-    hidden: int = 0
-    #: the fused ops a shape plan answers; () for a plan by bytes
-    fusions: tuple[str, ...] = ()
 
     @property
     def topology(self) -> str:
@@ -215,8 +231,7 @@ class Plan:
         domain, ``"ws=8 multicast=off"`` for one kind of machine."""
         text = f"ws={self.world_size}" + (f" hosts={self.hosts}" if self.hosts > 1 else "")
         text += " nvlink=rack" if self.nvlink is NVLinkDomain.RACK else ""
-        text += "" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}"
-        return text + (f" hidden={self.hidden} fusion={'/'.join(self.fusions)}" if self.hidden else "")
+        return text + ("" if self.multicast is None else f" multicast={'on' if self.multicast else 'off'}")
 
     @property
     def key(self) -> tuple[int, str, int, bool | None, NVLinkDomain]:
@@ -227,32 +242,19 @@ class Plan:
         object.__setattr__(self, "nvlink", NVLinkDomain.parse(self.nvlink, f"plan ws={self.world_size} nvlink"))
         if self.hosts == 1 and self.nvlink is NVLinkDomain.RACK:
             raise TableError(f"plan ws={self.world_size} mode={self.mode}: nvlink=rack needs ranks across hosts")
-        for name in ("bands", "written"):
-            bands: tuple[Band, ...] = getattr(self, name)
-            if any(band.upto is None for band in bands[:-1]):
-                raise TableError(f"plan ws={self.world_size} mode={self.mode}: only the last band may be open-ended")
-            last = bands[-1] if bands else None
-            if last is not None and last.upto is not None and last.upto >= MAX_SIZE:
-                # a file may write "no bound" as the largest size ("1024TiB"): read it as what it means
-                object.__setattr__(self, name, (*bands[:-1], Band(None, last.candidates)))
+        where = f"plan ws={self.world_size} mode={self.mode}"
+        object.__setattr__(self, "bands", _check_bands(self.bands, where))
+        object.__setattr__(self, "written", _check_bands(self.written, where))
 
     @property
     def open_ended(self) -> bool:
         """The last band covers every larger size: the fallback runs only when no candidate is available."""
         return bool(self.bands) and self.bands[-1].upto is None
 
-    def spans(self, as_written: bool = False) -> list[tuple[int, int | None, tuple[str, ...]]]:
+    def spans(self, as_written: bool = False) -> list[Span]:
         """``(lower, upto, candidates)`` of each band that covers a size, then ``(lower, None, (fallback,))``
         for the sizes above a bounded last band; ``as_written``: of the bands as the engine's file writes them."""
-        out: list[tuple[int, int | None, tuple[str, ...]]] = []
-        lower = 0
-        for band in (self.written or self.bands) if as_written else self.bands:
-            if band.upto is None:
-                return [*out, (lower, None, band.candidates)]
-            if band.upto >= lower:
-                out.append((lower, band.upto, band.candidates))
-                lower = band.upto + 1
-        return [*out, (lower, None, (self.fallback,))]
+        return band_spans((self.written or self.bands) if as_written else self.bands, self.fallback)
 
     def as_written(self) -> Plan:
         """This plan with the bands its engine's file writes (itself when they are the same)."""
@@ -278,6 +280,107 @@ class Plan:
         previous = self.bands[index - 1].upto
         assert previous is not None  # only the last band is open-ended
         return previous + 1
+
+
+def _span_text(lower: int, upto: int | None) -> str:
+    return f"{lower}+" if upto is None else (str(lower) if upto == lower else f"{lower}..{upto}")
+
+
+@dataclass(frozen=True)
+class ShapePlan:
+    """The token bands for the messages of one shape: world sizes ``world_size..world_size_upto`` and hidden
+    sizes ``hidden..hidden_upto`` (``None``: no upper bound), fused with one of ``fusions``.
+
+    For an engine that decides by tokens x hidden x fused op rather than by
+    bytes (TensorRT-LLM): band ``upto`` counts tokens, and above a bounded
+    last band ``fallback`` runs. The plan answers every call in its ranges
+    whatever the mode and the hosts (the engine's lookup takes neither); the
+    table's ``caps`` say which messages skip the bands.
+    """
+
+    world_size: int
+    world_size_upto: int | None
+    hidden: int
+    hidden_upto: int | None
+    fusions: tuple[str, ...]
+    bands: tuple[Band, ...]
+    fallback: str
+    provenance: Provenance | None = None  # None: the table's
+
+    def __post_init__(self) -> None:
+        where = f"shape plan {self.label}"
+        for lo, hi, name in (
+            (self.world_size, self.world_size_upto, "world size"),
+            (self.hidden, self.hidden_upto, "hidden"),
+        ):
+            if isinstance(lo, bool) or not isinstance(lo, int) or lo < 1 or (hi is not None and hi < lo):
+                raise TableError(f"{where}: the {name} range {lo}..{hi} is empty or not of positive integers")
+        if not self.fusions or not all(isinstance(f, str) and f for f in self.fusions):
+            raise TableError(f"{where}: a shape plan answers at least one fused op, got {self.fusions!r}")
+        object.__setattr__(self, "bands", _check_bands(self.bands, where))
+
+    @property
+    def key(self) -> tuple[int, int | None, int, int | None]:
+        """Where the plan answers: ``(world_size, world_size_upto, hidden, hidden_upto)`` (and its ``fusions``)."""
+        return (self.world_size, self.world_size_upto, self.hidden, self.hidden_upto)
+
+    @property
+    def label(self) -> str:
+        """``"ws=4..7 hidden=4096..8191 fusion=NONE"``: where the plan answers."""
+        ws, hidden = _span_text(self.world_size, self.world_size_upto), _span_text(self.hidden, self.hidden_upto)
+        return f"ws={ws} hidden={hidden} fusion={'/'.join(self.fusions)}"
+
+    def covers(self, world_size: int, hidden: int, fusion: str) -> bool:
+        """Whether a call of ``world_size`` ranks with ``hidden`` elements a token, fused with ``fusion``, reads
+        this plan."""
+        return (
+            self.world_size <= world_size
+            and (self.world_size_upto is None or world_size <= self.world_size_upto)
+            and self.hidden <= hidden
+            and (self.hidden_upto is None or hidden <= self.hidden_upto)
+            and fusion in self.fusions
+        )
+
+    def overlaps(self, other: ShapePlan) -> bool:
+        """Whether a call could read both plans."""
+
+        def meet(lo: int, hi: int | None, lo2: int, hi2: int | None) -> bool:
+            return (hi is None or lo2 <= hi) and (hi2 is None or lo <= hi2)
+
+        return (
+            bool(set(self.fusions) & set(other.fusions))
+            and meet(self.world_size, self.world_size_upto, other.world_size, other.world_size_upto)
+            and meet(self.hidden, self.hidden_upto, other.hidden, other.hidden_upto)
+        )
+
+    @property
+    def open_ended(self) -> bool:
+        """The last band covers every larger token count."""
+        return bool(self.bands) and self.bands[-1].upto is None
+
+    def spans(self) -> list[Span]:
+        """``(lower, upto, candidates)`` of each band that covers a token count, then the fallback above."""
+        return band_spans(self.bands, self.fallback)
+
+    @property
+    def algorithms(self) -> tuple[str, ...]:
+        """Every algorithm the plan can choose, in order of first appearance."""
+        return tuple(dict.fromkeys([c for band in self.bands for c in band.candidates] + [self.fallback]))
+
+
+def pow2_ranges(rows: Iterable[int]) -> dict[int, tuple[int, int]]:
+    """The values each row of a table indexed by a truncated ``log2`` reads: row ``r`` (a power of two) takes
+    ``r..2r-1``, and the first row also the values above half of it, as a cast that truncates toward zero reads
+    ``log2(100) - 7 = -0.36`` as row 0; a row that is not a power of two is read by itself alone."""
+    ordered = sorted(set(rows))
+    out: dict[int, tuple[int, int]] = {}
+    for i, row in enumerate(ordered):
+        if row & (row - 1):
+            out[row] = (row, row)
+            continue
+        lo = row // 2 + 1 if i == 0 and row > 1 else row
+        out[row] = (lo, 2 * row - 1)
+    return out
 
 
 @dataclass(frozen=True)
@@ -307,6 +410,8 @@ class Table:
     caps: tuple[tuple[int | None, int], ...] = ()
     #: what the engine reading behind this table cannot vouch for (``Caveat``); () for every other table
     caveats: tuple[Caveat, ...] = field(default=(), compare=False)
+    #: for an engine that decides by shape (tokens x hidden x fused op): its plans (``ShapePlan``); () otherwise
+    shape_plans: tuple[ShapePlan, ...] = ()
 
     def cap(self, world_size: int) -> int:
         """The workspace cap in bytes at ``world_size`` (0: none)."""
@@ -316,19 +421,23 @@ class Table:
         return 0
 
     def __post_init__(self) -> None:
-        seen: set[tuple[int, str, int, bool | None, NVLinkDomain, int, str]] = set()
+        seen: set[tuple[int, str, int, bool | None, NVLinkDomain]] = set()
         for plan in self.plans:
-            for key in _keys(plan):
-                if key in seen:
-                    hosts = f" hosts={plan.hosts}" if plan.hosts > 1 else ""
-                    hosts += " nvlink=rack" if plan.nvlink is NVLinkDomain.RACK else ""
-                    multicast = "" if plan.multicast is None else f" multicast={plan.multicast}"
-                    shape = f" hidden={plan.hidden} fusion={key[-1]}" if plan.hidden else ""
-                    raise TableError(
-                        f"{self.origin or 'table'}: two plans for world_size={plan.world_size}{hosts} "
-                        f"mode={plan.mode}{multicast}{shape}"
-                    )
-                seen.add(key)
+            if plan.key in seen:
+                hosts = f" hosts={plan.hosts}" if plan.hosts > 1 else ""
+                hosts += " nvlink=rack" if plan.nvlink is NVLinkDomain.RACK else ""
+                multicast = "" if plan.multicast is None else f" multicast={plan.multicast}"
+                raise TableError(
+                    f"{self.origin or 'table'}: two plans for world_size={plan.world_size}{hosts} "
+                    f"mode={plan.mode}{multicast}"
+                )
+            seen.add(plan.key)
+        clash = _overlapping(self.shape_plans)
+        if clash is not None:
+            raise TableError(
+                f"{self.origin or 'table'}: two shape plans answer the same calls: {clash[0].label} and "
+                f"{clash[1].label}"
+            )
 
     @property
     def name(self) -> str:
@@ -365,27 +474,48 @@ class Table:
 
     @cached_property
     def _plans_by_key(self) -> dict[tuple[int, str, int, bool | None, NVLinkDomain], Plan]:
-        return {p.key: p for p in self.plans if not p.hidden}
-
-    def shape_plan(self, world_size: int, mode: str, hidden: int, fusion: str) -> Plan | None:
-        """The shape plan for ``world_size`` and ``mode`` whose row starts at ``hidden`` and answers ``fusion``."""
-        return self._shape_plans.get((world_size, mode, hidden, fusion))
+        return {p.key: p for p in self.plans}
 
     @property
     def by_shape(self) -> bool:
-        """Whether the table decides by shape (it has shape plans; ``Plan.hidden``)."""
-        return bool(self._shape_plans)
+        """Whether the table decides by shape (it has ``shape_plans``)."""
+        return bool(self.shape_plans)
+
+    @property
+    def fusions(self) -> tuple[str, ...]:
+        """Every fused op the shape plans answer, sorted."""
+        return tuple(sorted({f for p in self.shape_plans for f in p.fusions}))
+
+    def shape_plan(self, world_size: int, hidden: int, fusion: str) -> ShapePlan | None:
+        """The shape plan a call of ``world_size`` ranks with ``hidden`` elements a token and ``fusion`` reads."""
+        return next((p for p in self._by_fusion.get(fusion, ()) if p.covers(world_size, hidden, fusion)), None)
 
     @cached_property
-    def _shape_plans(self) -> dict[tuple[int, str, int, str], Plan]:
-        return {(p.world_size, p.mode, p.hidden, f): p for p in self.plans if p.hidden for f in p.fusions}
+    def _by_fusion(self) -> dict[str, list[ShapePlan]]:
+        out: dict[str, list[ShapePlan]] = {}
+        for plan in self.shape_plans:
+            for fusion in plan.fusions:
+                out.setdefault(fusion, []).append(plan)
+        return out
 
     def with_changes(self, **changes: object) -> Table:
         """A copy with some fields replaced (dataclasses.replace); it derives its ``memo`` afresh."""
         return replace(self, memo={}, **changes)  # type: ignore[arg-type]
 
 
-def _keys(plan: Plan) -> list[tuple[int, str, int, bool | None, NVLinkDomain, int, str]]:
-    """The keys no two plans of a table may share: one per fused op of a shape plan."""
-    base = (*plan.key, plan.hidden)
-    return [(*base, fusion) for fusion in plan.fusions] if plan.hidden else [(*base, "")]
+def _overlapping(plans: tuple[ShapePlan, ...]) -> tuple[ShapePlan, ShapePlan] | None:
+    """Two of ``plans`` that a call could both read (a sweep over world sizes per fused op), or ``None``."""
+    by_fusion: dict[str, list[ShapePlan]] = {}
+    for plan in plans:
+        for fusion in plan.fusions:
+            by_fusion.setdefault(fusion, []).append(plan)
+    for group in by_fusion.values():
+        group.sort(key=lambda p: (p.world_size, p.hidden))
+        active: list[ShapePlan] = []
+        for plan in group:
+            active = [p for p in active if p.world_size_upto is None or p.world_size_upto >= plan.world_size]
+            found = next((p for p in active if p.overlaps(plan)), None)
+            if found is not None:
+                return found, plan
+            active.append(plan)
+    return None

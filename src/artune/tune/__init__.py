@@ -3,18 +3,21 @@
 The pipeline per world size (``tune_world``): a coarse sweep of every
 algorithm, the coarse sizes whose pick is unsure measured again, a search of
 each winning algorithm's declared tunables, bisection of every crossover, the
-plan, and the regret on off-grid sizes against the fixed published rule and
-every fixed single-algorithm rule. The rules that make it safe (only correct
-candidates, never a flip for a difference the evidence cannot tell from a
-tie) are in ``artune.tune.derive`` and ``artune.tune.compare``; the budget
-split is in ``artune.tune.config``.
+plan held to the evidence at each band's own sizes, the duel against every
+fixed rule, the held-out regret, and the run's own verdict on what ships.
+The rules that make it safe (only correct candidates, never a flip for a
+difference the evidence cannot tell from a tie, no band without evidence,
+never a table its own checks say loses) are in ``artune.tune.derive``,
+``artune.tune.compare``, ``artune.tune.bands`` and ``artune.tune.verdict``;
+the budget split is in ``artune.tune.config``.
 
-Modules: ``evidence`` (the rule for "faster": a paired interval and a tie
-band), ``grid`` (which sizes), ``bench`` (where measurements come from, the
-resumable cache), ``derive`` (winners, bisection, bands), ``search``
-(tunables), ``regret``, ``tuner`` (orchestration), ``build`` (the table),
-``verify``, ``session`` (ranks, torchrun), ``synthetic`` (a modelled bench
-with a machine's noise, for tests and dry runs).
+Modules: ``compare`` (the rule for "faster": a paired interval and a tie
+band), ``measurer`` (where measurements come from, the resumable cache),
+``derive`` (winners, bisection, bands), ``bands`` (bands from evidence),
+``search`` (tunables), ``duel``, ``regret``, ``verdict`` (what ships),
+``tuner`` (orchestration), ``build`` (the table), ``verify``, ``session``
+(ranks, torchrun), ``replay``, ``synthetic`` (a modelled bench with a
+machine's noise, for tests and dry runs).
 """
 
 from artune.tune.build import build_table

@@ -28,6 +28,12 @@ def provenance_notes(results: Sequence[WorldResult]) -> str:
             f"{g.tuned_geomean:.3f} geomean / {g.tuned_worst:.3f} worst "
             f"({r.fixed_rule} {g.fixed_geomean:.3f} / {g.fixed_worst:.3f}; best fixed rule {best} {best_value:.3f})"
         )
+        if r.shaping is not None:
+            parts += [f"near-tie: {t.describe()}" for t in r.shaping.near_ties]
+            if r.shaping.merges:
+                parts.append(f"{len(r.shaping.merges)} band(s) removed or cut back by the band rules (see the report)")
+        if r.shipping is not None and (r.shipping.replaced or not r.shipping.vouched):
+            parts.append(r.shipping.describe())
     return "; ".join(parts)
 
 

@@ -35,17 +35,14 @@ kept for the record.
 **Tails: the time spent has a veto.** A typical call is not the time
 spent. On a loaded machine one algorithm can be quicker in a typical call
 and slower over the whole call, because its slow calls are slower or more
-frequent: under load two-shot had the lower median and the higher mean
-from about 15 KiB (at 16 KiB 58.6 against 62.0 us by median, 113 against
-99 us by mean), and a workload calling back to back pays the mean. So each
+frequent, and a workload calling back to back pays the mean. So each
 comparison also takes the ratio of the two candidates' time spent (the
 sums of their paired turns), and a verdict that the time spent contradicts
 beyond the tie band is ``unsure``: the tuner measures again, then keeps
 the incumbent. The time spent only vetoes; it does not decide: over turns
-of 3 calls it is the noisier statistic by far (at 256 B both algorithms
-had a twentieth of their turns 30 times their median, and the time spent
-put two-shot ahead where a typical call, and an independent scorer timing
-400 calls at a time, had one-shot 9% ahead). The slowest 5% of a pair's
+of 3 calls it is the noisier statistic by far, since a few turns many
+times their median, which any algorithm meets on a shared machine, move
+it more than the differences it would decide. The slowest 5% of a pair's
 turns are capped at one value, the slowest of the rest (one cap for both:
 a cap of each one's own would add the noise of two tail quantiles to the
 ratio), so a few millisecond hiccups that hit any algorithm do not decide

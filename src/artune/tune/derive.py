@@ -9,7 +9,7 @@ The rules (they are what ``artune tune`` promises; "faster", "tie" and
 2. At each size the *fastest* is the candidate with the lowest paired time
    ratio against the one with the lowest median that no other candidate is
    faster than (across calls, a lead in one call can outweigh the pooled
-   ratio: ``evidence``); the *contenders* are the
+   ratio: ``compare``); the *contenders* are the
    candidates the fastest is not faster than (a tie, or unsure), itself
    included. Among them the *incumbent* (the winner at the next smaller size)
    stays if it is or ties the fastest, so a band never flips for a difference

@@ -11,9 +11,9 @@ The rules scored, in order: the tuned table, the fixed published rule
 (DeepSpeed's 1 MiB switch on CPU, NCCL for every size on CUDA) and every
 fixed single-algorithm rule (``always shm_one_shot``: one algorithm with its
 default parameters at every size). They need no measurement of their own:
-every algorithm is measured at every off-grid size anyway. ``RegretScore.losses``
-names the fixed rules that beat the tuned table, which the report and
-``artune tune`` say loudly.
+every algorithm is measured at every off-grid size anyway. With the duel, this
+score is what the run's own verdict weighs (``artune.tune.verdict``): a fixed
+rule it puts ahead of the tuned table ships instead.
 """
 
 from __future__ import annotations
@@ -132,11 +132,6 @@ class RegretScore:
             return "", math.nan
         index = min(range(1, len(self.rules)), key=self.geomean)
         return self.rules[index], self.geomean(index)
-
-    def losses(self) -> list[tuple[str, float]]:
-        """Fixed rules whose geometric-mean regret is lower than the tuned table's (name, geomean)."""
-        tuned = self.tuned_geomean
-        return [(name, self.geomean(i)) for i, name in enumerate(self.rules) if i and self.geomean(i) < tuned]
 
     def worst_point(self, tuned: bool = True) -> RegretPoint | None:
         """The size where the tuned table (or the published rule) does worst."""

@@ -4,7 +4,8 @@ One ``TuneState`` per world size holds the bench, the configuration and
 budget, the algorithms, the evidence per size that picks are made from, the
 banned candidates, the tuned parameters, and the plan derived so far with
 its picks and crossovers. Every phase reads and extends it; ``derive``
-turns it into a plan (rules in ``artune.tune.derive``).
+turns it into a plan (rules in ``artune.tune.derive``) and holds every band
+of it to the evidence at its own sizes (``artune.tune.bands``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 from artune.measure.records import Candidate, Measurement
 from artune.table.types import Plan, Platform, Provenance, Table
+from artune.tune.bands import Ledger, Shaping, published_spans, shape
 from artune.tune.compare import Pooled, wrong
 from artune.tune.config import Budget, TuneConfig
 from artune.tune.derive import BandCrossover, Pick, bisect_crossover, changes, pick_all, plan_from
@@ -55,6 +57,7 @@ class TuneState:
     picks: list[Pick] = field(default_factory=list)
     crossovers: list[BandCrossover] = field(default_factory=list)
     plan: Plan | None = None
+    shaping: Shaping | None = None  # what the bands' evidence rules did to the last plan derived
 
     @property
     def mode(self) -> str:
@@ -85,9 +88,18 @@ class TuneState:
         """The winners over ``by_size`` as things stand (``derive`` rule 2)."""
         return pick_all(self.by_size, self.config.rule, self.names, self.banned, self.published)
 
+    def ledger(self) -> Ledger:
+        """Everything measured so far, by size, for the bands' evidence (the plan's parameters compared first)."""
+        prefer = {name: self.candidate(name) for name in self.names}
+        return Ledger.of(self.bench.used(), self.config.rule, prefer, self.banned)
+
+    def usable(self) -> list[str]:
+        """The algorithms whose default parameters gave no wrong numbers."""
+        return [name for name in self.names if Candidate(name) not in self.banned]
+
     def derive(self, allowance: float) -> Plan:
         """Picks, every crossover bisected (those bisected before come from the cache at no cost; the new
-        ones share ``allowance``), and the plan from them."""
+        ones share ``allowance``), and the plan from them, its bands held to their evidence (``bands``)."""
         bench, config = self.bench, self.config
         bench.phase("bisect")
         self.picks = self.pick()
@@ -115,7 +127,9 @@ class TuneState:
             )
         self.crossovers = found
         params = {name: self.candidate(name).params_dict for name in self.names}
-        self.plan = plan_from(
+        derived = plan_from(
             bench.world_size, self.picks, found, bench.baseline, params, mode=self.mode, hosts=self.hosts
         )
+        published = published_spans(self.fixed[0][1], bench.world_size, self.names, self.hosts)
+        self.plan, self.shaping = shape(derived, self.ledger(), published, self.usable(), config.min_size)
         return self.plan

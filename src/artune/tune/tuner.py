@@ -1,5 +1,6 @@
 """Tuning one world size: sweep, probes between coarse sizes, re-measuring unsure sizes, parameter search,
-bisection, plan, the duel that repairs it, and the held-out regret.
+bisection, plan (its bands held to their evidence), the duel that repairs it, the held-out regret, and the
+run's own verdict on what ships.
 
 ``tune_world`` is collective when the bench is: every rank calls it with the
 same configuration and a bench holding the same known measurements, and
@@ -7,8 +8,8 @@ every decision it takes depends only on measurements (identical on all
 ranks, the harness guarantees it) and on budgets counted from them, so every
 rank runs the same sequence of harness calls. The same property makes a run
 replayable from its log and journal (``artune.tune.replay``). See ``derive``
-for the rules, ``evidence`` for the one statistic they use and ``duel`` for
-the last check before the table ships.
+and ``bands`` for the rules, ``compare`` for the one statistic they use, and
+``duel`` and ``verdict`` for the last checks before a table ships.
 """
 
 from __future__ import annotations
@@ -24,15 +25,17 @@ from artune.errors import ArtuneError
 from artune.grid import midpoint, off_grid_sizes
 from artune.measure.records import Candidate, Measurement
 from artune.table.types import Plan, Platform, Table
+from artune.tune.bands import Shaping, rule_plan
 from artune.tune.compare import TIE_VERDICT, UNSURE, Pooled, spread, usable
 from artune.tune.config import Budget, TuneConfig
 from artune.tune.derive import BandCrossover, Pick
-from artune.tune.duel import Duel, duel
+from artune.tune.duel import Duel, duel, weigh
 from artune.tune.machine_states import MachineStates, states_of
 from artune.tune.measurer import WARMUP_SHARE, CachedMeasurer
 from artune.tune.regret import TUNED, RegretScore, regret_candidates, regret_from, single_rules
 from artune.tune.search import ParamSearch, search_algorithm, search_sizes
 from artune.tune.state import TuneState, plan_table
+from artune.tune.verdict import DUEL, HELD_OUT, Shipping, Weigh, choose
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +56,7 @@ class WorldResult:
     baseline: str
     algorithms: tuple[str, ...]
     config: TuneConfig
-    plan: Plan
+    plan: Plan  # the plan that ships: the derived one, or the fixed rule the run's verdict chose
     picks: tuple[Pick, ...]
     crossovers: tuple[BandCrossover, ...]
     searches: tuple[ParamSearch, ...]
@@ -71,6 +74,14 @@ class WorldResult:
     phase_s: tuple[tuple[str, float], ...] = ()  # budget seconds spent per phase
     duel: Duel | None = None  # the final duel against the fixed rules, and its repairs
     states: MachineStates | None = field(default=None, compare=False)  # where calls at different moments disagreed
+    derived: Plan | None = None  # the plan derived and held to its evidence, whether or not it ships
+    shaping: Shaping | None = None  # the derived plan's bands with their evidence, merges and near-ties
+    shipping: Shipping | None = None  # what ships and why (the run's own verdict)
+
+    @property
+    def vouched(self) -> bool:
+        """True when no check of the run puts another plan ahead of the one that ships."""
+        return self.shipping is None or self.shipping.vouched
 
     @property
     def tag(self) -> str:
@@ -149,7 +160,7 @@ def _second_look(pick: Pick) -> list[Candidate] | None:
 
 def _settle(state: TuneState) -> None:
     """Measure again, the two candidates in one call, the close picks: first every tie or unsure pick seen
-    in one call only (the machine may be in another state by now: ``evidence``, across calls), then, up to
+    in one call only (the machine may be in another state by now: ``compare``, across calls), then, up to
     ``SETTLE_PASSES`` times, the picks still unsure (the fastest against the kept candidate), within the
     phase's allowance. An unsure pick gets the rounds it needs to decide if its ratio holds, at most an
     equal share of what is left; a tie (or a ratio on the edge of the band) an equal share of this pass.
@@ -275,10 +286,30 @@ def tune_world(
             break
         for bad, why in new.items():
             log.warning("never choosing %s: %s", bad.key, why)
-    return _result(state, regret, record, time.monotonic() - started)
+    return _result(state, regret, record, _ship(state, regret, record), time.monotonic() - started)
 
 
-def _result(state: TuneState, regret: RegretScore, record: Duel, wall_s: float) -> WorldResult:
+def _ship(state: TuneState, regret: RegretScore, record: Duel) -> Shipping:
+    """The run's own verdict (``artune.tune.verdict``): the derived plan, or the fixed rule its checks put ahead."""
+    assert state.plan is not None
+    bench = state.bench
+    tables = {TUNED: plan_table(state.plan), **dict(state.fixed)}
+    plans = {TUNED: state.plan}
+    usable = set(state.usable())
+    for name, table in state.fixed:
+        plan = rule_plan(table, bench.world_size, state.mode, state.names, bench.baseline, state.hosts)
+        if {b.candidates[0] for b in plan.bands} | {plan.fallback} <= usable:  # a rule that runs wrong numbers: never
+            plans[name] = plan
+
+    held_out = sorted(p.size for p in regret.points)
+
+    def over(sizes: list[int]) -> Weigh:
+        return lambda a, b: weigh(state, tables[a], tables[b], sizes, a, b)
+
+    return choose(TUNED, plans, regret, {HELD_OUT: over(held_out), DUEL: over(list(record.sizes))})
+
+
+def _result(state: TuneState, regret: RegretScore, record: Duel, shipping: Shipping, wall_s: float) -> WorldResult:
     bench = state.bench
     assert state.plan is not None
     return WorldResult(
@@ -287,7 +318,7 @@ def _result(state: TuneState, regret: RegretScore, record: Duel, wall_s: float) 
         baseline=bench.baseline,
         algorithms=tuple(state.names),
         config=state.config,
-        plan=state.plan,
+        plan=shipping.plan,
         picks=tuple(state.picks),
         crossovers=tuple(state.crossovers),
         searches=tuple(state.searches),
@@ -305,4 +336,7 @@ def _result(state: TuneState, regret: RegretScore, record: Duel, wall_s: float) 
         phase_s=tuple(bench.spent_by_phase.items()),
         duel=record,
         states=states_of(bench.used(), state.config.rule),
+        derived=state.plan,
+        shaping=state.shaping,
+        shipping=shipping,
     )

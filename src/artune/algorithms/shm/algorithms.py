@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 
 import torch
 
-from artune.algorithms.base import REDUCE_OPS, Algorithm
+from artune.algorithms.base import NUMERIC_DTYPES, REDUCE_OPS, Algorithm
 from artune.catalog import SHM_CHUNK_BYTES
 from artune.errors import CallMismatch
 from artune.sizes import parse_size
@@ -48,17 +48,7 @@ DEFAULT_CHUNK_BYTES = SHM_CHUNK_BYTES
 _ADD, _MAX, _MIN, _ADD_FP32 = 0, 1, 2, 3
 _BINARY = {_ADD: torch.add, _MAX: torch.maximum, _MIN: torch.minimum}
 _HALF = (torch.float16, torch.bfloat16)
-SUPPORTED_DTYPES: tuple[torch.dtype, ...] = (
-    torch.float32,
-    torch.float16,
-    torch.bfloat16,
-    torch.float64,
-    torch.int8,
-    torch.uint8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-)
+SUPPORTED_DTYPES: tuple[torch.dtype, ...] = NUMERIC_DTYPES
 
 
 def _kind(dtype: torch.dtype, op: str) -> int:

@@ -78,6 +78,7 @@ import posix_ipc
 import torch
 import torch.distributed as dist
 
+from artune.algorithms.base import NUMERIC_DTYPES
 from artune.catalog import SPECS
 from artune.errors import CallMismatch, CommunicatorClosed, PeerTimeout
 
@@ -95,20 +96,8 @@ CPU_OFF = HDR_LEN
 assert CPU_OFF + 4 <= REDUCED_OFF
 _HDR_FIELDS = ("seq", "numel", "chunk", "chunk_index", "dtype", "op", "algorithm")
 
-_DTYPES = (
-    torch.float32,
-    torch.float16,
-    torch.bfloat16,
-    torch.float64,
-    torch.int8,
-    torch.uint8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.bool,
-    torch.complex64,
-    torch.complex128,
-)
+# the codes are shared with _native.c: append, never reorder
+_DTYPES = (*NUMERIC_DTYPES, torch.bool, torch.complex64, torch.complex128)
 DTYPE_CODES: dict[torch.dtype, int] = {dt: i + 1 for i, dt in enumerate(_DTYPES)}
 OP_CODES: dict[str, int] = {"sum": 1, "max": 2, "min": 3}
 ALGORITHM_CODES: dict[str, int] = {name: i + 1 for i, name in enumerate(sorted(SPECS))}

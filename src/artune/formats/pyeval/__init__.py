@@ -20,7 +20,17 @@ methods, namespaces, symbols and a few pure methods of dicts, lists, tuples
 and strings (``get``, ``items``, ...; no ``format``). There is no ``while``,
 no ``try``, no I/O, and step, depth and size budgets bound the work, so a
 hostile file can only make the import fail, with an ``Unsupported`` error
-naming the file, the line and the construct.
+naming the file, the line and the construct. A class body runs as Python
+runs it (its attributes, its methods' defaults; ``@staticmethod`` unbound);
+an opaque name has no known truth and no known type (``if symbol:`` and
+``isinstance(symbol, ...)`` are ``Unsupported``), while an object a reader
+hands in as a ``Namespace`` is an instance of the class it is named after.
+
+A reader of an engine's dispatch that must read on past new code sets
+``Interpreter.unmodelled``: a statement or condition the evaluator cannot
+follow is then reported (``Unmodelled``: the function, file, line, construct
+and what was assumed) and the run goes on as if the condition were false,
+the statement absent, or the ``return`` returned ``None``.
 
 Three modules, read in this order: ``values`` (what it computes with),
 ``expressions`` (``Evaluator``; its restricted mode is vLLM's constant
@@ -29,8 +39,16 @@ configs, and ``constants``).
 """
 
 from artune.formats.pyeval.expressions import parse
-from artune.formats.pyeval.statements import Interpreter, assignments, constants
-from artune.formats.pyeval.values import BoundMethod, Function, Namespace, Native, Record, RecordType, Symbol
+from artune.formats.pyeval.statements import Interpreter, Unmodelled, assignments, constants
+from artune.formats.pyeval.values import (
+    BoundMethod,
+    Function,
+    Namespace,
+    Native,
+    Record,
+    RecordType,
+    Symbol,
+)
 
 __all__ = [
     "BoundMethod",
@@ -41,6 +59,7 @@ __all__ = [
     "Record",
     "RecordType",
     "Symbol",
+    "Unmodelled",
     "assignments",
     "constants",
     "parse",

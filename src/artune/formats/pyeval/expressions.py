@@ -11,8 +11,10 @@ comparisons or boolean logic.
 from __future__ import annotations
 
 import ast
+import functools
 import operator
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from artune.errors import OutsideCall, Raised, Unsupported
@@ -21,12 +23,16 @@ from artune.formats.pyeval.values import (
     CONSTANT_NAMES,
     METHODS,
     BoundMethod,
+    ClassValue,
     Function,
+    Generator,
     Namespace,
     Native,
+    Opaque,
     Record,
     RecordType,
     Scope,
+    Super,
     Symbol,
     is_number,
     is_pure_method,
@@ -35,6 +41,8 @@ from artune.formats.pyeval.values import (
 
 MAX_STEPS = 2_000_000
 MAX_DEPTH = 64
+_BUILTIN_IDS = frozenset(id(v) for v in BUILTINS.values() if callable(v))
+_VIEWS = (type({}.items()), type({}.keys()), type({}.values()))  # what dict.items() & co. return
 
 BINOPS: dict[type, Callable[[Any, Any], Any]] = {
     ast.Add: operator.add,
@@ -63,8 +71,10 @@ _COMPARE: dict[type, Callable[[Any, Any], bool]] = {
 _OPAQUE_COMPARE = (ast.Is, ast.IsNot, ast.Eq, ast.NotEq, ast.In, ast.NotIn)  # what an opaque Symbol supports
 
 
+@functools.lru_cache(maxsize=64)
 def parse(source: str, filename: str) -> ast.Module:
-    """The module's AST; ``Unsupported`` naming the line when it is not valid Python."""
+    """The module's AST (parsed once per text: readers interpret a file many times, never changing its tree);
+    ``Unsupported`` naming the line when it is not valid Python."""
     try:
         return ast.parse(source, filename)
     except SyntaxError as err:
@@ -80,6 +90,20 @@ class Evaluator:
         self.fakes = dict(fakes or {})
         self.steps = 0
         self.calls: list[int] = []  # lines of the calls in progress, outermost first
+        self.functions: list[str] = []  # the file's functions in progress, outermost first
+        self._memo: dict[tuple[Any, ...], Any] = {}  # what each ``@cache`` function answered, by its arguments
+        #: where a reader sets it, every number a comparison met (``n <= 64 * KB`` adds ``n`` and 65536): the
+        #: values an answer can change at, however the code computed them
+        self.compared: set[int | float] | None = None
+        #: every function of a file that ran, by (file, name): what a reading relied on (its fingerprints)
+        self.ran: dict[tuple[str, str], ast.AST] = {}
+        #: where a reader sets it, a call of a name from outside the file that no fake answers gives an
+        #: ``Opaque`` value instead of an ``OutsideCall`` error, as do its attributes and arithmetic on it: the
+        #: reading then fails only where a decision needs what the evaluator does not know
+        self.opaque_calls = False
+        self.unbound: dict[str, str] = {}  # top-level names left unbound, with why (Interpreter.run_module)
+        self.frames: list[tuple[Function, Scope]] = []  # the file's functions in progress, with their frames
+        self._methods: dict[type, Any] = {}  # node type -> the method that evaluates it (looked up once)
 
     def fail(self, node: ast.AST | None, message: str) -> Unsupported:
         line = getattr(node, "lineno", "?")
@@ -114,9 +138,16 @@ class Evaluator:
                 self.assign(sub, item, scope)
         elif isinstance(target, ast.Subscript) and not self.restricted:
             container = self.eval(target.value, scope)
-            if not isinstance(container, dict):
+            key = self.eval(target.slice, scope)
+            outside = isinstance(container, Namespace) and "__getitem__" in container.values
+            if isinstance(container, Opaque) or outside:
+                return  # an item of an object from outside the files (a buffer): nothing the file reads back
+            if not (isinstance(container, dict) or (isinstance(container, list) and type(key) is int)):
                 raise self.fail(target, f"item assignment into {type(container).__name__}")
-            container[self.eval(target.slice, scope)] = value
+            try:
+                container[key] = value
+            except IndexError as err:
+                raise Raised("IndexError", f"{self.filename}:{target.lineno}: {err}") from None
         elif isinstance(target, ast.Attribute) and not self.restricted:
             owner = self.eval(target.value, scope)
             if not isinstance(owner, Namespace):
@@ -127,14 +158,23 @@ class Evaluator:
 
     def eval(self, node: ast.expr, scope: Scope) -> Any:
         """The value of ``node`` in ``scope``."""
-        self._tick(node)
-        method = getattr(self, f"_eval_{type(node).__name__}", None)
+        self.steps += 1  # _tick, inlined: this runs for every node
+        if self.steps > MAX_STEPS:
+            self._tick(node)
+        kind = type(node)
+        method = self._methods.get(kind)
+        if method is None:
+            method = self._methods[kind] = getattr(self, f"_eval_{kind.__name__}", None)
         if method is None:
             raise self.fail(node, f"unsupported construct {self._construct(node)}")
         try:
             return method(node, scope)
         except TypeError as err:  # the file's values misused (an unhashable key, unpacking an int)
             raise self.fail(node, f"TypeError: {err}") from None
+        except Unsupported as err:
+            if type(err) is Unsupported and not str(err).startswith(f"{self.filename}:"):
+                raise self.fail(node, str(err)) from None  # a value's own refusal (an opaque truth), placed
+            raise
 
     def _eval_Constant(self, node: ast.Constant, scope: Scope) -> Any:
         return node.value
@@ -145,17 +185,23 @@ class Evaluator:
             return value
         if node.id in BUILTINS and (not self.restricted or node.id in CONSTANT_NAMES):
             return BUILTINS[node.id]
-        raise self.fail(node, f"name '{node.id}' is not bound to a value the evaluator knows")
+        why = f" ({self.unbound[node.id]})" if node.id in self.unbound else ""
+        raise self.fail(node, f"name '{node.id}' is not bound to a value the evaluator knows{why}")
 
     def binop(self, node: ast.AST, op: Callable[[Any, Any], Any], left: Any, right: Any) -> Any:
         """``left op right`` on numbers (or str/tuple/list ``+ *``), bounded in size."""
+        if isinstance(left, Opaque) or isinstance(right, Opaque):
+            return Opaque(f"({left} {type(getattr(node, 'op', node)).__name__} {right})")
         if isinstance(left, Symbol) or isinstance(right, Symbol):
             raise self.fail(node, f"arithmetic on the opaque value {left if isinstance(left, Symbol) else right}")
         ok = (is_number(left) and is_number(right)) or (
             op in (operator.add, operator.mul) and isinstance(left, (str, tuple, list))
         )
         if not ok:
-            raise self.fail(node, f"arithmetic on {type(left).__name__} and {type(right).__name__}")
+            message = f"arithmetic on {type(left).__name__} and {type(right).__name__}"
+            if _none_misused((left, right)):
+                raise Raised("TypeError", f"{self.filename}:{getattr(node, 'lineno', '?')}: {message}")
+            raise self.fail(node, message)
         if op in (operator.lshift, operator.pow, operator.mul) and too_big(op, left, right):
             raise self.fail(node, "result too large for a table value")
         try:
@@ -175,6 +221,8 @@ class Evaluator:
             return not value
         if isinstance(node.op, (ast.USub, ast.UAdd)) and is_number(value):
             return -value if isinstance(node.op, ast.USub) else value
+        if isinstance(node.op, (ast.USub, ast.UAdd, ast.Invert)) and isinstance(value, Opaque):
+            return Opaque(f"{type(node.op).__name__}({value})")
         raise self.fail(node, f"unsupported construct {self._construct(node)}")
 
     def _eval_BoolOp(self, node: ast.BoolOp, scope: Scope) -> Any:
@@ -193,9 +241,19 @@ class Evaluator:
         left = self.eval(node.left, scope)
         for op, right_node in zip(node.ops, node.comparators, strict=True):
             right = self.eval(right_node, scope)
+            if isinstance(left, Opaque) or isinstance(right, Opaque):
+                raise self.fail(node, f"comparison with an opaque value in {self._construct(node)}")
+            if isinstance(op, (ast.In, ast.NotIn)) and isinstance(right, Namespace) and "__contains__" in right.values:
+                inside = bool(self.call(right.values["__contains__"], [left], {}, node))  # a stand-in's ``in``
+                if inside != isinstance(op, ast.In):
+                    return False
+                left = right
+                continue
             opaque = isinstance(left, Symbol) or isinstance(right, Symbol)
             if opaque and not isinstance(op, _OPAQUE_COMPARE):
                 raise self.fail(node, f"comparison with the opaque value in {self._construct(node)}")
+            if self.compared is not None:
+                self.compared.update(v for v in (left, right) if is_number(v))
             try:
                 if not _COMPARE[type(op)](left, right):
                     return False
@@ -238,7 +296,7 @@ class Evaluator:
     def iterable(self, node: ast.expr, scope: Scope) -> list[Any]:
         """The items of a container ``node`` evaluates to (what ``for`` and comprehensions loop over)."""
         value = self.eval(node, scope)
-        if isinstance(value, (list, tuple, set, frozenset, dict, Record)):
+        if isinstance(value, (list, tuple, set, frozenset, dict, Record, str, *_VIEWS)):
             return list(value)
         raise self.fail(node, f"cannot iterate over {type(value).__name__}")
 
@@ -277,6 +335,12 @@ class Evaluator:
         self._comprehension(node, scope, emit)
         return out
 
+    def _eval_NamedExpr(self, node: ast.NamedExpr, scope: Scope) -> Any:
+        self._no_restricted(node)
+        value = self.eval(node.value, scope)
+        self.assign(node.target, value, scope)
+        return value
+
     def _eval_Lambda(self, node: ast.Lambda, scope: Scope) -> Function:
         self._no_restricted(node)
         return Function(node, scope, "<lambda>", self.filename)
@@ -284,8 +348,12 @@ class Evaluator:
     def _eval_Subscript(self, node: ast.Subscript, scope: Scope) -> Any:
         container = self.eval(node.value, scope)
         if isinstance(node.slice, ast.Slice):
-            raise self.fail(node, "slices are not supported")
+            return self._slice(node, container, node.slice, scope)
         key = self.eval(node.slice, scope)
+        if isinstance(container, Opaque):
+            return Opaque(f"{container}[{key}]")
+        if isinstance(container, Namespace) and "__getitem__" in container.values:
+            return self.call(container.values["__getitem__"], [key], {}, node)
         if isinstance(container, (dict, list, tuple, Record)):
             try:
                 return container[key]
@@ -300,12 +368,55 @@ class Evaluator:
             return Symbol(f"{name}[{key}]")  # a type annotation such as Optional[int] or tuple[Row, ...]
         raise self.fail(node, f"cannot index {type(container).__name__}")
 
+    def _slice(self, node: ast.Subscript, container: Any, part: ast.Slice, scope: Scope) -> Any:
+        """``container[lower:upper:step]`` of a list, tuple or string; opaque of an opaque value."""
+        bounds = [None if p is None else self.eval(p, scope) for p in (part.lower, part.upper, part.step)]
+        if isinstance(container, Symbol) and self.opaque_calls:
+            return Opaque(f"{container}[{ast.unparse(part)}]")
+        if isinstance(container, Namespace) and "__getitem__" in container.values:
+            return self.call(container.values["__getitem__"], [slice(*bounds)], {}, node)
+        if isinstance(container, (list, tuple, str)) and all(b is None or type(b) is int for b in bounds):
+            return container[slice(*bounds)]
+        raise self.fail(node, f"slice of {type(container).__name__} is not supported")
+
+    def _eval_JoinedStr(self, node: ast.JoinedStr, scope: Scope) -> str:
+        self._no_restricted(node)
+        return "".join(str(self.eval(part, scope)) for part in node.values)
+
+    def _eval_FormattedValue(self, node: ast.FormattedValue, scope: Scope) -> str:
+        value = self.eval(node.value, scope)
+        spec = "" if node.format_spec is None else self.eval(node.format_spec, scope)
+        if node.conversion == ord("r"):
+            value = repr(value)
+        elif node.conversion in (ord("s"), ord("a")) or not isinstance(value, (int, float, str)):
+            value = str(value)
+        try:
+            return format(value, spec)
+        except ValueError as err:
+            raise self.fail(node, f"format spec {spec!r}: {err}") from None
+
     def _eval_Attribute(self, node: ast.Attribute, scope: Scope) -> Any:
         owner = self.eval(node.value, scope)
         name = node.attr
+        if type(owner) is Namespace and name in owner.values:  # the common case first: an attribute set
+            return owner.values[name]
+        if isinstance(owner, Opaque):
+            return Opaque(f"{owner}.{name}")
         if isinstance(owner, Symbol):
             path = f"{owner}.{name}"
             return self.fakes.get(path, Symbol(path))
+        if isinstance(owner, ClassValue):
+            found, value = owner.lookup(name)
+            if found:
+                return value
+            raise self.fail(node, f"class {owner.name} has no attribute '{name}'")
+        if isinstance(owner, Super):
+            found, value = owner.instance.cls.lookup(name, after=owner.cls) if owner.instance.cls else (False, None)
+            if found and isinstance(value, Function) and not value.static:
+                return BoundMethod(value, owner.instance)
+            if found:
+                return value
+            raise self.fail(node, f"super() of {owner.cls.name} has no attribute '{name}'")
         if isinstance(owner, Record):
             if name in owner.type.fields:
                 return owner.get(name)
@@ -318,13 +429,23 @@ class Evaluator:
         if isinstance(owner, Namespace):
             found, value = owner.attribute(name)
             if found:
+                if isinstance(value, BoundMethod) and value.func.prop:
+                    return self.call(value, [], {}, node)
                 return value
+            hook = owner.values.get("__getattr__")  # a module's __getattr__ (PEP 562), as envs.py defines one
+            if isinstance(hook, (Function, Native)):
+                return self.call(hook, [name], {}, node)
             raise self.fail(node, f"{owner!r} has no attribute '{name}' (not set by the code read so far)")
         if isinstance(owner, Mapping) and not isinstance(owner, dict) and name in owner:
             return owner[name]  # a fake namespace
         for kind, methods in METHODS.items():
             if isinstance(owner, kind) and name in methods:
                 return getattr(owner, name)
+        if owner is None:
+            where = f"{self.filename}:{node.lineno}"
+            raise Raised("AttributeError", f"{where}: 'NoneType' object has no attribute {name!r}")
+        if self.opaque_calls:
+            return Opaque(f"{type(owner).__name__}.{name}")  # a method of a value the evaluator does not model
         raise self.fail(node, f"attribute '{name}' of {type(owner).__name__} is not supported")
 
     def _eval_Call(self, node: ast.Call, scope: Scope) -> Any:
@@ -348,19 +469,39 @@ class Evaluator:
 
     def call(self, func: Any, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None = None) -> Any:
         """Call ``func`` (a function of the file, a record type, a fake or a pure builtin)."""
+        if isinstance(func, Opaque):
+            return Opaque(f"{func}()")
         if isinstance(func, BoundMethod):
             func, args = func.func, [func.owner, *args]
+        if isinstance(func, ClassValue):
+            return self._instantiate(func, args, kwargs, node)
+        if isinstance(func, Function) and func.context:
+            return Generator(func, tuple(args), dict(kwargs))
+        if isinstance(func, Function) and func.cached:
+            try:
+                key = (id(func.node), id(func.scope), tuple(args), tuple(sorted(kwargs.items())))
+                hash(key)
+            except TypeError:
+                raise self.fail(node, f"{func.name}() is cached and its arguments are not hashable") from None
+            if key not in self._memo:
+                self._memo[key] = self.call(replace(func, cached=False), args, kwargs, node)
+            return self._memo[key]
         if isinstance(func, Function):
             try:
                 frame = func.bind(args, kwargs, self.eval)
             except ValueError as err:
                 raise self.fail(node, str(err)) from None
-            if not func.filename or func.filename == self.filename:
-                return self.run_body(func, frame)
-            caller, self.filename = self.filename, func.filename  # errors inside name the function's own file
+            caller = self.filename
+            if func.filename:
+                self.filename = func.filename  # errors inside name the function's own file
+            self.functions.append(func.name)
+            self.frames.append((func, frame))
+            self.ran.setdefault((self.filename, func.name), func.node)
             try:
                 return self.run_body(func, frame)
             finally:
+                self.frames.pop()
+                self.functions.pop()
                 self.filename = caller
         if isinstance(func, Native):
             try:
@@ -377,24 +518,94 @@ class Evaluator:
                 return record.asdict() if method == "_asdict" else record.replace(args, kwargs)
         except ValueError as err:
             raise self.fail(node, str(err)) from None
+        if func is super:
+            return self._super(node, args)
+        if func in (getattr, hasattr):
+            return self._getattr(func, args, node)
+        if isinstance(func, Symbol) and self.opaque_calls:
+            return Opaque(f"{func}()")
         if isinstance(func, Symbol):
             line = getattr(node, "lineno", "?")
             message = (
                 f"{self.filename}:{line}: calls '{func}', which comes from outside the file and is not interpreted"
             )
             raise OutsideCall(message, str(func), line)
-        if callable(func) and (func in BUILTINS.values() or func in self.fakes.values() or is_pure_method(func)):
+        builtin = id(func) in _BUILTIN_IDS
+        known = builtin or is_pure_method(func) or any(func is v for v in self.fakes.values())
+        if callable(func) and known:
             try:
                 return func(*args, **kwargs)
-            except Unsupported:
+            except Unsupported as err:
+                if type(err) is Unsupported and builtin:
+                    raise self.fail(node, str(err)) from None  # a builtin's refusal, at the line that asked
                 raise
             except KeyError as err:
                 raise Raised("KeyError", f"{self.filename}:{getattr(node, 'lineno', '?')}: KeyError {err}") from None
+            except TypeError as err:
+                if builtin and _none_misused((*args, *kwargs.values())):  # max(None, 4): the file's own error
+                    raise Raised("TypeError", f"{self.filename}:{getattr(node, 'lineno', '?')}: {err}") from None
+                raise self.fail(node, f"TypeError: {err}") from None
             except Exception as err:
                 raise self.fail(node, f"{type(err).__name__}: {err}") from None
         raise self.fail(node, f"{func!r} is not callable here")
+
+    def _instantiate(self, cls: ClassValue, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:
+        """``cls(*args, **kwargs)``: a new instance, its ``__init__`` run."""
+        me = cls.instance()
+        found, init = cls.lookup("__init__")
+        if found and isinstance(init, Function):
+            self.call(init, [me, *args], kwargs, node)
+        elif args or kwargs:
+            raise self.fail(node, f"{cls.name}() takes no arguments")
+        return me
+
+    def _super(self, node: ast.AST | None, args: list[Any]) -> Super:
+        """Zero-argument ``super()`` in a method: its class and its ``self``."""
+        for func, frame in reversed(self.frames):
+            if func.owner is not None and not args and isinstance(func.node, ast.FunctionDef) and func.node.args.args:
+                me = frame.values.get(func.node.args.args[0].arg)
+                if isinstance(me, Namespace):
+                    return Super(func.owner, me)
+        raise self.fail(node, "super() outside a method of a class the evaluator built")
+
+    def _getattr(self, func: Any, args: list[Any], node: ast.AST | None) -> Any:
+        """``getattr(obj, name[, default])`` and ``hasattr(obj, name)`` on what the evaluator models."""
+        if len(args) < 2 or not isinstance(args[1], str):
+            raise self.fail(node, f"{func.__name__}() needs an object and an attribute name")
+        owner, name = args[0], args[1]
+        if isinstance(owner, Opaque) or (isinstance(owner, Symbol) and self.opaque_calls):
+            return Opaque(f"{func.__name__}({owner}, {name!r})")
+        found, value = False, None
+        if isinstance(owner, Namespace):
+            found, value = owner.attribute(name)
+            if not found and "__getattr__" in owner.values:
+                found, value = True, self.call(owner.values["__getattr__"], [name], {}, node)
+        elif isinstance(owner, ClassValue):
+            found, value = owner.lookup(name)
+        elif isinstance(owner, Record):
+            found, value = name in owner.type.fields, owner.get(name)
+        elif isinstance(owner, Symbol):
+            path = f"{owner}.{name}"
+            found, value = True, self.fakes.get(path, Symbol(path))
+        elif owner is None:
+            found = False
+        else:
+            raise self.fail(node, f"{func.__name__}() of {type(owner).__name__} is not supported")
+        if func is hasattr:
+            return found
+        if found:
+            return value
+        if len(args) > 2:
+            return args[2]
+        raise Raised("AttributeError", f"{self.filename}:{getattr(node, 'lineno', '?')}: no attribute {name!r}")
 
     def run_body(self, func: Function, frame: Scope) -> Any:
         """The value of a call of ``func`` with its parameters bound in ``frame`` (a lambda's body here)."""
         assert isinstance(func.node, ast.Lambda)  # a ``def`` comes from ``Interpreter``, which runs its body
         return self.eval(func.node.body, frame)
+
+
+def _none_misused(values: tuple[Any, ...]) -> bool:
+    """Whether a TypeError on ``values`` is one Python raises for the file itself: a real ``None`` among
+    them and no stand-in (a stand-in's misuse says only that the evaluator does not know the value)."""
+    return any(v is None for v in values) and not any(isinstance(v, Symbol) for v in values)

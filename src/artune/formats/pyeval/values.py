@@ -11,7 +11,10 @@ import ast
 import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
+
+from artune.errors import Unsupported
 
 MAX_ITEMS = 100_000  # longest sequence a table file may build (range, repetition)
 MAX_BITS = 1 << 16  # largest integer, in bits
@@ -25,6 +28,139 @@ class Symbol:
 
     def __str__(self) -> str:
         return self.path
+
+    def __bool__(self) -> bool:
+        # ``if ops.IS_AVAILABLE:``: an opaque name's truth is unknown; answering "true" would be a silent guess
+        raise Unsupported(f"the truth of the opaque value {self.path} is not known to the evaluator")
+
+
+@dataclass(frozen=True, eq=False)
+class Opaque(Symbol):
+    """What code from outside the file computed, where nothing stands in for it (an interpreter's
+    ``opaque_calls``): it can be stored, passed on, called, indexed and its attributes read (each opaque
+    too), but every decision on it (its truth, an equality or order test, ``isinstance``) is ``Unsupported``:
+    the place where the reading depends on what the evaluator does not know."""
+
+    # equal only to itself where Python compares objects for its own bookkeeping (``in`` a registry); a
+    # comparison the file makes is refused by the evaluator before it gets here
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__
+
+
+class Linear(int):
+    """An int known as ``scale * n + offset`` of the one quantity ``n`` a reader varies (the message's bytes).
+
+    What the file computes from it by ``+ - * //`` with plain numbers stays
+    ``Linear``; every comparison with a plain number adds to ``flips`` the
+    ``n`` where its answer can change, wherever it is made (the file, a
+    builtin, a reader's stand-in). So a reader learns, from the run itself,
+    every size at which the code's answer may change. ``%`` and other
+    operations give plain ints.
+
+    ``multiple``: the reader's view that the quantity is a multiple of it, whatever its value (a size asked
+    at an exact cut point stands for the aligned messages around it; the catalog's alignment rules answer
+    for the others): ``%`` by a divisor of it is 0. ``* k`` keeps the view, ``// k`` divides it where ``k``
+    divides it, ``+ c`` drops it.
+    """
+
+    scale: Fraction
+    offset: Fraction
+    flips: set[float]
+    multiple: int
+
+    def __new__(
+        cls,
+        value: int,
+        scale: Fraction | int = 1,
+        offset: Fraction | int = 0,
+        flips: set[float] | None = None,
+        multiple: int = 0,
+    ) -> Linear:
+        made = super().__new__(cls, value)
+        made.scale, made.offset = Fraction(scale), Fraction(offset)
+        made.flips = flips if flips is not None else set()
+        made.multiple = multiple
+        return made
+
+    def _made(self, value: int, scale: Fraction, offset: Fraction, multiple: int = 0) -> int:
+        return Linear(value, scale, offset, self.flips, multiple) if scale else value
+
+    def __mod__(self, other: Any) -> Any:
+        if type(other) is int and other > 0 and self.multiple and self.multiple % other == 0:
+            return 0
+        return int(self) % (int(other) if isinstance(other, Linear) else other)
+
+    def _record(self, other: object) -> None:
+        if isinstance(other, (int, float)) and not isinstance(other, (bool, Linear)) and self.scale:
+            self.flips.add(float((Fraction(other) - self.offset) / self.scale))
+
+    def __add__(self, other: Any) -> Any:
+        if isinstance(other, int) and not isinstance(other, (bool, Linear)):
+            return self._made(int(self) + other, self.scale, self.offset + other)
+        return int(self) + other
+
+    __radd__ = __add__
+
+    def __sub__(self, other: Any) -> Any:
+        if isinstance(other, int) and not isinstance(other, (bool, Linear)):
+            return self._made(int(self) - other, self.scale, self.offset - other)
+        return int(self) - other
+
+    def __rsub__(self, other: Any) -> Any:
+        if isinstance(other, int) and not isinstance(other, (bool, Linear)):
+            return self._made(other - int(self), -self.scale, other - self.offset)
+        return other - int(self)
+
+    def __mul__(self, other: Any) -> Any:
+        if isinstance(other, int) and not isinstance(other, (bool, Linear)):
+            return self._made(int(self) * other, self.scale * other, self.offset * other, self.multiple * other)
+        return int(self) * other
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other: Any) -> Any:
+        if isinstance(other, int) and not isinstance(other, (bool, Linear)) and other > 0:
+            # floor(n * s / k) changes only where n * s / k crosses an integer: comparing it with m is
+            # comparing n * s with m * k, so the scaled form records the same flips
+            multiple = self.multiple // other if self.multiple % other == 0 else 0
+            return self._made(int(self) // other, self.scale / other, self.offset / other, multiple)
+        return int(self) // other
+
+    def __neg__(self) -> Any:
+        return self._made(-int(self), -self.scale, -self.offset)
+
+    def __lt__(self, other: Any) -> bool:
+        self._record(other)
+        return int(self) < (int(other) if isinstance(other, Linear) else other)
+
+    def __le__(self, other: Any) -> bool:
+        self._record(other)
+        return int(self) <= (int(other) if isinstance(other, Linear) else other)
+
+    def __gt__(self, other: Any) -> bool:
+        self._record(other)
+        return int(self) > (int(other) if isinstance(other, Linear) else other)
+
+    def __ge__(self, other: Any) -> bool:
+        self._record(other)
+        return int(self) >= (int(other) if isinstance(other, Linear) else other)
+
+    def __eq__(self, other: object) -> bool:
+        self._record(other)
+        return int(self) == (int(other) if isinstance(other, Linear) else other)
+
+    def __ne__(self, other: object) -> bool:
+        self._record(other)
+        return int(self) != (int(other) if isinstance(other, Linear) else other)
+
+    def __bool__(self) -> bool:
+        self._record(0)
+        return int(self) != 0
+
+    __hash__ = int.__hash__
+
+    def __repr__(self) -> str:
+        return repr(int(self))
 
 
 @dataclass(frozen=True)
@@ -104,6 +240,15 @@ class Function:
     scope: Scope
     name: str
     filename: str = ""  # the file it is written in, for errors when another file's interpreter calls it
+    #: where its parameters' defaults are evaluated, where not ``scope``: a method's class body, as Python does
+    defaults_scope: Scope | None = None
+    static: bool = False  # a ``@staticmethod``: reached through an instance, it is not bound to it
+    cached: bool = False  # ``@cache`` / ``@lru_cache``: a call with the same arguments answers what the first did
+    #: ``@contextmanager``: a call gives a ``Generator``, which a ``with`` runs up to its ``yield``
+    context: bool = False
+    prop: bool = False  # ``@property``: reading the attribute calls it
+    #: the ``ClassValue`` whose body defines it (``super()`` looks past it); None for a plain function
+    owner: Any = field(default=None, compare=False, repr=False)
 
     def bind(self, args: list[Any], kwargs: dict[str, Any], evaluate: Callable[[ast.expr, Scope], Any]) -> Scope:
         """A frame with the parameters bound as Python binds them; ``evaluate`` computes defaults at the call.
@@ -140,12 +285,12 @@ class Function:
             if param.arg not in frame.values:
                 if param.arg not in defaults:
                     raise ValueError(f"{self.name}() is missing argument {param.arg!r}")
-                frame.values[param.arg] = evaluate(defaults[param.arg], self.scope)
+                frame.values[param.arg] = evaluate(defaults[param.arg], self.defaults_scope or self.scope)
         for param, default in zip(spec.kwonlyargs, spec.kw_defaults, strict=True):
             if param.arg not in frame.values:
                 if default is None:
                     raise ValueError(f"{self.name}() is missing keyword argument {param.arg!r}")
-                frame.values[param.arg] = evaluate(default, self.scope)
+                frame.values[param.arg] = evaluate(default, self.defaults_scope or self.scope)
         return frame
 
 
@@ -155,6 +300,68 @@ class BoundMethod:
 
     func: Function
     owner: Any
+
+
+@dataclass(frozen=True)
+class Generator:
+    """A call of a ``@contextmanager`` function of the file, not yet entered: what a ``with`` statement runs."""
+
+    func: Function
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+
+
+@dataclass(eq=False)
+class ClassValue:
+    """A class of the file with behaviour (not a record), where an interpreter's ``classes`` is set: calling it
+    builds an instance (a ``Namespace``) and runs its ``__init__``; its attributes and methods, its own and
+    its bases' (``bases``, classes of the file or of other files the reader ran), read as Python reads them."""
+
+    name: str
+    bases: tuple[ClassValue, ...] = ()
+    methods: dict[str, Function] = field(default_factory=dict)
+    attributes: dict[str, Any] = field(default_factory=dict)
+
+    def mro(self) -> list[ClassValue]:
+        """The class, then its bases depth first (each once): Python's order for the single inheritance and the
+        simple diamonds engines write."""
+        out: list[ClassValue] = []
+        for cls in (self, *(c for base in self.bases for c in base.mro())):
+            if cls not in out:
+                out.append(cls)
+        return out
+
+    def lookup(self, name: str, after: ClassValue | None = None) -> tuple[bool, Any]:
+        """``(True, value)`` for a method or class attribute named ``name`` along the MRO (past ``after``)."""
+        order = self.mro()
+        if after is not None and after in order:
+            order = order[order.index(after) + 1 :]
+        for cls in order:
+            if name in cls.methods:
+                return True, cls.methods[name]
+            if name in cls.attributes:
+                return True, cls.attributes[name]
+        return False, None
+
+    def instance(self) -> Namespace:
+        """A new instance, its ``__init__`` not yet run."""
+        methods: dict[str, Function] = {}
+        attributes: dict[str, Any] = {}
+        for cls in reversed(self.mro()):
+            methods.update(cls.methods)
+            attributes.update(cls.attributes)
+        return Namespace(self.name, {}, methods, attributes, cls=self)
+
+    def __repr__(self) -> str:
+        return f"<class {self.name}>"
+
+
+@dataclass(frozen=True)
+class Super:
+    """``super()`` in a method of ``cls``: ``instance``'s methods and attributes from past ``cls`` in its MRO."""
+
+    cls: ClassValue
+    instance: Namespace
 
 
 @dataclass(frozen=True)
@@ -170,19 +377,35 @@ class Native:
 
 class Namespace:
     """A mutable object a reader builds for the file's code to read and set attributes on (``self`` of a class
-    the evaluator does not instantiate): attributes first, then the class's ``methods``, bound to it."""
+    the evaluator does not instantiate): attributes first, then the class's ``methods``, bound to it (a static
+    one unbound), then the attributes its class body assigns (``class_values``).
 
-    def __init__(self, name: str, values: dict[str, Any] | None = None, methods: Mapping[str, Function] | None = None):
+    ``name`` is also its type to ``isinstance``: a reader hands in an opaque object of an outside class
+    (``torch.device``) as a ``Namespace`` named after it."""
+
+    def __init__(
+        self,
+        name: str,
+        values: dict[str, Any] | None = None,
+        methods: Mapping[str, Function] | None = None,
+        class_values: Mapping[str, Any] | None = None,
+        cls: ClassValue | None = None,
+    ):
         self.name = name
         self.values = values if values is not None else {}
         self.methods = dict(methods or {})
+        self.class_values = dict(class_values or {})
+        self.cls = cls  # the file's class it is an instance of, where the interpreter built it
 
     def attribute(self, name: str) -> tuple[bool, Any]:
-        """``(True, value)`` for an attribute or a method (bound), ``(False, None)`` when it has neither."""
+        """``(True, value)`` for an attribute, a method or a class attribute; ``(False, None)`` for none."""
         if name in self.values:
             return True, self.values[name]
         if name in self.methods:
-            return True, BoundMethod(self.methods[name], self)
+            method = self.methods[name]
+            return True, method if method.static else BoundMethod(method, self)
+        if name in self.class_values:
+            return True, self.class_values[name]
         return False, None
 
     def __repr__(self) -> str:
@@ -249,9 +472,16 @@ def _symbolic_min_max(name: str, func: Callable[..., Any]) -> Callable[..., Any]
 
 
 def _isinstance(value: Any, kinds: Any) -> bool:
+    if isinstance(value, Symbol):
+        # an opaque name stands for any object from outside the file: its type is unknown, not "none of these"
+        raise Unsupported(f"isinstance of the opaque value {value}: its type is not known to the evaluator")
     kinds = kinds if isinstance(kinds, tuple) else (kinds,)
     for kind in kinds:
         if isinstance(kind, RecordType) and isinstance(value, Record) and value.type == kind:
+            return True
+        if isinstance(kind, Symbol) and isinstance(value, Namespace) and value.name == kind.path:
+            return True  # an object a reader handed in, of the outside class it is named after
+        if isinstance(kind, ClassValue) and isinstance(value, Namespace) and value.cls and kind in value.cls.mro():
             return True
         if kind in (int, float, str, bool, tuple, list, dict) and isinstance(value, kind):
             return True
@@ -281,20 +511,43 @@ BUILTINS: dict[str, Any] = {
     "all": all,
     "any": any,
     "sum": sum,
+    "id": id,
+    "callable": callable,
+    "getattr": getattr,  # the evaluator answers these three itself, on what it models
+    "hasattr": hasattr,
+    "super": super,
     "None": None,
     "True": True,
     "False": False,
 }
 CONSTANT_NAMES = ("int", "float", "None", "True", "False")  # the builtins a constant expression may name
 METHODS = {
-    dict: ("get", "items", "keys", "values", "copy"),
-    list: ("index", "count", "copy"),
+    dict: ("get", "items", "keys", "values", "copy", "update", "setdefault", "pop", "clear"),
+    list: ("index", "count", "copy", "append", "extend", "insert", "pop", "remove", "clear"),
     tuple: ("index", "count"),
-    str: ("startswith", "endswith"),
+    set: ("add", "discard", "update", "copy", "clear"),
+    str: (
+        "startswith",
+        "endswith",
+        "split",
+        "rsplit",
+        "partition",
+        "rpartition",
+        "strip",
+        "lstrip",
+        "rstrip",
+        "lower",
+        "upper",
+        "replace",
+        "join",
+        "find",
+        "isdigit",
+    ),
 }
 
 
 def is_pure_method(func: Any) -> bool:
-    """Whether ``func`` is one of ``METHODS`` bound to a dict, list, tuple or str."""
+    """Whether ``func`` is one of ``METHODS`` bound to a dict, list, tuple, set or str (the file's own data:
+    what changes is what the file built)."""
     owner = getattr(func, "__self__", None)
-    return isinstance(owner, (dict, list, tuple, str)) and getattr(func, "__name__", "") in METHODS[type(owner)]
+    return type(owner) in METHODS and getattr(func, "__name__", "") in METHODS[type(owner)]

@@ -1,4 +1,4 @@
-"""SGLang's communicator (``custom_all_reduce_v2.py``), interpreted: what ``CustomAllReduceV2`` runs at each size.
+"""SGLang's communicators, interpreted: which one SGLang builds for a group, and what it runs at each size.
 
 A release's dispatch is code, and it moves: the order of algorithms lives
 in ``_pick_config`` (0.5.19 on), ``_pick_algo`` (0.5.16-0.5.18) or
@@ -8,39 +8,49 @@ sizes in ``can_use_custom_all_reduce_v2``; the sizing in
 through the config's own ``clip``. This module reads all of it with the
 restricted evaluator (``artune.formats.pyeval``), never running it:
 
-1. ``__init__`` runs, with ``self`` a ``Namespace``, one host with full
-   NVLink (``artune.formats.sglang.rules.FAKES``) and the environment's defaults
-   (``environ.py``), up to the first statement that calls outside the file
-   (allocating the workspace): what it set is the communicator as sized. It
-   may instead return early (custom all-reduce v2 disabled at that world
-   size) or raise (a world size the configs lack: SGLang logs "Setup Custom
-   allreduce failed" and runs NCCL).
+0. ``dispatch_custom_allreduce`` (``custom_all_reduce.py``) says which class
+   SGLang builds for the group: v2, or the legacy ``CustomAllreduce``
+   (``artune.formats.sglang.choice``), on the group's facts (world size,
+   hosts, NVLink clique, NVLink or PCIe, the environment).
+1. The chosen class's ``__init__`` runs, with ``self`` a ``Namespace``, on
+   those facts (``artune.formats.sglang.rules.fakes``) and the environment's
+   defaults (``environ.py``), up to the first statement that calls outside
+   the file (allocating the workspace): what it set is the communicator as
+   sized. It may instead return early (disabled for that group) or raise (a
+   world size the configs lack: SGLang logs "Setup Custom allreduce failed"
+   and runs NCCL).
 2. The dispatch function and ``should_custom_ar`` are interpreted at every
    size where a comparison can change: the thresholds, ranges and workspace
    sizes they compare with are the only values a size is compared against,
    so the answer is constant between consecutive cut points (``cuts``).
    ``should_custom_ar`` is asked at the first 16-byte-aligned size of each
    piece (it refuses other sizes, as the catalog's alignment rule does).
+   The legacy class runs one algorithm (``custom_ar_v1``): where its
+   ``should_custom_ar`` admits the size.
 
-A construct the evaluator cannot follow is an error naming the function,
-the line and the construct, never a guess.
+What the evaluator cannot follow in the engine's own files (a construct
+outside its subset, a call no stand-in answers, a function renamed away) is
+no error: the reading records a ``Caveat`` (the function, file and line,
+what it met, what artune assumed, the world sizes it was met at) and goes
+on; ``Caveats`` collects them. An error is kept for a file that is not
+SGLang's communicator at all.
 """
 
 from __future__ import annotations
 
 import ast
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from artune.catalog import SPECS
 from artune.errors import Raised, TableError, Unsupported
 from artune.formats.files import SourceFile
-from artune.formats.pyeval import Function, Interpreter, Namespace, Native, Record, Symbol, parse
-from artune.formats.pyeval.expressions import Evaluator
-from artune.formats.pyeval.values import Scope
+from artune.formats.pyeval import Function, Interpreter, Namespace, Native, Record, Symbol, Unmodelled
 from artune.formats.sglang import rules as rules
+from artune.formats.sglang.caveats import Caveats
+from artune.formats.sglang.choice import GROUP, LEGACY, LEGACY_KERNEL, Choice, Chosen, device
 from artune.sizes import MAX_SIZE
 from artune.table.types import Band, ParamValue
 
@@ -57,6 +67,7 @@ ALGOS = {
 MULTICAST = {"2shot_pull": "2shot_pull_mc"}
 _SIZE_PARAMS = ("nbytes", "inp_size", "input_bytes", "size")
 _TENSOR_PARAMS = ("input", "inp", "input_", "tensor")
+_ROUNDS = 4  # rounds of cuts from what comparisons met (each round asks only the new pieces)
 _BLOCKS = {  # the config field holding each algorithm's kernel grid
     "1shot_push": "num_push_blocks",
     "2shot_push": "num_push_blocks",
@@ -77,50 +88,6 @@ class Files:
     dispatcher: SourceFile | None = None  # custom_all_reduce.py: which communicator SGLang picks
 
 
-def env_defaults(environ: SourceFile | None) -> dict[str, Any]:
-    """``SGLANG_...`` -> the default ``environ.py`` gives it (``NAME = EnvInt(16 * 1024)``); without the file,
-    the defaults of the variables the communicator reads (``artune.formats.sglang.rules.ENV_DEFAULTS``)."""
-    if environ is None:
-        return dict(rules.ENV_DEFAULTS)
-    out: dict[str, Any] = {}
-    evaluator = Evaluator(environ.path, restricted=True)
-    for stmt in parse(environ.text, environ.path).body:
-        if not (isinstance(stmt, ast.ClassDef) and stmt.name == "Envs"):
-            continue
-        for item in stmt.body:
-            if not (isinstance(item, ast.Assign) and isinstance(item.value, ast.Call)):
-                continue
-            call = item.value
-            if not (isinstance(call.func, ast.Name) and call.func.id.startswith("Env")):
-                continue
-            node = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "default"), None)
-            if node is None:
-                continue
-            try:
-                value = evaluator.eval(node, Scope({}))
-            except Unsupported:
-                continue  # a computed default (a callable): not one the communicator reads
-            for target in item.targets:
-                if isinstance(target, ast.Name):
-                    out[target.id] = value
-    return out
-
-
-class Env(Namespace):
-    """``envs``: each ``envs.NAME.get()`` answers the default, as SGLang does where the variable is unset."""
-
-    def __init__(self, defaults: dict[str, Any]) -> None:
-        super().__init__("sglang.srt.environ.envs")
-        self.defaults = defaults
-
-    def attribute(self, name: str) -> tuple[bool, Any]:
-        if name not in self.defaults:
-            return False, None
-        value = self.defaults[name]
-        get = Native(lambda: value, f"envs.{name}.get")
-        return True, Namespace(f"envs.{name}", {"get": get, "is_set": Native(lambda: False, f"envs.{name}.is_set")})
-
-
 @dataclass
 class _State:
     """What the stand-ins answer for the call in progress: the world size, and whether a graph is captured."""
@@ -129,6 +96,7 @@ class _State:
     graph: bool = False
     hosts: int = 1  # the hosts the ranks span
     rack: bool = False  # across hosts: one NVLink clique with a VMM-backed allocator (rules.fakes)
+    nvlink: bool = True  # on one host: NVLink between every pair of GPUs (False: PCIe only)
 
 
 def _tensor(nbytes: int) -> Namespace:
@@ -145,8 +113,9 @@ def _tensor(nbytes: int) -> Namespace:
 
 @dataclass
 class Sized:
-    """One world size as ``__init__`` left it: ``status`` "on" (sized), "off" (returned: v2 disabled there)
-    or "raises" (``error``); ``comm`` the communicator, ``written`` its config as the file writes it."""
+    """One world size as the chosen class's ``__init__`` left it: ``status`` "on" (sized), "off" (returned, or
+    no class chosen: no custom all-reduce there) or "raises" (``error``); ``comm`` the communicator, ``written``
+    its config as the file writes it; ``cls`` the class (``CLASS``, the legacy ``LEGACY``, "" for none)."""
 
     world_size: int
     status: str
@@ -154,6 +123,7 @@ class Sized:
     comm: Namespace | None = None
     written: Any = None
     error: str = ""
+    cls: str = CLASS
 
 
 @dataclass(frozen=True)
@@ -167,43 +137,80 @@ class Outcome:
 
 @dataclass
 class ArchReading:
-    """The communicator and its configs interpreted for one GPU (capability ``cap``, ``num_sm`` SMs)."""
+    """The communicators and their configs interpreted for one GPU (capability ``cap``, ``num_sm`` SMs);
+    ``settings`` the environment variables set, as a user sets them (``env`` their values as SGLang reads them);
+    ``caveats`` what the reading could not follow."""
 
     files: Files
     cap: tuple[int, int]
     num_sm: int | None
     env: dict[str, Any]
     state: _State = field(default_factory=_State)
+    settings: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        fakes = rules.fakes(self.cap, self.num_sm, self.state, Env(self.env))
+        self.caveats = Caveats()
+        self.at: int | None = None  # the world size being read (None: a module's top level)
+        fakes = rules.fakes(self.cap, self.num_sm, self.state, rules.Env(self.env), self.settings)
         self.configs: Interpreter | None = None
         if self.files.configs is not None:
             self.configs = Interpreter(self.files.configs.text, self.files.configs.path, fakes=fakes)
+            self.configs.unmodelled = self._met
             self.configs.run_module()
             for name in ("get_all_reduce_config", "get_supported_world_sizes"):
                 if name in self.configs.globals.values:
                     fakes[name] = self.configs.globals.values[name]
         comm = self.files.communicator
         self.comm = Interpreter(comm.text, comm.path, fakes=fakes)
+        self.comm.unmodelled = self._met
+        self.comm.globals.values["__name__"] = "sglang.srt.distributed.device_communicators.custom_all_reduce_v2"
         # the module's logger and type variables call outside the file; what the dispatch needs does not
         self.comm.run_module(skip_failures=True)
         if "_is_vmm_backed_allocator" in self.comm.globals.values:
             # it asks the caching allocator (torch.empty, then the pointer's CUDA VMM kind): the machine's answer
             self.comm.globals.values["_is_vmm_backed_allocator"] = fakes["_is_vmm_backed_allocator"]
-        self.methods = self.comm.class_methods(CLASS) if _has_class(self.comm, CLASS) else {}
-        if not self.methods:
+        if not _has_class(self.comm, CLASS):
             raise TableError(f"{comm.path}: no class {CLASS} here; is this SGLang's custom_all_reduce_v2.py?")
+        self.methods = self.comm.class_methods(CLASS)
         self.dispatch = next((name for name in DISPATCH if name in self.methods), "")
         if not self.dispatch:
-            raise TableError(
-                f"{comm.path}: {CLASS} has none of {', '.join(DISPATCH)}: artune cannot tell which algorithm "
-                "runs at which size; report this release's dispatch function with the file"
+            self.unverified(
+                CLASS,
+                f"{CLASS} has none of {', '.join(DISPATCH)}: artune cannot tell which algorithm runs at which size",
+                "it runs none (nccl at every size)",
             )
         if ADMIT not in self.methods:
-            raise TableError(f"{comm.path}: {CLASS} has no {ADMIT}(): artune cannot tell which sizes it takes")
+            self.unverified(
+                CLASS, f"{CLASS} has no {ADMIT}()", "it takes every size its dispatch picks an algorithm for"
+            )
         read = (self.dispatch, ADMIT, *_HELPERS)
         self._cut_constants = _constants([self.methods[n].node for n in read if n in self.methods])
+        self._legacy_constants: set[float] = set()
+        self._world_sizes: tuple[int, ...] | None = None
+        self.choice: Choice | None = None
+        if self.files.dispatcher is not None:
+            picks = {**fakes, CLASS: Symbol(CLASS)}  # the dispatch imports both from the v2 module
+            if isinstance(self.comm.globals.values.get("can_use_custom_all_reduce_v2"), Function):
+                picks["can_use_custom_all_reduce_v2"] = self.comm.globals.values["can_use_custom_all_reduce_v2"]
+            self.choice = Choice(self.files.dispatcher, picks, self._met, self._report)
+            legacy = self.choice.legacy.get("should_custom_ar")
+            self._legacy_constants = _constants([legacy.node] if legacy is not None else [])
+
+    # ---------------------------------------------------------------- what it cannot vouch for
+
+    def _met(self, met: Unmodelled) -> None:
+        self.caveats.unmodelled(met, self.at)
+
+    def _report(self, function: str, where: str, detail: str, assumed: str) -> None:
+        self.caveats.add(function, where, detail, assumed, self.at)
+
+    def unverified(self, function: str, detail: str, assumed: str, line: int | None = None) -> None:
+        """A caveat about the communicator file at ``line`` (its class's line when None)."""
+        where = f"{self.files.communicator.path}:{line if line is not None else self._class_line()}"
+        self._report(function, where, detail, assumed)
+
+    def _class_line(self) -> int:
+        return next((s.lineno for s in self.comm.tree.body if isinstance(s, ast.ClassDef) and s.name == CLASS), 1)
 
     # ---------------------------------------------------------------- configs as written
 
@@ -213,7 +220,12 @@ class ArchReading:
             func = self.configs.globals.values.get("get_all_reduce_config")
             if not isinstance(func, Function):
                 raise TableError(f"{self.files.configs.path}: no get_all_reduce_config() here")  # type: ignore[union-attr]
-            return self.configs.call(func, [world_size], {})
+            try:
+                return self.configs.call(func, [world_size], {})
+            except Raised:
+                raise
+            except Unsupported as err:  # a construct the hook could not step past (the budget)
+                raise Raised("Unsupported", str(err)) from None
         table = self.threshold_map()
         if world_size not in table:
             raise Raised("KeyError", f"{self.files.communicator.path}: KeyError {world_size} in THRESHOLD_2_SHOT_MAP")
@@ -235,49 +247,97 @@ class ArchReading:
         return table
 
     def identity(self) -> tuple[Any, ...]:
-        """What the file gives this GPU, world size by world size, whatever its SM count: two GPUs with equal
-        identities run the same configs (the block counts that follow the SM count aside)."""
+        """What the files give this GPU, world size by world size, whatever its SM count: the class SGLang
+        picks and the config as written. Two GPUs with equal identities run the same plans (the block counts
+        that follow the SM count aside)."""
         if self.num_sm is not None:
-            return ArchReading(self.files, self.cap, None, self.env).identity()
+            return ArchReading(self.files, self.cap, None, self.env, settings=self.settings).identity()
         out: list[Any] = []
-        for ws in rules.WORLD_SIZES:
+        for ws in self.world_sizes():
+            self.state.world_size, self.at = ws, ws
+            out.append(self.chosen().cls)
             try:
                 out.append(self.written_config(ws))
             except Raised as err:
                 out.append(err.kind)
+            except TableError:
+                out.append("no configs")
         return tuple(out)
+
+    def chosen(self) -> Chosen:
+        """The class SGLang builds for the group the state describes (v2 where no dispatcher is beside it)."""
+        return self.choice.chosen() if self.choice is not None else Chosen(CLASS, None)
 
     # ---------------------------------------------------------------- __init__
 
     def sized(self, world_size: int) -> Sized:
-        """``CustomAllReduceV2.__init__`` at ``world_size``, up to the first call outside the file."""
-        self.state.world_size = world_size
+        """The class SGLang picks at ``world_size`` (on the state's machine), its ``__init__`` run up to the
+        first call outside the file."""
+        self.state.world_size, self.at = world_size, world_size
+        chosen = self.chosen()
+        if chosen.cls == LEGACY:
+            return self._legacy_sized(world_size)
+        if chosen.cls != CLASS:
+            return Sized(world_size, "off", chosen.line, cls="")
         init = self.methods.get("__init__")
         if init is None:
-            raise TableError(f"{self.files.communicator.path}: {CLASS} has no __init__")
+            self.unverified(CLASS, f"{CLASS} has no __init__", "it is off at every world size (nccl)")
+            return Sized(world_size, "off", None)
         me = self.comm.instance(CLASS)
-        args = [me, Symbol("group"), Symbol("device")]
         try:
-            status, line, _name = self.comm.run_until_outside(init, args)
+            status, line, name = self.comm.run_until_outside(init, [me, GROUP, device()])
         except Raised as err:
             return Sized(world_size, "raises", None, error=str(err))
+        except Unsupported as err:  # what the hook cannot step over: a signature artune cannot call, the budget
+            self.unverified(f"{CLASS}.__init__", f"the call ended with: {err}", "v2 is off (nccl)", init.node.lineno)
+            return Sized(world_size, "off", None)
         if status == "returned":
             return Sized(world_size, "off", line)
         if "config" not in me.values:
-            raise TableError(
-                f"{self.files.communicator.path}:{line}: {CLASS}.__init__ calls {_name} (outside the file) before "
-                "it sets self.config: artune cannot tell how it sizes the config"
+            self.unverified(
+                f"{CLASS}.__init__",
+                f"calls {name} (outside the file) before it sets self.config: artune cannot tell how it sizes it",
+                "v2 is off (nccl)",
+                line,
             )
+            return Sized(world_size, "off", line)
         rules.after_init(init.node, line, me)
         try:
             written = self.written_config(world_size)
         except Raised as err:
             return Sized(world_size, "raises", line, error=str(err))
+        except TableError as err:  # no configs where artune looks for them
+            self.unverified(f"{CLASS}.__init__", str(err), "v2 is off (nccl)", line)
+            return Sized(world_size, "off", line)
         return Sized(world_size, "on", line, me, written)
+
+    def _legacy_sized(self, world_size: int) -> Sized:
+        """The legacy ``CustomAllreduce.__init__`` at ``world_size``, up to its first call outside the file."""
+        assert self.choice is not None
+        init = self.choice.legacy.get("__init__")
+        if init is None:
+            where = self.choice.where(None)
+            self._report(LEGACY, where, f"no class {LEGACY} with an __init__ here", "it is off (nccl)")
+            return Sized(world_size, "off", None, cls=LEGACY)
+        me = self.choice.interp.instance(LEGACY)
+        try:
+            status, line, _name = self.choice.interp.run_until_outside(init, [me, GROUP, device()])
+        except Raised as err:
+            return Sized(world_size, "raises", None, error=str(err), cls=LEGACY)
+        except Unsupported as err:
+            where = self.choice.where(init.node)
+            self._report(f"{LEGACY}.__init__", where, f"the call ended with: {err}", "it is off (nccl)")
+            return Sized(world_size, "off", None, cls=LEGACY)
+        if status == "returned":
+            return Sized(world_size, "off", line, cls=LEGACY)
+        rules.after_init(init.node, line, me)
+        return Sized(world_size, "on", line, me, cls=LEGACY)
 
     # ---------------------------------------------------------------- dispatch
 
     def _pick(self, me: Namespace, nbytes: int, graph: bool) -> str:
+        if not self.dispatch:
+            return "nccl"  # no dispatch function: the caveat says so
         func = self.methods[self.dispatch]
         args: list[Any] = [me]
         for param in func.node.args.args[1:]:
@@ -286,38 +346,60 @@ class ArchReading:
             elif param.arg in _TENSOR_PARAMS:
                 args.append(_tensor(nbytes))
             elif param.arg == "can_use_graph":
-                args.append(graph)
+                args.append(self._can_use_graph(me, graph))
             else:
-                raise TableError(
-                    f"{self.files.communicator.path}:{func.node.lineno}: {CLASS}.{self.dispatch}() takes "
-                    f"'{param.arg}', which artune does not know how to answer (it knows {', '.join(_SIZE_PARAMS)}, "
-                    f"{', '.join(_TENSOR_PARAMS)} and can_use_graph)"
+                self.unverified(
+                    f"{CLASS}.{self.dispatch}",
+                    f"takes '{param.arg}', which artune does not know how to answer (it knows "
+                    f"{', '.join(_SIZE_PARAMS)}, {', '.join(_TENSOR_PARAMS)} and can_use_graph)",
+                    f"'{param.arg}' is an opaque value",
+                    func.node.lineno,
                 )
+                args.append(Symbol(param.arg))
         self.state.graph = graph
-        return self._algorithm(self._call(self.dispatch, args), func)
+        return self._algorithm(self._call(self.dispatch, args, None, "it returns None (nccl)"), func)
 
-    def _admits(self, me: Namespace, nbytes: int, graph: bool) -> bool:
+    def _can_use_graph(self, me: Namespace, graph: bool) -> Any:
+        """What ``custom_all_reduce`` hands the dispatch as ``can_use_graph``: its ``_can_use_graph()`` (0.5.19 on:
+        graph mode allowed by ``capture()``, the stream capturing), else whether the call is captured."""
+        if "_can_use_graph" not in self.methods:
+            return graph
         self.state.graph = graph
         me.values["_graph_mode_allowed"] = graph  # what capture() sets while a graph is captured
-        result = self._call(ADMIT, [me, _tensor(nbytes)])
-        if not isinstance(result, bool):
-            raise TableError(f"{self.files.communicator.path}: {CLASS}.{ADMIT}() returned {result!r}, not a bool")
-        return result
+        return self._call("_can_use_graph", [me], graph, "it answers whether the call is captured")
 
-    def _call(self, name: str, args: list[Any]) -> Any:
-        """``CustomAllReduceV2.name(*args)`` interpreted; what it cannot follow names the method too."""
+    def _admits(self, me: Namespace, nbytes: int, graph: bool) -> bool:
+        if ADMIT not in self.methods:
+            return True  # the caveat says so
+        self.state.graph = graph
+        me.values["_graph_mode_allowed"] = graph  # what capture() sets while a graph is captured
+        return self._truth(self._call(ADMIT, [me, _tensor(nbytes)], False, "it returns False"), f"{CLASS}.{ADMIT}")
+
+    def _truth(self, result: Any, function: str) -> bool:
+        """Whether ``GroupCoordinator``'s ``if ... should_custom_ar(input_)`` takes ``result`` as true."""
         try:
-            return self.comm.call(self.methods[name], args, {})
+            return bool(result)
+        except Unsupported as err:
+            self.unverified(function, f"returned {result}: {err}", "it is false")
+            return False
+
+    def _call(self, name: str, args: list[Any], assumed: Any, saying: str) -> Any:
+        """``CustomAllReduceV2.name(*args)`` interpreted; ``assumed`` (``saying`` so) where the call cannot be
+        followed past what the hook steps over (the evaluation budget)."""
+        func = self.methods[name]
+        try:
+            return self.comm.call(func, args, {})
         except Raised:
             raise
         except Unsupported as err:
-            raise Unsupported(f"{err} (in {CLASS}.{name}(), which decides what runs at each size)") from None
+            self.unverified(f"{CLASS}.{name}", f"the call ended with: {err}", saying, func.node.lineno)
+            return assumed
 
     def _algorithm(self, result: Any, func: Function) -> str:
         """artune's name for what the dispatch returned: an ``AllReduceConfig``, ``(algo, mode)`` or an algo."""
-        multicast = False
+        multicast: Any = False
         if isinstance(result, Record) and "algo" in result.type.fields:
-            algo, multicast = result.get("algo"), bool(result.get("use_multicast", False))
+            algo, multicast = result.get("algo"), result.get("use_multicast", False)
         elif isinstance(result, tuple) and len(result) == 2:
             algo, mode = result
             multicast = isinstance(mode, Symbol) and str(mode).rsplit(".", 1)[-1] == "MULTICAST"
@@ -326,32 +408,73 @@ class ArchReading:
         if algo is None:
             return "nccl"
         name = ALGOS.get(str(algo).rsplit(".", 1)[-1]) if isinstance(algo, Symbol) else None
-        where = f"{self.files.communicator.path}:{func.node.lineno}: {CLASS}.{self.dispatch}()"
+        function = f"{CLASS}.{self.dispatch}"
         if name is None:
-            raise TableError(
-                f"{where} returned {result!r}: not one of SGLang's algorithms artune knows ({', '.join(ALGOS)})"
+            self.unverified(
+                function,
+                f"returned {result!r}: not one of SGLang's algorithms artune knows ({', '.join(ALGOS)})",
+                "nccl runs (artune has no name for it)",
+                func.node.lineno,
             )
-        if multicast:
+            return "nccl"
+        if self._truth(multicast, function):
             if name not in MULTICAST:
-                raise TableError(f"{where} runs {name} with multicast, which artune has no name for")
+                self.unverified(
+                    function,
+                    f"runs {name} with multicast, which artune has no name for",
+                    f"{name} without multicast",
+                    func.node.lineno,
+                )
+                return name
             name = MULTICAST[name]
         return name
 
     def outcome(self, sized: Sized, graph: bool) -> Outcome:
         """The bands ``sized`` runs in one mode (multicast on first, then off), and as its rows are written."""
         assert sized.comm is not None
+        self.at = sized.world_size
+        if sized.cls == LEGACY:
+            return self._legacy_outcome(sized, graph)
         on = sized.comm
         off = _with_config(on, _no_multicast(on.values["config"]))
         if on.values.get("pull_enabled") is False:
             on = off  # _init_workspace: no pull plane, no multicast
         as_written = _with_config(on, sized.written)
         as_written_off = _with_config(on, _no_multicast(sized.written))
-        cuts = self.cuts(on, sized.written)
-        bands = self._bands(cuts, lambda n: self._run(on, n, graph), lambda n: self._run(off, n, graph))
-        written = self._bands(
-            cuts, lambda n: self._pick(as_written, n, graph), lambda n: self._pick(as_written_off, n, graph)
-        )
+        cuts = self.cuts(self._cut_constants, on, sized.written)
+        run_on = lambda n: self._run(on, n, graph)  # noqa: E731
+        # where the config has no multicast to drop, the machine without it runs the same
+        same = on.values["config"] == off.values["config"]
+        bands = self._bands(cuts, run_on, run_on if same else lambda n: self._run(off, n, graph))
+        pick = lambda n: self._pick(as_written, n, graph)  # noqa: E731
+        same = sized.written == _no_multicast(sized.written)
+        written = self._bands(cuts, pick, pick if same else lambda n: self._pick(as_written_off, n, graph))
         return Outcome(bands, written, _params((*bands, *written), on.values["config"]))  # both need blocks
+
+    def _legacy_outcome(self, sized: Sized, graph: bool) -> Outcome:
+        """What the legacy class runs: its one algorithm wherever its ``should_custom_ar`` admits the size (its
+        ``custom_all_reduce`` runs the kernel in both modes: captured, or eagerly through its IPC buffer)."""
+        assert self.choice is not None and sized.comm is not None
+        choice, me = self.choice, sized.comm
+        me.values["_IS_CAPTURING"] = graph  # what its capture() sets
+        admit = choice.legacy.get("should_custom_ar")
+        if admit is None:
+            self._report(LEGACY, choice.where(None), f"{LEGACY} has no should_custom_ar()", "it takes no size (nccl)")
+            return Outcome((), (), {})
+        function = f"{LEGACY}.should_custom_ar"
+
+        def run(nbytes: int) -> str:
+            try:
+                result = choice.interp.call(admit, [me, _tensor(nbytes)], {})
+            except Raised:
+                raise
+            except Unsupported as err:
+                self._report(function, choice.where(admit.node), f"the call ended with: {err}", "it returns False")
+                return "nccl"
+            return LEGACY_KERNEL if self._truth(result, function) else "nccl"
+
+        bands = self._bands(self.cuts(self._legacy_constants, me), run, run)
+        return Outcome(bands, bands, {})
 
     def _run(self, me: Namespace, nbytes: int, graph: bool) -> str:
         name = self._pick(me, nbytes, graph)
@@ -360,16 +483,50 @@ class ArchReading:
         aligned = -(-nbytes // rules.ALIGN) * rules.ALIGN
         return name if self._admits(me, aligned, graph) else "nccl"
 
+    def _answers(
+        self, cuts: list[int], on: Callable[[int], str], off: Callable[[int], str]
+    ) -> tuple[list[int], dict[int, tuple[str, str]]]:
+        """The cut points and each piece's answer (multicast on, off) at its representative size.
+
+        The cuts come first from the numbers written in the code and held in
+        its values; every number a comparison then meets while answering
+        (``nbytes < 64 * KB``, a bound computed from the world size) is a cut
+        too, and the new pieces are asked in turn, a few rounds at most.
+        """
+        answers: dict[int, tuple[str, str]] = {}
+        interps = [i for i in (self.comm, self.configs, self.choice.interp if self.choice else None) if i is not None]
+        for _round in range(_ROUNDS):
+            for interp in interps:
+                interp.compared = set()
+            try:
+                for index, start in enumerate(cuts):
+                    rep = self._rep(start, cuts[index + 1] - 1 if index + 1 < len(cuts) else None)
+                    if rep not in answers:
+                        first = on(rep)
+                        answers[rep] = (first, first if off is on else off(rep))
+                met = set().union(*(i.compared or set() for i in interps))
+            finally:
+                for interp in interps:
+                    interp.compared = None
+            more = set(self.cuts(met - set(answers))) - set(cuts)  # a size compared with itself is no bound
+            if not more:
+                break
+            cuts = sorted(set(cuts) | more)
+        return cuts, answers
+
     def _bands(self, cuts: list[int], on: Callable[[int], str], off: Callable[[int], str]) -> tuple[Band, ...]:
+        cuts, answers = self._answers(cuts, on, off)
         pieces: list[tuple[int, tuple[str, ...]]] = []  # (first size, candidates)
         for index, start in enumerate(cuts):
-            end = cuts[index + 1] - 1 if index + 1 < len(cuts) else None
-            first, other = on(self._rep(start, end)), off(self._rep(start, end))
+            first, other = answers[self._rep(start, cuts[index + 1] - 1 if index + 1 < len(cuts) else None)]
             if first != other and not SPECS[first].conditions.multicast:
-                raise TableError(
-                    f"{self.files.communicator.path}: {CLASS}.{self.dispatch}() runs {first} with multicast and "
-                    f"{other} without at {start} bytes, and {first} is not a multicast algorithm to artune"
+                self.unverified(
+                    f"{CLASS}.{self.dispatch}",
+                    f"runs {first} with multicast and {other} without at {start} bytes, and {first} is not a "
+                    "multicast algorithm to artune",
+                    f"{first} runs with multicast and without",
                 )
+                other = first
             candidates = tuple(dict.fromkeys((first, other)))
             if pieces and pieces[-1][1] == candidates:
                 continue
@@ -389,10 +546,12 @@ class ArchReading:
         aligned = -(-start // rules.ALIGN) * rules.ALIGN
         return aligned if end is None or aligned <= end else start
 
-    def cuts(self, *values: Any) -> list[int]:
+    @staticmethod
+    def cuts(constants: set[float], *values: Any) -> list[int]:
         """Every size where a comparison of the dispatch can change, from 0: for each number ``v`` it may
-        compare a size with, ``floor(v)``, ``floor(v) + 1`` and ``ceil(v)`` (``n <= v`` and ``v <= n`` flip there)."""
-        numbers = set(self._cut_constants)
+        compare a size with (``constants`` written in its code, and those ``values`` hold), ``floor(v)``,
+        ``floor(v) + 1`` and ``ceil(v)`` (``n <= v`` and ``v <= n`` flip there)."""
+        numbers = set(constants)
         for value in values:
             _numbers(value, numbers, 0)
         out = {0}
@@ -404,7 +563,33 @@ class ArchReading:
 
     def supported(self) -> list[Sized]:
         """``sized`` for every world size SGLang may be asked for."""
-        return [self.sized(ws) for ws in rules.WORLD_SIZES]
+        return [self.sized(ws) for ws in self.world_sizes()]
+
+    def world_sizes(self) -> tuple[int, ...]:
+        """The world sizes asked: 2-16, and every one the files name as supported (the configs' world sizes,
+        ``get_supported_world_sizes()``, the legacy class's ``_SUPPORTED_WORLD_SIZES``), so that a release
+        taking 32 ranks is read at 32."""
+        if self._world_sizes is None:
+            named: set[Any] = set()
+            supported = self.comm.fakes.get("get_supported_world_sizes")
+            if isinstance(supported, Function) and self.configs is not None:
+                named.update(self._quietly(lambda: self.configs.call(supported, [], {})))  # type: ignore[union-attr]
+            table = self.comm.globals.values.get("THRESHOLD_2_SHOT_MAP")
+            named.update(table if isinstance(table, dict) else ())
+            if self.choice is not None and self.choice.legacy:
+                legacy = self.choice.interp.instance(LEGACY).class_values.get("_SUPPORTED_WORLD_SIZES")
+                named.update(legacy if isinstance(legacy, (list, tuple)) else ())
+            extra = {ws for ws in named if isinstance(ws, int) and not isinstance(ws, bool) and 1 < ws <= 1024}
+            self._world_sizes = tuple(sorted(set(rules.WORLD_SIZES) | extra))
+        return self._world_sizes
+
+    def _quietly(self, ask: Callable[[], Any]) -> Any:
+        """``ask()`` where a failure only means the files name no world sizes that way."""
+        try:
+            found = ask()
+        except Unsupported:
+            return ()
+        return found if isinstance(found, (list, tuple, set, dict)) else ()
 
 
 def _has_class(interp: Interpreter, name: str) -> bool:
@@ -450,12 +635,11 @@ def _with_config(me: Namespace, config: Any) -> Namespace:
 
 
 def block_value(value: Any) -> ParamValue | None:
-    """A block count as a parameter: a number, or the SM-count expression as text (``"min(192,sms)"``)."""
+    """A block count as a parameter: a number, or the SM-count expression (or any other value) as text
+    (``"min(192,sms)"``)."""
     if value is None or isinstance(value, (int, float, str, bool)):
         return value
-    if isinstance(value, Symbol):
-        return str(value)
-    raise TableError(f"block count {value!r} is not a number (num_push_blocks, num_pull_blocks, num_mc_blocks)")
+    return str(value)
 
 
 def _params(bands: tuple[Band, ...], config: Any) -> dict[str, dict[str, ParamValue]]:
@@ -471,4 +655,4 @@ def _params(bands: tuple[Band, ...], config: Any) -> dict[str, dict[str, ParamVa
     return out
 
 
-__all__ = ["ArchReading", "Env", "Files", "Outcome", "Sized", "block_value", "env_defaults"]
+__all__ = ["ArchReading", "Files", "Outcome", "Sized", "block_value"]

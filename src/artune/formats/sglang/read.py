@@ -1,12 +1,15 @@
-"""Read SGLang's custom all-reduce v2 from a checkout or a release (``artune import sglang PATH``, ``sglang:PATH``,
+"""Read SGLang's custom all-reduce from a checkout or a release (``artune import sglang PATH``, ``sglang:PATH``,
 ``sglang==0.5.23``).
 
 Where the communicator (``custom_all_reduce_v2.py``) is there, as in every
 checkout and released wheel, SGLang's own code says how it decides: which
-world sizes it takes, how ``CustomAllReduceV2.__init__`` sizes each config,
-and the order its dispatch function tries the algorithms in
-(``artune.formats.sglang.release``, ``artune.formats.sglang.dispatch``). Both layouts are
-accepted: a checkout's ``python/sglang/...`` and a wheel's ``sglang/...``.
+class ``dispatch_custom_allreduce`` builds for a group (v2 or the legacy
+``CustomAllreduce``, ``custom_all_reduce.py``), which world sizes it takes,
+how ``CustomAllReduceV2.__init__`` sizes each config, and the order its
+dispatch function tries the algorithms in (``artune.formats.sglang.release``,
+``artune.formats.sglang.dispatch``, ``artune.formats.sglang.choice``); the
+findings are ``artune.formats.sglang.checks``'. Both layouts are accepted: a
+checkout's ``python/sglang/...`` and a wheel's ``sglang/...``.
 
 A configs file on its own (a pull request's, or the shapes in
 ``artune.formats.sglang.shapes`` that never shipped) has no dispatch beside
@@ -22,16 +25,19 @@ as read.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
 from artune.formats.engine import EngineImport, FindingSink
 from artune.formats.files import SourceFile, describe, find_files, read_source
+from artune.formats.fingerprints import Evaluated
 from artune.formats.pyeval import Record
+from artune.formats.sglang.checks import collect
 from artune.formats.sglang.dispatch import CLASS, Files
-from artune.formats.sglang.release import build_release
+from artune.formats.sglang.release import Release
+from artune.formats.sglang.release import evaluated as release_evaluated
 from artune.formats.sglang.shapes import ArchConfig, Configs, Shape, rows
 from artune.sizes import format_size
 from artune.table.check import copied_archs
@@ -144,7 +150,7 @@ def build(source: SourceFile) -> EngineImport:
                 "replaces the eager heuristic's push range for a multi-node group",
             )
             plans += _plans(multinode[platform.arch], rack)
-        return Table(platform, provenance, plans, rules="sglang", origin=origin)
+        return Table(platform, provenance, plans, rules="sglang", origin=origin, caveats=shape.caveats.caveats(()))
 
     tables = {arch: table(Platform("cuda", arch), c, f"arch {arch}") for arch, c in found.items()}
     default_table = table(Platform("cuda", "default"), default, "SGLang's default for other archs") if default else None
@@ -218,14 +224,36 @@ def _findings(source: SourceFile, found: dict[str, Configs], default: Configs, s
                     )
 
 
-def read_sglang(path: str) -> EngineImport:
-    """SGLang's custom all-reduve v2 from a checkout, a release's unpacked wheel, or one of its files."""
+def read_sglang(path: str, settings: Mapping[str, str] | None = None) -> EngineImport:
+    """SGLang's custom all-reduce from a checkout, a release's unpacked wheel, or one of its files; ``settings``:
+    environment variables set, as a user sets them (every other one at its default)."""
+    found = _locate(path)
+    if isinstance(found, Files):
+        return build_release(found, settings or {})
+    return build(found)
+
+
+def build_release(files: Files, settings: Mapping[str, str]) -> EngineImport:
+    """The tables and findings of SGLang as ``files`` (a release or a checkout) run it; ``settings``: environment
+    variables set, as a user sets them."""
+    release = Release(files, settings)
+    findings = collect(release)
+    sources = tuple(f for f in (files.configs, files.communicator, files.dispatcher) if f is not None)
+    return EngineImport("sglang", release.table_set(), findings, sources)
+
+
+def evaluated(path: str, settings: Mapping[str, str] | None = None) -> list[Evaluated]:
+    """The dispatch functions a reading of ``path`` relies on, fingerprinted (none for a configs file alone)."""
+    found = _locate(path)
+    return release_evaluated(found, settings or {}) if isinstance(found, Files) else []
+
+
+def _locate(path: str) -> Files | SourceFile:
+    """The communicator and the files beside it, or the one configs file to read alone."""
     base, found = find_files(path, FILES, "SGLang")
     if base.is_file():
         source = read_source(base)
-        if f"class {CLASS}" in source.text:
-            return build_release(Files(source))
-        return build(source)
+        return Files(source) if f"class {CLASS}" in source.text else source
     for prefix in LAYOUTS:
         communicator = base / prefix / COMMUNICATOR
         if communicator.is_file():
@@ -233,6 +261,6 @@ def read_sglang(path: str) -> EngineImport:
             configs, environ, dispatcher = (read_source(p) if p.is_file() else None for p in optional)
             source = read_source(communicator)
             if f"class {CLASS}" in source.text:
-                return build_release(Files(source, configs, environ, dispatcher))
-            return build(configs or source)
-    return build(read_source(found[0]))
+                return Files(source, configs, environ, dispatcher)
+            return configs or source
+    return read_source(found[0])

@@ -45,8 +45,9 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import NamedTuple
 
-from artune.formats.sglang import release
+from artune.formats.sglang import checks
 from artune.formats.sglang import rules as sglang
+from artune.formats.sglang.choice import LEGACY_KERNEL
 from artune.formats.sglang.release import RACK_GRAPH_NOTE as _RACK_GRAPH_NOTE
 from artune.formats.sglang.release import RACK_NOTE as _RACK_NOTE
 from artune.formats.sglang.rules import Heuristic
@@ -316,19 +317,21 @@ def findings() -> tuple[Finding, ...]:
                 clipped.setdefault(arch, []).append(plan.world_size)
                 modes.add(plan.mode)
     out = [
-        Finding(ORIGIN, archs, release.holes_message(sizes), code="E201") for archs, sizes in release.group_archs(holes)
+        Finding(ORIGIN, archs, checks.holes_message(sizes), code="E201") for archs, sizes in checks.group_archs(holes)
     ]
     if clipped:
-        where = release.clipped_where(clipped, modes)
-        archs = ", ".join(sorted(clipped, key=release._arch_order))
-        out.append(Finding(ORIGIN, archs, release.clipped_message(WORKSPACE, where), code="E301"))
+        where = checks.clipped_where(clipped, modes)
+        archs = ", ".join(sorted(clipped, key=checks.arch_order))
+        out.append(Finding(ORIGIN, archs, checks.clipped_message(WORKSPACE, where), code="E301"))
     served: dict[str, list[str]] = {}
     for (major, minor), _sms in sglang.PROBES:
         arch = f"{major}.{minor}"
         if arch not in refs.tables:
             served.setdefault(sglang.arch_configs(major, minor), []).append(arch)
     if served:
-        archs, message = release.served_message(served)
+        archs, message = checks.served_message(served)
         out.append(Finding(ORIGIN, archs, message, severity="note", code="S104"))
-    out += release.rack_findings(ORIGIN, dict(refs.tables), refs.default, "")
+    runs = f"{LEGACY_KERNEL} at world size {sglang.LEGACY_PCIE_WORLD_SIZE} up to {format_size(sglang.LEGACY_MAX_SIZE)}"
+    out.append(Finding(ORIGIN, ", ".join(everything), checks.pcie_message(runs), severity="note", code="S108"))
+    out += checks.rack_findings(ORIGIN, dict(refs.tables), refs.default, "")
     return tuple(out)

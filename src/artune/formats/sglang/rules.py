@@ -11,13 +11,17 @@ A release's own code says the rest, and ``artune.formats.sglang.dispatch``
 reads it there: the order of algorithms, the world sizes, the sizing. What
 lives here is what that reading stands in for, each with its source:
 
-- the machine it answers for (``fakes``): one host whose GPUs all see each
-  other over NVLink, every environment variable at its default; or, across
-  hosts (``state.hosts`` > 1), hosts that are one NVLink clique (a rack,
-  ``state.rack``: ``is_one_nvlink_clique`` true, and the caching allocator
-  VMM-backed, as ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True`` makes
-  it; SGLang does not set that itself) or are joined over a network (no
+- the machine it answers for (``fakes``): CUDA; one host whose GPUs all see
+  each other over NVLink (or, ``state.nvlink`` false, over PCIe only), every
+  environment variable at its default unless ``settings`` sets it; or,
+  across hosts (``state.hosts`` > 1), hosts that are one NVLink clique (a
+  rack, ``state.rack``: ``is_one_nvlink_clique`` true, and the caching
+  allocator VMM-backed, as ``PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True``
+  makes it; SGLang does not set that itself) or are joined over a network (no
   clique);
+- the environment: ``envs.NAME.get()`` as ``environ.py``'s defaults answer it,
+  or as a setting given (``env_defaults``, ``Env``), parsed as SGLang's
+  ``Env...`` fields parse it;
 - what ``__init__`` does after it starts allocating the workspace
   (``after_init``), and ``_init_workspace``'s multicast switch;
 - ``ALIGN``: ``should_custom_ar`` takes only sizes that are multiples of 16
@@ -36,7 +40,11 @@ from types import MappingProxyType
 from typing import Any, NamedTuple
 
 from artune.catalog import SPECS
-from artune.formats.pyeval import Namespace, Native, Symbol
+from artune.errors import TableError, Unsupported
+from artune.formats.files import SourceFile
+from artune.formats.pyeval import Namespace, Native, Symbol, parse
+from artune.formats.pyeval.expressions import Evaluator
+from artune.formats.pyeval.values import Scope
 from artune.table.priority import SizeRule, upto
 from artune.table.types import Band
 
@@ -70,20 +78,105 @@ PROBES: tuple[tuple[tuple[int, int], int | None], ...] = (
 DEFAULT_PROBE: tuple[tuple[int, int], int | None] = ((8, 0), None)
 
 
-def fakes(cap: tuple[int, int], num_sm: int | None, state: Any, envs: Namespace) -> dict[str, Any]:
-    """What the names from outside SGLang's files answer: the GPU ``cap``, one host with full NVLink.
+NO_SETTINGS: Mapping[str, str] = MappingProxyType({})
+OPS = "sglang.srt.distributed.device_communicators.custom_all_reduce_ops"
+_LOG = ("debug", "info", "warning", "error")
+
+
+def env_defaults(environ: SourceFile | None, settings: Mapping[str, str] = NO_SETTINGS) -> dict[str, Any]:
+    """``SGLANG_...`` -> what ``envs.NAME.get()`` answers: the default ``environ.py`` gives it
+    (``NAME = EnvInt(16 * 1024)``), or the value ``settings`` sets, parsed as its field parses it; without the
+    file, the defaults of the variables the communicator reads (``artune.formats.sglang.ENV_DEFAULTS``)."""
+    if environ is None:
+        out = dict(ENV_DEFAULTS)
+        out.update({name: _parse_setting("", name, text) for name, text in settings.items() if name in out})
+        return out
+    out = {}
+    evaluator = Evaluator(environ.path, restricted=True)
+    for stmt in parse(environ.text, environ.path).body:
+        if not (isinstance(stmt, ast.ClassDef) and stmt.name == "Envs"):
+            continue
+        for item in stmt.body:
+            if not (isinstance(item, ast.Assign) and isinstance(item.value, ast.Call)):
+                continue
+            call = item.value
+            if not (isinstance(call.func, ast.Name) and call.func.id.startswith("Env")):
+                continue
+            node = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "default"), None)
+            if node is None:
+                continue
+            try:
+                value = evaluator.eval(node, Scope({}))
+            except Unsupported:
+                continue  # a computed default (a callable): not one the communicator reads
+            for target in item.targets:
+                if isinstance(target, ast.Name):
+                    name = target.id
+                    out[name] = _parse_setting(call.func.id, name, settings[name]) if name in settings else value
+    return out
+
+
+def _parse_setting(kind: str, name: str, text: str) -> Any:
+    """``text`` as SGLang's ``Env...`` field of that kind parses it (``EnvBool``: "1", "true", "yes", "y" ...)."""
+    if "Bool" in kind or (not kind and isinstance(ENV_DEFAULTS.get(name), bool)):
+        lowered = text.lower()
+        if lowered in ("true", "1", "yes", "y"):
+            return True
+        if lowered in ("false", "0", "no", "n"):
+            return False
+        raise TableError(f"{name}={text!r}: not a boolean SGLang reads (1, true, yes, y, 0, false, no, n)")
+    if "Int" in kind or (not kind and isinstance(ENV_DEFAULTS.get(name), int)):
+        try:
+            return int(text)
+        except ValueError:
+            raise TableError(f"{name}={text!r}: not an integer") from None
+    return text
+
+
+class Env(Namespace):
+    """``envs``: each ``envs.NAME.get()`` answers the default, as SGLang does where the variable is unset."""
+
+    def __init__(self, defaults: dict[str, Any]) -> None:
+        super().__init__("sglang.srt.environ.envs")
+        self.defaults = defaults
+
+    def attribute(self, name: str) -> tuple[bool, Any]:
+        if name not in self.defaults:
+            return False, None
+        value = self.defaults[name]
+        get = Native(lambda: value, f"envs.{name}.get")
+        return True, Namespace(f"envs.{name}", {"get": get, "is_set": Native(lambda: False, f"envs.{name}.is_set")})
+
+
+def fakes(
+    cap: tuple[int, int], num_sm: int | None, state: Any, envs: Namespace, settings: Mapping[str, str] = NO_SETTINGS
+) -> dict[str, Any]:
+    """What the names from outside SGLang's files answer: the GPU ``cap``, CUDA, the machine ``state`` says.
 
     ``state.world_size`` is the group's size and ``state.graph`` whether a
-    CUDA graph is being captured, for the call in progress.
+    CUDA graph is being captured, for the call in progress; ``state.hosts``,
+    ``state.rack`` and ``state.nvlink`` the machine. ``settings``: the
+    environment variables set, as a user sets them (``get_bool_env_var``).
     """
     sms: Any = num_sm if num_sm is not None else Symbol("sms")
     props = MappingProxyType({"multi_processor_count": sms, "major": cap[0], "minor": cap[1]})
 
     def nvlink(*_args: Any, supported_world_size: Any = (), **_kwargs: Any) -> bool | None:
-        # custom_all_reduce_utils.can_use_custom_all_reduce_with_nvlink on one host with full NVLink and
-        # peer access: None (disabled) for a world size outside the list, True otherwise; None across nodes
-        # ("No need to initialize custom allreduce for multi-node case")
-        return True if state.world_size in supported_world_size and state.hosts == 1 else None
+        # custom_all_reduce_utils.can_use_custom_all_reduce_with_nvlink, peer access working: None (disabled)
+        # across nodes ("No need to initialize custom allreduce for multi-node case") and for a world size
+        # outside the list; without NVLink between every pair, None above two GPUs ("not supported on more than
+        # two PCIe-only GPUs") and False (full_nvlink) at two; True with NVLink everywhere
+        if state.world_size not in supported_world_size or state.hosts > 1:
+            return None
+        if state.world_size > 2 and not state.nvlink:
+            return None
+        return bool(state.nvlink)
+
+    logger = {name: Native(lambda *a, **k: None, f"logger.{name}") for name in _LOG}
+
+    def bool_env(name: str, default: str = "false") -> bool:
+        # sglang/srt/utils/common.py get_bool_env_var: the variable, or the default, is "true" or "1"
+        return str(settings.get(name, default)).lower() in ("true", "1")
 
     def same_node(*_args: Any, **_kwargs: Any) -> list[bool]:
         # parallel_state.in_the_same_node_as(group, source_rank=0): the ranks on rank 0's host
@@ -117,6 +210,16 @@ def fakes(cap: tuple[int, int], num_sm: int | None, state: Any, envs: Namespace)
         "get_all_reduce_module": Native(lambda *a: Symbol("all_reduce_module"), "get_all_reduce_module"),
         "dataclasses.replace": Native(replace, "dataclasses.replace"),
         "envs": envs,
+        # sglang/srt/utils: the platform is CUDA
+        "is_cuda": Native(lambda: True, "is_cuda"),
+        "is_hip": Native(lambda: False, "is_hip"),
+        "is_musa": Native(lambda: False, "is_musa"),
+        "get_bool_env_var": Native(bool_env, "get_bool_env_var"),
+        # custom_all_reduce_ops on CUDA: sgl_kernel's custom all-reduce is built in
+        f"{OPS}.IS_CUSTOM_AR_AVAILABLE": True,
+        # what the communicators log changes nothing they decide
+        "logging.getLogger": Native(lambda *a: Namespace("logging.Logger", dict(logger)), "logging.getLogger"),
+        "log_info_on_rank0": Native(lambda *a, **k: None, "log_info_on_rank0"),
     }
 
 
@@ -149,6 +252,10 @@ def workspace_bytes(env: Mapping[str, Any]) -> int:
 # released wheel). tests/test_oracle_sglang.py holds reference:sglang equal to the release's own code.
 
 ALIGN_BYTES = 1024  # _ALIGN_BYTES: each workspace is a whole number of KiB, at least one
+# the legacy CustomAllreduce (custom_all_reduce.py): on PCIe-only GPUs can_use_custom_all_reduce_v2 declines and
+# it runs at two ranks (its only PCIe world size), up to _MAX_CAR_SIZE = 8192 * 1024 (should_custom_ar: <=)
+LEGACY_PCIE_WORLD_SIZE = 2
+LEGACY_MAX_SIZE = 8192 * 1024
 
 
 class Heuristic(NamedTuple):

@@ -39,6 +39,7 @@ from artune.errors import Raised, TableError
 from artune.formats.engine import short
 from artune.formats.files import SourceFile
 from artune.formats.pyeval import Function, Interpreter, Record, Symbol, parse
+from artune.formats.sglang.caveats import Caveats
 from artune.formats.sglang.rules import DEFAULT_PROBE, PROBES
 from artune.table.priority import SizeRule, upto
 from artune.table.types import ParamValue
@@ -120,17 +121,22 @@ class Shape:
         self.source = source
         self.names = {getattr(node, "name", "") for node in parse(source.text, source.path).body}
         self.range_needs_positive = "max_bytes > 0" in source.text or "max_bytes>0" in source.text
+        self.caveats = Caveats()  # what the file holds that the evaluator stepped over
 
     def interp(self, cap: tuple[int, int], num_sm: int | None) -> Interpreter:
-        """The file's top level run with ``torch.cuda`` answering ``cap`` and ``num_sm``."""
+        """The file's top level run with ``torch.cuda`` answering ``cap`` and ``num_sm``; a construct the
+        evaluator cannot follow is stepped over and kept as a caveat."""
         interp = Interpreter(self.source.text, self.source.path, fakes=_fakes(cap, num_sm))
+        interp.unmodelled = lambda met: self.caveats.unmodelled(met, None)
         interp.run_module()
         return interp
 
     def fail(self, message: str, line: int | None = None) -> TableError:
-        """An error naming the file, and the line when the fault has one."""
+        """An error naming the file, and the line when the fault has one (and what the evaluator stepped over,
+        which may be why)."""
         where = self.source.path if line is None else f"{self.source.path}:{line}"
-        return TableError(f"{where}: {message}")
+        stepped = "; ".join(c.describe() for c in self.caveats.caveats(()))
+        return TableError(f"{where}: {message}" + (f" (artune could not evaluate: {stepped})" if stepped else ""))
 
     # values -> numbers
 

@@ -1,4 +1,4 @@
-"""What a reviewer of TensorRT-LLM's lookup tables acts on: findings ``R101``-``R109``, each at its file and line.
+"""What a reviewer of TensorRT-LLM's lookup tables acts on: findings ``R101``-``R110``, each at its file and line.
 
 - ``R101`` an arch that runs another SM version's table (the SM mapping: B300
   and Rubin run B200's), so nobody measured it there;
@@ -16,15 +16,23 @@
 - ``R108`` cells the workspace cap overrides (bf16): the row says a custom
   kernel, ``AllreduceOp`` sends the message to NCCL;
 - ``R109`` (note) the PyTorch flow's autotuner gate: under AUTO this table
-  decides only with ``TLLM_DISABLE_ALLREDUCE_AUTOTUNE=1``.
+  decides only with ``TLLM_DISABLE_ALLREDUCE_AUTOTUNE=1``;
+- ``R110`` calls the engine's own code has no answer for: it throws, or its
+  behaviour is undefined (a fused op ``mapFusionOpToIndex`` lacks, dereferenced).
+
+R101-R108 read the header's tables, indices and SM rules where the revision
+writes them in TensorRT-LLM's shape (``LookupHeader``); a revision that does
+not simply has fewer of them (its decisions are read all the same).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from artune.formats.trtllm.enums import ALGORITHMS, Enums
 from artune.formats.trtllm.header import LookupHeader, StrategyGrid
+from artune.formats.trtllm.tables import Gap
 from artune.table.check import Finding
-from artune.table.types import Table
 
 #: archs a reviewer asks about, with the GPU each is
 ARCHS = {
@@ -41,17 +49,22 @@ HIDDEN_SIZES = {5120: "", 6144: "", 7168: " (DeepSeek-V3)", 12288: "", 16384: ""
 BF16 = 2
 
 
-def header_findings(header: LookupHeader, enums: Enums, tables: dict[str, Table], gate: str | None) -> list[Finding]:
-    """Every R1xx finding of one revision's header."""
+def header_findings(
+    header: LookupHeader, enums: Enums, gaps: Mapping[str, list[Gap]], gate: str | None
+) -> list[Finding]:
+    """Every R1xx finding of one revision's header; ``gaps`` the calls its code has no answer for, by arch."""
     name = f"trtllm:{header.file.label}"
     out = _mapped_sms(header, name)
-    for sm, grid in header.grids.items():
+    full = {"tp", "hidden", "tokens"} <= set(header.indices)
+    for sm, grid in header.grids.items() if full else ():
         arch = f"{sm // 10}.{sm % 10}"
         out += _rows_read_elsewhere(header, name, arch, grid)
         out += _planes(header, enums, name, arch, grid)
         out += _flips(header, enums, name, arch, grid)
         out += _capped(header, enums, name, arch, grid)
         out += _constants(header, name, arch, grid)
+    for arch, found in gaps.items():
+        out += _gaps(header, name, arch, found)
     if gate is not None:
         where = gate or header.where(header.select_line)
         out.append(
@@ -67,6 +80,30 @@ def header_findings(header: LookupHeader, enums: Enums, tables: dict[str, Table]
             )
         )
     return out
+
+
+def _gaps(header: LookupHeader, name: str, arch: str, gaps: list[Gap]) -> list[Finding]:
+    """R110: per fused-op group and reason, the calls the engine's own code has no answer for."""
+    grouped: dict[tuple[tuple[str, ...], str], list[Gap]] = {}
+    for gap in gaps:
+        grouped.setdefault((gap.fusions, f"{gap.kind}: {gap.why}"), []).append(gap)
+    where = header.where(header.select_line)
+    out = []
+    for (fusions, why), found in grouped.items():
+        ranges = sorted({(g.world_sizes, g.hidden) for g in found})
+        shown = "; ".join(f"ws {_range(ws)} hidden {_range(h)}" for ws, h in ranges[:3])
+        more = f"; and {len(ranges) - 3} more" if len(ranges) > 3 else ""
+        message = (
+            f"{'/'.join(fusions)}: the engine's own code has no strategy ({why}) at {shown}{more}: artune has no "
+            "plan there; does the caller ever ask it?"
+        )
+        out.append(Finding(name, arch, message, source=where, code="R110"))
+    return out
+
+
+def _range(bounds: tuple[int, int | None]) -> str:
+    lo, hi = bounds
+    return f"{lo}+" if hi is None else (str(lo) if lo == hi else f"{lo}..{hi}")
 
 
 def _finding(
@@ -210,7 +247,7 @@ def _flips(header: LookupHeader, enums: Enums, name: str, arch: str, grid: Strat
 def _capped(header: LookupHeader, enums: Enums, name: str, arch: str, grid: StrategyGrid) -> list[Finding]:
     """Cells the workspace cap overrides for bf16 messages (the header writes a kernel, NCCL runs)."""
     if header.workspace is None:
-        return []
+        return []  # the revision's cap could not be run
     nccl = enums.strategy.get("NCCL")
     tp, hidden, tokens = header.indices["tp"], header.indices["hidden"], header.indices["tokens"]
     hits: dict[int, list[str]] = {}

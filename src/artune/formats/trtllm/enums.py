@@ -41,6 +41,15 @@ class Enums:
                 return name
         return None
 
+    def fusion_name(self, value: int) -> str:
+        """The ``AllReduceFusionOp`` member with ``value`` (its number when none has it)."""
+        return next((name for name, number in self.fusion.items() if number == value), str(value))
+
+    @property
+    def by_type(self) -> dict[str, dict[str, int]]:
+        """Both enums by their C++ names, as the header's code names their members."""
+        return {"AllReduceStrategyType": self.strategy, "AllReduceFusionOp": self.fusion}
+
 
 def parse_enums(file: SourceFile) -> Enums:
     """Read ``AllReduceStrategyType`` and ``AllReduceFusionOp``; ``TableError`` at the line of what is not read."""

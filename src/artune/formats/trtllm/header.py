@@ -1,23 +1,24 @@
-"""TensorRT-LLM's all-reduce header read exactly: its tables, its selection rules and its workspace cap.
+"""TensorRT-LLM's all-reduce header: its functions to run, its constants, and the facts a reviewer asks about.
 
 ``cpp/tensorrt_llm/common/customAllReduceUtils.h`` holds, per SM version, a
 table ``AllReduceBestStrategyTableSM<N>`` of strategy enum ints, the map
-``AllReduceBestStrategyTable`` from SM version to table, and
+``AllReduceBestStrategyTable`` from SM version to table, the map
+``mapFusionOpToIndex`` from fused op to plane, and two functions:
 ``selectStrategyLookUpTable(num_tokens, hidden_size, fusionOp, tp_size)``,
-which maps the SM version (``if (sm_version < 100) sm_version = 90;`` ...),
-turns each argument into an index (``static_cast<size_t>(std::log2(x) - k)``:
-truncated, so 6 reads 4's row and 5120 reads 4096's), looks the fused op up
-in ``mapFusionOpToIndex``, and returns a fallback strategy when any index is
-out of range. This module reads those statements as the revision writes
-them: the mapping thresholds, the offsets, the subscript order and the
-fallback all come from the file. A statement of another shape (an early
-return, a different bounds test, a cast before the subtraction) is a
-``TableError`` naming the file and line: artune never guesses what a
-revision runs.
+which the engine's AUTO strategy asks, and
+``getMaxRequiredWorkspaceSize(worldSize)``, the workspace that caps the
+messages the custom kernels take. Both are parsed (``syntax``) and run
+(``evaluate``) as the revision writes them; their globals are read from the
+file when a run needs them (``Globals``). Nothing is assumed about their
+statements: an early return, another bounds test, another SM mapping all
+decide as written.
 
-``getMaxRequiredWorkspaceSize(worldSize)`` is read the same way: older
-revisions return ``16 * 1000 * 1000`` for two ranks and ``8 * 1000 * 1000``
-above; newer ones ``TRTLLM_ALLREDUCE_FUSION_WORKSPACE_SIZE`` or 64 MiB.
+Beside that, ``LookupHeader`` keeps what a reviewer's findings
+(``artune.formats.trtllm.checks``) name by line: the tables with a line
+per row, the SM mapping rules, the ``log2`` indices, the out-of-range
+strategy and the ``k...Choice`` constants, each where the revision writes it
+in the shape TensorRT-LLM's revisions use, and absent otherwise (those
+findings are then not made; the decisions never depend on them).
 """
 
 from __future__ import annotations
@@ -27,13 +28,18 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from artune.errors import TableError
+from artune.errors import Raised, TableError, Unsupported
 from artune.formats.files import SourceFile
-from artune.formats.trtllm.cxx import Brace, CxxText, int_expr, line_at, strip_comments
+from artune.formats.trtllm import syntax
+from artune.formats.trtllm.cxx import Brace, CxxText, line_at, strip_comments
+from artune.formats.trtllm.evaluate import AXES, CxxFunction, V, evaluate_constant
+from artune.formats.trtllm.syntax import Braced, Expr, parse_body, parse_expression
 
-#: the arguments of ``selectStrategyLookUpTable`` and the axis each indexes
-ARGUMENTS = {"tp_size": "tp", "num_tokens": "tokens", "hidden_size": "hidden"}
-AXES = ("tp", "fusion", "hidden", "tokens")
+SELECT = "selectStrategyLookUpTable"
+WORKSPACE = "getMaxRequiredWorkspaceSize"
+ENUM_TYPES = ("AllReduceStrategyType", "AllReduceFusionOp")
+#: the axes of ``selectStrategyLookUpTable``'s structured facts, in the tables' subscript order
+AXIS_NAMES = ("tp", "fusion", "hidden", "tokens")
 
 _TABLE = re.compile(r"AllReduceBestStrategyTableType\s+(AllReduceBestStrategyTableSM(\d+))\s*=\s*\{")
 _MAP = re.compile(
@@ -41,18 +47,9 @@ _MAP = re.compile(
 )
 _FUSION_MAP = re.compile(r"unordered_map<\s*AllReduceFusionOp\s*,\s*int\s*>\s*mapFusionOpToIndex\s*=\s*\{")
 _CONSTANT = re.compile(r"(?:constexpr\s+int|auto\s+const)\s+(k\w+)\s*=\s*(\d+)\s*;")
-_SELECT = re.compile(r"AllReduceStrategyType\s+selectStrategyLookUpTable\s*\(([^)]*)\)\s*\{")
-_WORKSPACE = re.compile(r"size_t\s+getMaxRequiredWorkspaceSize\s*\(\s*int\s+(\w+)\s*\)\s*(?:noexcept\s*)?\{")
-
-_SM_DEF = re.compile(r"^auto (\w+) = tensorrt_llm::common::getSMVersion\(\);$")
 _LOG2_DEF = re.compile(r"^auto (\w+) = static_cast<size_t>\(std::log2\((\w+)\)(?: - (\d+))?\);$")
-_FUSION_DEF = re.compile(r"^auto (\w+) = static_cast<size_t>\(mapFusionOpToIndex\.find\((\w+)\)->second\);$")
-_SM_RULE = re.compile(r"^if \((\w+) (<|<=|>|>=|==) (\d+)\) \{ (\w+) = (\d+); \}$")
-_BOUNDS = re.compile(r"^if \((AllReduceBestStrategyTable\.find\(.*)\) \{ return AllReduceStrategyType::(\w+); \}$")
-_LOOKUP = re.compile(
-    r"^return static_cast<AllReduceStrategyType>\( ?AllReduceBestStrategyTable\.at\((\w+)\)"
-    r"\[(\w+)\]\[(\w+)\]\[(\w+)\]\[(\w+)\]\);$"
-)
+_SM_RULE = re.compile(r"^(\w+) (<|<=|>|>=|==) (\d+)$")
+_GETENV = re.compile(r'std::getenv\("(\w+)"\)')
 
 
 @dataclass(frozen=True)
@@ -65,8 +62,8 @@ class Index:
     line: int
 
     def of(self, value: int) -> int | None:
-        """The index ``value`` reads, as the cast truncates it (toward zero: -0.4 reads 0); ``None`` where the
-        cast's input is -1 or below (undefined in C++; out of every table's range on the machines it runs on)."""
+        """The index ``value`` reads (truncated toward zero); ``None`` where the cast's input is -1 or below
+        (g++ then wraps it far out of every table's range)."""
         raw = math.log2(value) - self.offset if value > 0 else -math.inf
         return None if raw <= -1 else int(raw)
 
@@ -97,90 +94,70 @@ class SmRule:
 
 @dataclass(frozen=True)
 class StrategyGrid:
-    """One SM version's table: ``cells[tp][fusion][hidden][tokens]`` (in the function's subscript order)."""
+    """One SM version's table as written: ``[tp][fusion][hidden][tokens]``, each row with its line."""
 
     sm: int
     name: str
     root: Brace
     line: int
 
-    def cells(self) -> dict[tuple[int, int, int, int], int]:
-        """Every cell by its four indices in subscript order."""
-        out: dict[tuple[int, int, int, int], int] = {}
-        for a, b_ in enumerate(self.root.items):
-            for b, c_ in enumerate(_items(b_)):
-                for c, d_ in enumerate(_items(c_)):
-                    for d, value in enumerate(_items(d_)):
-                        out[(a, b, c, d)] = value  # type: ignore[assignment]
-        return out
-
     def rows(self) -> dict[tuple[int, int, int], Brace]:
-        """The innermost rows by their first three indices, each with its line."""
+        """The innermost rows by their first three indices."""
         out: dict[tuple[int, int, int], Brace] = {}
-        for a, b_ in enumerate(self.root.items):
-            for b, c_ in enumerate(_items(b_)):
-                for c, d_ in enumerate(_items(c_)):
-                    assert isinstance(d_, Brace)
-                    out[(a, b, c)] = d_
+        for a, planes in enumerate(self.root.items):
+            for b, hidden_rows in enumerate(_items(planes)):
+                for c, row in enumerate(_items(hidden_rows)):
+                    if isinstance(row, Brace):
+                        out[(a, b, c)] = row
         return out
 
 
 def _items(node: int | Brace) -> tuple[int | Brace, ...]:
-    assert isinstance(node, Brace)
-    return node.items
+    return node.items if isinstance(node, Brace) else ()
 
 
 @dataclass(frozen=True)
 class Workspace:
-    """``getMaxRequiredWorkspaceSize``: ``env`` (``""``: none) overrides; else the first ``(ws <= N, bytes)``
-    that holds, else ``default``."""
+    """``getMaxRequiredWorkspaceSize`` as run with the default environment: ``(most world size, bytes)`` pairs,
+    the last for every larger world size (``most`` None); ``env`` the variable that overrides it ("": none)."""
 
+    caps: tuple[tuple[int | None, int], ...]
     env: str
-    by_world: tuple[tuple[int, int], ...]
-    default: int
     line: int
 
-    def caps(self) -> tuple[tuple[int | None, int], ...]:
-        """The default caps as ``Table.caps``: ``(most world size, bytes)``, then ``(None, default)``."""
-        return (*self.by_world, (None, self.default))
-
-    def cap(self, world_size: int, environ: Mapping[str, str] | None = None) -> int:
-        """The workspace in bytes at ``world_size`` (``environ``: the serving process's environment)."""
-        if self.env and environ is not None and self.env in environ:
-            return _atoi(environ[self.env])
-        for most, value in self.by_world:
-            if world_size <= most:
-                return value
-        return self.default
+    def cap(self, world_size: int) -> int:
+        """The workspace in bytes at ``world_size``."""
+        return next(nbytes for most, nbytes in self.caps if most is None or world_size <= most)
 
 
-def _atoi(text: str) -> int:
-    """C's ``atoi``: leading spaces, an optional sign, digits; 0 when there are none."""
-    found = re.match(r"\s*([+-]?\d+)", text)
-    return int(found.group(1)) if found else 0
-
-
-@dataclass(frozen=True)
+@dataclass
 class LookupHeader:
-    """What one revision's header says, every part with its line."""
+    """What one revision's header holds: its functions to run and the facts its findings name by line.
+
+    The facts (``grids`` to ``constants``) are ``{}``, ``()`` or ``""`` where the revision does not write them
+    in TensorRT-LLM's shape."""
 
     file: SourceFile
-    grids: dict[int, StrategyGrid]
-    sm_argument: str
-    sm_rules: tuple[SmRule, ...]
-    indices: dict[str, Index]
-    order: tuple[str, ...]
-    fusion_index: dict[str, int]
-    fusion_line: int
-    fallback: str
-    fallback_line: int
+    text: str  # comments blanked, offsets kept
+    select: CxxFunction | None
+    workspace_function: CxxFunction | None
+    globals: Globals
+    grids: dict[int, StrategyGrid] = field(default_factory=dict)
+    sm_rules: tuple[SmRule, ...] = ()
+    indices: dict[str, Index] = field(default_factory=dict)
+    fusion_index: dict[str, int] = field(default_factory=dict)
+    fallback: str = ""  # the out-of-range strategy's enum name
+    fallback_line: int = 0
     constants: dict[str, tuple[int, int]] = field(default_factory=dict)
     workspace: Workspace | None = None
-    select_line: int = 0
 
     def where(self, line: int) -> str:
         """``file:line`` for findings."""
         return f"{self.file.label}:{line}"
+
+    @property
+    def select_line(self) -> int:
+        return int(self.select.where.rsplit(":", 1)[1]) if self.select else 1
 
     def table_sm(self, sm: int) -> int:
         """The SM version whose table ``sm`` reads, after the file's mapping rules."""
@@ -189,182 +166,227 @@ class LookupHeader:
                 sm = rule.value
         return sm
 
-    def lookup(self, sm: int, tokens: int, hidden: int, fusion: str, tp: int) -> str | int:
-        """The header's own answer: a cell's int, or the fallback's enum name when any index is out of range."""
-        grid = self.grids.get(self.table_sm(sm))
-        wanted = {"tp": tp, "tokens": tokens, "hidden": hidden}
-        found: list[int] = []
-        node: int | Brace | None = grid.root if grid is not None else None
-        for axis in self.order:
-            index = self.fusion_index.get(fusion) if axis == "fusion" else self.indices[axis].of(wanted[axis])
-            if not isinstance(node, Brace) or index is None or index >= len(node.items):
-                return self.fallback
-            found.append(index)
-            node = node.items[index]
-        assert isinstance(node, int)
-        return node
+
+class Globals:
+    """The header's globals, each read from its definition the first time a run names it."""
+
+    def __init__(self, src: CxxText, enums: Mapping[str, Mapping[str, int]], bodies: list[tuple[int, int]]) -> None:
+        self.src = src
+        self.enums = enums
+        self.bodies = bodies  # the functions' bodies: a name defined inside one is a local, not a global
+        self.values: dict[str, V | None] = {}
+        self.lines: dict[str, int] = {}
+        #: what could not be read of a global the functions use: name -> (line, why); its entries or itself left out
+        self.problems: dict[str, tuple[int, str]] = {}
+
+    def __call__(self, name: str) -> V | None:
+        if name not in self.values:
+            self.values[name] = None  # a definition that names itself reads as undefined
+            self.values[name] = self._define(name)
+        return self.values[name]
+
+    def _define(self, name: str) -> V | None:
+        text = self.src.text
+        pattern = rf"^[ \t]*((?:[\w:<>,]+[ \t*&]+)+){re.escape(name)}\s*(=(?!=)|\{{)"
+        for found in re.finditer(pattern, text, re.M):
+            if any(begin <= found.start() < end for begin, end in self.bodies):
+                continue
+            type_ = " ".join(found.group(1).split())
+            if found.group(2) == "{" and "(" in type_:
+                continue
+            begin = found.end() if found.group(2) == "=" else found.end() - 1
+            end = _statement_end(text, begin)
+            line = self.lines[name] = line_at(text, found.start())
+            problems: list[str] = []
+            try:
+                value = _constant(parse_expression(text, begin, end), type_, self, problems)
+            except (Unsupported, Raised) as err:
+                self.problems[name] = (line, str(err))
+                return None
+            if problems:
+                self.problems[name] = (line, "; ".join(problems))
+            return value
+        return None
 
 
-def parse_header(file: SourceFile) -> LookupHeader:
-    """Read one revision's ``customAllReduceUtils.h``; ``TableError`` at the file and line of what is not
-    in the shape this module reads."""
-    src = CxxText(file.label, strip_comments(file.text))
-    select = _SELECT.search(src.text)
-    if select is None:
-        raise TableError(
-            f"{file.label}: no selectStrategyLookUpTable(...) here; this revision has no lookup table "
-            "(an older header sizes the workspace only), or the file is not TensorRT-LLM's customAllReduceUtils.h"
-        )
-    rules = _read_select(src, select)
-    tables = {int(m.group(2)): (m.group(1), m.end() - 1) for m in _TABLE.finditer(src.text)}
-    grids = _read_map(src, tables, rules["order"])
-    fusion, fusion_line = _read_fusion_map(src)
-    constants = {m.group(1): (int(m.group(2)), line_at(src.text, m.start())) for m in _CONSTANT.finditer(src.text)}
-    return LookupHeader(
-        file=file,
-        grids=grids,
-        sm_argument=rules["sm"],
-        sm_rules=rules["sm_rules"],
-        indices=rules["indices"],
-        order=rules["order"],
-        fusion_index=fusion,
-        fusion_line=fusion_line,
-        fallback=rules["fallback"],
-        fallback_line=rules["fallback_line"],
-        constants=constants,
-        workspace=_read_workspace(src),
-        select_line=line_at(src.text, select.start()),
+def _statement_end(text: str, begin: int) -> int:
+    depth = 0
+    for pos in range(begin, len(text)):
+        ch = text[pos]
+        if ch in "({[":
+            depth += 1
+        elif ch in ")}]":
+            depth -= 1
+        elif ch == ";" and depth == 0:
+            return pos
+    return len(text)
+
+
+def _constant(node: Expr, type_: str, names: Globals, problems: list[str]) -> V:
+    """The value of a global's initializer, as its declared type reads it; a map entry that cannot be read is
+    left out and said in ``problems``."""
+    if isinstance(node, Braced):
+        if "map" in type_:
+            out: dict[object, object] = {}
+            for i, item in enumerate(node.items, start=1):
+                if not isinstance(item, Braced) or len(item.items) != 2:
+                    problems.append(f"entry {i} is not {{key, value}}: left out")
+                    continue
+                try:
+                    key, value = (_constant(part, "", names, problems) for part in item.items)
+                except (Unsupported, Raised) as err:
+                    problems.append(f"entry {i} left out: {err}")
+                    continue
+                out[key.value] = value.value
+            return V(out, "map")
+        return V(tuple(_constant(item, "", names, problems).value for item in node.items), "vec")
+    value = evaluate_constant(node, names, names.enums)
+    kind = {"size_t": "size_t", "int": "int", "double": "double", "bool": "bool"}.get(
+        type_.split()[-1] if type_ else ""
+    )
+    return value if kind is None or value.kind in ("map", "vec") else V(value.value, kind)
+
+
+def _function(src: CxxText, name: str, axes: Mapping[str, int], bodies: list[tuple[int, int]]) -> CxxFunction | None:
+    """``name``'s definition: its parameters mapped to axes, its body parsed. ``None`` when the file has none."""
+    found = re.search(rf"\b{name}\s*\(([^)]*)\)\s*(?:const\s*)?(?:noexcept\s*)?\{{", src.text)
+    if found is None:
+        return None
+    begin, end = src.block(found.end() - 1)
+    bodies.append((begin, end))
+    params = []
+    for raw in found.group(1).split(","):
+        words = raw.replace("&", " ").split()
+        if not words:
+            continue
+        param, type_ = words[-1], " ".join(words[:-1])
+        axis = _axis(param, type_, axes)
+        if axis is None:
+            raise Unsupported(f"{name}: the parameter {raw.strip()!r} is none of {', '.join(axes)}")
+        kind = "enum" if "FusionOp" in type_ else ("size_t" if "size_t" in type_ else "int")
+        params.append((param, axis, kind))
+    start = src.text.rfind("\n", 0, found.start()) + 1
+    return CxxFunction(
+        name,
+        f"{src.name}:{line_at(src.text, found.start())}",
+        tuple(params),
+        parse_body(src.text, begin, end),
+        src.text[start : end + 1],
     )
 
 
-def _read_select(src: CxxText, select: re.Match[str]) -> dict[str, object]:
-    """The statements of ``selectStrategyLookUpTable``, each in the one shape artune reads."""
-    params = [p.split()[-1] for p in select.group(1).split(",")]
-    if sorted(params) != sorted(["num_tokens", "hidden_size", "fusionOp", "tp_size"]):
-        raise src.error(select.start(), f"selectStrategyLookUpTable({select.group(1).strip()}): unknown parameters")
-    begin, end = src.block(select.end() - 1)
-    names: dict[str, str] = {}  # variable -> axis
-    indices: dict[str, Index] = {}
-    sm = ""
-    sm_rules: list[SmRule] = []
-    fallback, fallback_line, order = "", 0, ()
-    for offset, stmt in src.statements(begin, end):
-        line = line_at(src.text, offset)
-        if m := _SM_DEF.match(stmt):
-            sm = m.group(1)
-        elif m := _LOG2_DEF.match(stmt):
-            axis = ARGUMENTS.get(m.group(2))
-            if axis is None:
-                raise src.error(offset, f"{stmt!r}: log2 of {m.group(2)}, not one of {', '.join(ARGUMENTS)}")
-            names[m.group(1)] = axis
-            indices[axis] = Index(axis, m.group(2), int(m.group(3) or 0), line)
-        elif m := _FUSION_DEF.match(stmt):
-            names[m.group(1)] = "fusion"
-        elif (m := _SM_RULE.match(stmt)) and sm and m.group(1) == sm == m.group(4):
-            sm_rules.append(SmRule(m.group(2), int(m.group(3)), int(m.group(5)), line))
-        elif (m := _BOUNDS.match(stmt)) and not fallback:
-            fallback, fallback_line = m.group(2), line
-            bounds = m.group(1)
-        elif (m := _LOOKUP.match(stmt)) and fallback and m.group(1) == sm:
-            order = tuple(names.get(v, "") for v in m.groups()[1:])
-        else:
-            raise src.error(offset, f"{stmt[:90]!r} in selectStrategyLookUpTable: a statement artune does not read")
-    if set(order) != set(AXES) or set(indices) != set(ARGUMENTS.values()) or not sm:
-        raise src.error(select.start(), "selectStrategyLookUpTable: the indices and the lookup are not all there")
-    variables = {axis: var for var, axis in names.items()}
-    if " ".join(bounds.split()) != _expected_bounds(sm, [variables[a] for a in order]):
-        raise src.error(
-            select.start(),
-            "selectStrategyLookUpTable: the out-of-range test is not the one that "
-            "checks every index against its table's size",
+def _axis(param: str, type_: str, axes: Mapping[str, int]) -> int | None:
+    """Which input a parameter is, by its type and name."""
+    lowered = param.lower()
+    if "FusionOp" in type_:
+        return axes.get("fusion")
+    for word, axis in (("token", "tokens"), ("hidden", "hidden"), ("tp", "tp"), ("world", "tp")):
+        if word in lowered and axis in axes:
+            return axes[axis]
+    return None
+
+
+def parse_header(file: SourceFile, enums: Mapping[str, Mapping[str, int]]) -> LookupHeader:
+    """Read one revision's ``customAllReduceUtils.h``: its two functions (parsed, ready to run), its globals and
+    the facts findings name. ``TableError`` only for a file that has neither function: not this header."""
+    src = CxxText(file.label, strip_comments(file.text))
+    axes = {name: AXES.index(name) for name in ("fusion", "tp", "hidden", "tokens")}
+    bodies: list[tuple[int, int]] = []
+    try:
+        select = _function(src, SELECT, axes, bodies)
+        workspace = _function(src, WORKSPACE, {"tp": AXES.index("tp")}, bodies)
+    except Unsupported as err:
+        raise TableError(f"{file.label}: {err}") from None
+    if select is None and workspace is None:
+        raise TableError(
+            f"{file.label}: neither {SELECT}(...) nor {WORKSPACE}(...) is here; is this TensorRT-LLM's "
+            "cpp/tensorrt_llm/common/customAllReduceUtils.h?"
         )
-    return {
-        "sm": sm,
-        "sm_rules": tuple(sm_rules),
-        "indices": indices,
-        "order": order,
-        "fallback": fallback,
-        "fallback_line": fallback_line,
+    header = LookupHeader(file, src.text, select, workspace, Globals(src, enums, bodies))
+    if select is not None:
+        _read_facts(header, src)
+    return header
+
+
+def _read_facts(header: LookupHeader, src: CxxText) -> None:
+    """The facts findings name by line, where the revision writes them in TensorRT-LLM's shape."""
+    assert header.select is not None
+    names: dict[str, str] = {}  # variable -> axis
+    sm = ""
+    rules: list[SmRule] = []
+    for stmt in header.select.body:
+        text = " ".join(stmt.text.split())
+        if (m := _LOG2_DEF.match(text)) and m.group(2) in (p for p, _a, _k in header.select.params):
+            axis = {"num_tokens": "tokens", "hidden_size": "hidden", "tp_size": "tp"}.get(m.group(2))
+            if axis:
+                names[m.group(1)] = axis
+                header.indices[axis] = Index(axis, m.group(2), int(m.group(3) or 0), stmt.line)
+        elif text.startswith("auto ") and "getSMVersion()" in text:
+            sm = text.split()[1]
+        elif isinstance(stmt, syntax.If) and (m := _SM_RULE.match(text)) and m.group(1) == sm:
+            assigned = stmt.then[0].text if len(stmt.then) == 1 else ""
+            if (a := re.fullmatch(rf"{sm} = (\d+);", " ".join(assigned.split()))) is not None:
+                rules.append(SmRule(m.group(2), int(m.group(3)), int(a.group(1)), stmt.line))
+        elif isinstance(stmt, syntax.If) and "AllReduceBestStrategyTable.end()" in text:
+            then = stmt.then
+            if len(then) == 1 and (r := re.fullmatch(r"return AllReduceStrategyType::(\w+);", then[0].text)):
+                header.fallback, header.fallback_line = r.group(1), then[0].line
+    header.sm_rules = tuple(rules)
+    tables = {int(m.group(2)): (m.group(1), m.end() - 1) for m in _TABLE.finditer(src.text)}
+    header.grids = _read_grids(src, tables)
+    header.fusion_index = _read_fusion_map(src)
+    header.constants = {
+        m.group(1): (int(m.group(2)), line_at(src.text, m.start())) for m in _CONSTANT.finditer(src.text)
     }
 
 
-def _expected_bounds(sm: str, variables: list[str]) -> str:
-    """The bounds test of the revisions artune reads: the SM is in the map, every index below its size."""
-    table = f"AllReduceBestStrategyTable.at({sm})"
-    parts = [f"AllReduceBestStrategyTable.find({sm}) == AllReduceBestStrategyTable.end()"]
-    for i, var in enumerate(variables):
-        parts.append(f"{var} >= {table}" + "".join(f".at({v})" for v in variables[:i]) + ".size()")
-    return " || ".join(parts)
-
-
-def _read_map(src: CxxText, tables: dict[int, tuple[str, int]], order: tuple[str, ...]) -> dict[int, StrategyGrid]:
+def _read_grids(src: CxxText, tables: dict[int, tuple[str, int]]) -> dict[int, StrategyGrid]:
+    """The tables the SM map names, each with a line per row ({} where the map is not written as ``{SM, NAME}``)."""
     found = _MAP.search(src.text)
     if found is None:
-        raise TableError(f"{src.name}: no AllReduceBestStrategyTable = {{...}} map from SM version to table")
+        return {}
     begin, end = src.block(found.end() - 1)
-    by_name = {name: (sm, start) for sm, (name, start) in tables.items()}
+    by_name = {name: start for _sm, (name, start) in tables.items()}
     grids: dict[int, StrategyGrid] = {}
-    entry = re.compile(r"\{\s*(\d+)\s*,\s*(\w+)\s*\}")
-    body = src.text[begin:end]
-    rest = entry.sub("", body).replace(",", "")
-    if rest.strip():
-        raise src.error(begin + body.find(rest.strip()[:10]), f"{rest.strip()[:60]!r} in AllReduceBestStrategyTable")
-    for m in entry.finditer(body):
+    for m in re.finditer(r"\{\s*(\d+)\s*,\s*(\w+)\s*\}", src.text[begin:end]):
         sm, name = int(m.group(1)), m.group(2)
         if name not in by_name:
-            raise src.error(begin + m.start(), f"{name}: not a table defined in this file")
-        brace, _after = src.brace(by_name[name][1])
-        if brace.depth() != 4:
-            raise src.error(
-                by_name[name][1], f"{name}: {brace.depth()} levels of braces, not the 4 of [{']['.join(order)}]"
-            )
-        grids[sm] = StrategyGrid(sm, name, brace, brace.line)
-    if not grids:
-        raise src.error(found.start(), "AllReduceBestStrategyTable maps no SM version to a table")
+            continue
+        try:
+            brace, _after = src.brace(by_name[name])
+        except TableError:
+            continue
+        if brace.depth() == 4:
+            grids[sm] = StrategyGrid(sm, name, brace, brace.line)
     return grids
 
 
-def _read_fusion_map(src: CxxText) -> tuple[dict[str, int], int]:
+def _read_fusion_map(src: CxxText) -> dict[str, int]:
     found = _FUSION_MAP.search(src.text)
     if found is None:
-        raise TableError(f"{src.name}: no mapFusionOpToIndex = {{...}}: which fused op reads which plane is unknown")
+        return {}
     begin, end = src.block(found.end() - 1)
-    body = src.text[begin:end]
-    entry = re.compile(r"\{\s*AllReduceFusionOp::(\w+)\s*,\s*(\d+)\s*\}\s*,?")
-    out: dict[str, int] = {}
-    rest = entry.sub("", body)
-    if rest.strip():
-        raise src.error(begin + body.find(rest.strip()[:10]), f"{rest.strip()[:60]!r} in mapFusionOpToIndex")
-    for m in entry.finditer(body):
-        out[m.group(1)] = int(m.group(2))
-    return out, line_at(src.text, found.start())
+    return {
+        m.group(1): int(m.group(2))
+        for m in re.finditer(r"\{\s*AllReduceFusionOp::(\w+)\s*,\s*(\d+)\s*\}", src.text[begin:end])
+    }
 
 
-def _read_workspace(src: CxxText) -> Workspace | None:
-    found = _WORKSPACE.search(src.text)
-    if found is None:
-        return None
-    ws = found.group(1)
-    begin, end = src.block(found.end() - 1)
-    line = line_at(src.text, found.start())
-    env, by_world, default = "", [], None
-    pending_env = ""
-    for offset, stmt in src.statements(begin, end):
-        where = f"{src.name}:{line_at(src.text, offset)}"
-        if stmt.startswith("if (common::getEnvForceDeterministicAllReduce())"):
-            continue  # forced-deterministic runs size it from their own environment; not the default path
-        if m := re.match(r'^char const\* (\w+) = std::getenv\("(\w+)"\);$', stmt):
-            pending_env = m.group(2)
-        elif pending_env and re.match(
-            r"^if \(\w+ != nullptr\) \{ return static_cast<size_t>\(std::atoi\(\w+\)\); \}$", stmt
-        ):
-            env = pending_env
-        elif m := re.match(rf"^if \({ws} <= (\d+)\) \{{ return (.+); \}}$", stmt):
-            by_world.append((int(m.group(1)), int_expr(m.group(2), where)))
-        elif m := re.match(r"^return (.+);$", stmt):
-            default = int_expr(m.group(1), where)
-        else:
-            raise TableError(f"{where}: {stmt[:90]!r} in getMaxRequiredWorkspaceSize: a statement artune does not read")
-    if default is None:
-        raise src.error(found.start(), "getMaxRequiredWorkspaceSize has no final return")
-    return Workspace(env, tuple(by_world), default, line)
+def workspace_env(function: CxxFunction) -> str:
+    """The environment variable ``getMaxRequiredWorkspaceSize`` reads ("" when it reads none)."""
+    found = _GETENV.search(function.text)
+    return found.group(1) if found else ""
+
+
+__all__ = [
+    "SELECT",
+    "WORKSPACE",
+    "Globals",
+    "Index",
+    "LookupHeader",
+    "SmRule",
+    "StrategyGrid",
+    "Workspace",
+    "parse_header",
+    "workspace_env",
+]

@@ -28,8 +28,7 @@ VALUES = {"NCCL": 0, "ONESHOT": 4, "TWOSHOT": 5, "NCCL_SYMMETRIC": 8}
 def export_trtllm(table: Table, command: str, sm: int) -> Export:
     """The ``AllReduceBestStrategyTableSM<sm>`` block for ``table`` (a shape table: ``Table.by_shape``)."""
     dropped: list[str] = []
-    shaped = [p for p in table.plans if p.hidden]
-    fallback = shaped[0].fallback if shaped else "nccl_symmetric"
+    fallback = table.shape_plans[0].fallback if table.shape_plans else "nccl_symmetric"
     lines = [*provenance_lines(table, command, "//")]
     lines.append(f"inline AllReduceBestStrategyTableType AllReduceBestStrategyTableSM{sm}")
     tp_rows = []
@@ -38,7 +37,7 @@ def export_trtllm(table: Table, command: str, sm: int) -> Export:
         for fusion in PLANES:
             rows = []
             for hidden in HIDDEN_ROWS:
-                if table.shape_plan(ws, "eager", hidden, fusion) is None:
+                if table.shape_plan(ws, hidden, fusion) is None:
                     dropped.append(f"no plan for ws={ws} hidden={hidden} fusion={fusion}: {fallback} written")
                 cells = [_cell(table, ws, tokens, hidden, fusion, dropped) for tokens in TOKEN_COLUMNS]
                 rows.append("{" + ", ".join(map(str, cells)) + "}")

@@ -1,109 +1,71 @@
 """Read vLLM's all-reduce dispatch from a checkout or a release (``artune import vllm PATH``, ``vllm==0.33.0``).
 
-``artune.formats.vllm.figures`` reads the files' tables and the facts of
-their code; ``artune.formats.vllm.rules`` says what vLLM runs with them by
-default, and this module turns that into artune tables and the reviewers'
-findings. A release whose code turns on a path artune does not plan is
-refused with a message naming it, never guessed. Where the files make vLLM
-raise, clip a row or never use one, a finding says so, one line per problem.
+A release's dispatch is read by its own code: ``artune.formats.vllm.code``
+evaluates its communicators on every machine a table describes
+(``artune.formats.vllm.dispatch``), and the tables hold what that code
+decides. vLLM's rules as artune describes them (``artune.formats.vllm.rules``),
+fitted to the code, add each plan's rows as written and why they differ, and
+the reviewers' findings (``artune.formats.vllm.checks``). Given only the
+table files (no ``cuda_communicator.py``), there is no dispatch to evaluate:
+the tables are read as the rules of the newest release artune verified run
+them, and the tables' provenance says so.
+
+Whatever the evaluator cannot follow in the engine's own files is a caveat
+on the tables it could touch (``Table.caveats``: ``check`` prints E401, the
+function, file and line, what was met and what artune assumed), never an
+exit; so is a dispatch function whose fingerprint no verified release has
+(E402, ``artune.formats.fingerprints``). A file that is not vLLM's at all is
+an error naming it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any
 
 from artune.errors import TableError
-from artune.formats.engine import EngineImport, FindingSink
+from artune.formats import fingerprints
+from artune.formats.engine import EngineImport
 from artune.formats.files import SourceFile, describe, find_files, read_source
-from artune.formats.vllm.figures import (
-    CUSTOM_AR,
-    CUSTOM_AR_FILE,
-    FI_FUSION,
-    FI_MNNVL,
-    FI_ONESHOT,
-    FILES,
-    MULTIMEM,
-    SYMM_MEM,
-    UTILS,
-    Figures,
-    read_figures,
-)
-from artune.formats.vllm.rack import network_error, network_errors, rack_plans, rack_topologies
-from artune.formats.vllm.rules import SYMM_NAMES, Dispatch, default_path, paths, planned_archs, table_set, world_sizes
-from artune.sizes import format_size
-from artune.table.check import Finding, _ranges, copied_archs, shadowed_rules
-from artune.table.types import Provenance
+from artune.formats.pyeval.values import ClassValue
+from artune.formats.vllm.checks import reader_findings, row_tables
+from artune.formats.vllm.code import CUDA, FILES, Met, ReleaseCode
+from artune.formats.vllm.dispatch import Evaluation, explained, fit, order
+from artune.formats.vllm.figures import CUSTOM_AR_FILE, UTILS, Figures, read_figures
+from artune.formats.vllm.rack import rack_plans
+from artune.formats.vllm.reference import DISPATCH, RELEASE
+from artune.formats.vllm.rules import Dispatch, default_path, planned_archs, table_set
+from artune.table.check import Finding, copied_archs
+from artune.table.family import TableSet
+from artune.table.types import Caveat, CaveatKind, Provenance, Table
 
 CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)  # vLLM's _SUPPORTED_WORLD_SIZES where its file is not read
-FI_ONESHOT_CAP_MB = 64  # "OneShot max size is at most 64MB / world size (FlashInfer restriction)"
-#: the switches of the newest releases read (0.29-0.33), assumed where a checkout's envs.py is not given
+#: the release whose rules a reading of the tables alone assumes: the reference's (``reference:vllm``), verified
+NEWEST = RELEASE
+#: the switches of the newest releases read (0.29-0.34), assumed where a checkout's envs.py is not given
 NEWEST_DEFAULTS = {
     "VLLM_ALLREDUCE_USE_SYMM_MEM": True,
     "VLLM_ALLREDUCE_USE_FLASHINFER": True,
     "VLLM_FLASHINFER_ALLREDUCE_BACKEND": "auto",
 }
-#: paths that are off by default on CUDA; a release that turns one on by default is refused
+#: paths that are off by default on CUDA, which the rules do not describe (the code's reading evaluates them)
 UNPLANNED = {
     "VLLM_USE_NCCL_SYMM_MEM": "NCCL symmetric memory",
     "VLLM_ALLREDUCE_USE_FLASHINFER_PCIE_IPC": "FlashInfer's PCIe IPC all-reduce",
     "VLLM_BATCH_INVARIANT": "batch-invariant mode",
 }
+_READINGS: dict[tuple[Any, ...], tuple[EngineImport, ReleaseCode]] = {}  # each source read once per process
+_KEEP = 16
 
 
 def release_name(files: list[SourceFile]) -> str:
     """``vLLM 0.33.0`` for a cached release's files, ``vllm:PATH`` otherwise."""
     head = files[0].path.split("/", 1)[0]
     return f"vLLM {head.partition('==')[2]}" if head.startswith("vllm==") else f"vllm:{files[0].label}"
-
-
-def dispatch(figures: Figures, release: str) -> tuple[Dispatch, list[str]]:
-    """What ``figures`` run by default, and what had to be assumed because a file was not read."""
-    code, assumed = figures.code, []
-    env = code.env
-    if env is None:
-        env = NEWEST_DEFAULTS
-        assumed.append("envs.py not read: vLLM 0.29-0.33's defaults (symmetric memory and FlashInfer's all-reduce on)")
-    for name, what in UNPLANNED.items():
-        if env.get(name):
-            raise TableError(f"{release}: {name} defaults to on, so {what} runs by default; artune does not plan it")
-    order = code.order or ("flashinfer_ar", "custom_ar", "symm_mem")
-    flashinfer = bool(env.get("VLLM_ALLREDUCE_USE_FLASHINFER")) and "flashinfer_ar" in order
-    if flashinfer and code.fi_inclusive is None:
-        raise TableError(
-            f"{release}: FlashInfer's all-reduce is on by default, and should_use_fi_ar's size test "
-            "is not 'nbytes > self.max_workspace_size': artune does not know what it takes"
-        )
-    if code.custom_ar_world_sizes is None:
-        assumed.append("custom_all_reduce.py not read: CustomAllreduce's 8 MiB default at world sizes 2, 4, 6, 8")
-    sizes = code.custom_ar_world_sizes or CUSTOM_AR_WORLD_SIZES
-    if code.custom_ar_ws_limit is not None:
-        sizes = tuple(ws for ws in sizes if ws <= code.custom_ar_ws_limit)
-    d = Dispatch(
-        release=release,
-        custom_ar=figures.custom_ar or {},
-        symm_mem=figures.symm_mem,
-        multimem=figures.multimem,
-        fi_sizes_mb=figures.fi_fusion or {},
-        fi_tuned_mb=figures.fi_mnnvl or {},
-        custom_ar_on=code.custom_ar_enabled is not False,
-        custom_ar_max=code.custom_ar_max or 8192 * 1024,
-        custom_ar_world_sizes=sizes,
-        custom_ar_inclusive=code.custom_ar_inclusive,
-        custom_ar_needs_symm=code.custom_ar_needs_symm,
-        custom_ar_checks_ws=code.custom_ar_checks_ws,
-        symm_mem_on=bool(env.get("VLLM_ALLREDUCE_USE_SYMM_MEM")),
-        symm_inclusive=figures.symm_inclusive,
-        flashinfer_on=flashinfer,
-        fi_tuned_on=env.get("VLLM_FLASHINFER_ALLREDUCE_BACKEND", "auto") in ("auto", "mnnvl"),
-        fi_inclusive=bool(code.fi_inclusive),
-        fi_tuned_offset=code.fi_tuned_offset,
-        order=order,
-        fi_multinode_cc=code.fi_multinode_cc,
-        custom_ar_mnnvl_cc=code.custom_ar_mnnvl_cc,
-        symm_rendezvous_caught=code.symm_rendezvous_caught,
-    )
-    return d, assumed
 
 
 def _describe(files: list[SourceFile]) -> str:
@@ -114,23 +76,170 @@ def _describe(files: list[SourceFile]) -> str:
     return describe(files)
 
 
-def _row_tables(figures: Figures) -> dict[str, Mapping[str, object]]:
-    tables: dict[str, Mapping[str, object]] = {CUSTOM_AR: figures.custom_ar or {}}
-    if figures.symm_mem:
-        tables[SYMM_MEM] = figures.symm_mem
-    if figures.multimem is not None:
-        tables[MULTIMEM] = {k: sorted(v) for k, v in figures.multimem.items()}
-    return tables  # the tables a new arch's rows are copied into; FlashInfer's are keyed and tuned apart
+# ------------------------------------------------------------------ the rules' facts
 
 
-def build(figures: Figures, files: list[SourceFile]) -> EngineImport:
-    """The tables and findings of vLLM ``figures`` read from ``files``."""
+def _seed(figures: Figures, release: ReleaseCode | None, name: str) -> tuple[Dispatch, list[str], list[Caveat]]:
+    """vLLM's rules for ``figures``: the reference release's facts (``reference.DISPATCH``), with what the
+    files give (the environment's defaults, custom all-reduce's buffer and world sizes); what was assumed; and
+    the caveats of a default that cannot be computed or of a switch the rules do not describe."""
+    assumed: list[str] = []
+    caveats: list[Caveat] = []
+    env: dict[str, Any] = dict(NEWEST_DEFAULTS)
+    if release is None or "vllm.envs" not in release.modules:
+        assumed.append(f"envs.py not read: {NEWEST}'s defaults (symmetric memory and FlashInfer's all-reduce on)")
+    else:
+        for variable in (*NEWEST_DEFAULTS, *UNPLANNED):
+            status, value = release.env(variable)
+            if status == "value":
+                env[variable] = value
+            elif status == "absent":
+                env[variable] = None  # the release has no such switch: that path is not there
+            else:
+                caveats.append(
+                    Caveat(
+                        CaveatKind.UNEVALUATED,
+                        f"envs.{variable}",
+                        release.sources["vllm.envs"].path,
+                        f"its default cannot be computed: {value}",
+                        f"{NEWEST}'s default, {NEWEST_DEFAULTS.get(variable, False)!r}",
+                    )
+                )
+    custom = _custom_ar_class(release)
+    sizes = tuple(custom.attributes.get("_SUPPORTED_WORLD_SIZES", ())) if custom else ()
+    if not sizes:
+        sizes = DISPATCH.custom_ar_world_sizes
+        assumed.append("custom_all_reduce.py not read: CustomAllreduce's 8 MiB default at world sizes 2, 4, 6, 8")
+    d = replace(
+        DISPATCH,
+        release=name,
+        custom_ar=figures.custom_ar or {},
+        symm_mem=figures.symm_mem,
+        multimem=figures.multimem,
+        fi_sizes_mb=figures.fi_fusion or {},
+        fi_tuned_mb=figures.fi_mnnvl or {},
+        custom_ar_max=_max_size(release, custom) or DISPATCH.custom_ar_max,
+        custom_ar_world_sizes=tuple(int(ws) for ws in sizes),
+        custom_ar_ws_limit=8,
+        symm_mem_on=bool(env.get("VLLM_ALLREDUCE_USE_SYMM_MEM")),
+        flashinfer_on=bool(env.get("VLLM_ALLREDUCE_USE_FLASHINFER")),
+        fi_tuned_on=env.get("VLLM_FLASHINFER_ALLREDUCE_BACKEND") in ("auto", "mnnvl"),
+    )
+    complete = release is not None and release.complete
+    for variable, what in UNPLANNED.items():
+        if env.get(variable) and not complete:
+            caveats.append(
+                Caveat(
+                    CaveatKind.UNEVALUATED,
+                    f"envs.{variable}",
+                    "envs.py",
+                    f"defaults to on, so {what} runs by default, and cuda_communicator.py (which decides when) "
+                    "is not among the files read",
+                    f"{what} takes no message (vLLM's rules as artune describes them have no such path)",
+                )
+            )
+    return d, assumed, caveats
+
+
+def _custom_ar_class(release: ReleaseCode | None) -> ClassValue | None:
+    found = release.globals(CUDA.rpartition(".")[0] + ".custom_all_reduce").get("CustomAllreduce") if release else None
+    return found if isinstance(found, ClassValue) else None
+
+
+def _max_size(release: ReleaseCode | None, custom: ClassValue | None) -> int | None:
+    """``CustomAllreduce.__init__``'s ``max_size`` default, evaluated (its buffer where no row applies)."""
+    init = custom.methods.get("__init__") if custom is not None else None
+    if release is None or init is None:
+        return None
+    spec = init.node.args
+    positional = [*spec.posonlyargs, *spec.args]
+    defaults = dict(
+        zip([a.arg for a in positional[len(positional) - len(spec.defaults) :]], spec.defaults, strict=True)
+    )
+    node = defaults.get("max_size")
+    interp = release.modules[CUDA.rpartition(".")[0] + ".custom_all_reduce"]
+    try:
+        value = interp.eval(node, init.defaults_scope or init.scope) if node is not None else None
+    except TableError:
+        return None
+    return value if type(value) is int else None
+
+
+# ------------------------------------------------------------------ caveats
+
+
+def _caveats(met: list[Met], figures: Figures) -> list[Caveat]:
+    """A caveat for each place the evaluator could not follow, and each table it could not compute."""
+    out = []
+    for item in met:
+        what = item.what
+        sizes = () if None in item.machines else tuple(sorted({m.world_size for m in item.machines if m}))
+        out.append(
+            Caveat(
+                CaveatKind.UNEVALUATED,
+                what.function or f"{what.filename.rsplit('/', 1)[-1]} (module level)",
+                f"{what.filename}:{what.line}",
+                f"{what.construct}: {what.reason}",
+                what.assumed,
+                sizes,
+            )
+        )
+    for unread in figures.unread:
+        out.append(
+            Caveat(
+                CaveatKind.UNEVALUATED,
+                unread.name,
+                unread.where,
+                unread.why,
+                f"there is no {unread.name} (its rows are not read, and the code that reads it is told so)",
+            )
+        )
+    return out
+
+
+def _unknown_kernels(names: set[str], arch: str) -> list[Caveat]:
+    return [
+        Caveat(
+            CaveatKind.UNEVALUATED,
+            "CudaCommunicator.all_reduce",
+            "cuda_communicator.py",
+            f"launches {name}, which artune's catalog has no name for (on arch {arch})",
+            "the sizes it takes go to nccl",
+        )
+        for name in sorted(names)
+    ]
+
+
+# ------------------------------------------------------------------ reading
+
+
+def build_rules(
+    figures: Figures, files: list[SourceFile], release: ReleaseCode | None = None, caveats: tuple[Caveat, ...] = ()
+) -> EngineImport:
+    """``figures`` read as vLLM's rules run them (no dispatch code among ``files``, or rows artune wrote)."""
+    name = release_name(files)
+    d, assumed, more = _seed(figures, release, name)
+    if release is not None and figures.custom_ar is not None and not release.complete:
+        assumed.append(f"cuda_communicator.py not read: the dispatch of {NEWEST} (reference:vllm)")
+    every = (*caveats, *more)
+    return _tables(figures, files, d, assumed, lambda arch, plans: plans, every, lambda arch: every)
+
+
+def _tables(
+    figures: Figures,
+    files: list[SourceFile],
+    d: Dispatch,
+    assumed: list[str],
+    plans_of: Any,
+    caveats: tuple[Caveat, ...],
+    caveats_of: Any,
+    findings: tuple[Finding, ...] = (),
+) -> EngineImport:
+    """The tables of ``d`` (each arch's plans passed through ``plans_of``), their provenance and findings."""
     origin = f"vllm:{files[0].label}"
-    release = release_name(files)
-    d, assumed = dispatch(figures, release)
-    copies = {arch: (parent, equal, total) for arch, parent, equal, total in copied_archs(_row_tables(figures))}
+    copies = {arch: (parent, equal, total) for arch, parent, equal, total in copied_archs(row_tables(figures))}
     read = _describe(files)
-    runs = f"what {release} runs by default"
+    runs = f"what {d.release} runs by default"
     extra = f"; {'; '.join(assumed)}" if assumed else ""
 
     def provenance(arch: str) -> Provenance:
@@ -149,284 +258,145 @@ def build(figures: Figures, files: list[SourceFile]) -> EngineImport:
         tool="vllm",
         notes=f"{runs} on an arch missing from its tables: {default_path(d)} ({read}){extra}",
     )
-    tables = table_set(d, origin, provenance, default, across_hosts=rack_plans)
-    return EngineImport("vllm", tables, reader_findings(figures, d, origin, files[0].path), tuple(files))
+    base = table_set(d, origin, provenance, default, across_hosts=rack_plans)
+    tables = {
+        arch: replace(table, plans=plans_of(arch, table.plans), caveats=caveats_of(arch))
+        for arch, table in base.tables.items()
+    }
+    assert base.default is not None
+    fallback = replace(base.default, plans=plans_of("default", base.default.plans), caveats=caveats_of("default"))
+
+    def engine_arch(arch: str) -> Table:
+        table = base.engine_arch(arch) if base.engine_arch is not None else fallback
+        assert table is not None
+        return replace(table, plans=plans_of(arch, table.plans), caveats=caveats_of(arch))
+
+    found = (*reader_findings(figures, d, origin, files[0].path), *findings)
+    tableset = TableSet(base.name, "cuda", MappingProxyType(tables), fallback, rules="vllm", engine_arch=engine_arch)
+    return EngineImport("vllm", tableset, found, tuple(files))
 
 
-def reader_findings(figures: Figures, d: Dispatch, origin: str, first: str) -> tuple[Finding, ...]:
-    """The reviewers' findings on ``figures`` run as ``d``, for the tables named ``origin`` (``first``: the
-    file a finding without a line of its own names; "" where there is no file, as for reference:vllm)."""
-    copies = {arch: (parent, equal, total) for arch, parent, equal, total in copied_archs(_row_tables(figures))}
-    sink = FindingSink(origin)
-    _findings(figures, d, copies, first, sink)
-    return sink.done()
+def build(files: list[SourceFile], settings: Mapping[str, str] | None = None) -> tuple[EngineImport, ReleaseCode]:
+    """vLLM's tables from ``files`` read by their own code (where the dispatch is among them), and the
+    evaluated release."""
+    release = ReleaseCode(files, settings)
+    figures = read_figures(release)
+    met_caveats = tuple(_caveats(list(release.met.values()), figures))
+    if not release.complete:
+        return build_rules(figures, files, release, met_caveats), release
+    name = release_name(files)
+    evaluation = Evaluation(release, figures)
+    seed, assumed, _none = _seed(figures, release, name)
+    archs = [*planned_archs(replace(seed, symm_mem_on=True, flashinfer_on=True)), "default"]
+    seed = replace(seed, order=order(evaluation, archs) or seed.order)
+    d, unexplained = fit(seed, evaluation, archs)
+    unfamiliar = tuple(fingerprints.unfamiliar("vllm", release.evaluated()))
+
+    def plans_of(arch: str, modelled: tuple[Any, ...]) -> tuple[Any, ...]:
+        rules = {(p.world_size, p.mode, p.multicast, p.hosts, p.nvlink): p for p in modelled}
+        return tuple(
+            explained(p, rules.get((p.world_size, p.mode, p.multicast, p.hosts, p.nvlink)))
+            for p in evaluation.arch(arch).plans
+        )
+
+    def caveats_of(arch: str) -> tuple[Caveat, ...]:
+        met = _caveats(evaluation.met(arch), figures)
+        unread = [c for c in met_caveats if c.function in {u.name for u in figures.unread}]
+        return (*met, *unread, *_unknown_kernels(evaluation.arch(arch).unknown, arch), *unfamiliar)
+
+    notes = (*_unexplained(unexplained, d, files[0].path), *_unverified(name, release, unfamiliar, files[0].path))
+    imported = _tables(figures, files, d, assumed, plans_of, met_caveats, caveats_of, notes)
+    return imported, release
 
 
-def _findings(
-    figures: Figures, d: Dispatch, copies: dict[str, tuple[str, int, int]], first: str, sink: FindingSink
-) -> None:
-    where = figures.line(CUSTOM_AR) or first
-    if figures.custom_ar is None:
-        sink.add(
-            first,
+def _unverified(name: str, release: ReleaseCode, unfamiliar: tuple[Caveat, ...], first: str) -> tuple[Finding, ...]:
+    """A note for a release artune never verified (``vllm==X`` for an X no ``verify-engine --record`` kept) whose
+    dispatch functions all match a verified release's (where one differs, its E402 says so)."""
+    version = name.removeprefix("vLLM ")
+    verified = fingerprints.load_verified("vllm")
+    if not name.startswith("vLLM ") or unfamiliar or not verified:
+        return ()
+    shared: dict[str, int] = {}
+    for item in release.evaluated():
+        for kept in verified.get(item.function, {}).get(item.fingerprint, ()):
+            shared[kept] = shared.get(kept, 0) + 1
+    if version in shared:
+        return ()
+    nearest = max(shared, key=lambda r: (shared[r], fingerprints.version_key(r)), default="")
+    return (
+        Finding(
+            f"vllm:{first}",
             "*",
-            f"{d.release} has no per-arch tables (no {CUSTOM_AR}): on every arch it runs {default_path(d)}",
+            f"{name} is not among the releases artune verified against vLLM's own code (artune verify-engine "
+            f"vllm=={version} --record keeps it); every dispatch function it evaluated matches "
+            f"{'vLLM ' + nearest if nearest else 'a verified release'}'s",
+            source=first,
             severity="note",
-            code="V101",
-        )
-        return
-    for arch, (parent, equal, total) in copies.items():
-        fi = "" if figures.fi_fusion is None else _fi_step(figures, arch, parent)
-        sink.add(
-            figures.line(CUSTOM_AR, arch),
-            arch,
-            f"{arch} = {parent} in {equal} of {total} tables: measured, or inherited?{fi}",
-            code="E101",
-        )
-    _raises(figures, d, sink)
-    _unused_rows(figures, d, sink)
-    _capped(figures, d, sink)
-    _no_path(figures, d, where, sink)
-    _never_run(figures, d, sink)
-    _fi_findings(figures, d, sink)
-    _rack_findings(figures, d, sink)
-
-
-def _fi_step(figures: Figures, arch: str, parent: str) -> str:
-    mine, theirs = (figures.fi_fusion or {}).get(arch), (figures.fi_fusion or {}).get(parent) or {}
-    if mine is None or mine == theirs:
-        return ""
-    moved = [
-        f"ws {ws}: {_mb(mine.get(ws))} ({parent}: {_mb(theirs.get(ws))})"
-        for ws in sorted({*mine, *theirs})
-        if mine.get(ws) != theirs.get(ws)
-    ]
-    return f"; its {FI_FUSION} row differs: {', '.join(moved)}"
-
-
-def _mb(value: float | None) -> str:
-    return "none" if value is None else f"{value:g} MB"
-
-
-def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
-    for arch in planned_archs(d):
-        seen: set[str] = set()
-        for ws in world_sizes(d, arch):
-            for error in paths(d, arch, ws).errors:
-                if error not in seen:  # the multimem KeyError is the arch's, not one world size's
-                    seen.add(error)
-                    table = MULTIMEM if MULTIMEM in error else CUSTOM_AR
-                    where = ws if f"world size {ws}" in error else None
-                    sink.add(figures.line(table, arch), arch, error, where, severity="error", code="E202")
-    if figures.multimem is not None:
-        for arch, sizes in figures.multimem.items():
-            if arch not in figures.symm_mem:
-                sink.add(
-                    figures.line(MULTIMEM, arch),
-                    arch,
-                    f"{arch} is in {MULTIMEM} but not in {SYMM_MEM}: torch symmetric memory is disabled at "
-                    f"start-up on {arch}, so the multimem list is never used (the two tables must stay in step)",
-                    code="V102",
-                )
-                continue
-            unused = [ws for ws in sizes if ws not in figures.symm_mem[arch]]
-            if unused:
-                sink.add(
-                    figures.line(MULTIMEM, arch),
-                    arch,
-                    f"{MULTIMEM}[{arch!r}] lists world sizes {unused} that {SYMM_MEM} does not: never used",
-                    code="V102",
-                )
-
-
-def _unused_rows(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
-    """Rows that vLLM's defaults never read: the symmetric-memory path off, or custom_ar's row without it."""
-    if not d.symm_mem_on and (figures.symm_mem or figures.custom_ar):
-        sink.add(
-            figures.line(SYMM_MEM) or figures.line(CUSTOM_AR),
-            "*",
-            f"VLLM_ALLREDUCE_USE_SYMM_MEM is off by default in {d.release}: neither {SYMM_MEM} nor {CUSTOM_AR} "
-            f"is used with default settings (custom_ar keeps its {format_size(d.custom_ar_max)} default)",
-            code="V103",
-        )
-        return
-    lonely = [
-        f"{arch} ws={ws}"
-        for arch, rows in (figures.custom_ar or {}).items()
-        for ws in rows
-        if ws in d.custom_ar_sizes() and not d.symm_up(arch, ws) and d.custom_ar_needs_symm
-    ]
-    if lonely:
-        sink.add(
-            figures.line(CUSTOM_AR, lonely[0].split()[0]),
-            "*",
-            f"{CUSTOM_AR} rows never used: a row applies only where torch symmetric memory starts, and "
-            f"{SYMM_MEM} has no row for {', '.join(lonely)} (custom_ar keeps {format_size(d.custom_ar_max)} there)",
-            code="V103",
-        )
-
-
-def _capped(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
-    capped = [
-        (arch, ws, row)
-        for arch, rows in (figures.custom_ar or {}).items()
-        for ws, row in rows.items()
-        if row > d.custom_ar_max and ws in d.custom_ar_sizes() and (d.symm_up(arch, ws) or not d.custom_ar_needs_symm)
-    ]
-    if capped:
-        arch, ws, _row = capped[0]
-        rows = ", ".join(f"{a} ws={w}: {format_size(r)}" for a, w, r in capped)
-        sink.add(
-            figures.line(CUSTOM_AR, arch, ws),
-            "*",
-            f"custom_ar rows above {format_size(d.custom_ar_max)} are capped by CustomAllreduce's default max_size "
-            f"({rows}): sizes from {format_size(d.custom_ar_max)} go to the next path",
-            code="E301",
-        )
-
-
-def _no_path(figures: Figures, d: Dispatch, where: str, sink: FindingSink) -> None:
-    """World sizes where no path runs: vLLM sends every size to nccl there, silently."""
-    archs = planned_archs(d)
-    top = max([16, *(ws for arch in archs for ws in world_sizes(d, arch))])
-    missing = {arch: [ws for ws in range(2, top + 1) if ws not in world_sizes(d, arch)] for arch in archs}
-    if not any(missing.values()):
-        return
-    common = sorted(set.intersection(*(set(m) for m in missing.values())))
-    rest = {arch: [ws for ws in m if ws not in common] for arch, m in missing.items()}
-    others = "; ".join(f"{_ranges(m)} on {arch}" for arch, m in rest.items() if m)
-    text = f"world sizes {_ranges(common)} have no path on any arch" if common else "some world sizes have no path"
-    sink.add(
-        where,
-        "*",
-        f"{text}{f' (also {others})' if others else ''}: vLLM sends every size to nccl there, silently",
-        code="E201",
+            code="V107",
+        ),
     )
 
 
-def _never_run(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
-    """Rows whose every size an earlier path takes first: under vLLM's defaults they never run."""
-    dead: dict[tuple[str, str], list[str]] = {}
-    for arch in planned_archs(d):
-        for ws in world_sizes(d, arch):
-            rules = paths(d, arch, ws).run
-            seen: set[str] = set()
-            for index, by in shadowed_rules(rules):
-                name = rules[index].algorithm
-                if name in seen:
-                    continue
-                seen.add(name)
-                group = "symm_mem" if name in SYMM_NAMES else name
-                dead.setdefault((group, " and ".join(by)), {}).setdefault(arch, []).append(ws)
-    for (name, by), places in dead.items():
-        table = {"custom_ar": CUSTOM_AR, "symm_mem": SYMM_MEM}.get(name, name)
-        where = "; ".join(f"{arch} ws {', '.join(map(str, sizes))}" for arch, sizes in places.items())
-        sink.add(
-            figures.line(table, next(iter(places))),
+def _unexplained(keys: set[Any], d: Dispatch, first: str) -> tuple[Finding, ...]:
+    """A note where vLLM's rules as artune describes them decide otherwise than the code (no rows as written,
+    no notes there)."""
+    places = sorted(
+        {f"{k[0]} ws={k[1]}" + (f" hosts={k[4]}" if len(k) > 4 and k[4] > 1 else "") for k in keys if len(k) > 1}
+    )
+    if not places:
+        return ()
+    return (
+        Finding(
+            f"vllm:{first}",
             "*",
-            f"{table} rows that never run with vLLM's defaults: {by} takes every size they hold first, for the 2-D "
-            f"fp16/bf16/fp32 inputs it takes ({where})",
-            code="V104",
-        )
+            f"{d.release}'s dispatch code decides otherwise than vLLM's rules as artune describes them at "
+            f"{', '.join(places[:8])}{' ...' if len(places) > 8 else ''}: its plans there hold what the code runs, "
+            "without rows as written or notes, and the findings about them are the rules'",
+            source=first,
+            severity="note",
+            code="V106",
+        ),
+    )
 
 
-def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
-    for arch, rows in (figures.fi_oneshot or {}).items():
-        for ws, mb in rows.items():
-            cap = FI_ONESHOT_CAP_MB / ws
-            if mb > cap:
-                sink.add(
-                    figures.line(FI_ONESHOT, arch, ws),
-                    arch,
-                    f"FlashInfer one-shot bound {mb} MB is above FlashInfer's 64MB / world size = {cap:g} MB: "
-                    "clipped by its workspace",
-                    ws,
-                    code="E301",
-                )
-    if figures.fi_world_sizes is not None:
-        for arch, rows in (figures.fi_fusion or {}).items():
-            for ws in rows:
-                if ws not in figures.fi_world_sizes:
-                    sink.add(
-                        figures.line(FI_FUSION, arch, ws),
-                        arch,
-                        f"{FI_FUSION} row for world size {ws} is never used: FI_SUPPORTED_WORLD_SIZES = "
-                        f"{figures.fi_world_sizes}",
-                        ws,
-                        code="V105",
-                    )
-    orphans = [
-        (arch, ws, nodes)
-        for (arch, ws, nodes) in figures.fi_mnnvl or {}
-        if not (figures.fi_fusion or {}).get(arch, {}).get(ws)
-    ]
-    if orphans:
-        arch, ws, nodes = orphans[0]
-        keys = ", ".join(f"({a}, ws={w}, nodes={n})" for a, w, n in orphans)
-        sink.add(
-            figures.line(FI_MNNVL, arch, ws, nodes),
-            "*",
-            f"{FI_MNNVL} rows never used: FlashInfer's all-reduce starts only where {FI_FUSION} has a row "
-            f"for the arch and world size ({keys})",
-            code="V105",
-        )
+def _key(path: str, files: list[SourceFile], settings: Mapping[str, str] | None) -> tuple[Any, ...]:
+    digest = hashlib.sha256()
+    for source in files:
+        digest.update(source.path.encode() + b"\0" + source.text.encode() + b"\0")
+    return (path, digest.hexdigest(), tuple(sorted((settings or {}).items())))
 
 
-def _rack_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
-    """Across hosts: where each arch has a multi-node path (N101), tuned multi-node rows without a one-host
-    row at their world size (N102), and world sizes where the release raises over a network (N103)."""
-    for arch in planned_archs(d):
-        runs = {
-            (ws, hosts): sorted({r.algorithm for r in paths(d, arch, ws, True, hosts).run})
-            for ws, hosts in rack_topologies(d, arch)
-        }
-        grouped: dict[tuple[int, tuple[str, ...]], list[int]] = {}
-        for (ws, hosts), names in runs.items():
-            if names:
-                grouped.setdefault((ws, tuple(names)), []).append(hosts)
-        if grouped:
-            listed = "; ".join(
-                f"ws={ws} on {', '.join(map(str, hosts))} hosts: {', '.join(names)}"
-                for (ws, names), hosts in grouped.items()
-            )
-            sink.add(
-                figures.line(FI_MNNVL, arch) or figures.line(SYMM_MEM, arch) or figures.line(CUSTOM_AR, arch),
-                arch,
-                f"across hosts in one NVLink domain (nvlink=rack) {d.release} starts {listed}; every other world "
-                "size and node count across hosts, and every one across hosts joined over a network, runs nccl",
-                severity="note",
-                code="N101",
-            )
-        sizes = network_errors(d, arch)
-        if sizes:
-            sink.add(figures.line(SYMM_MEM, arch), arch, network_error(d, sizes), severity="error", code="N103")
-    for arch, ws, nodes in figures.fi_mnnvl or {}:
-        if nodes > 1 and (arch, ws, 1) not in (figures.fi_mnnvl or {}):
-            fusion = (figures.fi_fusion or {}).get(arch, {}).get(ws)
-            one_host = f"{FI_FUSION}'s {_mb(fusion)}" if fusion else "no FlashInfer path"
-            sink.add(
-                figures.line(FI_MNNVL, arch, ws, nodes),
-                arch,
-                f"{FI_MNNVL} has a multi-node row ({_int_arch(arch)}, {ws}, {nodes}) but no one-host row "
-                f"({_int_arch(arch)}, {ws}, 1): on one host ws={ws} runs {one_host}, tuned for neither",
-                ws,
-                code="N102",
-                hosts=nodes,
-            )
-
-
-def _int_arch(arch: str) -> str:
-    major, _, minor = arch.partition(".")
-    return f"{major}{minor}"
-
-
-def read_vllm(path: str) -> EngineImport:
-    """vLLM's tables from a checkout, a release folder or one of its files."""
+def _files(path: str) -> list[SourceFile]:
     base, found = find_files(path, FILES, "vLLM")
     if base.is_file():
-        siblings = [base.parent / Path(rel).name for rel in FILES[1:5]]
+        siblings = [base.parent / Path(rel).name for rel in FILES]
         found += [p for p in siblings if p.is_file() and p != base]
     elif not (base / UTILS).is_file() and not (base / CUSTOM_AR_FILE).is_file():
         raise TableError(f"{path}: neither {UTILS} nor {CUSTOM_AR_FILE} is here; is this a vLLM checkout?")
-    files = [read_source(p) for p in found]
-    return build(read_figures(files), files)
+    return [read_source(p) for p in found]
+
+
+def reading(path: str, settings: Mapping[str, str] | None = None) -> tuple[EngineImport, ReleaseCode]:
+    """The reading of ``path`` and its evaluated release, once per content in this process."""
+    files = _files(path)
+    key = _key(path, files, settings)
+    if key not in _READINGS:
+        if len(_READINGS) >= _KEEP:
+            _READINGS.pop(next(iter(_READINGS)))
+        _READINGS[key] = build(files, settings)
+    return _READINGS[key]
+
+
+def read_vllm(path: str, settings: Mapping[str, str] | None = None) -> EngineImport:
+    """vLLM's tables from a checkout, a release folder or one of its files (``settings``: ``VLLM_*``
+    variables set, as vLLM reads them)."""
+    return reading(path, settings)[0]
+
+
+def evaluated(path: str, settings: Mapping[str, str] | None = None) -> list[fingerprints.Evaluated]:
+    """The dispatch functions the reading of ``path`` evaluated, fingerprinted (what ``verify-engine --record``
+    keeps once every probe agreed)."""
+    return reading(path, settings)[1].evaluated()
+
+
+__all__ = ["build", "build_rules", "evaluated", "read_vllm", "reading", "release_name"]

@@ -26,9 +26,9 @@ mode, so both modes get the same bands.
 
 from __future__ import annotations
 
+from artune.formats.vllm.checks import reader_findings
 from artune.formats.vllm.figures import Figures
 from artune.formats.vllm.rack import rack_plans
-from artune.formats.vllm.read import reader_findings
 from artune.formats.vllm.rules import Dispatch, default_path
 from artune.formats.vllm.rules import table_set as vllm_table_set
 from artune.table.check import Finding
@@ -125,7 +125,6 @@ def figures() -> Figures:
         multimem={arch: list(sizes) for arch, sizes in MULTIMEM_WORLD_SIZES.items()},
         fi_fusion={arch: dict(rows) for arch, rows in FLASHINFER_MB.items()},
         fi_mnnvl=dict(FLASHINFER_MNNVL_MB),
-        symm_inclusive=True,
     )
 
 

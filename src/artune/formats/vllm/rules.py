@@ -49,9 +49,12 @@ network.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from importlib import resources
 from types import MappingProxyType
+from typing import Any
 
 from artune.errors import OverrideError
 from artune.sizes import format_size
@@ -81,6 +84,7 @@ class Dispatch:
     custom_ar_on: bool = True  # parallel_state._ENABLE_CUSTOM_ALL_REDUCE
     custom_ar_max: int = 8192 * 1024  # CustomAllreduce(max_size=8192 * 1024)
     custom_ar_world_sizes: tuple[int, ...] = (2, 4, 6, 8)
+    custom_ar_ws_limit: int | None = None  # should_custom_ar's "world_size > N: no" guard (vLLM 0.27 on: 8)
     custom_ar_inclusive: bool = False
     custom_ar_needs_symm: bool = True
     custom_ar_checks_ws: bool = True
@@ -104,7 +108,9 @@ class Dispatch:
         return self.symm_mem_on and world_size in self.symm_mem.get(arch, {})
 
     def custom_ar_sizes(self) -> tuple[int, ...]:
-        return tuple(ws for ws in self.custom_ar_world_sizes if ws > 1) if self.custom_ar_on else ()
+        limit = self.custom_ar_ws_limit
+        sizes = (ws for ws in self.custom_ar_world_sizes if ws > 1 and (limit is None or ws <= limit))
+        return tuple(sizes) if self.custom_ar_on else ()
 
     def flashinfer_bound(self, arch: str, world_size: int, hosts: int = 1) -> tuple[int, int, str] | None:
         """FlashInfer's ``(bound as written, bound it runs, note)`` on ``hosts`` hosts, or ``None`` when it is
@@ -126,10 +132,10 @@ class Dispatch:
 
 
 def _int(arch: str) -> int:
-    """``major*10+minor`` of ``"M.m"``; -1 for the table of arches vLLM names nowhere (``"default"``), whose
-    capability is unknown, so no path that needs a capability is planned there."""
+    """``major*10+minor`` of ``"M.m"``; 0 for the table of arches vLLM names nowhere (``"default"``), whose
+    capability is unknown: below every capability a release asks for (an arch it does name is read as itself)."""
     major, _, minor = arch.partition(".")
-    return int(major) * 10 + int(minor) if major.isdigit() and minor.isdigit() else -1
+    return int(major) * 10 + int(minor) if major.isdigit() and minor.isdigit() else 0
 
 
 def _bound(name: str, limit: int, inclusive: bool) -> SizeRule:
@@ -247,42 +253,70 @@ def _symm_rule(d: Dispatch, arch: str, world_size: int, errors: list[str]) -> Si
     return _bound(SYMM_NAMES[0] if multimem else SYMM_NAMES[1], limit, d.symm_inclusive)
 
 
-#: vLLM's C++ reads this on every custom all-reduce call (csrc/custom_all_reduce.cuh, CustomAllreduce::allreduce)
-CUSTOM_AR_ALGO_ENV = "VLLM_CUSTOM_ALLREDUCE_ALGO"
-_CUSTOM_AR_ALGOS = {"1stage": "1stage", "oneshot": "1stage", "2stage": "2stage", "twoshot": "2stage"}
-KERNEL_SOURCE = "csrc/custom_all_reduce.cuh, CustomAllreduce::allreduce (vllm-project/vllm)"
+def _kernel_rules() -> dict[str, Any]:
+    """``kernels.json``: the custom all-reduce kernel rule as read from vLLM's C++ at the commits it names."""
+    return json.loads(resources.files("artune.formats.vllm").joinpath("kernels.json").read_text(encoding="utf-8"))
 
 
-def custom_ar_kernel(world_size: int, nbytes: int, forced: str | None = None) -> tuple[str, str]:
+KERNEL_RULES = _kernel_rules()
+#: vLLM's later C++ reads this on every custom all-reduce call (``kernels.json``'s ``override``)
+CUSTOM_AR_ALGO_ENV = KERNEL_RULES["override"]["variable"]
+_CUSTOM_AR_ALGOS: dict[str, str] = KERNEL_RULES["override"]["values"]
+
+
+def custom_ar_kernel(world_size: int, nbytes: int, forced: str | None = None, release: str = "") -> tuple[str, str]:
     """Which kernel vLLM's custom all-reduce launches for one message, ``"1stage"`` or ``"2stage"``, and why.
 
     ``CustomAllreduce::allreduce`` decides in C++ on every call, on an NVLink
-    machine (every peer fully connected): with ``VLLM_CUSTOM_ALLREDUCE_ALGO``
-    set to ``1stage``/``oneshot`` or ``2stage``/``twoshot`` that kernel, any
-    other value throws; otherwise 1-stage at 2 ranks, and at more ranks
-    1-stage below 512 KiB up to 4 ranks and below 256 KiB up to 8 ranks,
-    2-stage from there (vllm-project/vllm commit c9eabec7d862 and later).
-    ``forced`` is the variable's value (``None``: unset, as vLLM runs by default).
+    machine (every peer fully connected): by the rule ``kernels.json`` holds
+    as read at the commit it names (1-stage at 2 ranks, below 512 KiB up to 4
+    ranks and below 256 KiB up to 8, 2-stage from there), or with
+    ``VLLM_CUSTOM_ALLREDUCE_ALGO`` set (``forced``) that kernel, as later
+    sources read it (any other value throws). The C++ is compiled into the
+    wheels, so the reason says, for ``release`` ("vLLM 0.33.0"; "" for a
+    checkout), that the rule was not read at that release where it was not.
     """
+    rule = KERNEL_RULES["rules"][-1]
+    where = f"{rule['source']}, {rule['repository']}@{rule['commit'][:12]}"
+    unverified = (
+        ""
+        if release and release.removeprefix("vLLM ") in rule["releases"]
+        else f"; unverified for {release or 'this source'}: its C++ is compiled into the wheel, and artune read "
+        f"the rule at commit {rule['commit'][:12]} only"
+    )
     if forced is not None:
         if forced not in _CUSTOM_AR_ALGOS:
             raise OverrideError(
                 f"{CUSTOM_AR_ALGO_ENV}={forced!r}: vLLM throws 'Invalid {CUSTOM_AR_ALGO_ENV}' on its first custom "
-                "all-reduce; valid values: 1stage, oneshot, 2stage, twoshot"
+                f"all-reduce; valid values: {', '.join(_CUSTOM_AR_ALGOS)}"
             )
         kernel = _CUSTOM_AR_ALGOS[forced]
-        return kernel, f"{CUSTOM_AR_ALGO_ENV}={forced} forces the {kernel[0]}-stage kernel ({KERNEL_SOURCE})"
-    if world_size == 2:
-        return "1stage", f"at 2 ranks vLLM's custom all-reduce always runs its 1-stage kernel ({KERNEL_SOURCE})"
-    limit = 512 * 1024 if world_size <= 4 else 256 * 1024
-    ranks = "up to 4 ranks" if world_size <= 4 else "at 5 to 8 ranks"
-    kernel = "1stage" if nbytes < limit else "2stage"
-    compare = "<" if nbytes < limit else ">="
+        return kernel, (
+            f"{CUSTOM_AR_ALGO_ENV}={forced} forces the {kernel[0]}-stage kernel "
+            f"({KERNEL_RULES['override']['source']}{unverified})"
+        )
+    steps = [(int(most), below) for most, below in rule["one_stage_below"]]
+    most, below = next(((m, b) for m, b in steps if world_size <= m), steps[-1])
+    if below is None:
+        return (
+            "1stage",
+            f"at {most} ranks vLLM's custom all-reduce always runs its 1-stage kernel ({where}{unverified})",
+        )
+    fewest = max(m for m, _b in steps if m < most) + 1
+    ranks = f"at {fewest} to {most} ranks"
+    kernel = "1stage" if nbytes < below else "2stage"
+    compare = "<" if nbytes < below else ">="
     return kernel, (
-        f"vLLM's custom all-reduce runs 1-stage below {format_size(limit)} {ranks}, 2-stage from there: "
-        f"{format_size(nbytes)} {compare} {format_size(limit)} at ws={world_size} -> {kernel} "
-        f"({KERNEL_SOURCE}; {CUSTOM_AR_ALGO_ENV} unset)"
+        f"vLLM's custom all-reduce runs 1-stage below {format_size(below)} {ranks}, 2-stage from there: "
+        f"{format_size(nbytes)} {compare} {format_size(below)} at ws={world_size} -> {kernel} "
+        f"({where}; {CUSTOM_AR_ALGO_ENV} unset{unverified})"
     )
+
+
+def release_of(origin: str) -> str:
+    """``"vLLM 0.33.0"`` for the tables of a release (origin ``vllm:vllm==0.33.0/...``); "" for any other."""
+    head = origin.removeprefix("vllm:").split("/", 1)[0]
+    return f"vLLM {head.partition('==')[2]}" if head.startswith("vllm==") else ""
 
 
 def kernel(algorithm: str, world_size: int, nbytes: int, multicast: bool, forced: str | None = None) -> str | None:

@@ -6,8 +6,8 @@ modes: FlashInfer's all-reduce (``FI_ALLREDUCE_FUSION_MAX_SIZE_MB``, in MB,
 ``<=``) the sizes from 0 where it is the first candidate; ``custom_ar`` the
 sizes from 0 where it comes before torch symmetric memory; symmetric memory
 the sizes after that up to where it stops; ``nccl`` the rest. The
-symmetric-memory bound is written for vLLM's older ``<``; 0.22 and newer
-compare ``<=`` and also admit the bound itself. A world size is in
+symmetric-memory bound is written for vLLM's ``<=`` (0.22 and newer: the
+last size it takes). A world size is in
 ``_WORLD_SIZES_MULTIMEM`` when its symmetric-memory band prefers
 ``symm_mem_multimem``. The export is read back as vLLM would run it (its
 8 MiB custom all-reduce cap, symmetric memory before the custom row applies,
@@ -20,7 +20,7 @@ from __future__ import annotations
 from artune.formats.files import SourceFile
 from artune.formats.header import Export, differences, provenance_lines
 from artune.formats.vllm.figures import Figures
-from artune.formats.vllm.read import CUSTOM_AR_WORLD_SIZES, build
+from artune.formats.vllm.read import CUSTOM_AR_WORLD_SIZES, build_rules
 from artune.sizes import MAX_SIZE, format_size
 from artune.table.diff import ONE_HOST
 from artune.table.types import MODES, Plan, Table
@@ -115,7 +115,7 @@ def project(table: Table) -> tuple[dict[int, int], dict[int, int], list[int], di
         if ca > 0 or ws in CUSTOM_AR_WORLD_SIZES:
             custom[ws] = ca
         if sm > 0:
-            symm[ws] = sm
+            symm[ws] = sm - 1 if sm < MAX_SIZE else sm  # vLLM 0.22 on compares <=: the last size it takes
             if all(_multimem_first(p, min(ca, sm - 1)) for p in plans):
                 multimem.append(ws)
     return custom, symm, multimem, flashinfer
@@ -131,7 +131,7 @@ def reread(
         multimem={arch: multimem},
         fi_fusion={arch: {ws: bound / MiB for ws, bound in flashinfer.items()}} if flashinfer else None,
     )
-    built = build(figures, [SourceFile("<export>", "")]).tables
+    built = build_rules(figures, [SourceFile("<export>", "")]).tables
     return built.resolve(arch)
 
 
@@ -201,7 +201,7 @@ def _fragment(rows: dict[str, _Rows]) -> list[str]:
         lines.append(f'    "{arch}": {{')
         lines += [f"        {ws}: {size_expr(v)},  # {format_size(v)}" for ws, v in custom.items()]
         lines.append("    },")
-    lines += ["}", "", "# torch symmetric memory runs below (<) these; vLLM's newest compares <=", ""]
+    lines += ["}", "", "# torch symmetric memory runs up to (<=) these (vLLM 0.22 and newer)", ""]
     lines.append("SYMM_MEM_ALL_REDUCE_MAX_SIZES = {")
     for arch, (_c, symm, _mm, _fi) in rows.items():
         if symm:

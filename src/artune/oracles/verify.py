@@ -1,0 +1,172 @@
+"""An engine's own dispatch code against artune's reading of it, probe by probe: ``artune verify-engine``.
+
+``verify(SOURCE)`` takes ``ENGINE==VERSION`` (a release, downloaded once) or
+``ENGINE:PATH`` (a checkout or a file) and hands it to the engine's oracle
+module, ``artune.oracles.<engine>``, which provides (duck-typed, no base
+class):
+
+- ``RELEASES``: the released versions the release matrix walks;
+- ``probes(root)``: every call to decide, each with a ``topology`` (a name
+  such as ``"1 host"``, ``"4 hosts rack"``) and a readable ``str()``;
+- ``engine_decisions(root, probes)``: what the engine's own code runs for
+  each, in a stand-in world (``OracleGap`` where it asks what the stand-ins
+  do not hold, ``OracleUnavailable`` where a tool is missing);
+- ``artune_decisions(root, probes)``: artune's reading of the same source;
+- ``evaluated(root)``: the dispatch functions that reading evaluated,
+  fingerprinted (what ``--record`` keeps).
+
+The answers are compared element by element and counted per topology. Once
+every probe of a release agrees, ``record=True`` keeps its fingerprints in
+``artune/formats/<engine>/verified.json`` (``artune.formats.fingerprints``):
+only a verification run writes that file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from artune.errors import TableError
+from artune.formats import ENGINES, fingerprints
+from artune.formats.releases import fetch_release, release_spec
+
+#: what each engine's oracle runs, as the command's first line says it
+RUNS = {
+    "vllm": "vLLM's own dispatch code (its communicators' Python, run on stand-ins for GPUs, torch and FlashInfer)",
+    "sglang": "SGLang's own dispatch code (its communicator's Python, run on stand-ins for GPUs and kernels)",
+    "trtllm": "TensorRT-LLM's own selectStrategyLookUpTable, compiled with g++",
+}
+REQUIRED = ("probes", "engine_decisions", "artune_decisions")
+
+
+@dataclass(frozen=True)
+class EngineSource:
+    """What ``verify-engine`` was given: the engine, the folder or file its oracle reads, the release."""
+
+    engine: str
+    root: Path
+    spec: str
+    version: str = ""  # the release's version; "" for ENGINE:PATH
+
+
+@dataclass(frozen=True)
+class Verification:
+    """The engine's answers against artune's, per topology, with the first differences."""
+
+    source: EngineSource
+    probes: int
+    topologies: tuple[tuple[str, int, int], ...]  # (topology, probes, agree), in the probes' order
+    differences: tuple[tuple[str, str, str], ...]  # (probe, engine's answer, artune's), the first ones
+    differ: int
+    seconds: float
+    recorded: str = ""  # where --record kept the fingerprints
+    engine_answers: dict[str, int] = field(default_factory=dict)  # answer -> how many probes it was
+
+    @property
+    def agree(self) -> bool:
+        return self.probes > 0 and self.differ == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        """Plain data for JSON."""
+        return {
+            "source": self.source.spec,
+            "engine": self.source.engine,
+            "probes": self.probes,
+            "agree": self.agree,
+            "differ": self.differ,
+            "topologies": {name: [n, same] for name, n, same in self.topologies},
+            "differences": [{"probe": p, "engine": e, "artune": a} for p, e, a in self.differences],
+            "engine_answers": self.engine_answers,
+            "recorded": self.recorded or None,
+            "seconds": round(self.seconds, 1),
+        }
+
+
+def source(spec: str) -> EngineSource:
+    """``vllm==0.34.0`` (downloaded once), ``sglang:PATH``, ``trtllm:PATH``; ``TableError`` for anything else."""
+    release = release_spec(spec)
+    if release is not None:
+        engine, version = release
+        return EngineSource(engine, fetch_release(engine, version), spec, version)
+    engine, sep, path = spec.partition(":")
+    if not sep or engine not in ENGINES:
+        raise TableError(f"{spec}: give ENGINE==VERSION or ENGINE:PATH, ENGINE one of {', '.join(ENGINES)}")
+    if not path or not Path(path).exists():
+        raise TableError(f"{spec}: no such file or directory {path!r}; give the engine's checkout or file")
+    return EngineSource(engine, Path(path), spec)
+
+
+def oracle(engine: str) -> ModuleType:
+    """``artune.oracles.<engine>``, with the interface above; ``TableError`` naming what it lacks."""
+    module = importlib.import_module(f"artune.oracles.{engine}")
+    missing = [name for name in REQUIRED if not callable(getattr(module, name, None))]
+    probes = getattr(module, "probes", None)
+    if callable(probes) and list(inspect.signature(probes).parameters)[:1] != ["root"]:
+        missing.append("probes(root)")  # an oracle that has not taken up the interface yet
+    if missing:
+        raise TableError(
+            f"artune.oracles.{engine} has no {', '.join(missing)}: verify-engine cannot run {engine}'s code yet"
+        )
+    return module
+
+
+def _topology(module: ModuleType, probe: Any) -> str:
+    name = getattr(module, "topology", None)
+    return str(name(probe)) if callable(name) else str(probe.topology)
+
+
+def _order(name: str) -> tuple[int, int]:
+    """``"1 host"`` first, then by hosts, each rack before network."""
+    hosts = int(name.split()[0]) if name.split()[0].isdigit() else 0
+    return hosts, name.endswith("network")
+
+
+def verify(spec: str, record: bool = False, keep: int = 10) -> Verification:
+    """Run the engine's own code and artune's reading on every probe of ``spec``; with ``record``, keep a
+    release's fingerprints once every probe agreed (``TableError`` for a source that is not a release)."""
+    found = source(spec)
+    if record and not found.version:
+        raise TableError(f"{spec}: --record keeps a release's fingerprints; give ENGINE==VERSION")
+    module = oracle(found.engine)
+    start = time.perf_counter()
+    probes = list(module.probes(found.root))
+    theirs = list(module.engine_decisions(found.root, probes))
+    ours = list(module.artune_decisions(found.root, probes))
+    counts: Counter[str] = Counter()
+    same: Counter[str] = Counter()
+    differences: list[tuple[str, str, str]] = []
+    differ = 0
+    for probe, engine_answer, artune_answer in zip(probes, theirs, ours, strict=True):
+        name = _topology(module, probe)
+        counts[name] += 1
+        if engine_answer == artune_answer:
+            same[name] += 1
+            continue
+        differ += 1
+        if len(differences) < keep:
+            differences.append((str(probe), str(engine_answer), str(artune_answer)))
+    result = Verification(
+        found,
+        len(probes),
+        tuple((name, counts[name], same[name]) for name in sorted(counts, key=_order)),
+        tuple(differences),
+        differ,
+        time.perf_counter() - start,
+        engine_answers=dict(Counter(str(a) for a in theirs)),
+    )
+    if record and result.agree:
+        evaluated = getattr(module, "evaluated", None)
+        if not callable(evaluated):
+            raise TableError(f"artune.oracles.{found.engine} has no evaluated(): nothing to record")
+        path = fingerprints.record(found.engine, found.version, evaluated(found.root))
+        result = Verification(**{**result.__dict__, "recorded": str(path)})
+    return result
+
+
+__all__ = ["RUNS", "EngineSource", "Verification", "oracle", "source", "verify"]

@@ -1,0 +1,45 @@
+"""The summary and the bar of ``bench/tune_robustness.py`` (the bench itself is run by hand, not in tests)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+from typing import Any
+
+spec = importlib.util.spec_from_file_location("tune_robustness", Path(__file__).parents[1] / "bench/tune_robustness.py")
+assert spec is not None and spec.loader is not None
+bench = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = bench
+spec.loader.exec_module(bench)
+
+ONE, TWO = "shm_one_shot", "shm_two_shot"
+
+
+def run(at: int, margin: float = 0.0, loss: bool = False, rc: int = 0, justified: bool = True) -> dict[str, Any]:
+    return {"tuned": 1.0 + margin, "margin": margin, "printed_loss": loss, "rc": rc, "shipped": "tuned table",
+            "bands": [[0, at - 1, ONE], [at, None, TWO]], "justified": justified, "near_ties": [],
+            "tune_wall_s": 64.0}  # fmt: skip
+
+
+def test_the_crossovers_spread_is_counted_per_hand_over() -> None:
+    runs = [run(960 << 10), run(1 << 20), run(7 << 20)]
+    runs.append(run(0) | {"bands": [[0, 287, TWO], [288, (7 << 20) - 1, ONE], [7 << 20, None, TWO]]})
+    found = {c["crossover"]: c for c in bench.crossovers(runs)}
+    assert found[f"{ONE} -> {TWO}"]["runs"] == 4 and found[f"{ONE} -> {TWO}"]["spread"] == 7 / (960 / 1024)
+    assert found[f"{TWO} -> {ONE}"] == {"crossover": f"{TWO} -> {ONE}", "runs": 1, "min": 288, "median": 288,
+                                        "max": 288, "spread": 1.0}  # fmt: skip
+    lines = bench.report(bench.summary(runs))
+    assert any(line.startswith(f"crossover {ONE} -> {TWO}: 4 of 4 runs, 960KiB to 7MiB") for line in lines)
+    assert "bands per table: 2 bands in 3 run(s), 3 bands in 1 run(s)" in lines[2]
+
+
+def test_the_bar_quiet_and_under_load() -> None:
+    good = [run(1 << 20) for _ in range(3)]
+    assert bench.summary(good)["holds"]
+    assert not bench.summary([*good, run(1 << 20, margin=0.011)])["holds"]  # behind by more than 1%
+    assert not bench.summary([*good, run(1 << 20, loss=True, rc=1)])["holds"]  # quiet: no loss printed at all
+    assert not bench.summary([*good, run(1 << 20, justified=False)])["holds"]
+    refused = bench.summary([*good, run(1 << 20, loss=True, rc=1)], load=1)
+    assert refused["holds"] and refused["refused"] == 1 and refused["installed_losing"] == 0
+    assert not bench.summary([*good, run(1 << 20, loss=True, rc=0)], load=1)["holds"]  # installed while losing
