@@ -65,6 +65,7 @@ MODULES: tuple[tuple[str, str], ...] = (
     (PACKAGE + ".symm_mem", COMM + "symm_mem.py"),
     (PACKAGE + ".custom_all_reduce", COMM + "custom_all_reduce.py"),
     (PACKAGE + ".quick_all_reduce", COMM + "quick_all_reduce.py"),
+    (PACKAGE + ".aiter_custom_all_reduce", COMM + "aiter_custom_all_reduce.py"),
     (PACKAGE + ".flashinfer_all_reduce", COMM + "flashinfer_all_reduce.py"),
     (PACKAGE + ".base_device_communicator", COMM + "base_device_communicator.py"),
     (CUDA, COMM + "cuda_communicator.py"),
@@ -102,6 +103,7 @@ class ReleaseCode:
         self.stand_ins = StandIns(self.stage)
         self.fakes = self.stand_ins.fakes
         self.fakes["os"] = environ(self.stage)
+        self.stand_ins.envs = self._env_value
         self.met: dict[tuple[str, int, str], Met] = {}
         # a reading kept from an earlier process (artune.formats.vllm.memo): its outcomes need no evaluation
         self._kept = memo.readings_dir() / memo.name(files, self.stage.settings) if keep else None
@@ -169,6 +171,11 @@ class ReleaseCode:
         except Unsupported as err:  # the file's own error too: the default is what cannot be had
             return "unknown", str(err)
         return "value", values[name]
+
+    def _env_value(self, name: str) -> Any:
+        """``envs.NAME``'s value for a stand-in that asks it (``None`` where it cannot be had)."""
+        status, value = self.env(name)
+        return value if status == "value" else None
 
     def globals(self, module: str) -> dict[str, Any]:
         """What ``module``'s top level bound ({} when its file was not read)."""

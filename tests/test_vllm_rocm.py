@@ -1,0 +1,82 @@
+"""vLLM on ROCm read by its own code: QuickReduce, AITER's and vLLM's custom all-reduce and RCCL, in the order
+``CudaCommunicator.all_reduce`` asks them on an AMD GPU, under the release's own switches.
+
+The releases are the cached wheels tests/test_vllm_eval.py downloads; a mutated copy keeps its readings in the
+test's own folder."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from artune.formats.vllm.read import read_vllm
+from test_vllm_eval import release
+
+MiB = 1 << 20
+QR = "vllm/distributed/device_communicators/quick_all_reduce.py"
+
+
+def _bands(version_or_root: str | Path, ws: int, **settings: str) -> list[tuple[int | None, tuple[str, ...]]]:
+    root = version_or_root if isinstance(version_or_root, Path) else release(version_or_root)
+    table = read_vllm(str(root), settings).tables.resolve("gfx942")
+    assert table.platform.kind == "rocm" and table.platform.arch == "gfx942"
+    plan = table.plan(ws, "eager", 1, None, "host")
+    assert plan is not None and plan.fallback == "rccl"
+    return [(b.upto, b.candidates) for b in plan.bands]
+
+
+def test_quick_reduce_runs_at_its_level_from_the_fp16_minimum_by_default() -> None:
+    # QuickReduce is off by default (NONE); vLLM's custom all-reduce below its 8 MiB buffer, then RCCL
+    assert _bands("0.34.0", 8) == [(8 * MiB - 1, ("custom_ar",))]
+    # INT8 at 4 ranks: bf16 is cast to fp16 by default, so the fp16 row decides (16 MB), not bf16's (64 MB)
+    assert _bands("0.34.0", 4, VLLM_ROCM_QUICK_REDUCE_QUANTIZATION="INT8") == [
+        (8 * MiB - 1, ("custom_ar",)),
+        (16 * MiB - 1, ("rccl",)),
+        (2048 * MiB, ("quick_ar_int8",)),
+    ]
+    # without the cast the bf16 row holds: 64 MB
+    cast_off = {"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "INT8", "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16": "0"}
+    assert _bands("0.34.0", 4, **cast_off)[-1] == (2048 * MiB, ("quick_ar_int8",))
+    assert _bands("0.34.0", 4, **cast_off)[-2] == (64 * MiB - 1, ("rccl",))
+    # the environment caps QuickReduce's maximum
+    cap = {"VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "FP", "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB": "4"}
+    assert _bands("0.34.0", 2, **cap) == [
+        (MiB - 1, ("custom_ar",)),
+        (4 * MiB, ("quick_ar_fp", "custom_ar")),
+        (8 * MiB - 1, ("custom_ar",)),
+    ]
+    # INT3 only at two ranks from the release that restricted it; 0.10.0 has no INT3 level at all
+    assert ("quick_ar_int3",) in {c for _u, c in _bands("0.34.0", 2, VLLM_ROCM_QUICK_REDUCE_QUANTIZATION="INT3")}
+    assert not any("quick_ar_int3" in c for _u, c in _bands("0.34.0", 4, VLLM_ROCM_QUICK_REDUCE_QUANTIZATION="INT3"))
+    assert not any("quick_ar_int3" in c for _u, c in _bands("0.10.0", 2, VLLM_ROCM_QUICK_REDUCE_QUANTIZATION="INT3"))
+
+
+def test_aiter_takes_custom_all_reduces_place_when_both_switches_are_on() -> None:
+    on = {"VLLM_ROCM_USE_AITER": "1", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION": "FP"}
+    assert _bands("0.34.0", 8, **on) == [
+        (16 * MiB - 1, ("aiter_ar",)),
+        (64 * MiB, ("quick_ar_fp", "aiter_ar")),
+        (2048 * MiB, ("quick_ar_fp",)),
+    ]
+    off = {**on, "VLLM_ROCM_USE_AITER_CUSTOM_AR": "0"}
+    assert all("aiter_ar" not in c for _u, c in _bands("0.34.0", 8, **off))
+
+
+def test_the_capability_torch_reports_stands_for_the_gfx_arch_and_cuda_is_unchanged() -> None:
+    imported = read_vllm(str(release("0.34.0")))
+    assert imported.tables.resolve("9.4").platform.kind == "cuda"  # a number is a CUDA capability in a CUDA set
+    assert imported.tables.resolve("gfx942:sramecc+:xnack-").platform.arch == "gfx942"
+    assert imported.tables.resolve("10.0").platform.kind == "cuda"
+
+
+def test_a_changed_minimum_in_the_release_moves_the_band(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ARTUNE_READINGS_DIR", str(tmp_path / "readings"))
+    root = tmp_path / "vllm"
+    shutil.copytree(release("0.34.0") / "vllm", root / "vllm")
+    path = root / QR
+    text = path.read_text()
+    assert "(torch.float16, 8): [16 * MB," in text
+    path.write_text(text.replace("(torch.float16, 8): [16 * MB,", "(torch.float16, 8): [4 * MB,"))
+    assert _bands(root, 8, VLLM_ROCM_QUICK_REDUCE_QUANTIZATION="FP")[0] == (4 * MiB - 1, ("custom_ar",))
