@@ -80,3 +80,22 @@ def test_a_changed_minimum_in_the_release_moves_the_band(tmp_path: Path, monkeyp
     assert "(torch.float16, 8): [16 * MB," in text
     path.write_text(text.replace("(torch.float16, 8): [16 * MB,", "(torch.float16, 8): [4 * MB,"))
     assert _bands(root, 8, VLLM_ROCM_QUICK_REDUCE_QUANTIZATION="FP")[0] == (4 * MiB - 1, ("custom_ar",))
+
+
+@pytest.mark.parametrize("version", ["0.20.0", "0.34.0"])
+def test_the_release_own_code_agrees_on_every_rocm_probe(version: str) -> None:
+    from artune.oracles import RAISES
+    from artune.oracles import vllm as oracle
+
+    root = release(version)
+    probes = oracle.rocm_probes(root)
+    levels = {dict(p.env)["VLLM_ROCM_QUICK_REDUCE_QUANTIZATION"] for p in probes}
+    assert levels == {"FP", "INT8", "INT6", "INT4", "INT3", "NONE"}
+    assert {dict(p.env).get("VLLM_ROCM_USE_AITER") for p in probes} == {"1", None}
+    theirs = oracle.engine_decisions(root, probes)
+    assert oracle.artune_decisions(root, probes) == theirs
+    ran = set(theirs)
+    assert {"rccl", "custom_ar", "quick_ar_fp", "quick_ar_int4"} <= ran
+    # 0.20.0's envs.py refuses INT3 at start-up (V110); 0.34.0 runs it at two ranks, and AITER's custom all-reduce
+    assert (RAISES in ran) == (version == "0.20.0")
+    assert ("quick_ar_int3" in ran) == ("aiter_ar" in ran) == (version == "0.34.0")

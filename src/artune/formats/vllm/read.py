@@ -39,6 +39,7 @@ from artune.formats.vllm.dispatch import Evaluation, explained, fit, order
 from artune.formats.vllm.figures import CUSTOM_AR_FILE, UTILS, Figures, read_figures
 from artune.formats.vllm.rack import rack_plans
 from artune.formats.vllm.reference import DISPATCH, RELEASE
+from artune.formats.vllm.rocm_checks import rocm_findings
 from artune.formats.vllm.rules import Dispatch, default_path, planned_archs, table_set
 from artune.table.check import Finding, copied_archs
 from artune.table.family import TableSet
@@ -61,7 +62,7 @@ UNPLANNED = {
 }
 _READINGS: dict[tuple[Any, ...], tuple[EngineImport, ReleaseCode]] = {}  # each source read once per process
 _KEEP = 16
-_ROCM_READINGS: dict[tuple[Any, ...], TableSet] = {}
+_ROCM_READINGS: dict[tuple[Any, ...], EngineImport] = {}
 
 
 def release_name(files: list[SourceFile]) -> str:
@@ -322,17 +323,20 @@ def _with_rocm(
 
     def engine_arch(arch: str) -> Table | None:
         if rocm.is_gfx(arch):
-            return amd.resolve(arch)
+            return amd.tables.resolve(arch)
         return cuda_arch(arch) if cuda_arch is not None else None
 
-    return replace(imported, tables=replace(tables, engine_arch=engine_arch))
+    return replace(
+        imported, tables=replace(tables, engine_arch=engine_arch), findings=(*imported.findings, *amd.findings)
+    )
 
 
 def _rocm_set(
     files: list[SourceFile], evaluation: Evaluation, caveats_of: Any, settings: Mapping[str, str] | None
-) -> TableSet:
+) -> EngineImport:
     """The ``rocm`` tables of one reading: for each gfx arch asked (or the capability torch reports for one),
-    what the release's code runs on a ROCm machine of that arch under ``settings``, read by ``evaluation``."""
+    what the release's code runs on a ROCm machine of that arch under ``settings``, read by ``evaluation``;
+    and the findings on what the code does on each AMD arch artune has facts for (``rocm_findings``)."""
     name = release_name(files)
     under = ", ".join(f"{k}={v}" for k, v in sorted((settings or {}).items())) or "no VLLM_* variable set"
     origin = f"vllm:{files[0].label}"
@@ -351,12 +355,15 @@ def _rocm_set(
             )
         return made[arch]
 
-    return TableSet(origin, rocm.KIND, MappingProxyType({}), None, rules="vllm", engine_arch=engine_arch)
+    tables = TableSet(origin, rocm.KIND, MappingProxyType({}), None, rules="vllm", engine_arch=engine_arch)
+    found = rocm_findings(evaluation, files, settings)
+    return EngineImport("vllm", tables, found, tuple(files))
 
 
-def rocm_tables(path: str, settings: Mapping[str, str] | None = None) -> TableSet:
-    """vLLM's ``rocm`` tables from ``path`` read by its own code under ``settings`` (its ``VLLM_*`` variables),
-    without reading its CUDA tables: what ``read_vllm(path, settings)`` answers for a gfx arch."""
+def rocm_tables(path: str, settings: Mapping[str, str] | None = None) -> EngineImport:
+    """vLLM's ``rocm`` tables and their findings from ``path``, read by its own code under ``settings`` (its
+    ``VLLM_*`` variables), without reading its CUDA tables: what ``read_vllm(path, settings)`` answers for a
+    gfx arch."""
     files = _files(path)
     key = ("rocm", *_key(path, files, settings))
     if key not in _ROCM_READINGS:
