@@ -99,3 +99,63 @@ def test_the_release_own_code_agrees_on_every_rocm_probe(version: str) -> None:
     # 0.20.0's envs.py refuses INT3 at start-up (V110); 0.34.0 runs it at two ranks, and AITER's custom all-reduce
     assert (RAISES in ran) == (version == "0.20.0")
     assert ("quick_ar_int3" in ran) == ("aiter_ar" in ran) == (version == "0.34.0")
+
+
+def test_explain_names_the_platform_the_algorithm_the_kernel_and_the_switch(capsys) -> None:
+    from artune.cli import main
+
+    release("0.34.0")
+    base = ["explain", "--table", "vllm==0.34.0", "--arch", "gfx942", "--world-size", "8"]
+    assert main([*base, "--size", "1MiB"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("custom_ar (kernel cross_device_reduce_2stage)")
+    assert "platform: rocm gfx942 (CDNA3; torch reports capability 9.4" in out
+    assert "decided by: VLLM_ROCM_USE_AITER=False (default)" in out
+    assert main([*base, "--size", "4MiB", "--env", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("quick_ar_int4 (kernel quickreduce/int4)")
+    assert "decided by: VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4: QuickReduce at this level" in out
+    # the same size under the default: QuickReduce is off, and 1 MiB under INT4 is below the float16 row's 2 MB
+    assert main([*base, "--size", "1MiB", "--env", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4"]) == 0
+    assert capsys.readouterr().out.startswith("custom_ar")
+    assert main([*base, "--size", "1MiB", "--env", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION"]) == 2
+    assert "give VAR=VALUE" in capsys.readouterr().err
+    assert main([*base[:2], "reference:vllm", *base[3:], "--size", "1MiB", "--env", "A=1"]) == 2
+    assert "--env sets a vLLM release's switches" in capsys.readouterr().err
+
+
+def test_quick_reduce_findings_name_the_row(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from artune.formats.vllm.read import rocm_tables
+
+    def codes(root: Path, **settings: str) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for f in rocm_tables(str(root), settings).findings:
+            out.setdefault(f.code, []).append(f"{f.source} {f.message}")
+        return out
+
+    newest = codes(release("0.34.0"))
+    assert list(newest) == ["V111"]
+    assert newest["V111"][0].startswith(f"vllm==0.34.0/{QR}:57 _QR_MIN_SIZE[(bfloat16, 8)]: QuickReduce at INT8")
+    capped = codes(release("0.34.0"), VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB="4")["V114"]
+    assert any(line.startswith(f"vllm==0.34.0/{QR}:53 ") and "(float16, 4)] at INT8" in line for line in capped)
+    raised = codes(release("0.20.0"), VLLM_ROCM_QUICK_REDUCE_QUANTIZATION="INT3")["V110"]
+    assert raised[0].startswith("vllm==0.20.0/vllm/envs.py:") and "at world sizes 2, 4, 8" in raised[0]
+    # a pull request that copies the fp16 row into bf16's at 2 ranks, and drops bf16's row at 4
+    monkeypatch.setenv("ARTUNE_READINGS_DIR", str(tmp_path / "readings"))
+    root = tmp_path / "vllm"
+    shutil.copytree(release("0.34.0") / "vllm", root / "vllm")
+    path = root / QR
+    text = path.read_text()
+    for old, new in (
+        (
+            "(torch.bfloat16, 2): [2 * MB, 8 * MB, 8 * MB, 8 * MB, 8 * MB],",
+            "(torch.bfloat16, 2): [1 * MB, 2 * MB, 2 * MB, 1 * MB, 1 * MB],",
+        ),
+        ("(torch.bfloat16, 4): [8 * MB, 64 * MB, 64 * MB, 16 * MB, 16 * MB],\n", ""),
+    ):
+        assert old in text
+        text = text.replace(old, new)
+    path.write_text(text)
+    mutated = codes(root)
+    assert "(bfloat16, 2)] equals the float16 row" in mutated["V113"][0]
+    assert "no row for bfloat16 at world size 4" in mutated["V112"][0]

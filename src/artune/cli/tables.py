@@ -115,6 +115,14 @@ def register(commands: Any) -> None:
         metavar="NAME=SIZE",
         help="override: the band of NAME ends at SIZE (repeatable)",
     )
+    explain.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="VAR=VALUE",
+        help="decide under this engine setting (repeatable; vLLM's VLLM_* variables, e.g. "
+        "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT8): the release's own code is read with it set",
+    )
     explain.add_argument("--json", action="store_true", help="print the decision as one JSON object")
     explain.add_argument(
         "--as-written", action="store_true", help="an engine's rows as its file writes them, without its caps and clips"
@@ -247,12 +255,59 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
         if not args.arch:
             raise ArtuneError("explain: --reference needs --arch, e.g. --arch 10.7")
         return _same_vendor(reference_set(args.reference).resolve(args.arch), args.arch, args.reference)
+    if args.env:
+        return _under_env(args)
     source = open_source(args.table)
     if source.table_set is not None and len(source.tables) > 1:
         if not args.arch:
             raise ArtuneError(f"explain: {args.table} holds tables for several arches; give --arch, e.g. --arch 10.7")
         return _same_vendor(source.table_set.resolve(args.arch), args.arch, args.table)
     return source.tables[0]
+
+
+def _engine_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    """``explain --env``: the vLLM source's folder and the variables set; an error naming the fix otherwise."""
+    from artune.formats import engine_source
+
+    found = engine_source(args.table) if args.table else None
+    if found is None or found[0] != "vllm":
+        raise ArtuneError("explain: --env sets a vLLM release's switches; give --table vllm==VERSION or vllm:PATH")
+    pairs = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ArtuneError(f"explain: --env {item!r}: give VAR=VALUE, e.g. VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT8")
+        pairs[name] = value
+    return found[1], pairs
+
+
+def _under_env(args: argparse.Namespace) -> Table:
+    """The table vLLM's own code runs for ``--arch`` with ``--env``'s variables set (ROCm: its tables alone)."""
+    from artune.formats.vllm.read import read_vllm, rocm_tables
+
+    if not args.arch:
+        raise ArtuneError("explain: --env needs --arch, e.g. --arch gfx942")
+    path, pairs = _engine_env(args)
+    if rocm.is_gfx(args.arch):
+        return rocm_tables(path, pairs).tables.resolve(args.arch)
+    return read_vllm(path, pairs).tables.resolve(args.arch)
+
+
+def _rocm_switches(args: argparse.Namespace, table: Table, algorithm: str) -> list[str]:
+    """For vLLM's ROCm table: each switch as the release reads it, and the one that decided ``algorithm``."""
+    from artune.formats import engine_source
+    from artune.formats.vllm.switches import decided_by, switches
+
+    found = engine_source(args.table) if args.table else None
+    if table.platform.kind != rocm.KIND or found is None or found[0] != "vllm":
+        return []
+    values = switches(found[1], _engine_env(args)[1] if args.env else {})
+    if not values:
+        return []
+    return [
+        f"switches: {', '.join(str(v) for v in values.values())}",
+        f"decided by: {decided_by(algorithm, values)}",
+    ]
 
 
 def _same_vendor(table: Table, arch: str, source: str) -> Table:
@@ -300,7 +355,11 @@ def run_explain(args: argparse.Namespace) -> int:
     if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
         note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
     kernel = _vllm_kernel(table, decision.algorithm, args.world_size, nbytes)
-    steps = [f"platform: {platform_text(table)}", *_explained_steps(decision, unavailable, kernel)]
+    steps = [
+        f"platform: {platform_text(table)}",
+        *_explained_steps(decision, unavailable, kernel),
+        *_rocm_switches(args, table, decision.algorithm),
+    ]
     figures = _figures(table, decision.world_size, decision.mode, decision.multicast)
     # what the engine reading behind the table cannot vouch for, where it could touch this decision
     unverified = [c.describe() for c in table.caveats if c.touches(args.world_size)]
@@ -432,6 +491,11 @@ def _vllm_kernel(table: Table, algorithm: str, world_size: int, nbytes: int) -> 
     spec = SPECS.get(algorithm)
     if table.platform.kind == rocm.KIND and spec is not None and len(spec.kernels) == 1:
         return spec.kernels[0].name, f"{algorithm} runs one kernel ({spec.summary})"
+    if table.platform.kind == rocm.KIND and spec is not None and algorithm.startswith("quick_ar_"):
+        return spec.kernels[0].name, (
+            "vLLM's HIP QuickReduce kernel: AITER's FlyDSL INT4 kernel runs instead only where AITER provides it "
+            "(rocm_aiter_ops.is_flydsl_quick_reduce_available), which artune's reading takes as not"
+        )
     if table.rules != "vllm" or algorithm != "custom_ar":
         return None
     from artune.formats.vllm.rules import CUSTOM_AR_ALGO_ENV, custom_ar_kernel, release_of

@@ -58,7 +58,8 @@ def rocm_findings(
     lines = _row_lines(source)
     name = source.path
     table_rows = {key: row for key, row in rows.items() if _key(key) is not None}
-    out += _never(table_rows, lines, name, table)
+    status, cast = evaluation.release.env("VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16")
+    out += _never(table_rows, lines, name, table, status == "value" and bool(cast))
     out += _missing(quick, table_rows, lines, name, table)
     out += _copied(table_rows, lines, name, table)
     cap = (settings or {}).get("VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB")
@@ -123,8 +124,15 @@ def _where(name: str, lines: dict[tuple[str, int], int], row: tuple[str, int] | 
     return f"{name}:{line or lines.get(('', 0), 1)}"
 
 
-def _never(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, table: str) -> list[Finding]:
-    """V111: levels whose minimum is QuickReduce's whole buffer or more."""
+def _never(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, table: str, cast: bool) -> list[Finding]:
+    """V111: levels whose minimum is QuickReduce's whole buffer or more (``cast``: bf16 messages read the
+    float16 rows, VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16 on)."""
+    cast_note = (
+        "with VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16 on, as here, a bfloat16 message reads the float16 row "
+        "instead, and this row is read only with it off"
+        if cast
+        else ""
+    )
     out = []
     for key, row in rows.items():
         dtype, ws = _key(key)  # type: ignore[misc]
@@ -136,7 +144,8 @@ def _never(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, t
                     QR_ARCHS,
                     f"_QR_MIN_SIZE[({dtype}, {ws})]: QuickReduce at {', '.join(never)} never runs at world size "
                     f"{ws} for {dtype}: its minimum is QuickReduce's whole buffer ({format_size(QR_MAX_SIZE)}, "
-                    "ops.qr_max_size()) or more, so the level is on and takes no message",
+                    "ops.qr_max_size()) or more, so the level is on and takes no message below it"
+                    + (f" ({cast_note})" if dtype == "bfloat16" and cast_note else ""),
                     ws,
                     source=_where(name, lines, (dtype, ws)),
                     code="V111",
