@@ -118,6 +118,12 @@ def test_explain_names_the_platform_the_algorithm_the_kernel_and_the_switch(caps
     # the same size under the default: QuickReduce is off, and 1 MiB under INT4 is below the float16 row's 2 MB
     assert main([*base, "--size", "1MiB", "--env", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT4"]) == 0
     assert capsys.readouterr().out.startswith("custom_ar")
+    # a level the release's envs.py refuses: vLLM does not start, and explain says so instead of answering
+    assert main([*base, "--size", "1MiB", "--env", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT5"]) == 2
+    assert "vLLM raises at start-up on ROCm at world sizes 2, 4, 8" in capsys.readouterr().err
+    # custom all-reduce (and QuickReduce with it) is the MI300 series' only: MI250 (gfx90a) runs RCCL
+    assert main([*base[:4], "gfx90a", *base[5:], "--size", "1MiB"]) == 0
+    assert capsys.readouterr().out.startswith("rccl")
     assert main([*base, "--size", "1MiB", "--env", "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION"]) == 2
     assert "give VAR=VALUE" in capsys.readouterr().err
     assert main([*base[:2], "reference:vllm", *base[3:], "--size", "1MiB", "--env", "A=1"]) == 2

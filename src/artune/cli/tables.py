@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -261,6 +262,7 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
     if source.table_set is not None and len(source.tables) > 1:
         if not args.arch:
             raise ArtuneError(f"explain: {args.table} holds tables for several arches; give --arch, e.g. --arch 10.7")
+        _refuse_where_it_raises(source.findings, args)
         return _same_vendor(source.table_set.resolve(args.arch), args.arch, args.table)
     return source.tables[0]
 
@@ -289,8 +291,22 @@ def _under_env(args: argparse.Namespace) -> Table:
         raise ArtuneError("explain: --env needs --arch, e.g. --arch gfx942")
     path, pairs = _engine_env(args)
     if rocm.is_gfx(args.arch):
-        return rocm_tables(path, pairs).tables.resolve(args.arch)
+        reading = rocm_tables(path, pairs)
+        _refuse_where_it_raises(reading.findings, args)
+        return reading.tables.resolve(args.arch)
     return read_vllm(path, pairs).tables.resolve(args.arch)
+
+
+def _refuse_where_it_raises(findings: Any, args: argparse.Namespace) -> None:
+    """An error where the engine raises at start-up on this AMD arch and world size (V110): no all-reduce runs."""
+    gfx = rocm.gfx_arch(args.arch) if args.arch else None
+    for found in findings:
+        sizes = re.search(r"at world sizes? ([\d, ]+):", found.message) if found.code == "V110" else None
+        if sizes and found.arch == gfx and args.hosts == 1 and str(args.world_size) in sizes.group(1).split(", "):
+            raise ArtuneError(
+                f"explain: {found.message} ({found.source or found.table}); the engine does not start there, so "
+                "no all-reduce runs"
+            )
 
 
 def _rocm_switches(args: argparse.Namespace, table: Table, algorithm: str) -> list[str]:

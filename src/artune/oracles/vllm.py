@@ -511,9 +511,12 @@ class World:
             ),
             "vllm.distributed.parallel_state": StandIn(
                 "vllm.distributed.parallel_state",
+                # ParallelConfig turns the platform's use_custom_allreduce() into it: on ROCm the MI300 series only
+                # (RocmPlatform.use_custom_allreduce, vllm/platforms/rocm.py: gfx94*, gfx95*)
                 _ENABLE_CUSTOM_ALL_REDUCE=self._assigned(
                     "vllm/distributed/parallel_state.py", "_ENABLE_CUSTOM_ALL_REDUCE"
-                ),
+                )
+                and (not self.gfx or self.gfx.startswith(("gfx94", "gfx95"))),
                 in_the_same_node_as=lambda group, source_rank=0: [
                     rank // per_host == source_rank // per_host for rank in range(world.world_size)
                 ],

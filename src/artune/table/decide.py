@@ -449,9 +449,9 @@ def _engine_plan(
     if plan is not None:
         return _CompiledPlan(table, plan, plan.fallback, said)
     fallback = policy.fallback or _platform_default(table)
-    missing = policy.missing(world_size, mode, hosts, nvlink.value)
     if table.platform.kind == "rocm":  # the engine's process group loads RCCL on an AMD GPU
-        fallback, missing = _platform_default(table), missing.replace(fallback, _platform_default(table))
+        fallback = _platform_default(table)
+    missing = policy.missing(world_size, mode, hosts, nvlink.value, table.platform.kind)
     return _CompiledPlan(table, None, fallback, _join(said, missing))
 
 

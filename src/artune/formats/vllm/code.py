@@ -53,6 +53,7 @@ from artune.sizes import MAX_SIZE
 COMM = "vllm/distributed/device_communicators/"
 PACKAGE = "vllm.distributed.device_communicators"
 CUDA = PACKAGE + ".cuda_communicator"
+PARALLEL_STATE = "vllm.distributed.parallel_state"
 #: the release's modules artune evaluates, in the order their imports need them: (module, file)
 MODULES: tuple[tuple[str, str], ...] = (
     ("vllm.envs", "vllm/envs.py"),
@@ -220,6 +221,12 @@ class ReleaseCode:
             return self._comms[machine]
         assert self.main is not None
         self._reset(machine)
+        # set at start-up from the platform (ParallelConfig.disable_custom_all_reduce): off on ROCm but MI300
+        assigned = self.globals(PARALLEL_STATE).get("_ENABLE_CUSTOM_ALL_REDUCE")
+        if isinstance(assigned, bool):
+            self.fakes[PARALLEL_STATE + "._ENABLE_CUSTOM_ALL_REDUCE"] = (
+                assigned and self.stand_ins.use_custom_allreduce()
+            )
         cls = self.main.globals.values["CudaCommunicator"]
         group = self.stand_ins.group
         device = Namespace("torch.device", {"type": "cuda", "index": 0})

@@ -467,7 +467,8 @@ class StandIns:
                 "has_device_capability": _native("has_device_capability", at_least),
                 "is_device_capability": _native("is_device_capability", equal),
                 "is_device_capability_family": _native("is_device_capability_family", family),
-                "is_fully_connected": _native("is_fully_connected", lambda ids: True),  # NVSwitch
+                "is_fully_connected": _native("is_fully_connected", lambda ids: True),  # NVSwitch, or XGMI
+                "use_custom_allreduce": _native("use_custom_allreduce", self.use_custom_allreduce),
                 "device_count": _native("device_count", self._local_ranks),
                 "visible_device_id_to_physical_device_id": _native("visible_to_physical", lambda i: i),
                 "logical_device_id_to_visible_device_id": _native("logical_to_visible", lambda i: i),
@@ -573,6 +574,14 @@ class StandIns:
             "on_gfx1250": on("gfx1250"),
             "get_cdna_version": lambda: self.stage.machine.cdna,
         }
+
+    def use_custom_allreduce(self) -> bool:
+        """vLLM's ``current_platform.use_custom_allreduce()``, which ``ParallelConfig`` turns into
+        ``disable_custom_all_reduce`` (so ``parallel_state._ENABLE_CUSTOM_ALL_REDUCE``): always on CUDA; on ROCm
+        the MI300 series only, gfx94* and gfx95* (``RocmPlatform.use_custom_allreduce``, vllm/platforms/rocm.py;
+        it also gates QuickReduce and AITER's custom all-reduce)."""
+        machine = self.stage.machine
+        return machine.platform != rocm.KIND or machine.gfx.startswith(("gfx94", "gfx95"))
 
     def _aiter_enabled(self) -> bool:
         """vLLM's ``rocm_aiter_ops.is_custom_all_reduce_enabled()``: AITER is supported (ROCm on a gfx9 arch,
