@@ -124,6 +124,11 @@ def _where(name: str, lines: dict[tuple[str, int], int], row: tuple[str, int] | 
     return f"{name}:{line or lines.get(('', 0), 1)}"
 
 
+def _row(table: str, row: tuple[str, int], message: str, code: str, name: str, lines: dict[Any, int]) -> Finding:
+    """A warning about one ``_QR_MIN_SIZE`` row, at its line."""
+    return Finding(table, QR_ARCHS, message, row[1], source=_where(name, lines, row), code=code)
+
+
 def _never(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, table: str, cast: bool) -> list[Finding]:
     """V111: levels whose minimum is QuickReduce's whole buffer or more (``cast``: bf16 messages read the
     float16 rows, VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16 on)."""
@@ -138,19 +143,13 @@ def _never(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, t
         dtype, ws = _key(key)  # type: ignore[misc]
         never = [LEVELS[i] for i, size in enumerate(row) if i < len(LEVELS) and size >= QR_MAX_SIZE]
         if never:
-            out.append(
-                Finding(
-                    table,
-                    QR_ARCHS,
-                    f"_QR_MIN_SIZE[({dtype}, {ws})]: QuickReduce at {', '.join(never)} never runs at world size "
-                    f"{ws} for {dtype}: its minimum is QuickReduce's whole buffer ({format_size(QR_MAX_SIZE)}, "
-                    "ops.qr_max_size()) or more, so the level is on and takes no message below it"
-                    + (f" ({cast_note})" if dtype == "bfloat16" and cast_note else ""),
-                    ws,
-                    source=_where(name, lines, (dtype, ws)),
-                    code="V111",
-                )
+            message = (
+                f"_QR_MIN_SIZE[({dtype}, {ws})]: QuickReduce at {', '.join(never)} never runs at world size "
+                f"{ws} for {dtype}: its minimum is QuickReduce's whole buffer ({format_size(QR_MAX_SIZE)}, "
+                "ops.qr_max_size()) or more, so the level is on and takes no message below it"
+                + (f" ({cast_note})" if dtype == "bfloat16" and cast_note else "")
             )
+            out.append(_row(table, (dtype, ws), message, "V111", name, lines))
     return out
 
 
@@ -192,17 +191,11 @@ def _copied(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, 
         for index, (dtype, row) in enumerate(found):
             same = [other for other, theirs in found[:index] if theirs == row]
             if same:
-                out.append(
-                    Finding(
-                        table,
-                        QR_ARCHS,
-                        f"_QR_MIN_SIZE[({dtype}, {ws})] equals the {same[0]} row at world size {ws}: the kernels "
-                        "differ by dtype (bf16 is slower), so measured, or copied?",
-                        ws,
-                        source=_where(name, lines, (dtype, ws)),
-                        code="V113",
-                    )
+                message = (
+                    f"_QR_MIN_SIZE[({dtype}, {ws})] equals the {same[0]} row at world size {ws}: the kernels "
+                    "differ by dtype (bf16 is slower), so measured, or copied?"
                 )
+                out.append(_row(table, (dtype, ws), message, "V113", name, lines))
     return out
 
 
@@ -215,18 +208,12 @@ def _clipped(rows: dict[Any, Any], cap: int, lines: dict[tuple[str, int], int], 
             LEVELS[i] for i, size in enumerate(row) if i < len(LEVELS) and cap < size < QR_MAX_SIZE
         ]  # at or above the buffer, V111 says it
         if clipped:
-            out.append(
-                Finding(
-                    table,
-                    QR_ARCHS,
-                    f"VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB caps QuickReduce at {format_size(cap)}, below the "
-                    f"minimum of _QR_MIN_SIZE[({dtype}, {ws})] at {', '.join(clipped)}: the cap clips "
-                    "those levels away at that world size (no message is both above the minimum and below the cap)",
-                    ws,
-                    source=_where(name, lines, (dtype, ws)),
-                    code="V114",
-                )
+            message = (
+                f"VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB caps QuickReduce at {format_size(cap)}, below the "
+                f"minimum of _QR_MIN_SIZE[({dtype}, {ws})] at {', '.join(clipped)}: the cap clips "
+                "those levels away at that world size (no message is both above the minimum and below the cap)"
             )
+            out.append(_row(table, (dtype, ws), message, "V114", name, lines))
     return out
 
 
