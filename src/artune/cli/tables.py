@@ -320,10 +320,14 @@ def _rocm_switches(args: argparse.Namespace, table: Table, algorithm: str) -> li
     values = switches(found[1], _engine_env(args)[1] if args.env else {})
     if not values:
         return []
-    return [
-        f"switches: {', '.join(str(v) for v in values.values())}",
-        f"decided by: {decided_by(algorithm, values)}",
-    ]
+    out = [f"switches: {', '.join(str(v) for v in values.values())}", f"decided by: {decided_by(algorithm, values)}"]
+    cast = values.get("VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16")
+    if (args.dtype or "bfloat16") != "bfloat16" and cast is not None and not cast.value:
+        out.append(
+            f"unverified: the reading asks vLLM with bfloat16 messages; with {cast} a {args.dtype} message reads "
+            "QuickReduce's own _QR_MIN_SIZE row for its dtype, which this table does not hold"
+        )
+    return out
 
 
 def _same_vendor(table: Table, arch: str, source: str) -> Table:
