@@ -41,6 +41,13 @@ FlashInfer's ``allreduce_fusion`` (flashinfer_ar), or pynccl / torch's
 all-reduce (nccl). In graph mode the stream reports capturing and custom
 all-reduce is inside its ``capture()``.
 
+On ROCm probes (a gfx arch, and the probe's ``VLLM_*`` variables set for
+``envs.py``) the platform is vLLM's ROCm one: ``is_rocm()``, torch's
+``gcnArchName``, ``vllm.platforms.rocm``'s arch tests, custom all-reduce on the
+MI300 series only, and ``quick_all_reduce.py`` and ``aiter_custom_all_reduce.py``
+run as released, with AITER's own ``CustomAllreduce`` a stand-in (its facts in
+``artune.formats.vllm.world``); what pynccl runs is RCCL there.
+
 A release whose code asks the stand-ins something they do not hold fails
 loudly (``Unknown``), never silently answering for vLLM.
 """

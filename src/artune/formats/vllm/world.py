@@ -27,7 +27,12 @@ is the smallest honest stand-in:
 - vLLM's C++ ops and allocations: pointers that do nothing.
 
 The kernels record what ran (``Stage.ran``): ``custom_ar``, ``symm_mem_*``,
-``flashinfer_ar``, ``nccl``, ``nccl_symmetric``, ``quick_ar``. The input is a
+``flashinfer_ar``, ``nccl``, ``nccl_symmetric``, ``quick_ar_<level>`` and
+``aiter_ar``. On ROCm (``GpuGroup.platform``, a gfx arch) the machine also
+answers torch's ``gcnArchName``, ``vllm.platforms.rocm``'s arch tests and CDNA
+version, ``use_custom_allreduce()`` (the MI300 series only), vLLM's
+``rocm_aiter_ops`` (its switches as the release's ``envs.py`` computes them)
+and AITER's own ``CustomAllreduce`` (``AITER_WORLD_SIZES``, ``AITER_MAX_SIZE``). The input is a
 bf16 tensor of the probe's size, 2-D as vLLM's hidden states are,
 of 16-byte rows (``ROW``), whose sizes are ``Linear`` in the bytes: every comparison the code makes with
 them records where its answer flips (``Stage.flips``). Anything else the
