@@ -19,7 +19,10 @@ Prints Markdown (and writes it to ``--out``), every figure of the cost model's r
 5. crossovers held out from every fit: SGLang SM107 (Rubin) and TensorRT-LLM, predicted / published,
    under each unseen-arch rule, and the coverage of the 90% intervals; then each SGLang 9.0/10.0 group
    predicted by a fit and bootstrap without it;
-6. the presets and their sources; what `artune plan --preset b300 / rubin --explain-uncertainty` says.
+6. the presets and their sources; what `artune plan --preset b300 / rubin / mi300x --explain-uncertainty` says.
+
+AMD GPUs (presets mi300x, mi355x) get their own rows: no engine's reference tables are for ROCm, so their
+sweeps are scored against RCCL at every size (where they measured it), not against hand tables or copies.
 
 ``--write`` stores the fit (parameters and bootstrap replicates) in ``src/artune/costmodel/gpu-fit.json``.
 ``--quick``: fewer replicates and no per-fold term selection (for a look, not for the README).
@@ -40,6 +43,7 @@ import platform
 import sys
 import time
 from pathlib import Path
+from statistics import geometric_mean
 
 import numpy as np
 
@@ -74,7 +78,9 @@ def print_data(data: cal.Data) -> None:
 
 
 def print_blind(folds: list[blind.ArchFold], weight: float, totals: dict[float, float], stored: dict) -> None:
-    """The leave-one-arch-out table: per arch and world size, and in total."""
+    """The leave-one-arch-out table: per arch and world size, and in total; the AMD folds in their own table."""
+    amd = [f for f in folds if blind.is_amd(f)]
+    folds = [f for f in folds if not blind.is_amd(f)]
     print("## Leave one arch out: the model against copying the nearest arch's rows\n")
     print(
         "Each fold drops every sweep and every claimed crossover of one arch, fits on the rest, plans for it and "
@@ -97,7 +103,7 @@ def print_blind(folds: list[blind.ArchFold], weight: float, totals: dict[float, 
         return hybrid[score.sweep.id][w] if w.startswith("hybrid") else score.geomean(w)
 
     def line(label: str, scores: list) -> str:
-        cells = " | ".join(f"{blind.geomean([value(s, w) for s in scores]):.3f}" for w in who)
+        cells = " | ".join(f"{geometric_mean([value(s, w) for s in scores]):.3f}" for w in who)
         return f"{label} | {sum(len(s.rows) for s in scores)} | {cells} |"
 
     for fold in folds:
@@ -126,6 +132,38 @@ def print_blind(folds: list[blind.ArchFold], weight: float, totals: dict[float, 
         f"Calibrated interval: {cal_}. With the factor from the other archs' sweeps only: "
         f"{cal_.arch_covered}/{cal_.units} = {cal_.arch_coverage:.0%}.\n"
     )
+    if amd:
+        print_blind_amd(amd, stored)
+
+
+def print_blind_amd(folds: list[blind.ArchFold], stored: dict) -> None:
+    """The AMD folds: the model against RCCL at every size, where the sweep measured it."""
+    print("### AMD GPUs held out\n")
+    print(
+        "Each AMD fold drops every sweep of one gfx arch and fits on the rest (NVIDIA's sweeps and the other AMD "
+        "arch's), the way a new AMD GPU arrives. No engine's reference tables are for ROCm, so there is no hand row "
+        "or copy to score: the comparison is RCCL at every size, the process group every engine falls back to, on "
+        "the sweeps that measured it at every size. The model's choice is among every kernel the sweep measured, "
+        "QuickReduce's quantized (lossy) levels included; the modelled tables plan full precision only.\n"
+    )
+    print("| arch | ws | mode | sweep | sizes | model | RCCL at every size |\n|---|---:|---|---|---:|---:|---:|")
+    for fold in folds:
+        for score in fold.scores:
+            s = score.sweep
+            rccl = f"{score.geomean('rccl'):.3f}" if "rccl" in score.rows[0].regrets else "-"
+            print(
+                f"| {fold.arch} | {s.world_size} | {s.mode} | {s.id} | {len(score.rows)} | "
+                f"{score.geomean('model'):.3f} | {rccl} |"
+            )
+    print(f"\nAMD: {blind.score_line(stored, amd=True)}.")
+    measured = {validate.preset_arch(s.preset) for s in cal.SWEEPS if validate.kind_of(s.preset) == "rocm"}
+    unscored = sorted(measured - {f.arch for f in folds})
+    if unscored:
+        print(
+            f"Not held out: {', '.join(unscored)}, whose published sweeps measured one kernel per size (no choice "
+            "to score); its plans carry the folds above."
+        )
+    print()
 
 
 def print_fit(central: cal.Result, replicates: np.ndarray, data: cal.Data) -> None:
@@ -162,7 +200,8 @@ def loo(data: cal.Data, terms: tuple[str, ...], central: cal.Result, reselect: b
         score = validate.score_sweep(s, validate.predictor(fold.theta(), s.preset, s.world_size, s.mode))
         scores.append(score)
         suggestion = None
-        if score.geomean("model") > min(score.geomean(e) for e in validate.ENGINES) and fold_replicates:
+        rivals = [w for w in score.rows[0].regrets if w != "model"]
+        if rivals and score.geomean("model") > min(score.geomean(e) for e in rivals) and fold_replicates:
             reps = cal.bootstrap(fold_data, fold_terms, fold, fold_replicates)
             fit = cal.stored_fit(fold_data, fold_terms, fold, reps)
             model = hardware.HardwareModel(load_preset(s.preset), fit, algorithms=s.kernels)
@@ -173,6 +212,11 @@ def loo(data: cal.Data, terms: tuple[str, ...], central: cal.Result, reselect: b
 
 
 def print_loo(scores, notes) -> None:
+    amd = [(sc, n) for sc, n in zip(scores, notes, strict=True) if validate.kind_of(sc.sweep.preset) == "rocm"]
+    scores, notes = (
+        [sc for sc in scores if validate.kind_of(sc.sweep.preset) == "cuda"],
+        [n for n in notes if validate.kind_of(n[0].preset) == "cuda"],
+    )
     print("## Leave one sweep out: the modelled plan against the hand tables, on the same points\n")
     print(
         "| sweep | GPU | ws | mode | sizes | model | vLLM table | SGLang table | terms chosen without it |\n"
@@ -210,6 +254,17 @@ def print_loo(scores, notes) -> None:
         )
         for s, m in lost:
             print(f"- {s.id} ({s.preset}): {m}")
+        print()
+    if amd:
+        print("AMD sweeps, each left out once (no hand table for ROCm: RCCL at every size where measured):\n")
+        print("| sweep | GPU | ws | mode | sizes | model | RCCL at every size |\n|---|---|---:|---|---:|---:|---:|")
+        for score, (s, _terms, _m) in amd:
+            has = "rccl" in score.rows[0].regrets
+            rccl = f"{score.geomean('rccl'):.3f} ({score.worst('rccl'):.2f})" if has else "-"
+            print(
+                f"| {s.id} | {s.preset} | {s.world_size} | {s.mode} | {len(score.rows)} | "
+                f"{score.geomean('model'):.3f} ({score.worst('model'):.2f}) | {rccl} |"
+            )
         print()
 
 
@@ -296,11 +351,11 @@ def print_group_coverage(data: cal.Data, terms: tuple[str, ...], central: cal.Re
 
 def print_presets() -> None:
     print("## Presets and their sources\n")
-    print("| preset | arch | NVLink GB/s per direction | SMs | multicast | sources |\n|---|---|---:|---:|---|---|")
+    print("| preset | arch | links | SMs | multicast | sources |\n|---|---|---|---:|---|---|")
     for name in preset_names():
         hw = load_preset(name)
         print(
-            f"| {name} | {hw.arch} | {hw.nvlink_GBps:g} | {hw.sms or '-'} | {'yes' if hw.multicast else 'no'} | "
+            f"| {name} | {hw.arch} | {hw.fabric} | {hw.sms or '-'} | {'yes' if hw.multicast else 'no'} | "
             f"{'; '.join(hw.sources)} |"
         )
     print()
@@ -310,6 +365,7 @@ def print_explain(fit: gpu.GpuFit, preset: str = "rubin", world_sizes=(2, 3, 4, 
     model = hardware.HardwareModel(load_preset(preset), fit)
     print(f"## artune plan --preset {preset} --explain-uncertainty (world sizes {list(world_sizes)})\n")
     print("```")
+    print(f"validated {model.validation}")
     found = []
     for ws in world_sizes:
         for mode in ("graph", "eager"):
@@ -426,6 +482,8 @@ def run(args: argparse.Namespace) -> None:
     print_presets()
     print_explain(fit, "b300", (6,))
     print_explain(fit)
+    print_explain(fit, "mi300x", (2, 4, 8))
+    print_explain(fit, "mi355x", (8,))
     print(f"({time.monotonic() - started:.0f} s{', fit written to ' + str(FIT_FILE.name) if args.write else ''})")
 
 

@@ -20,6 +20,11 @@ def test_every_algorithm_has_its_scheme() -> None:
         "1shot_push",
         "1shot_pull",
         "trtllm_oneshot",
+        "aiter_ar",  # its first kernel, 1-stage; AITER's C++ picks 2-stage above a size
+        "custom_ar_v1_1stage",
+    }
+    assert {n for n, s in catalog.SPECS.items() if s.scheme is Scheme.TWO_SHOT} >= {
+        f"quick_ar_{level}" for level in catalog.QUICK_REDUCE_LEVELS
     }
     assert {n for n, s in catalog.SPECS.items() if s.scheme is Scheme.MULTICAST} == {
         "symm_mem_multimem",

@@ -195,3 +195,22 @@ def test_relative_imports_module_getattr_slices_and_getattr() -> None:
     interp.run_module()
     assert interp.globals.values["LIMIT"] == 7
     assert interp.call(interp.globals.values["f"], [[1, 2, 3, 4]], {}) == ([2, 3], True, False, True, "a")
+
+
+def test_an_enum_has_members_by_name_and_by_value_and_a_bad_name_raises() -> None:
+    source = (
+        "from enum import Enum, auto\n"
+        "class Level(Enum):\n    FP = 0\n    INT8 = 1\n    LATER = auto()\n"
+        "def pick(name):\n"
+        "    if name not in Level.__members__:\n        return None\n"
+        "    level = Level[name]\n"
+        "    return (level.value, level == Level.INT8, Level(0).name, list(Level.__members__))\n"
+    )
+    interp = Interpreter(source, "t.py", objects=True)
+    interp.run_module()
+    pick = interp.globals.values["pick"]
+    assert interp.call(pick, ["INT8"], {}) == (1, True, "FP", ["FP", "INT8", "LATER"])
+    assert interp.call(pick, ["LATER"], {})[0] == 2  # auto(): one above the member before
+    assert interp.call(pick, ["INT3"], {}) is None
+    with pytest.raises(Raised, match="no such member"):
+        interp.call(interp.globals.values["Level"].values["__getitem__"], ["INT3"], {})

@@ -112,7 +112,8 @@ def test_reference_sglang_graph_calls_across_a_rack_take_the_eager_plans(capsys)
 def test_a_reference_finds_what_its_release_finds(engine: str, version: str) -> None:
     release(engine, version)
     ours = reference_findings(engine)
-    theirs = source_findings(open_source(f"{engine}=={version}"))
+    # the reference holds the CUDA tables; a release's reading adds its ROCm findings (QuickReduce's, gfx archs)
+    theirs = [f for f in source_findings(open_source(f"{engine}=={version}")) if not f.arch.startswith("gfx")]
     key = lambda f: (f.severity, f.arch, f.world_size, f.hosts, f.message, f.code)  # noqa: E731
     assert [key(f) for f in ours] == [key(f) for f in theirs]
     # the release's name its files and lines; the reference's, the reference

@@ -862,3 +862,11 @@ def test_evidence_dir_reads_artune_logs_for_sglang(tmp_path: Path, capsys: pytes
     )
     page = capsys.readouterr().out
     assert "**Verdict: approve.**" in page and "measured: measurements-ws8-eager.jsonl" in page
+
+
+def test_prose_names_code_whole_even_inside_parentheses() -> None:
+    """A call's own parentheses stay in its code span; the prose's parentheses around it stay outside."""
+    from artune.review.markdown import inline
+
+    text = "its buffer (the 2GiB that ops.qr_max_size() returns) or (see f()) or (x_y)"
+    assert inline(text) == "its buffer (the 2GiB that `ops.qr_max_size()` returns) or (see `f()`) or (`x_y`)"

@@ -92,6 +92,8 @@ class AlgorithmSpec:
     conditions: Conditions = field(default_factory=Conditions)
     #: where it runs: "one_host" (shared memory of one machine), "across_hosts" (needs ranks on 2+ hosts), "any"
     topology: str = "any"
+    #: the platforms it runs on (``Platform.kind``: cuda, rocm, cpu); ``None``: any
+    kinds: frozenset[str] | None = None
     #: the kernels it stands for; the first is what it runs unless its engine picks one per call (vLLM's custom
     #: all-reduce: 1-stage, 2-stage above a size); none for an algorithm made of others (``hier_shm``)
     kernels: tuple[Kernel, ...] = ()
@@ -100,6 +102,12 @@ class AlgorithmSpec:
     def scheme(self) -> Scheme | None:
         """How it moves the data: its first kernel's scheme (``None``: no kernel, or one that picks its own)."""
         return self.kernels[0].scheme if self.kernels else None
+
+    def kind_unmet(self, kind: str | None) -> str | None:
+        """Why it cannot run on a ``kind`` platform, or ``None`` (a ``kind`` of ``None``: any platform)."""
+        if kind is None or self.kinds is None or kind in self.kinds:
+            return None
+        return f"runs on {' and '.join(_KIND_NAMES[k] for k in sorted(self.kinds))} only, not on {_KIND_NAMES[kind]}"
 
     def topology_unmet(self, hosts: int) -> str | None:
         """Why it cannot run for ranks on ``hosts`` hosts, or ``None``."""
@@ -111,8 +119,12 @@ class AlgorithmSpec:
 
 
 _HALF_AND_FP32 = frozenset({"float32", "float16", "bfloat16"})
+_HALF = frozenset({"float16", "bfloat16"})
 _BF16 = frozenset({"bfloat16"})
 _VLLM_WORLD_SIZES = frozenset({2, 4, 6, 8})
+_CUDA = frozenset({"cuda"})
+_ROCM = frozenset({"rocm"})
+_KIND_NAMES = {"cuda": "CUDA", "rocm": "ROCm", "cpu": "CPU"}
 
 
 def _library(name: str) -> tuple[Kernel, ...]:
@@ -125,12 +137,14 @@ def _vllm_symm_mem(kind: str, summary: str, scheme: Scheme) -> AlgorithmSpec:
     sizes in its table and only where multicast works, for two-shot too."""
     conditions = Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True)
     kernels = (Kernel(f"symm_mem/{kind}", scheme, "torch"),)
-    return AlgorithmSpec(f"symm_mem_{kind}", "vllm", summary, conditions=conditions, kernels=kernels)
+    return AlgorithmSpec(f"symm_mem_{kind}", "vllm", summary, conditions=conditions, kernels=kernels, kinds=_CUDA)
 
 
 def _shm(name: str, summary: str, scheme: Scheme) -> AlgorithmSpec:
     """One of artune's shared-memory algorithms: one host, its own kernel under its name."""
-    return AlgorithmSpec(name, "artune", summary, topology="one_host", kernels=(Kernel(name, scheme, "shm"),))
+    return AlgorithmSpec(
+        name, "artune", summary, topology="one_host", kernels=(Kernel(name, scheme, "shm"),), kinds=frozenset({"cpu"})
+    )
 
 
 def _sglang(
@@ -143,7 +157,47 @@ def _sglang(
 ) -> AlgorithmSpec:
     """An SGLang v2 algorithm: 16-byte aligned sizes, its own kernel ``sglang/<name>`` (and ``also``)."""
     kernels = (Kernel(f"sglang/{name}", scheme, "custom"), *also)
-    return AlgorithmSpec(name, "sglang", summary, params, Conditions(align=16, multicast=multicast), kernels=kernels)
+    conditions = Conditions(align=16, multicast=multicast)
+    return AlgorithmSpec(name, "sglang", summary, params, conditions, kernels=kernels, kinds=_CUDA)
+
+
+def _rocm_custom(name: str, engine: str, summary: str, *kernels: Kernel) -> AlgorithmSpec:
+    """A custom all-reduce over HIP IPC of vLLM's lineage on ROCm: its world sizes, dtypes and 16-byte sizes."""
+    conditions = Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_HALF_AND_FP32, align=16)
+    return AlgorithmSpec(name, engine, summary, conditions=conditions, kernels=kernels, kinds=_ROCM)
+
+
+#: QuickReduce's levels (``QuickReduceRegime``, set once per process by ``VLLM_ROCM_QUICK_REDUCE_QUANTIZATION``
+#: in vLLM, ``ROCM_QUICK_REDUCE_QUANTIZATION`` in SGLang): level -> the world sizes that run it (INT3 only at
+#: two ranks, from the vLLM release that added it) and the bytes each rank sends per byte of fp16 input (its
+#: codec's transmitted tile: ``bits / 16`` plus one fp16 scale per 32 elements; mk1-project/quickreduce
+#: ``csrc/core/allreduce.h``, ``kRankTileStride`` over the 4 KiB fp16 tile: Q8 2176, Q6 1664, Q4 1152 bytes)
+QUICK_REDUCE_LEVELS: dict[str, tuple[frozenset[int], float]] = {
+    "fp": (frozenset({2, 4, 8}), 1.0),
+    "int8": (frozenset({2, 4, 8}), 8.5 / 16),
+    "int6": (frozenset({2, 4, 8}), 6.5 / 16),
+    "int4": (frozenset({2, 4, 8}), 4.5 / 16),
+    "int3": (frozenset({2}), 3.5 / 16),
+}
+
+
+def _quick_reduce(level: str) -> AlgorithmSpec:
+    """QuickReduce at one quantization level: a two-shot kernel on ROCm that sends each rank's shard
+    compressed by the level's codec (lossy below ``fp``), fp16 and bf16 only (bf16 cast to fp16 by default),
+    16-byte aligned sizes. From vLLM 0.33, INT4 runs AITER's FlyDSL kernel where AITER provides it."""
+    world_sizes, _ratio = QUICK_REDUCE_LEVELS[level]
+    kernels = (Kernel(f"quickreduce/{level}", Scheme.TWO_SHOT, f"quickreduce_{level}"),)
+    if level == "int4":
+        kernels += (Kernel("flydsl/qr_int4", Scheme.TWO_SHOT, "flydsl"),)
+    quantized = "full precision" if level == "fp" else f"quantized to {level.upper()} on the wire (lossy)"
+    return AlgorithmSpec(
+        f"quick_ar_{level}",
+        "vllm",
+        f"QuickReduce all-reduce, {quantized} (vLLM's and SGLang's port of mk1-project/quickreduce)",
+        conditions=Conditions(world_sizes=world_sizes, dtypes=_HALF, align=16),
+        kernels=kernels,
+        kinds=_ROCM,
+    )
 
 
 SPECS: dict[str, AlgorithmSpec] = {
@@ -156,6 +210,15 @@ SPECS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec(
             "nccl", "torch", "NCCL all-reduce (torch.distributed or the engine's pynccl)", kernels=_library("nccl")
         ),
+        # on ROCm torch's "nccl" backend and the engines' pynccl load RCCL: a ROCm table names it for what runs
+        # (a ROCm table that says nccl still reads, and runs the same process group)
+        AlgorithmSpec(
+            "rccl",
+            "torch",
+            "RCCL all-reduce on ROCm (torch.distributed's nccl backend there, or the engine's pynccl)",
+            kernels=_library("rccl"),
+            kinds=_ROCM,
+        ),
         AlgorithmSpec("mpi", "torch", "torch.distributed.all_reduce on an MPI process group", kernels=_library("mpi")),
         # artune's CPU algorithms
         _shm("shm_one_shot", "shared memory: every rank reduces all slots", Scheme.ONE_SHOT),
@@ -166,12 +229,14 @@ SPECS: dict[str, AlgorithmSpec] = {
             "across hosts: shared-memory reduce in each host, process-group all-reduce among host leaders, "
             "shared-memory broadcast",
             topology="across_hosts",
+            kinds=frozenset({"cpu"}),
         ),
         # vLLM (vllm/distributed/device_communicators)
+        # built for ROCm too, from the same source (hipified): its caps there are vLLM's ROCm dispatch's
         AlgorithmSpec(
             "custom_ar",
             "vllm",
-            "vLLM custom all-reduce over CUDA IPC peer memory",
+            "vLLM custom all-reduce over CUDA (or HIP) IPC peer memory",
             conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_HALF_AND_FP32, align=16),
             # it picks per call (artune.formats.vllm.rules.custom_ar_kernel)
             kernels=(
@@ -189,6 +254,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             conditions=Conditions(dtypes=_HALF_AND_FP32),
             # its backend by the machine (artune.formats.vllm.rules.kernel); each picks one-shot or two-shot itself
             kernels=(Kernel("flashinfer/mnnvl", None, "flashinfer"), Kernel("flashinfer/trtllm", None, "flashinfer")),
+            kinds=_CUDA,
         ),
         # artune runs the torch ops under the same names (artune.algorithms.cuda); one-shot is not in
         # vLLM's table but is a torch op, and SGLang's torch_symm_mem path uses it
@@ -198,6 +264,7 @@ SPECS: dict[str, AlgorithmSpec] = {
             "torch symmetric memory one-shot all-reduce (every rank reads every peer's buffer)",
             conditions=Conditions(dtypes=frozenset({"bfloat16", "float32"}), align=4),
             kernels=(Kernel("symm_mem_one_shot", Scheme.ONE_SHOT, "torch"),),  # no benchmark prints it: its own name
+            kinds=_CUDA,
         ),
         _vllm_symm_mem("two_shot", "torch symmetric memory two-shot all-reduce", Scheme.TWO_SHOT),
         # SGLang's legacy CustomAllreduce (custom_all_reduce.py), which dispatch_custom_allreduce picks where v2
@@ -230,18 +297,42 @@ SPECS: dict[str, AlgorithmSpec] = {
             "trtllm",
             "TensorRT-LLM ONESHOT: fused one-shot all-reduce over IPC peer memory",
             kernels=(Kernel("trtllm/oneshot", Scheme.ONE_SHOT, "custom"),),
+            kinds=_CUDA,
         ),
         AlgorithmSpec(
             "trtllm_twoshot",
             "trtllm",
             "TensorRT-LLM TWOSHOT: fused reduce-scatter + all-gather over IPC",
             kernels=(Kernel("trtllm/twoshot", Scheme.TWO_SHOT, "custom"),),
+            kinds=_CUDA,
         ),
         AlgorithmSpec(
             "nccl_symmetric",
             "trtllm",
             "TensorRT-LLM NCCL_SYMMETRIC: NCCL on symmetric (window) memory",
             kernels=(Kernel("nccl_symm", Scheme.LIBRARY, "nccl_symm"),),
+            kinds=_CUDA,
+        ),
+        # ROCm (vllm/distributed/device_communicators, sglang/srt/distributed/device_communicators)
+        *(_quick_reduce(level) for level in QUICK_REDUCE_LEVELS),
+        # AITER's CustomAllreduce (aiter/dist/device_communicators/custom_all_reduce.py): vLLM's ROCm custom
+        # all-reduce by default (VLLM_ROCM_USE_AITER_CUSTOM_AR) and SGLang's on HIP (SGLANG_USE_AITER_AR); a
+        # fork of vLLM's kernel whose C++ picks one or two stages per call
+        _rocm_custom(
+            "aiter_ar",
+            "aiter",
+            "AITER's custom all-reduce over HIP IPC peer memory (vLLM's and SGLang's default on ROCm)",
+            Kernel("aiter_ar/1stage", Scheme.ONE_SHOT, "custom"),
+            Kernel("aiter_ar/2stage", Scheme.TWO_SHOT, "custom"),
+        ),
+        # SGLang's legacy CustomAllreduce on HIP in its deterministic mode (SGLANG_USE_1STAGE_ALLREDUCE=1, or
+        # deterministic inference): sgl-kernel's one-stage kernel with a fixed reduction order, every size
+        # (above its buffer in pieces), on any ROCm node
+        _rocm_custom(
+            "custom_ar_v1_1stage",
+            "sglang",
+            "SGLang's deterministic one-stage custom all-reduce on ROCm (fixed reduction order, any size)",
+            Kernel("sglang/deterministic_1stage", Scheme.ONE_SHOT, "custom"),
         ),
     )
 }
@@ -260,18 +351,27 @@ def scheme_of(name: str) -> Scheme | None:
     return kernel.scheme if kernel is not None else None
 
 
-def unavailable(world_size: int, dtype: str | None, nbytes: int, multicast: bool, hosts: int = 1) -> dict[str, str]:
-    """Algorithm name -> why its static conditions (or topology) rule it out for this call."""
+def unavailable(
+    world_size: int, dtype: str | None, nbytes: int, multicast: bool, hosts: int = 1, kind: str | None = None
+) -> dict[str, str]:
+    """Algorithm name -> why its static conditions, topology or platform (``kind``; ``None``: any) rule it out
+    for this call."""
     return {
         name: why
         for name, spec in SPECS.items()
-        if (why := spec.conditions.unmet(world_size, dtype, nbytes, multicast) or spec.topology_unmet(hosts))
+        if (
+            why := spec.kind_unmet(kind)
+            or spec.conditions.unmet(world_size, dtype, nbytes, multicast)
+            or spec.topology_unmet(hosts)
+        )
     }
 
 
-def available(world_size: int, dtype: str | None, nbytes: int, multicast: bool, hosts: int = 1) -> frozenset[str]:
+def available(
+    world_size: int, dtype: str | None, nbytes: int, multicast: bool, hosts: int = 1, kind: str | None = None
+) -> frozenset[str]:
     """The algorithms whose static conditions hold for this call: what ``decide`` may choose from."""
-    return frozenset(SPECS) - unavailable(world_size, dtype, nbytes, multicast, hosts).keys()
+    return frozenset(SPECS) - unavailable(world_size, dtype, nbytes, multicast, hosts, kind).keys()
 
 
 def spec(name: str) -> AlgorithmSpec:

@@ -127,6 +127,16 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         'Write `mode = "eager"`, or drop the plan.',
     ),
     FindingKind(
+        "T109",
+        "Algorithm does not run on the table's platform",
+        "The algorithm runs on other GPUs only (QuickReduce and AITER on ROCm, torch symmetric memory and "
+        "the SGLang and TensorRT-LLM kernels on CUDA, shared memory on CPU): on this table's platform it is "
+        "never available.",
+        "t.toml: warning T109: arch=gfx942 ws=8 mode=eager: 2shot_push runs on CUDA only, not on ROCm (a rocm "
+        "arch=gfx942 table: it will never be available)",
+        "Use an algorithm of the table's platform (`artune explain` says why each one is skipped there).",
+    ),
+    FindingKind(
         "T201",
         "World sizes with no plan",
         "Between 2 (or the smallest planned world size, across hosts) and the largest, some world sizes have "
@@ -312,6 +322,52 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "vLLM's own code (artune verify-engine vllm==0.35.0 --record keeps it); every dispatch function it "
         "evaluated matches vLLM 0.34.0's",
         "Run artune verify-engine vllm==VERSION; once every probe agrees, --record keeps its fingerprints.",
+    ),
+    FindingKind(
+        "V110",
+        "vLLM raises at start-up on ROCm",
+        "Building the tensor-parallel communicator on one host of an AMD GPU raises under the settings read: "
+        "the release's envs.py refuses a QuickReduce level it does not know (INT3 before the release that added "
+        "it), or QuickReduce's own checks raise.",
+        "vllm==0.20.0/vllm/envs.py:362: error V110: arch=gfx942: vLLM raises at start-up on ROCm at world sizes "
+        "2, 4, 8: under VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT3, the file raises ValueError(...)",
+        "Set a level the release lists (FP, INT8, INT6, INT4, NONE), or use the release that added it.",
+    ),
+    FindingKind(
+        "V111",
+        "QuickReduce level that never runs",
+        "A `_QR_MIN_SIZE` minimum at or above QuickReduce's whole buffer (`ops.qr_max_size()`, 2 GiB): with that "
+        "level set, QuickReduce is on at that world size and dtype and takes no message.",
+        "quick_all_reduce.py:60: warning V111: arch=gfx94*, gfx95* ws=8: _QR_MIN_SIZE row (bfloat16, 8): QuickReduce "
+        "at INT8, INT6, INT4, INT3 never runs at world size 8 for bfloat16: its minimum is ... 2 GiB ...",
+        "Write the measured crossover, or say in the table that the level is off there (and why).",
+    ),
+    FindingKind(
+        "V112",
+        "QuickReduce world size without a row",
+        "`_SUPPORTED_WORLD_SIZES` admits a world size (for a supported dtype) that `_QR_MIN_SIZE` has no row for: "
+        "`should_quick_allreduce` raises KeyError on the first message QuickReduce is asked to take there.",
+        "quick_all_reduce.py:52: error V112: arch=gfx94*, gfx95*: _QR_MIN_SIZE has no row for bfloat16 at world "
+        "size 6, which _SUPPORTED_WORLD_SIZES admits: should_quick_allreduce raises KeyError ...",
+        "Add the row (measured), or drop the world size from `_SUPPORTED_WORLD_SIZES`.",
+    ),
+    FindingKind(
+        "V113",
+        "QuickReduce rows copied between dtypes",
+        "A `_QR_MIN_SIZE` row equals the other dtype's at the same world size: fp16 and bf16 kernels differ in "
+        "speed, so equal crossovers are a question for the author.",
+        "quick_all_reduce.py:57: warning V113: arch=gfx94*, gfx95* ws=2: _QR_MIN_SIZE row (bfloat16, 2) equals the "
+        "float16 row at world size 2: ... measured, or copied?",
+        "Measure both dtypes (their own sweeps), or say the row is copied.",
+    ),
+    FindingKind(
+        "V114",
+        "QuickReduce maximum clipped by the environment",
+        "`VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB` caps QuickReduce below a level's `_QR_MIN_SIZE` minimum: no "
+        "message is both above the minimum and below the cap, so the cap clips the level away at that world size.",
+        "quick_all_reduce.py:57: warning V114: arch=gfx94*, gfx95* ws=4: VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB "
+        "caps QuickReduce at 4 MiB, below the minimum of the _QR_MIN_SIZE row (float16, 4) at INT8, INT6 ...",
+        "Raise the cap above the minimum, or choose a level whose minimum it clears.",
     ),
     # ---------------------------------------------------------------- S: SGLang
     FindingKind(

@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 
+from artune import rocm
 from artune.errors import ArtuneError
 from artune.table.types import Platform
 
@@ -32,14 +33,21 @@ class GpuFacts:
     peer_access: str = ""  # "all", "none", or the pairs without access
     multicast: str = ""  # "yes", "no", or why unknown
     nvlink: str = ""  # NVML's view of the NVLink links, or why it is unknown
+    gcn_arch: str = ""  # on a ROCm build of torch, the device's gcnArchName ("gfx942:sramecc+:xnack-"); "" on CUDA
 
     def platform(self) -> Platform:
-        """The table's platform: kind ``cuda``, arch = the compute capability, device = name and SMs."""
+        """The table's platform: kind ``cuda``, arch = the compute capability, device = name and SMs; on an AMD
+        GPU kind ``rocm``, arch = the gfx arch (``artune.rocm``: the capability torch reports collides with
+        NVIDIA's numbers), device = name and compute units."""
+        gfx = rocm.gfx_arch(self.gcn_arch) if self.gcn_arch else None
+        if gfx is not None:
+            return Platform(kind=rocm.KIND, arch=gfx, device=f"{self.name}, {self.sm_count} CUs")
         return Platform(kind="cuda", arch=self.capability, device=f"{self.name}, {self.sm_count} SMs")
 
     def fingerprint(self) -> str:
-        """Keys this host's measured CUDA table: same GPU model, count, SMs and memory measure alike."""
-        text = f"cuda|{self.capability}|{self.name}|{self.count}|{self.sm_count}|{round(self.memory_gib)}GiB"
+        """Keys this host's measured GPU table: same GPU model, count, SMs and memory measure alike."""
+        plat = self.platform()
+        text = f"{plat.kind}|{plat.arch}|{self.name}|{self.count}|{self.sm_count}|{round(self.memory_gib)}GiB"
         return hashlib.sha256(text.encode()).hexdigest()[:12]
 
     @classmethod
@@ -63,15 +71,19 @@ class GpuFacts:
 
     def describe(self) -> str:
         """One line for reports."""
+        plat = self.platform()
+        units = "CUs" if plat.kind == rocm.KIND else "SMs"
+        arch = plat.arch if plat.kind == rocm.KIND else f"sm_{plat.arch.replace('.', '')}"
+        arch += f", {self.sm_count} {units}"
         return (
-            f"{self.count}x {self.name} (sm_{self.capability.replace('.', '')}, {self.sm_count} SMs, "
+            f"{self.count}x {self.name} ({arch}, "
             f"{self.memory_gib:.0f} GiB); driver {self.driver or '?'}, CUDA {self.cuda or '?'}, "
             f"NCCL {self.nccl or '?'}, torch {self.torch or '?'}; peer access {self.peer_access or '?'}; "
             f"multicast {self.multicast or '?'}; NVLink {self.nvlink or '?'}"
         )
 
 
-_TEXT_FIELDS = ("driver", "cuda", "nccl", "torch", "peer_access", "multicast", "nvlink")
+_TEXT_FIELDS = ("driver", "cuda", "nccl", "torch", "peer_access", "multicast", "nvlink", "gcn_arch")
 
 
 def peer_summary(access: Sequence[Sequence[bool]]) -> str:
@@ -164,4 +176,5 @@ def gpu_facts(device: int | None = None) -> GpuFacts:
         peer_access=peer_summary(access),
         multicast=_multicast(index),
         nvlink=nvlink_summary(count),
+        gcn_arch=str(getattr(props, "gcnArchName", "")) if getattr(torch.version, "hip", None) else "",
     )

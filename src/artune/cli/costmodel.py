@@ -46,6 +46,13 @@ def register(commands: Any) -> None:
         help="GPU: each crossover's 90%% interval, and the cheapest sweep that would settle the uncertain sizes",
     )
     plan.add_argument(
+        "--quick-reduce",
+        choices=("int8", "int6", "int4", "int3"),
+        metavar="LEVEL",
+        help="AMD GPU: also plan QuickReduce quantized to LEVEL (int8, int6, int4, int3): lossy, as the engines' "
+        "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION is; the default plans full precision only",
+    )
+    plan.add_argument(
         "--unseen-rule",
         choices=("between", "nearest", "bandwidth"),
         default="between",
@@ -137,11 +144,18 @@ def run_plan(args: argparse.Namespace) -> int:
                 f"{format_size(low)}..{format_size(high)}; the model does not extrapolate that far: measure them"
             )
     else:
+        from artune.costmodel.gpu import ROCM_CANDIDATES
         from artune.costmodel.hardware import HardwareModel
         from artune.costmodel.presets import load_hardware, load_preset
 
         hardware = load_preset(args.preset) if args.preset else load_hardware(args.hardware)
         model = HardwareModel(hardware, unseen_rule=args.unseen_rule)
+        if args.quick_reduce:
+            if model.kind != "rocm":
+                raise ArtuneError(f"plan: --quick-reduce is QuickReduce on AMD GPUs; {hardware.arch} is not one")
+            lossy = f"quick_ar_{args.quick_reduce}"
+            algorithms = (*ROCM_CANDIDATES[:-1], lossy, ROCM_CANDIDATES[-1])
+            model = HardwareModel(hardware, unseen_rule=args.unseen_rule, algorithms=algorithms)
         params = model.params()
         modes = args.mode or list(MODES)
         lo, hi = _size_range(args.sizes, (4 << 10, 128 << 20))
@@ -154,6 +168,8 @@ def run_plan(args: argparse.Namespace) -> int:
         print(f"ws={p.plan.world_size} {p.plan.mode}: {route}; {p.regret}", file=sys.stderr)
         for why in p.copied:
             print(f"  {why}", file=sys.stderr)
+    if not args.logs:
+        print(f"artune plan: validated {model.validation}", file=sys.stderr)
     if args.explain_uncertainty:
         explain_uncertainty(model, plans, lo, hi)
     if args.out:
@@ -169,10 +185,7 @@ def explain_uncertainty(model: Any, plans: list[Any], lo: int, hi: int) -> None:
     from artune.costmodel.hardware import cheapest, crossings, uncertain_sizes
 
     found = []
-    from artune.costmodel.blind import score_line
-
     print(f"artune plan: uncertainty ({model.fit.source})", file=sys.stderr)
-    print(f"artune plan: validated {score_line(model.fit.blind)}", file=sys.stderr)
     for p in plans:
         print(f"ws={p.plan.world_size} {p.plan.mode}: {p.regret}", file=sys.stderr)
         for why in p.copied:

@@ -165,7 +165,7 @@ def _print_diff(a: Source, b: Source, args: argparse.Namespace) -> int:
     differ = 0
     for arch, ta, tb in _pairs(a, b, args.arch):
         found = diff_tables(ta, tb, args.world_size, args.mode, hidden=args.hidden, tokens=args.tokens)
-        header = f"arch={arch}: A {ta.name} [{ta.platform.arch}]; B {tb.name} [{tb.platform.arch}]"
+        header = f"arch={arch}: A {ta.name} [{ta.platform}]; B {tb.name} [{tb.platform}]"
         if not found:
             print(f"{header}: identical")
             print(f"  A provenance: {ta.provenance}")

@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table as RichTable
 from rich.text import Text
 
-from artune import catalog, settings
+from artune import catalog, rocm, settings
 from artune.catalog import DTYPES, SPECS
 from artune.cli import exit_status
 from artune.errors import ArtuneError
@@ -80,7 +82,11 @@ def register(commands: Any) -> None:
         "then the bundled default)",
     )
     source.add_argument("--reference", metavar="NAME", help="an engine's published tables: vllm or sglang")
-    explain.add_argument("--arch", help="architecture, e.g. 10.7 (required with --reference)")
+    explain.add_argument(
+        "--arch",
+        help="architecture: a CUDA capability (10.7) or an AMD gfx arch (gfx942; a ROCm table set also reads the "
+        "capability torch reports there, 9.4) (required with --reference)",
+    )
     explain.add_argument("--world-size", type=int, required=True)
     explain.add_argument(
         "--hosts", type=int, default=1, help="how many hosts the ranks span (plans are per topology; default 1)"
@@ -109,6 +115,14 @@ def register(commands: Any) -> None:
         default=[],
         metavar="NAME=SIZE",
         help="override: the band of NAME ends at SIZE (repeatable)",
+    )
+    explain.add_argument(
+        "--env",
+        action="append",
+        default=[],
+        metavar="VAR=VALUE",
+        help="decide under this engine setting (repeatable; vLLM's VLLM_* variables, e.g. "
+        "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT8): the release's own code is read with it set",
     )
     explain.add_argument("--json", action="store_true", help="print the decision as one JSON object")
     explain.add_argument(
@@ -241,13 +255,97 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
     if args.reference:
         if not args.arch:
             raise ArtuneError("explain: --reference needs --arch, e.g. --arch 10.7")
-        return reference_set(args.reference).resolve(args.arch)
+        return _same_vendor(reference_set(args.reference).resolve(args.arch), args.arch, args.reference)
+    if args.env:
+        return _under_env(args)
     source = open_source(args.table)
     if source.table_set is not None and len(source.tables) > 1:
         if not args.arch:
             raise ArtuneError(f"explain: {args.table} holds tables for several arches; give --arch, e.g. --arch 10.7")
-        return source.table_set.resolve(args.arch)
+        _refuse_where_it_raises(source.findings, args)
+        return _same_vendor(source.table_set.resolve(args.arch), args.arch, args.table)
     return source.tables[0]
+
+
+def _engine_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
+    """``explain --env``: the vLLM source's folder and the variables set; an error naming the fix otherwise."""
+    from artune.formats import engine_source
+
+    found = engine_source(args.table) if args.table else None
+    if found is None or found[0] != "vllm":
+        raise ArtuneError("explain: --env sets a vLLM release's switches; give --table vllm==VERSION or vllm:PATH")
+    pairs = {}
+    for item in args.env:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise ArtuneError(f"explain: --env {item!r}: give VAR=VALUE, e.g. VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT8")
+        pairs[name] = value
+    return found[1], pairs
+
+
+def _under_env(args: argparse.Namespace) -> Table:
+    """The table vLLM's own code runs for ``--arch`` with ``--env``'s variables set (ROCm: its tables alone)."""
+    from artune.formats.vllm.read import read_vllm, rocm_tables
+
+    if not args.arch:
+        raise ArtuneError("explain: --env needs --arch, e.g. --arch gfx942")
+    path, pairs = _engine_env(args)
+    if rocm.is_gfx(args.arch):
+        reading = rocm_tables(path, pairs)
+        _refuse_where_it_raises(reading.findings, args)
+        return reading.tables.resolve(args.arch)
+    return read_vllm(path, pairs).tables.resolve(args.arch)
+
+
+def _refuse_where_it_raises(findings: Any, args: argparse.Namespace) -> None:
+    """An error where the engine raises at start-up on this AMD arch and world size (V110): no all-reduce runs."""
+    gfx = rocm.gfx_arch(args.arch) if args.arch else None
+    for found in findings:
+        sizes = re.search(r"at world sizes? ([\d, ]+):", found.message) if found.code == "V110" else None
+        if sizes and found.arch == gfx and args.hosts == 1 and str(args.world_size) in sizes.group(1).split(", "):
+            raise ArtuneError(
+                f"explain: {found.message} ({found.source or found.table}); the engine does not start there, so "
+                "no all-reduce runs"
+            )
+
+
+def _rocm_switches(args: argparse.Namespace, table: Table, algorithm: str) -> list[str]:
+    """For vLLM's ROCm table: each switch as the release reads it, and the one that decided ``algorithm``."""
+    from artune.formats import engine_source
+    from artune.formats.vllm.switches import decided_by, switches
+
+    found = engine_source(args.table) if args.table else None
+    if table.platform.kind != rocm.KIND or found is None or found[0] != "vllm":
+        return []
+    values = switches(found[1], _engine_env(args)[1] if args.env else {})
+    if not values:
+        return []
+    out = [f"switches: {', '.join(str(v) for v in values.values())}", f"decided by: {decided_by(algorithm, values)}"]
+    cast = values.get("VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16")
+    if (args.dtype or "bfloat16") != "bfloat16" and cast is not None and not cast.value:
+        out.append(
+            f"unverified: the reading asks vLLM with bfloat16 messages; with {cast} a {args.dtype} message reads "
+            "QuickReduce's own _QR_MIN_SIZE row for its dtype, which this table does not hold"
+        )
+    return out
+
+
+def _same_vendor(table: Table, arch: str, source: str) -> Table:
+    """``table``, unless ``arch`` is an AMD gfx arch and the table is for another platform: a CUDA table's
+    answer is not what runs on an AMD GPU, so it is refused rather than borrowed."""
+    if rocm.is_gfx(arch) and table.platform.kind != rocm.KIND:
+        raise ArtuneError(
+            f"explain: {source} has no ROCm table for {rocm.describe(rocm.gfx_arch(arch) or arch)}; its tables "
+            f"are for {table.platform.kind}, and what runs on an AMD GPU is not read from them"
+        )
+    return table
+
+
+def platform_text(table: Table) -> str:
+    """The table's platform in words: a ROCm arch with the capability torch reports for it and its products."""
+    plat = table.platform
+    text = f"{plat.kind} " + (rocm.describe(plat.arch) if plat.kind == rocm.KIND else f"arch={plat.arch}")
+    return text + (f", {plat.device}" if plat.device else "")
 
 
 _DEFAULT_DTYPE = {"cpu": "float32", "cuda": "bfloat16", "rocm": "bfloat16"}  # what serving on each reduces
@@ -277,7 +375,11 @@ def run_explain(args: argparse.Namespace) -> int:
     if args.table and args.arch and args.arch != table.platform.arch and not table.borrowed:
         note = f"the table is for arch {table.platform.arch}, not {args.arch}; used as given"
     kernel = _vllm_kernel(table, decision.algorithm, args.world_size, nbytes)
-    steps = _explained_steps(decision, unavailable, kernel)
+    steps = [
+        f"platform: {platform_text(table)}",
+        *_explained_steps(decision, unavailable, kernel),
+        *_rocm_switches(args, table, decision.algorithm),
+    ]
     figures = _figures(table, decision.world_size, decision.mode, decision.multicast)
     # what the engine reading behind the table cannot vouch for, where it could touch this decision
     unverified = [c.describe() for c in table.caveats if c.touches(args.world_size)]
@@ -323,7 +425,7 @@ def _unavailable(
 ) -> dict[str, str]:
     """Algorithms the call cannot run, with why: the catalog's conditions, and on CPU what a Communicator here
     would find in /dev/shm."""
-    unavailable = catalog.unavailable(args.world_size, dtype, nbytes, multicast, args.hosts)
+    unavailable = catalog.unavailable(args.world_size, dtype, nbytes, multicast, args.hosts, kind)
     if kind == "cpu" and args.world_size > 1:
         from artune.algorithms.shm import ShmOneShot, ShmTwoShot
         from artune.algorithms.shm.segment import shm_problem
@@ -366,6 +468,7 @@ def _explained_json(args: argparse.Namespace, table: Table, decision: Decision, 
         mode=args.mode,
         dtype=call.dtype,
         table=table.name,
+        platform=platform_text(table),
         steps=call.steps,
     )
     if call.multicast is not None:
@@ -403,7 +506,16 @@ def _print_explained(args: argparse.Namespace, decision: Decision, call: _Explai
 
 
 def _vllm_kernel(table: Table, algorithm: str, world_size: int, nbytes: int) -> tuple[str, str] | None:
-    """Which of vLLM's custom all-reduce kernels runs the message, and why (vLLM's C++ decides it per call)."""
+    """Which of vLLM's custom all-reduce kernels runs the message, and why (vLLM's C++ decides it per call);
+    on a ROCm table the kernel of an algorithm that runs one."""
+    spec = SPECS.get(algorithm)
+    if table.platform.kind == rocm.KIND and spec is not None and len(spec.kernels) == 1:
+        return spec.kernels[0].name, f"{algorithm} runs one kernel ({spec.summary})"
+    if table.platform.kind == rocm.KIND and spec is not None and algorithm.startswith("quick_ar_"):
+        return spec.kernels[0].name, (
+            "vLLM's HIP QuickReduce kernel: AITER's FlyDSL INT4 kernel runs instead only where AITER provides it "
+            "(rocm_aiter_ops.is_flydsl_quick_reduce_available), which artune's reading takes as not"
+        )
     if table.rules != "vllm" or algorithm != "custom_ar":
         return None
     from artune.formats.vllm.rules import CUSTOM_AR_ALGO_ENV, custom_ar_kernel, release_of
@@ -542,7 +654,7 @@ def _print_chart(table: Table, console: Console) -> None:
             console.print()
             return
     grid = RichTable(
-        title=f"{_label(table)}  [{table.platform}]  {table.provenance}",
+        title=escape(f"{_label(table)}  [{table.platform}]  {table.provenance}"),  # brackets are text, not markup
         title_justify="left",
         show_edge=False,
     )

@@ -22,6 +22,13 @@ From the folds come:
   rows there (``HardwareModel.copied``);
 - ``calibrate``: a split-conformal factor over the folds' blind errors, so
   that a plan's stated p90 covers what the blind folds saw.
+
+An AMD arch's fold has no copies to score: the engines' reference tables are
+for CUDA, so it scores the model against RCCL at every size where its
+sweeps measured it (``validate.comparators``), makes no copy rule, and its
+blind errors calibrate the AMD plans' interval on their own (``stored_summary``
+keeps them under ``rocm``). The claims' weight is chosen on the NVIDIA folds,
+whose archs the claims are about.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from statistics import geometric_mean
 
 import numpy as np
 
+from artune import rocm
 from artune.costmodel import calibrate as cal
 from artune.costmodel import gpu, validate
 from artune.table.types import Table
@@ -76,8 +84,8 @@ def fold_theta(result: cal.Result, data: cal.Data) -> dict[str, np.ndarray]:
         cal.machine_for(c.preset).family for c in data.fitted
     }
     for family in gpu.FAMILIES:
-        if family not in fitted and fitted:
-            nearest = min(fitted, key=lambda f: abs(int(f) - int(family)))
+        nearest = gpu.nearest_family(family, fitted)
+        if family not in fitted and nearest is not None:
             for name in gpu.FAMILY_PARAMS:
                 theta[gpu.family_name(name, family)] = theta[gpu.family_name(name, nearest)]
     return theta
@@ -104,9 +112,19 @@ def _predicted_regret(predicted, score: validate.SweepScore) -> float:
     return geometric_mean(regrets)
 
 
+def _arch_order(arch: str) -> tuple[bool, float, str]:
+    """NVIDIA's archs by capability, then AMD's by gfx name."""
+    return (True, 0.0, arch) if rocm.is_gfx(arch) else (False, float(arch), "")
+
+
 def arches(data: cal.Data) -> list[str]:
     """The archs with at least one sweep that has a choice to score."""
-    return sorted({validate.preset_arch(s.preset) for s in data.sweeps if s.choice}, key=float)
+    return sorted({validate.preset_arch(s.preset) for s in data.sweeps if s.choice}, key=_arch_order)
+
+
+def is_amd(fold: ArchFold) -> bool:
+    """Whether the fold held out an AMD arch."""
+    return rocm.is_gfx(fold.arch)
 
 
 def leave_one_arch_out(data: cal.Data, terms: Sequence[str] = (), start: cal.Result | None = None) -> list[ArchFold]:
@@ -115,15 +133,16 @@ def leave_one_arch_out(data: cal.Data, terms: Sequence[str] = (), start: cal.Res
     for arch in arches(data):
         kept = data.without_arch(arch)
         theta = fold_theta(cal.fit(kept, terms, start), kept)
-        tables = {f"{e} copy": copy_table(e, arch) for e in ENGINES}
+        engines = () if rocm.is_gfx(arch) else ENGINES  # no engine's reference rows are for an AMD GPU
+        tables = {f"{e} copy": copy_table(e, arch) for e in engines}
         scores, predicted = [], []
         for s in data.sweeps:
             if s.choice and validate.preset_arch(s.preset) == arch:
                 pred = validate.predictor(theta, s.preset, s.world_size, s.mode)
-                score = validate.score_sweep(s, pred, ENGINES, tables)
+                score = validate.score_sweep(s, pred, engines, tables)
                 scores.append(score)
                 predicted.append(_predicted_regret(pred, score))
-        sources = {f"{e} copy": copy_source(e, arch) for e in ENGINES}
+        sources = {f"{e} copy": copy_source(e, arch) for e in engines}
         out.append(ArchFold(arch, tuple(scores), tuple(predicted), sources))
     return out
 
@@ -135,7 +154,7 @@ def choose_claim_weight(
     totals = {}
     for w in weights:
         folds = leave_one_arch_out(cal.Data(data.sweeps, data.crossovers, w))
-        totals[w] = geometric_mean([s.geomean("model") for f in folds for s in f.scores])
+        totals[w] = geometric_mean([s.geomean("model") for f in folds if not is_amd(f) for s in f.scores])
     best = min(totals, key=lambda w: (round(totals[w], 4), w))
     return best, totals
 
@@ -184,6 +203,8 @@ class CopyRule:
 def _region_rows(folds: Sequence[ArchFold]):
     regions: dict[tuple[int, str, int], list[tuple[str, validate.Row]]] = {}
     for fold in folds:
+        if is_amd(fold):
+            continue  # nothing was copied there
         for score in fold.scores:
             s = score.sweep
             for row in score.rows:
@@ -209,8 +230,10 @@ def copy_rules(folds: Sequence[ArchFold]) -> tuple[CopyRule, ...]:
 
 
 def hybrid_regrets(score: validate.SweepScore, rules: Sequence[CopyRule]) -> list[float]:
-    """The hybrid's regret per size: a covering rule's copy, else the model."""
+    """The hybrid's regret per size: a covering rule's copy, else the model (an AMD GPU's: no rule copies)."""
     s = score.sweep
+    if validate.kind_of(s.preset) != "cuda":
+        return [row.regrets["model"] for row in score.rows]
     out = []
     for row in score.rows:
         rule = next((r for r in rules if r.covers(s.world_size, s.mode, row.nbytes)), None)
@@ -276,11 +299,13 @@ def conformal_factor(errors: Sequence[float], level: float = LEVEL) -> float:
     return math.exp(max(0.0, ordered[k]))
 
 
-def calibrate(folds: Sequence[ArchFold], who: str = "model", level: float = LEVEL) -> Calibration:
-    """The factor over every blind sweep's error, and how often it covers a sweep left out of it."""
+def calibrate(folds: Sequence[ArchFold], who: str = "model", level: float = LEVEL, amd: bool = False) -> Calibration:
+    """The factor over every blind sweep's error, and how often it covers a sweep left out of it: over the
+    NVIDIA folds, or (``amd``) the AMD ones."""
     units = [
         (f.arch, math.log(s.geomean(who) / p), s.geomean(who), p)
         for f in folds
+        if is_amd(f) == amd
         for s, p in zip(f.scores, f.predicted, strict=True)
     ]
     covered = arch_covered = 0
@@ -296,10 +321,10 @@ def calibrate(folds: Sequence[ArchFold], who: str = "model", level: float = LEVE
 
 
 def stored_summary(folds: Sequence[ArchFold], weight: float, totals: Mapping[float, float]) -> dict:
-    """What ``gpu-fit.json`` keeps of the folds (``GpuFit.blind``): plain data."""
+    """What ``gpu-fit.json`` keeps of the folds (``GpuFit.blind``): plain data; the AMD folds' under ``rocm``."""
     cal_ = calibrate(folds)
     hybrid = hybrid_scores(folds)
-    scores = [s for f in folds for s in f.scores]
+    scores = [s for f in folds if not is_amd(f) for s in f.scores]
     score = {who: geometric_mean([s.geomean(who) for s in scores]) for who in ("model", *COPIES, *ENGINES)}
     score |= {k: geometric_mean([hybrid[s.sweep.id][k] for s in scores]) for k in ("hybrid", "hybrid, nested")}
     return {
@@ -309,13 +334,40 @@ def stored_summary(folds: Sequence[ArchFold], weight: float, totals: Mapping[flo
         "units": cal_.units,
         "covered": cal_.covered,
         "arch_covered": cal_.arch_covered,
-        "archs": [f.arch for f in folds],
+        "archs": [f.arch for f in folds if not is_amd(f)],
         "score": {k: round(v, 4) for k, v in score.items()},
         "rules": [
             {**r.__dict__, "model": round(r.model, 4), "copy": round(r.copy, 4), "sweeps": list(r.sweeps)}
             for r in copy_rules(folds)
         ],
+        "rocm": amd_summary(folds),
     }
+
+
+def amd_summary(folds: Sequence[ArchFold]) -> dict:
+    """The AMD folds: their archs and sweeps, the model's geomean regret and RCCL's where it was measured at
+    every size (``rccl_sweeps`` of them), and the AMD plans' calibrated interval."""
+    amd = [f for f in folds if is_amd(f)]
+    if not amd:
+        return {}
+    scores = [s for f in amd for s in f.scores]
+    against = [s for s in scores if "rccl" in s.rows[0].regrets]
+    cal_ = calibrate(folds, amd=True)
+    out = {
+        "archs": [f.arch for f in amd],
+        "units": cal_.units,
+        "covered": cal_.covered,
+        "arch_covered": cal_.arch_covered,
+        "factor": round(cal_.factor, 4),
+        "score": {"model": round(geometric_mean([s.geomean("model") for s in scores]), 4)},
+        "rccl_sweeps": len(against),
+    }
+    if against:
+        out["score"] |= {
+            "model, where RCCL was measured": round(geometric_mean([s.geomean("model") for s in against]), 4),
+            "rccl": round(geometric_mean([s.geomean("rccl") for s in against]), 4),
+        }
+    return out
 
 
 def rules_from(blind: Mapping) -> tuple[CopyRule, ...]:
@@ -323,8 +375,10 @@ def rules_from(blind: Mapping) -> tuple[CopyRule, ...]:
     return tuple(CopyRule(**{**r, "sweeps": tuple(r["sweeps"])}) for r in blind.get("rules", ()))
 
 
-def score_line(blind: Mapping) -> str:
-    """One line: the blind-arch score behind a modelled figure."""
+def score_line(blind: Mapping, amd: bool = False) -> str:
+    """One line: the blind-arch score behind a modelled figure (``amd``: an AMD GPU's, from the AMD folds)."""
+    if amd:
+        return amd_score_line(blind.get("rocm", {}))
     if not blind:
         return "not validated on archs held out"
     s = blind["score"]
@@ -332,3 +386,20 @@ def score_line(blind: Mapping) -> str:
         f"on {len(blind['archs'])} archs held out ({', '.join(blind['archs'])}; {blind['units']} sweeps): model "
         f"{s['model']:.3f}, hybrid {s['hybrid']:.3f}, nearest-arch copy {min(s[c] for c in COPIES):.3f} geomean regret"
     )
+
+
+def amd_score_line(amd: Mapping) -> str:
+    """One line: the AMD folds' score behind a modelled figure for an AMD GPU."""
+    if not amd:
+        return "not validated on an AMD arch held out"
+    s = amd["score"]
+    text = (
+        f"on {len(amd['archs'])} AMD arch(s) held out ({', '.join(amd['archs'])}; {amd['units']} sweeps): model "
+        f"{s['model']:.3f} geomean regret"
+    )
+    if amd.get("rccl_sweeps"):
+        text += (
+            f"; on the {amd['rccl_sweeps']} that measured RCCL at every size: model "
+            f"{s['model, where RCCL was measured']:.3f}, RCCL at every size {s['rccl']:.3f}"
+        )
+    return text + f"; interval p90 = predicted x {amd['factor']:.3f} ({amd['covered']}/{amd['units']} covered)"

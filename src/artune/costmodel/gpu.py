@@ -39,7 +39,24 @@ kept as the launch overhead (``GpuFit.overhead_us``).
 Arch families: ``9`` (Hopper, 9.x) and ``10`` (Blackwell, 10.0-10.6, as
 SGLang's SM100 rule). An arch of no fitted family (Rubin, 10.7) takes the
 newest family's parameters with its own NVLink bandwidth; its round latency
-follows ``UNSEEN_RULES`` (see ``round_for``).
+follows ``UNSEEN_RULES`` (see ``round_for``). AMD archs (gfx names,
+``artune.rocm``) are families by CDNA generation: ``cdna3`` (gfx942) and
+``cdna4`` (gfx950); an AMD arch of neither takes the newest's parameters,
+its round latency too.
+
+An AMD node has no switch: each GPU has one Infinity Fabric link to each
+peer (``Machine.links``), so at ``p`` ranks a GPU reaches its peers over
+``p - 1`` links and ``B`` is ``link@F`` times ``(p - 1)`` links' bandwidth
+(``Machine.bandwidth``): a one-shot moves ``n`` per link whatever ``p``, a
+two-shot ``2 n / p``. There the library is RCCL (``library/rccl``): NCCL's
+ring forms, its base latencies and per-byte costs each scaled by one factor
+(``rccl:base``, ``rccl:bytes``: RCCL is NCCL's code, tuned for these GPUs),
+no NVLS. QuickReduce (``two_shot/quickreduce_<level>``) is a two-shot whose
+wire bytes are the level's codec's (``catalog.QUICK_REDUCE_LEVELS``: a
+known fraction of fp16's), with its own per-byte efficiency and extra rounds
+(``two_shot/quickreduce:*``); a quantized level adds the codec: more rounds
+(``quickreduce:codec_rounds``) and a throughput on the input
+(``quickreduce:codec_GBps``).
 
 Per-world-size terms (``eager_round@ws3``, ``two_shot_bytes@ws3``, ...) are
 factors the data chose (``calibrate.select_terms``); absent, they are 1.
@@ -56,7 +73,7 @@ from typing import Any
 
 import numpy as np
 
-from artune import catalog
+from artune import catalog, rocm
 from artune.costmodel.cost import VERSION
 from artune.errors import ArtuneError
 
@@ -94,10 +111,16 @@ PARAMS: dict[str, tuple[float, float, str]] = {
     "nccl:nvls": (25.0, 0.7, "NCCL NVLS at all channels: its line's intercept, us (tuning.cc latency 25)"),
     "nccl:nvls_bytes": (1.0, 0.5, "NCCL NVLS per-byte cost, relative to custom one-shot's"),
     "nccl:eager": (3.0, 1.0, "NCCL's extra per-call cost in a call timed on its own, us"),
+    "rccl:base": (1.0, 0.5, "RCCL's base latencies, relative to NCCL's"),
+    "rccl:bytes": (1.0, 0.5, "RCCL's per-byte costs, relative to NCCL's ring"),
+    "two_shot/quickreduce:bytes": (1.0, 0.5, "QuickReduce per-byte cost on the wire, relative to custom one-shot's"),
+    "two_shot/quickreduce:rounds": (1.0, 1.0, "QuickReduce extra rounds"),
+    "quickreduce:codec_rounds": (3.0, 1.0, "a quantized QuickReduce level's extra rounds (its codec's set-up)"),
+    "quickreduce:codec_GBps": (1000.0, 1.0, "a quantized QuickReduce level's codec throughput on the input, GB/s"),
 }
 FAMILY_PARAMS: dict[str, tuple[float, float, str]] = {
     "round": (2.0, 1.0, "one synchronisation round, us (pipelined calls)"),
-    "link": (0.7, 0.5, "fraction of the NVLink bandwidth per direction a custom one-shot reaches"),
+    "link": (0.7, 0.5, "share of the link bandwidth per direction (NVLink's, AMD's links') a custom one-shot reaches"),
 }
 #: per-world-size terms the data may choose (``calibrate.select_terms``): factor name -> meaning
 TERMS: dict[str, str] = {
@@ -107,7 +130,9 @@ TERMS: dict[str, str] = {
     "multicast_bytes": "multicast per-byte cost at this world size",
 }
 TERM_PRIOR_SD = 0.7
-FAMILIES = ("9", "10")
+FAMILIES = ("9", "10", "cdna3", "cdna4")
+#: the families of each vendor, oldest first: an arch of neither vendor's fitted family takes the nearest of its own
+VENDOR_FAMILIES = (("9", "10"), ("cdna3", "cdna4"))
 UNSEEN_RULES = ("between", "nearest", "bandwidth")
 #: the kernels the model has a form for, ``SCHEME/IMPLEMENTATION``: the engines' custom kernels and torch's
 #: symmetric-memory ops of each scheme, and NCCL choosing its algorithm or forced to ring or NVLS (nccl-tests
@@ -122,6 +147,8 @@ KERNELS = (
     "library/nccl",
     "library/nccl_ring",
     "library/nccl_nvls",
+    "library/rccl",
+    *(f"two_shot/quickreduce_{level}" for level in catalog.QUICK_REDUCE_LEVELS),
 )
 
 
@@ -135,7 +162,9 @@ def model_kernel(kernel: catalog.Kernel) -> str | None:
 
 
 def _one_kernel(spec: catalog.AlgorithmSpec) -> str | None:
-    found = {model_kernel(k) for k in spec.kernels}
+    """The one kernel of the model ``spec`` runs; a kernel no form describes (AITER's FlyDSL INT4, which vLLM
+    runs for QuickReduce INT4 where AITER has it) does not count."""
+    found = {model_kernel(k) for k in spec.kernels} - {None}
     return found.pop() if len(found) == 1 else None
 
 
@@ -147,6 +176,9 @@ KERNEL_OF: dict[str, str] = {name: k for name, spec in catalog.SPECS.items() if 
 #: the catalog names the model plans with, one per kernel it plans: SGLang's, whose tables carry the launch
 #: parameters (``blocks``), and NCCL above them
 CANDIDATES = ("1shot_push", "2shot_pull", "2shot_pull_mc", "nccl")
+#: on ROCm: SGLang's one-stage kernel, QuickReduce at full precision, RCCL above them; the model plans no
+#: quantized level (lossy) unless asked to
+ROCM_CANDIDATES = ("custom_ar_v1_1stage", "quick_ar_fp", "rccl")
 
 
 def candidate(name: str) -> str | None:
@@ -180,6 +212,10 @@ def term_name(term: str, world_size: int) -> str:
 
 def family_of(arch: str) -> tuple[str, bool]:
     """The fitted family for ``arch`` and whether ``arch`` belongs to it (``False``: borrowed, unseen)."""
+    if rocm.is_gfx(arch):
+        facts = rocm.arch_facts(arch)
+        family = f"cdna{facts.cdna}" if facts is not None else ""
+        return (family, True) if family in FAMILIES else (VENDOR_FAMILIES[1][-1], False)
     major, _, minor = arch.partition(".")
     if major == "9":
         return "9", True
@@ -188,19 +224,31 @@ def family_of(arch: str) -> tuple[str, bool]:
     try:
         newer = float(arch) >= 10.0
     except ValueError:
-        raise ArtuneError(f"arch {arch!r}: expected a compute capability such as 9.0 or 10.7") from None
+        raise ArtuneError(
+            f"arch {arch!r}: expected a compute capability such as 9.0 or 10.7, or an AMD gfx arch such as gfx942"
+        ) from None
     return ("10" if newer else "9"), False
+
+
+def nearest_family(family: str, fitted: set[str]) -> str | None:
+    """The fitted family of ``family``'s vendor nearest to it (``None`` where its vendor has none fitted)."""
+    members = next(v for v in VENDOR_FAMILIES if family in v)
+    have = [f for f in members if f in fitted]
+    return min(have, key=lambda f: abs(members.index(f) - members.index(family))) if have else None
 
 
 @dataclass(frozen=True)
 class Machine:
-    """What the forms need of a GPU: its family, NVLink GB/s per direction, multicast, and the unseen rule."""
+    """What the forms need of a GPU: its family, NVLink GB/s per direction (or its mesh of links), multicast,
+    and the unseen rule."""
 
     arch: str
     nvlink_GBps: float
     multicast: bool = True
     unseen_rule: str = "between"
     round_us: float | None = None  # a user's own figure overrides the family's
+    links: int = 0  # a fully connected mesh: links per GPU, one to each peer (AMD); 0: a switch (NVLink)
+    link_GBps: float = 0.0  # a mesh: GB/s per link, per direction
 
     @property
     def family(self) -> str:
@@ -209,6 +257,10 @@ class Machine:
     @property
     def seen(self) -> bool:
         return family_of(self.arch)[1]
+
+    def bandwidth(self, p: int) -> float:
+        """GB/s per direction a GPU has towards its ``p - 1`` peers: the switch's, or one link per peer."""
+        return min(p - 1, self.links) * self.link_GBps if self.links else self.nvlink_GBps
 
 
 def round_for(theta: Theta, machine: Machine, family_bandwidth: Mapping[str, float]) -> np.ndarray:
@@ -226,8 +278,8 @@ def round_for(theta: Theta, machine: Machine, family_bandwidth: Mapping[str, flo
     if machine.round_us is not None:
         return np.full_like(theta["round@10"], machine.round_us)
     own = theta[family_name("round", machine.family)]
-    if machine.seen:
-        return own
+    if machine.seen or machine.family in VENDOR_FAMILIES[1]:
+        return own  # an AMD arch of no fitted family: the newest's (one measured AMD trend is no trend)
     share = {"nearest": 0.0, "bandwidth": 1.0}.get(machine.unseen_rule)
     if share is None and machine.unseen_rule != "between":
         raise ArtuneError(f"unseen rule {machine.unseen_rule!r}: expected one of {', '.join(UNSEEN_RULES)}")
@@ -253,24 +305,25 @@ def kernel_lines(
     """The kernel's lines ``(us at 0 bytes, us per byte)``, each of shape ``(b,)``; its time is their minimum."""
     fam = machine.family
     scheme, _, impl = kernel.partition("/")
-    bw = theta[family_name("link", fam)] * machine.nvlink_GBps * 1e3  # bytes per us
+    bw = theta[family_name("link", fam)] * machine.bandwidth(p) * 1e3  # bytes per us
     per_byte = 1.0 / bw
     eager = mode == "eager"
     rnd = round_for(theta, machine, family_bandwidth)
     if scheme == "library":
         extra = theta["nccl:eager"] if eager else 0.0 * bw
         bus = 2 * (p - 1) / p
+        base, slope_factor = (theta["rccl:base"], theta["rccl:bytes"]) if impl == "rccl" else (1.0, 1.0)
         ring = [
             (
-                theta[f"nccl:{proto}"] + 2 * (p - 1) * theta[f"nccl:{proto}_hop"] * rnd + extra,
-                bus * theta[f"nccl:{slope}"] * per_byte,
+                theta[f"nccl:{proto}"] * base + 2 * (p - 1) * theta[f"nccl:{proto}_hop"] * rnd + extra,
+                bus * theta[f"nccl:{slope}"] * slope_factor * per_byte,
             )
             for proto, slope in (("ll", "ll_bytes"), ("ll128", "ll128_bytes"), ("simple", "ring_bytes"))
         ]
         nvls = [(theta[f"nccl:{k}"] + extra, theta[f"nccl:{k}_bytes"] * per_byte) for k in ("nvls_small", "nvls")]
         if impl == "nccl_nvls":
             return nvls
-        if impl == "nccl_ring" or not machine.multicast:
+        if impl in ("nccl_ring", "rccl") or not machine.multicast:
             return ring
         return ring + nvls
     if eager:
@@ -285,12 +338,28 @@ def kernel_lines(
         rounds, moved = theta["mc_rounds"], multicast_traffic(p) * _get(theta, term_name("multicast_bytes", p), rnd)
     else:
         raise KeyError(kernel)
+    if impl.startswith("quickreduce_"):
+        return _quickreduce_line(theta, impl.removeprefix("quickreduce_"), rnd, moved * per_byte)
     efficiency = 1.0 if kernel == "one_shot/custom" else theta[f"{kernel}:bytes"]
     slope = moved * efficiency * per_byte
     if impl == "torch":
         # torch launches a fixed grid whatever the GPU: the slower of the link and those blocks
         rounds = rounds + theta[f"{kernel}:rounds"]
         slope = np.maximum(slope, moved / (theta[f"{kernel}:GBps"] * 1e3))
+    return [(rnd * rounds, slope * np.ones_like(rnd))]
+
+
+def _quickreduce_line(
+    theta: Theta, level: str, rnd: np.ndarray, fp16_slope: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """QuickReduce at ``level``: a two-shot sending its codec's share of fp16's bytes, with the codec's extra
+    rounds and throughput where the level quantizes; ``fp16_slope`` is a full-precision two-shot's per byte."""
+    ratio = catalog.QUICK_REDUCE_LEVELS[level][1]
+    rounds = 2.0 + theta["two_shot/quickreduce:rounds"]
+    slope = fp16_slope * ratio * theta["two_shot/quickreduce:bytes"]
+    if level != "fp":
+        rounds = rounds + theta["quickreduce:codec_rounds"]
+        slope = slope + 1.0 / (theta["quickreduce:codec_GBps"] * 1e3)
     return [(rnd * rounds, slope * np.ones_like(rnd))]
 
 

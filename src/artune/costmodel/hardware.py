@@ -6,6 +6,12 @@ fitted parameters of its arch family (``gpu.bundled_fit``). Its samples are
 the bootstrap replicates, so a plan's predicted regret band and a
 crossover's interval come from refits on resampled published data.
 
+An AMD GPU (a gfx arch) is a ``rocm`` model: it plans SGLang's one-stage
+kernel, QuickReduce at full precision and RCCL above them
+(``gpu.ROCM_CANDIDATES``; a quantized QuickReduce level is lossy and planned
+only when asked for), copies nothing (no engine's reference rows are for an
+AMD GPU) and states the AMD folds' validation (``validation``).
+
 ``explain`` answers "how sure, and what would make it surer": per plan, each
 crossover between neighbouring bands with its 90% interval (replicates, plus
 a residual drawn from the training crossovers' misses, the way a bootstrap
@@ -22,6 +28,7 @@ from itertools import pairwise
 
 import numpy as np
 
+from artune import rocm
 from artune.costmodel import blind, gpu
 from artune.costmodel.cost import VERSION
 from artune.costmodel.plan import SWITCH_MARGIN, Copy
@@ -35,22 +42,25 @@ SEED = 7
 
 
 class HardwareModel:
-    """Predicts the GPU algorithms on ``hardware`` from ``fit`` (the bundled one by default)."""
+    """Predicts the GPU algorithms on ``hardware`` from ``fit`` (the bundled one by default); ``algorithms``
+    (default: the candidates of the GPU's platform) are catalog names, or kernels (``class/impl``)."""
 
-    kind = "cuda"
-    baseline = "nccl"
     version = VERSION
-    open_ended = False  # as the engines' tables: NCCL above the largest size planned
+    open_ended = False  # as the engines' tables: the library above the largest size planned
 
     def __init__(
         self,
         hardware: Hardware,
         fit: gpu.GpuFit | None = None,
         unseen_rule: str = "between",
-        algorithms: Sequence[str] = gpu.CANDIDATES,
+        algorithms: Sequence[str] | None = None,
     ) -> None:
         self.hw = hardware
-        self.algorithms = tuple(algorithms)  # catalog names, or kernels (``class/impl``)
+        amd = rocm.is_gfx(hardware.arch)
+        self.kind = rocm.KIND if amd else "cuda"
+        self.baseline = "rccl" if amd else "nccl"
+        default = gpu.ROCM_CANDIDATES if amd else gpu.CANDIDATES
+        self.algorithms = tuple(algorithms if algorithms is not None else default)
         self.fit = fit if fit is not None else gpu.bundled_fit()
         self.machine = hardware.machine(unseen_rule)
         self.arch = hardware.arch
@@ -58,7 +68,7 @@ class HardwareModel:
         family, seen = gpu.family_of(hardware.arch)
         how = f"family {family}" if seen else f"no fitted family: family {family}'s, round latency rule {unseen_rule}"
         self.inputs = (
-            f"preset {hardware.name}: NVLink {hardware.nvlink_GBps:g} GB/s per direction, "
+            f"preset {hardware.name}: {hardware.fabric}, "
             f"multicast {'yes' if hardware.multicast else 'no'}, {how}; {self.fit.source}"
         )
         self._central = self.fit.theta("central")
@@ -67,8 +77,15 @@ class HardwareModel:
 
     @property
     def interval_factor(self) -> float | None:
-        """The blind-arch folds' split-conformal factor on a plan's predicted regret (``None``: not validated)."""
-        return self.fit.blind.get("factor")
+        """The blind-arch folds' split-conformal factor on a plan's predicted regret (``None``: not validated);
+        an AMD GPU's from the AMD folds."""
+        blind_ = self.fit.blind.get("rocm", {}) if self.kind == rocm.KIND else self.fit.blind
+        return blind_.get("factor")
+
+    @property
+    def validation(self) -> str:
+        """How the model did on archs held out, the ones of this GPU's vendor: one line."""
+        return blind.score_line(self.fit.blind, amd=self.kind == rocm.KIND)
 
     def copied(self, world_size: int, mode: str, sizes: Sequence[int]) -> list[Copy | None]:
         """Per size, the ``Copy`` where a copy rule takes it from the nearest arch's row, else ``None``.
@@ -80,6 +97,8 @@ class HardwareModel:
         from artune.costmodel.validate import ENGINE_NAMES, engine_kernel
         from artune.table.decide import decide
 
+        if self.kind == rocm.KIND:
+            return [None] * len(sizes)  # the copy rules copy the NVIDIA engines' rows
         out: list[Copy | None] = []
         names = self.candidates(world_size, mode)
         by_class = {}
@@ -114,11 +133,25 @@ class HardwareModel:
         return None if world_size >= 2 else f"world size {world_size}: an all-reduce needs at least 2 ranks"
 
     def candidates(self, world_size: int, mode: str) -> list[str]:
-        """The algorithms this hardware runs (multicast only where it exists)."""
-        return [a for a in self.algorithms if self.hw.multicast or not gpu.KERNEL_OF.get(a, a).startswith("multicast/")]
+        """The algorithms this hardware runs at ``world_size`` (multicast only where it exists; QuickReduce at
+        2, 4 and 8 ranks, say: the catalog's world sizes)."""
+        from artune.catalog import SPECS
+
+        def runs(name: str) -> bool:
+            spec = SPECS.get(name)
+            allowed = spec.conditions.world_sizes if spec is not None else None
+            return allowed is None or world_size in allowed
+
+        return [
+            a
+            for a in self.algorithms
+            if (self.hw.multicast or not gpu.KERNEL_OF.get(a, a).startswith("multicast/")) and runs(a)
+        ]
 
     def params(self) -> dict[str, dict[str, int | str]]:
-        """Kernel grid sizes for SGLang's algorithms (SM count where the preset gives it)."""
+        """Kernel grid sizes for SGLang's algorithms (SM count where the preset gives it); none on ROCm."""
+        if self.kind == rocm.KIND:
+            return {}
         sms: int | str = self.hw.sms if self.hw.sms else "sms"
         pull: int | str = min(192, self.hw.sms) if self.hw.sms else "min(192,sms)"
         return {"1shot_push": {"blocks": sms}, "2shot_pull": {"blocks": pull}, "2shot_pull_mc": {"blocks": pull}}

@@ -69,8 +69,8 @@ class Sweep:
 
     @property
     def choice(self) -> bool:
-        """Whether the sweep has more than one kernel (a choice to score)."""
-        return len(self.kernels) > 1
+        """Whether the sweep measured more than one kernel at some size (a choice to score)."""
+        return any(sum(not math.isnan(t) for t in row) > 1 for row in self.times)
 
     def points(self) -> list[tuple[int, str, float]]:
         """``(bytes, kernel, us)`` for every published time."""

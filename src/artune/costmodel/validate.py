@@ -19,6 +19,10 @@ kernels the sweep measured at that size, and their regret
   the sweep lacks the engine's own kernel, the same class from another
   implementation stands in (for example torch's one-shot for vLLM's), and
   NCCL is the sweep's NCCL column, however it was run.
+- On an AMD GPU artune reads no engine's ROCm rows as reference tables (the
+  engines' reference tables are for CUDA), so a sweep there is scored
+  against RCCL at every size, where it measured RCCL at every size
+  (``comparators``): the process group every engine falls back to.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from statistics import geometric_mean
 
 import numpy as np
 
-from artune import catalog
+from artune import catalog, rocm
 from artune.costmodel import calibrate as cal
 from artune.costmodel import gpu
 from artune.costmodel.plan import SWITCH_MARGIN
@@ -99,6 +103,30 @@ def preset_arch(preset: str) -> str:
     return load_preset(preset).arch
 
 
+def kind_of(preset: str) -> str:
+    """The platform of a preset's GPU: ``rocm`` for an AMD arch, else ``cuda``."""
+    return rocm.KIND if rocm.is_gfx(preset_arch(preset)) else "cuda"
+
+
+def engines_for(sweep: Sweep) -> tuple[str, ...]:
+    """The engines whose own tables score ``sweep``: vLLM's and SGLang's reference tables are for CUDA."""
+    return ENGINES if kind_of(sweep.preset) == "cuda" else ()
+
+
+def comparators(sweep: Sweep) -> dict[str, Table]:
+    """The choosers a sweep on an AMD GPU is scored against: ``rccl`` (RCCL at every size) where it measured
+    RCCL at every size; none on an NVIDIA GPU (its engines' own tables score it: ``engines_for``)."""
+    if kind_of(sweep.preset) == "cuda":
+        return {}
+    from artune.table.family import conservative_default
+    from artune.table.types import Platform
+
+    rccl = gpu.KERNEL_OF["rccl"]
+    if rccl not in sweep.kernels or any(math.isnan(row[sweep.kernels.index(rccl)]) for row in sweep.times):
+        return {}
+    return {"rccl": conservative_default(Platform(rocm.KIND, preset_arch(sweep.preset)))}
+
+
 @dataclass(frozen=True)
 class Row:
     nbytes: int
@@ -139,19 +167,21 @@ def model_choices(predicted: Callable[[str, Sequence[int]], np.ndarray], sweep: 
 def score_sweep(
     sweep: Sweep,
     predicted: Callable[[str, Sequence[int]], np.ndarray],
-    engines: Sequence[str] = ENGINES,
+    engines: Sequence[str] | None = None,
     tables: Mapping[str, Table] | None = None,
     picks: Sequence[str] | None = None,
 ) -> SweepScore:
     """Model and hand tables on every size of ``sweep``: choices and regrets (the one scoring function).
 
-    ``engines`` are scored by their own table for the sweep's arch; ``tables``
-    adds choosers by name (a copied table, say); ``picks`` replaces the
+    ``engines`` (default: ``engines_for(sweep)``) are scored by their own
+    table for the sweep's arch; the sweep's ``comparators`` and ``tables``
+    add choosers by name (a copied table, say); ``picks`` replaces the
     model's plan with given columns per size (a hybrid's).
     """
     arch = preset_arch(sweep.preset)
     picks = list(picks) if picks is not None else model_choices(predicted, sweep)
-    choosers = {e: engine_table(e, arch) for e in engines} | dict(tables or {})
+    engines = engines_for(sweep) if engines is None else engines
+    choosers = {e: engine_table(e, arch) for e in engines} | comparators(sweep) | dict(tables or {})
     rows = []
     for n, row, pick in zip(sweep.sizes, sweep.times, picks, strict=True):
         have = {k: t for k, t in zip(sweep.kernels, row, strict=True) if not math.isnan(t)}

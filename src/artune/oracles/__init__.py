@@ -33,6 +33,8 @@ class Probe:
     dtype: str = "bfloat16"
     hosts: int = 1  # the hosts the ranks span
     nvlink: str = "host"  # across hosts: "rack" (one NVLink domain) or "host" (joined over a network)
+    #: the engine's environment variables set for this call (``(name, value)`` pairs); () for every default
+    env: tuple[tuple[str, str], ...] = ()
 
     @property
     def topology(self) -> str:
@@ -69,8 +71,8 @@ RAISES = "raises"
 def decide_all(tables: TableSet, probes: Sequence[Probe], raising: Sequence[Finding] = ()) -> list[str]:
     """artune's answer per probe from ``tables``: each arch resolved as the set resolves it, then ``decide``
     with what the catalog says can run for that call; ``RAISES`` where one of ``raising`` (the reader's
-    findings that the engine raises at start-up across hosts, code N103) names the probe's arch and world
-    size for hosts joined over a network."""
+    findings that the engine raises at start-up: across hosts joined over a network, code N103; on one host
+    of an AMD arch, V110) names the probe's arch and world size there."""
     from artune import catalog
     from artune.table.decide import decide
 
@@ -82,9 +84,17 @@ def decide_all(tables: TableSet, probes: Sequence[Probe], raising: Sequence[Find
         if f.code == "N103" and (found := re.search(r"at world sizes? ([\d, ]+):", f.message))
         for ws in found.group(1).split(", ")
     }
+    # V110 names the world sizes where the release raises at start-up on one host of an AMD arch
+    raises_here = {
+        (f.arch, int(ws))
+        for f in raising
+        if f.code == "V110" and (found := re.search(r"at world sizes? ([\d, ]+):", f.message))
+        for ws in found.group(1).split(", ")
+    }
     return [
         RAISES
-        if p.hosts > 1 and p.nvlink == "host" and (p.arch, p.world_size) in raises
+        if (p.hosts > 1 and p.nvlink == "host" and (p.arch, p.world_size) in raises)
+        or (p.hosts == 1 and (p.arch, p.world_size) in raises_here)
         else decide(
             resolved[p.arch],
             p.nbytes,

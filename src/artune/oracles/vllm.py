@@ -41,6 +41,13 @@ FlashInfer's ``allreduce_fusion`` (flashinfer_ar), or pynccl / torch's
 all-reduce (nccl). In graph mode the stream reports capturing and custom
 all-reduce is inside its ``capture()``.
 
+On ROCm probes (a gfx arch, and the probe's ``VLLM_*`` variables set for
+``envs.py``) the platform is vLLM's ROCm one: ``is_rocm()``, torch's
+``gcnArchName``, ``vllm.platforms.rocm``'s arch tests, custom all-reduce on the
+MI300 series only, and ``quick_all_reduce.py`` and ``aiter_custom_all_reduce.py``
+run as released, with AITER's own ``CustomAllreduce`` a stand-in (its facts in
+``artune.formats.vllm.world``); what pynccl runs is RCCL there.
+
 A release whose code asks the stand-ins something they do not hold fails
 loudly (``Unknown``), never silently answering for vLLM.
 """
@@ -61,9 +68,11 @@ from typing import Any
 
 import torch
 
+from artune import rocm
 from artune.errors import OracleGap
 from artune.formats.fingerprints import Evaluated
-from artune.oracles import RAISES, TOPOLOGIES, Probe, read_decisions
+from artune.formats.vllm.world import AITER_MAX_SIZE, AITER_WORLD_SIZES, QR_MAX_SIZE, QUICK_LEVELS
+from artune.oracles import RAISES, TOPOLOGIES, Probe, decide_all, read_decisions
 
 # pip index versions vllm: every release from the first one with all_reduce_utils.py's size tables (0.10.2),
 # and the three 0.10 releases before it, which have none (they run custom all-reduce below 8 MiB or nccl);
@@ -125,6 +134,9 @@ _REAL = {
     "vllm.distributed.device_communicators.all_reduce_utils": _COMM + "all_reduce_utils.py",
     "vllm.distributed.device_communicators.flashinfer_all_reduce": _COMM + "flashinfer_all_reduce.py",
     "vllm.distributed.device_communicators.pynccl_allocator": _COMM + "pynccl_allocator.py",
+    # on ROCm only (on CUDA vLLM's defaults never build them: stand-ins that stop the oracle if they are)
+    "vllm.distributed.device_communicators.quick_all_reduce": _COMM + "quick_all_reduce.py",
+    "vllm.distributed.device_communicators.aiter_custom_all_reduce": _COMM + "aiter_custom_all_reduce.py",
 }
 # what a real module asks the hardware, answered for the probe's machine (peer access works between every pair)
 _PROBED = {
@@ -219,9 +231,24 @@ class World:
     """One process of vLLM's tensor-parallel group on the probe's machine, with the release's modules."""
 
     def __init__(
-        self, root: Path, arch: str, world_size: int, multicast: bool, hosts: int = 1, nvlink: str = "host"
+        self,
+        root: Path,
+        arch: str,
+        world_size: int,
+        multicast: bool,
+        hosts: int = 1,
+        nvlink: str = "host",
+        env: tuple[tuple[str, str], ...] = (),
     ) -> None:
         self.root = root
+        #: an AMD GPU by gfx arch: vLLM's ROCm platform, which reports HIP's capability (9.4 on gfx942)
+        self.gfx = rocm.gfx_arch(arch) if rocm.is_gfx(arch) else ""
+        facts = rocm.arch_facts(self.gfx) if self.gfx else None
+        self.cdna = facts.cdna if facts is not None else None
+        if self.gfx:
+            arch = facts.capability if facts is not None else "0.0"
+        self.environ = dict(env)  # the VLLM_* variables set; every other one unset
+        self.process_group = "rccl" if self.gfx else "nccl"  # what pynccl and torch's nccl backend load
         major, minor = (int(x) for x in arch.split("."))
         self.capability = Capability((major, minor))
         self.world_size = world_size
@@ -313,6 +340,9 @@ class World:
             current_device=lambda: 0,
             set_device=lambda device: None,
             get_device_capability=lambda device=None: tuple(world.capability),
+            get_device_properties=lambda device=None: types.SimpleNamespace(
+                gcnArchName=f"{world.gfx}:sramecc+:xnack-" if world.gfx else "", major=world.capability[0]
+            ),
             is_current_stream_capturing=lambda: world.capturing,
             can_device_access_peer=lambda a, b: True,
             synchronize=lambda device=None: None,
@@ -345,7 +375,7 @@ class World:
     def _dist_all_reduce(self, tensor: torch.Tensor, op: Any = None, group: Any = None, async_op: bool = False) -> None:
         if tensor.device.type == "cpu":
             return  # a CPU agreement among ranks (every rank says the same here)
-        self.ran.append("nccl")
+        self.ran.append(self.process_group)
 
     # -- the rest of vLLM
 
@@ -358,13 +388,13 @@ class World:
             device_name = "cuda"
 
             def is_cuda(self) -> bool:
-                return True
+                return not world.gfx
 
             def is_cuda_alike(self) -> bool:
                 return True
 
             def is_rocm(self) -> bool:
-                return False
+                return bool(world.gfx)
 
             def is_xpu(self) -> bool:
                 return False
@@ -387,7 +417,7 @@ class World:
                 return world.capability.to_int() // 10 == capability // 10
 
             def is_fully_connected(self, physical_device_ids: list[int]) -> bool:
-                return True  # NVLink between every pair (NVSwitch), as the tables are written for
+                return True  # NVLink between every pair (NVSwitch); on AMD, XGMI between every pair of a node
 
             def device_count(self) -> int:
                 return world.world_size
@@ -415,7 +445,7 @@ class World:
             def __init__(self, group: Any, device: Any) -> None:
                 self.world_size = world.world_size
                 self.disabled = False
-                self.all_reduce = world.record("nccl")
+                self.all_reduce = world.record(world.process_group)
 
         class Ops(StandIn):
             def __getattr__(self, attr: str) -> Any:
@@ -427,6 +457,12 @@ class World:
         ops.allocate_shared_buffer_and_handle = lambda size: (0, b"")
         ops.get_graph_buffer_ipc_meta = lambda ptr: ([], [])
         ops.meta_size = lambda: 0
+        ops.qr_max_size = lambda: QR_MAX_SIZE
+
+        def quick_reduce(ptr: Any, inp: Any, out: Any, level: int, *args: Any) -> Any:
+            return world.record(QUICK_LEVELS[level])(inp)
+
+        ops.qr_all_reduce = quick_reduce
 
         class StandInWorkspace:
             def __init__(self, backend: str, max_token_num: int, hidden_dim: int, dtype: torch.dtype) -> None:
@@ -482,9 +518,12 @@ class World:
             ),
             "vllm.distributed.parallel_state": StandIn(
                 "vllm.distributed.parallel_state",
+                # ParallelConfig turns the platform's use_custom_allreduce() into it: on ROCm the MI300 series only
+                # (RocmPlatform.use_custom_allreduce, vllm/platforms/rocm.py: gfx94*, gfx95*)
                 _ENABLE_CUSTOM_ALL_REDUCE=self._assigned(
                     "vllm/distributed/parallel_state.py", "_ENABLE_CUSTOM_ALL_REDUCE"
-                ),
+                )
+                and (not self.gfx or self.gfx.startswith(("gfx94", "gfx95"))),
                 in_the_same_node_as=lambda group, source_rank=0: [
                     rank // per_host == source_rank // per_host for rank in range(world.world_size)
                 ],
@@ -501,11 +540,17 @@ class World:
                 PyNcclCommunicator=PyNccl,
                 register_nccl_symmetric_ops=lambda comm: None,
             ),
-            "vllm.distributed.device_communicators.quick_all_reduce": StandIn(
-                "quick_all_reduce", QuickAllReduce=type("QuickAllReduce", (Disabled,), {})
-            ),
-            "vllm.distributed.device_communicators.aiter_custom_all_reduce": StandIn(
-                "aiter_custom_all_reduce", AiterCustomAllreduce=type("AiterCustomAllreduce", (Disabled,), {})
+            **(
+                self._rocm_stand_ins()
+                if self.gfx
+                else {
+                    "vllm.distributed.device_communicators.quick_all_reduce": StandIn(
+                        "quick_all_reduce", QuickAllReduce=type("QuickAllReduce", (Disabled,), {})
+                    ),
+                    "vllm.distributed.device_communicators.aiter_custom_all_reduce": StandIn(
+                        "aiter_custom_all_reduce", AiterCustomAllreduce=type("AiterCustomAllreduce", (Disabled,), {})
+                    ),
+                }
             ),
             "vllm.distributed.device_communicators.flashinfer_pcie_ipc_all_reduce": StandIn(
                 "flashinfer_pcie_ipc_all_reduce",
@@ -566,6 +611,58 @@ class World:
                 return type("PassConfig", (), {node.name: staticmethod(namespace[node.name])})
         return Unknown("vllm.config.compilation.PassConfig")  # type: ignore[return-value]
 
+    # -- ROCm
+
+    def _rocm_stand_ins(self) -> dict[str, Any]:
+        """What vLLM asks on an AMD GPU: ``vllm.platforms.rocm``'s arch tests, ``rocm_aiter_ops`` (AITER is
+        installed; its custom all-reduce is on where the release's envs.py says both switches are) and AITER's
+        own ``CustomAllreduce`` (``AITER_WORLD_SIZES``, ``AITER_MAX_SIZE``; its kernel is recorded)."""
+        world = self
+
+        def on(*prefixes: str) -> Callable[[], bool]:
+            return lambda: world.gfx.startswith(prefixes)
+
+        on_gfx9 = on("gfx90a", "gfx942", "gfx950")
+
+        def aiter_enabled() -> bool:
+            envs = world.module("vllm.envs")
+            return on_gfx9() and bool(envs.VLLM_ROCM_USE_AITER) and bool(envs.VLLM_ROCM_USE_AITER_CUSTOM_AR)
+
+        class AiterCustomAllreduce:
+            def __init__(self, group: Any, device: Any, max_size: int = 0, **kwargs: Any) -> None:
+                self.disabled = world.world_size not in AITER_WORLD_SIZES or world.hosts > 1
+                self.fully_connected = True
+                self.max_size = max_size
+
+            def should_custom_ar(self, inp: torch.Tensor, *args: Any) -> bool:
+                size = inp.numel() * inp.element_size()
+                return not self.disabled and size % 16 == 0 and size <= AITER_MAX_SIZE
+
+            def custom_all_reduce(self, inp: torch.Tensor) -> torch.Tensor:
+                return world.record("aiter_ar")(inp)
+
+            def capture(self) -> Any:
+                return contextlib.nullcontext()
+
+        aiter_ops = types.SimpleNamespace(
+            is_custom_all_reduce_enabled=aiter_enabled, is_flydsl_quick_reduce_available=lambda: False
+        )
+        return {
+            "vllm._aiter_ops": StandIn("vllm._aiter_ops", rocm_aiter_ops=aiter_ops),
+            "vllm.platforms.rocm": StandIn(
+                "vllm.platforms.rocm",
+                on_gfx9=on_gfx9,
+                on_mi3xx=on("gfx942", "gfx950"),
+                on_gfx942=on("gfx942"),
+                on_gfx950=on("gfx950"),
+                on_gfx1250=on("gfx1250"),
+                get_cdna_version=lambda: world.cdna,
+            ),
+            "aiter.dist.device_communicators.custom_all_reduce": StandIn(
+                "aiter.dist.device_communicators.custom_all_reduce", CustomAllreduce=AiterCustomAllreduce
+            ),
+        }
+
     # -- the import hook
 
     def _namespace(self, name: str) -> dict[str, Any]:
@@ -579,9 +676,9 @@ class World:
             base = ".".join(package[: len(package) - level + 1])
             name = f"{base}.{name}" if name else base
         if name in ("os",) and (globals or {}).get("__name__") == "vllm.envs":
-            return _Environ()  # envs.py reads an empty environment: every variable at its default
+            return _Environ(self.environ)  # envs.py reads the probe's VLLM_* variables: every other at its default
         top = name.split(".")[0]
-        if top not in ("torch", "vllm", "flashinfer"):
+        if top not in ("torch", "vllm", "flashinfer", "aiter"):
             return builtins.__import__(name, globals, locals, fromlist or (), 0)
         if not fromlist:
             self.module(name)  # "import a.b as c" runs a.b, then walks attributes from the top
@@ -689,11 +786,11 @@ class _Package(types.ModuleType):
 
 
 class _Environ(types.ModuleType):
-    """``os`` for envs.py: the real module with an empty environment."""
+    """``os`` for envs.py: the real module with an environment of only the probe's variables."""
 
-    def __init__(self) -> None:
+    def __init__(self, environ: dict[str, str] | None = None) -> None:
         super().__init__("os")
-        self.environ: dict[str, str] = {}
+        self.environ: dict[str, str] = dict(environ or {})
 
     def getenv(self, key: str, default: Any = None) -> Any:
         return self.environ.get(key, default)
@@ -851,7 +948,65 @@ def probes(root: Path, racks: bool = True) -> list[Probe]:
         for multicast in (True, False)
         for mode in MODES
         for n in sizes
+    ] + rocm_probes(root)
+
+
+#: the AMD archs the ROCm probes run on (QuickReduce's arch check admits gfx94* and gfx95*; gfx90a is CDNA2)
+ROCM_ARCHS = ("gfx942", "gfx950", "gfx90a")
+#: every value of ``VLLM_ROCM_QUICK_REDUCE_QUANTIZATION`` (``QuickReduceRegime``'s members; INT3 from the
+#: release that added it, an unknown level to older ones, which then run no QuickReduce)
+QUICK_REDUCE_LEVELS = ("FP", "INT8", "INT6", "INT4", "INT3", "NONE")
+#: AITER's custom all-reduce on (both of vLLM's switches) and off (``VLLM_ROCM_USE_AITER`` unset, its default)
+AITER = {"on": (("VLLM_ROCM_USE_AITER", "1"),), "off": ()}
+
+
+def _rocm_envs() -> list[tuple[tuple[str, str], ...]]:
+    return [
+        (("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", level), *aiter)
+        for level in QUICK_REDUCE_LEVELS
+        for aiter in AITER.values()
     ]
+
+
+def _rocm_bounds(root: Path) -> set[int]:
+    """QuickReduce's minimum sizes (every row of ``_QR_MIN_SIZE``) and maximum, AITER's bound, custom
+    all-reduce's buffer: where a ROCm answer can change."""
+    world = World(root, "gfx942", 2, False)
+    out = {8 * MiB, QR_MAX_SIZE, AITER_MAX_SIZE}
+    qr = world.module("vllm.distributed.device_communicators.quick_all_reduce")
+    for row in getattr(getattr(qr, "QuickAllReduce", None), "_QR_MIN_SIZE", {}).values():
+        out |= set(row)
+    return out
+
+
+def rocm_probes(root: Path) -> list[Probe]:
+    """For a release with ``quick_all_reduce.py``: each ROCm arch, one host (world sizes 2-16) and hosts over a
+    network, both modes, every QuickReduce level with AITER on and off, around every ROCm bound and on the grid
+    (bf16, as serving reduces; no multicast on AMD GPUs)."""
+    if not (root / _REAL["vllm.distributed.device_communicators.quick_all_reduce"]).is_file():
+        return []
+    sizes = {n // ROW * ROW for n in _grid()}
+    for bound in _rocm_bounds(root):
+        below = bound // ROW * ROW
+        sizes |= {below - ROW, below, below + ROW}
+    topologies = [t for t in TOPOLOGIES if t[1] == 1 or (t[2] == "host" and t[0] <= 16)]
+    return [
+        Probe(arch, ws, mode, False, n, hosts=hosts, nvlink=nvlink, env=env)
+        for env in _rocm_envs()
+        for arch in ROCM_ARCHS
+        for ws, hosts, nvlink in topologies
+        for mode in MODES
+        for n in sorted(s for s in sizes if s > 0)
+    ]
+
+
+def topology(probe: Probe) -> str:
+    """A CUDA probe's topology; a ROCm probe's with its arch and its switches (``1 host gfx942 INT8 aiter``)."""
+    if not rocm.is_gfx(probe.arch):
+        return probe.topology
+    env = dict(probe.env)
+    level = env.get("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "NONE")
+    return f"{probe.topology} {probe.arch} QR={level} AITER={'on' if env.get('VLLM_ROCM_USE_AITER') else 'off'}"
 
 
 def _dtype(name: str) -> torch.dtype:
@@ -864,15 +1019,15 @@ def _dtype(name: str) -> torch.dtype:
 def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
     """vLLM's own answer per probe: what its CudaCommunicator.all_reduce ran, or ``RAISES`` where building
     the communicator raises (a release that does not catch what the machine's set-up raises)."""
-    worlds: dict[tuple[str, int, bool, int, str], World | None] = {}
+    worlds: dict[tuple[Any, ...], World | None] = {}
     out: list[str] = []
     for probe in probes:
-        key = (probe.arch, probe.world_size, probe.multicast, probe.hosts, probe.nvlink)
+        key = (probe.arch, probe.world_size, probe.multicast, probe.hosts, probe.nvlink, probe.env)
         if key not in worlds:
             world = World(root, *key)
             try:
                 world.communicator()
-            except RuntimeError as err:  # not OracleGap: what the release itself lets through
+            except (RuntimeError, ValueError) as err:  # not OracleGap: what the release itself lets through
                 if isinstance(err, OracleGap):
                     raise
                 world = None
@@ -883,8 +1038,20 @@ def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
 
 
 def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
-    """artune's answer per probe: the product's reader on the release, and ``decide``."""
-    return read_decisions("vllm", root, probes)
+    """artune's answer per probe: the product's reader on the release (with the probe's variables set, as
+    ``explain --env`` reads it), and ``decide``."""
+    from artune.formats.vllm.read import rocm_tables
+
+    out: dict[int, str] = {}
+    for env, amd in dict.fromkeys((p.env, rocm.is_gfx(p.arch)) for p in probes):
+        mine = [i for i, p in enumerate(probes) if p.env == env and rocm.is_gfx(p.arch) == amd]
+        if amd:  # the ROCm tables alone, as explain --arch gfx942 --env reads them
+            amd_reading = rocm_tables(str(root), dict(env))
+            answers = decide_all(amd_reading.tables, [probes[i] for i in mine], amd_reading.findings)
+        else:
+            answers = read_decisions("vllm", root, [probes[i] for i in mine])
+        out.update(zip(mine, answers, strict=True))
+    return [out[i] for i in range(len(probes))]
 
 
 def evaluated(root: Path) -> list[Evaluated]:

@@ -60,6 +60,8 @@ def _word(token: str) -> str:
     match = _EDGES.match(token)
     assert match is not None  # every string matches
     before, core, after = match.groups()
+    while core.count("(") > core.count(")") and after.startswith(")"):  # a call's own parens: qr_max_size()
+        core, after = core + ")", after[1:]
     if core and _CODE_LIKE.search(core):
         return f"{before}`{core}`{after}"
     return token.replace("\\", "\\\\").replace("*", "\\*").replace("|", "\\|")

@@ -157,6 +157,8 @@ def _plan_findings(table: Table, plan: Plan) -> list[tuple[str, str]]:
             out.append(("T105", f"{name} never runs at world_size={plan.world_size} (only {sorted(allowed)})"))
         if (why := spec.topology_unmet(plan.hosts)) is not None:
             out.append(("T106", f"{name} {why} (it will never be available for this plan)"))
+        if (why := spec.kind_unmet(table.platform.kind)) is not None:
+            out.append(("T109", f"{name} {why} (a {table.platform} table: it will never be available)"))
     for name, _values in plan.params:
         if name not in SPECS:
             out.append(("T107", f"params for unknown algorithm {name!r}"))

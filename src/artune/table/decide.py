@@ -44,10 +44,9 @@ from types import MappingProxyType
 
 from artune.catalog import SPECS
 from artune.sizes import format_span
+from artune.table.family import process_group
 from artune.table.gaps import GapPolicy, gap_policy
 from artune.table.types import MODES, Mode, NVLinkDomain, ParamValue, Plan, ShapePlan, Table, TokenShape
-
-_KIND_DEFAULT = {"cuda": "nccl", "rocm": "nccl", "cpu": "gloo"}
 
 
 @dataclass(frozen=True)
@@ -420,7 +419,7 @@ def _domain(nvlink: NVLinkDomain | str | None, hosts: int) -> tuple[NVLinkDomain
 
 def _platform_default(table: Table) -> str:
     """The platform's process group: what runs where no plan applies."""
-    return _KIND_DEFAULT.get(table.platform.kind, "nccl")
+    return process_group(table.platform.kind)
 
 
 def _join(*notes: str) -> str:
@@ -450,7 +449,10 @@ def _engine_plan(
     if plan is not None:
         return _CompiledPlan(table, plan, plan.fallback, said)
     fallback = policy.fallback or _platform_default(table)
-    return _CompiledPlan(table, None, fallback, _join(said, policy.missing(world_size, mode, hosts, nvlink.value)))
+    if table.platform.kind == "rocm":  # the engine's process group loads RCCL on an AMD GPU
+        fallback = _platform_default(table)
+    missing = policy.missing(world_size, mode, hosts, nvlink.value, table.platform.kind)
+    return _CompiledPlan(table, None, fallback, _join(said, missing))
 
 
 def _for_hosts(mine: tuple[Plan, ...], hosts: int, nvlink: NVLinkDomain) -> tuple[list[Plan], str]:

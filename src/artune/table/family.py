@@ -2,9 +2,12 @@
 
 Arch strings keep their minor version ("10.7" is not "10.0"). ``FAMILY``
 lists, per arch, the archs it may borrow from, nearest first; an arch that is
-not listed may borrow from ``"<major>.0"``. Borrowing logs a warning that
-names what was borrowed and how to measure instead, and is recorded on the
-returned table (``Table.borrowed``) so every decision's reason shows it.
+not listed may borrow from ``"<major>.0"``. AMD archs are gfx names
+(``artune.rocm``): each borrows what its facts list (gfx950 from gfx942), and
+a set of ``rocm`` tables reads the capability torch reports (``9.4``) as the
+gfx arch it stands for. Borrowing logs a warning that names what was borrowed
+and how to measure instead, and is recorded on the returned table
+(``Table.borrowed``) so every decision's reason shows it.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from artune import rocm
 from artune.table.types import Plan, Platform, Provenance, Table
 
 log = logging.getLogger(__name__)
@@ -29,6 +33,9 @@ def family_chain(arch: str) -> tuple[str, ...]:
     """The archs ``arch`` may borrow from, nearest first (without ``arch`` itself)."""
     if arch in FAMILY:
         return FAMILY[arch]
+    if rocm.is_gfx(arch):
+        facts = rocm.arch_facts(arch)
+        return facts.borrows if facts is not None else ()
     major, dot, _minor = arch.partition(".")
     if dot and major.isdigit() and arch != f"{major}.0":
         return (f"{major}.0",)
@@ -63,6 +70,8 @@ class TableSet:
         leaves that to a caller that reports it itself (the borrowed table's ``borrowed`` note says it).
         """
         warn = (lambda note: None) if quiet else (lambda note: log.warning("%s", note))
+        if self.kind == rocm.KIND:
+            arch = rocm.gfx_arch(arch) or arch  # the capability torch reports stands for its gfx arch
         if arch in self.tables:
             return self.tables[arch]
         if self.rules != "artune":
@@ -97,15 +106,28 @@ class TableSet:
         if self.default is not None:
             note = f"arch {arch} has no table in {self.name}; the engine runs its own default there (no family chain)"
             return self.default.with_changes(borrowed=(note,))
-        note = f"arch {arch} has no table in {self.name}, and the engine has no default: nccl for every size"
+        note = (
+            f"arch {arch} has no table in {self.name}, and the engine has no default: "
+            f"{process_group(self.kind)} for every size"
+        )
         return conservative_default(Platform(self.kind, arch)).with_changes(borrowed=(note,), rules=self.rules)
 
 
 def conservative_default(platform: Platform) -> Table:
-    """A table that sends every size to the process group (NCCL on GPUs, gloo on CPU)."""
-    fallback = "gloo" if platform.kind == "cpu" else "nccl"
+    """A table that sends every size to the process group (NCCL on NVIDIA GPUs, RCCL on AMD's, gloo on CPU)."""
+    fallback = process_group(platform.kind)
     plan = Plan(world_size=1, mode="eager", bands=(), fallback=fallback)
     provenance = Provenance(
         source="modelled", tool="artune", notes="conservative default: the process group for every size"
     )
     return Table(platform, provenance, (plan,), origin="artune:conservative-default")
+
+
+#: the process group's all-reduce on each kind of platform: what runs where no plan decides
+PROCESS_GROUP = {"cuda": "nccl", "rocm": "rccl", "cpu": "gloo"}
+
+
+def process_group(kind: str) -> str:
+    """The process group's all-reduce on a ``kind`` platform (``rccl`` on ROCm: torch's ``nccl`` backend
+    there is RCCL)."""
+    return PROCESS_GROUP.get(kind, "nccl")

@@ -42,10 +42,15 @@ class GapPolicy:
     plans_fallback: bool = False
     #: why a call out of range runs the fallback, formatted with ``world_size``, ``hidden`` and ``fusion``
     out_of_range: str = ""
+    #: on an AMD GPU (a ``rocm`` table): why a call with no plan runs the process group (RCCL), any topology
+    no_rocm_plan: str = ""
 
-    def missing(self, world_size: int, mode: str, hosts: int, nvlink: str = "host") -> str:
-        """Why a call with no plan runs the fallback, in the engine's terms (``nvlink``: the hosts' domain)."""
+    def missing(self, world_size: int, mode: str, hosts: int, nvlink: str = "host", kind: str = "cuda") -> str:
+        """Why a call with no plan runs the fallback, in the engine's terms (``nvlink``: the hosts' domain;
+        ``kind``: the table's platform)."""
         text = self.no_plan
+        if kind == "rocm" and self.no_rocm_plan:
+            return self.no_rocm_plan.format(world_size=world_size, mode=mode, hosts=hosts)
         if hosts > 1:
             text = (self.no_rack_plan if nvlink == "rack" else self.over_network) or text
         return text.format(world_size=world_size, mode=mode, hosts=hosts)
@@ -64,6 +69,8 @@ VLLM = GapPolicy(
     over_network="across {hosts} hosts joined over a network vLLM runs nccl for every size at world size "
     "{world_size}: FlashInfer's only multi-node backend (mnnvl), custom all-reduce's MNNVL buffer and torch "
     "symmetric memory each need one NVLink domain for every rank, and their set-up fails or declines without it",
+    no_rocm_plan="on ROCm vLLM starts none of QuickReduce, AITER's custom all-reduce or its own at world size "
+    "{world_size} (hosts={hosts}), under the switches read: every size goes to rccl",
 )
 SGLANG = GapPolicy(
     "sglang",

@@ -518,6 +518,8 @@ class Evaluator:
                 return record.asdict() if method == "_asdict" else record.replace(args, kwargs)
         except ValueError as err:
             raise self.fail(node, str(err)) from None
+        if isinstance(func, Namespace) and "__call__" in func.values:  # an object that answers calls (an enum)
+            return self.call(func.values["__call__"], args, kwargs, node)
         if func is super:
             return self._super(node, args)
         if func in (getattr, hasattr):

@@ -410,14 +410,56 @@ class Interpreter(Evaluator):
             scope.values[bound] = fake if fake is not None else Symbol(full if alias.asname or module else bound)
             self.lines[bound] = stmt.lineno
 
+    def _enum(self, stmt: ast.ClassDef, scope: Scope) -> Namespace:
+        """An enum where ``objects`` is set: its members (each with ``name`` and ``value``) as attributes,
+        ``__members__``, ``Cls[name]`` and ``Cls(value)``; a member whose value the evaluator cannot compute
+        (``auto()``) is numbered as ``auto`` numbers it, one above the one before."""
+        members: dict[str, Namespace] = {}
+        last = 0
+        for item in stmt.body:
+            if isinstance(item, ast.Assign) and len(item.targets) == 1 and isinstance(item.targets[0], ast.Name):
+                target = item.targets[0].id
+                try:
+                    value = self.eval(item.value, scope)
+                except Unsupported:
+                    value = Symbol("auto()")
+                if isinstance(value, Symbol):
+                    value = last + 1
+                last = value if isinstance(value, int) else last
+                members[target] = Namespace(f"{stmt.name}.{target}", {"name": target, "value": value})
+
+        def by_name(name: Any) -> Namespace:
+            if name not in members:
+                raise Raised("KeyError", f"{stmt.name}[{name!r}]: no such member")
+            return members[name]
+
+        def by_value(value: Any) -> Namespace:
+            found = next((m for m in members.values() if m.values["value"] == value), None)
+            if found is None:
+                raise Raised("ValueError", f"{value!r} is not a valid {stmt.name}")
+            return found
+
+        return Namespace(
+            stmt.name,
+            {
+                **members,
+                "__members__": dict(members),
+                "__getitem__": Native(by_name, f"{stmt.name}[]"),
+                "__call__": Native(by_value, stmt.name),
+            },
+        )
+
     def class_def(self, stmt: ast.ClassDef, scope: Scope) -> Any:
         """A ``RecordType`` for a ``NamedTuple`` or dataclass; where ``objects`` is set, a ``ClassValue`` for a
         class with behaviour; a ``Symbol`` for any other class (an enum: its members stay names)."""
         bases = [ast.unparse(b) for b in stmt.bases]
         decorators = [ast.unparse(d) for d in stmt.decorator_list]
         is_record = any(b in _RECORD_BASES for b in bases) or any(d.startswith("dataclass") for d in decorators)
-        if not is_record and self.objects and not any(b in _ENUM_BASES for b in bases):
+        enum = any(b in _ENUM_BASES for b in bases)
+        if not is_record and self.objects and not enum:
             return self._class_value(stmt, scope)
+        if enum and self.objects:
+            return self._enum(stmt, scope)
         if not is_record:
             return Symbol(stmt.name)  # an enum or a class with behaviour: its attributes stay names
         fields: list[str] = []

@@ -53,6 +53,7 @@ from artune.sizes import MAX_SIZE
 COMM = "vllm/distributed/device_communicators/"
 PACKAGE = "vllm.distributed.device_communicators"
 CUDA = PACKAGE + ".cuda_communicator"
+PARALLEL_STATE = "vllm.distributed.parallel_state"
 #: the release's modules artune evaluates, in the order their imports need them: (module, file)
 MODULES: tuple[tuple[str, str], ...] = (
     ("vllm.envs", "vllm/envs.py"),
@@ -65,6 +66,7 @@ MODULES: tuple[tuple[str, str], ...] = (
     (PACKAGE + ".symm_mem", COMM + "symm_mem.py"),
     (PACKAGE + ".custom_all_reduce", COMM + "custom_all_reduce.py"),
     (PACKAGE + ".quick_all_reduce", COMM + "quick_all_reduce.py"),
+    (PACKAGE + ".aiter_custom_all_reduce", COMM + "aiter_custom_all_reduce.py"),
     (PACKAGE + ".flashinfer_all_reduce", COMM + "flashinfer_all_reduce.py"),
     (PACKAGE + ".base_device_communicator", COMM + "base_device_communicator.py"),
     (CUDA, COMM + "cuda_communicator.py"),
@@ -102,6 +104,7 @@ class ReleaseCode:
         self.stand_ins = StandIns(self.stage)
         self.fakes = self.stand_ins.fakes
         self.fakes["os"] = environ(self.stage)
+        self.stand_ins.envs = self._env_value
         self.met: dict[tuple[str, int, str], Met] = {}
         # a reading kept from an earlier process (artune.formats.vllm.memo): its outcomes need no evaluation
         self._kept = memo.readings_dir() / memo.name(files, self.stage.settings) if keep else None
@@ -170,6 +173,11 @@ class ReleaseCode:
             return "unknown", str(err)
         return "value", values[name]
 
+    def _env_value(self, name: str) -> Any:
+        """``envs.NAME``'s value for a stand-in that asks it (``None`` where it cannot be had)."""
+        status, value = self.env(name)
+        return value if status == "value" else None
+
     def globals(self, module: str) -> dict[str, Any]:
         """What ``module``'s top level bound ({} when its file was not read)."""
         interp = self.modules.get(module)
@@ -213,6 +221,12 @@ class ReleaseCode:
             return self._comms[machine]
         assert self.main is not None
         self._reset(machine)
+        # set at start-up from the platform (ParallelConfig.disable_custom_all_reduce): off on ROCm but MI300
+        assigned = self.globals(PARALLEL_STATE).get("_ENABLE_CUSTOM_ALL_REDUCE")
+        if isinstance(assigned, bool):
+            self.fakes[PARALLEL_STATE + "._ENABLE_CUSTOM_ALL_REDUCE"] = (
+                assigned and self.stand_ins.use_custom_allreduce()
+            )
         cls = self.main.globals.values["CudaCommunicator"]
         group = self.stand_ins.group
         device = Namespace("torch.device", {"type": "cuda", "index": 0})

@@ -31,12 +31,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from artune import catalog
+from artune import catalog, rocm
 from artune.formats.vllm.code import Decisions, Met, ReleaseCode
 from artune.formats.vllm.figures import Figures
 from artune.formats.vllm.rack import network_errors, rack_plans
 from artune.formats.vllm.rules import FALLBACK, SYMM_NAMES, Dispatch, arch_plans, paths
 from artune.formats.vllm.world import GpuGroup
+from artune.table.family import process_group
 from artune.table.types import MODES, Band, NVLinkDomain, Plan, Provenance
 
 ONE_HOST = tuple(range(2, 17))  # world sizes read on one host: every one up to a 16-GPU node
@@ -87,7 +88,9 @@ class Evaluation:
             self.release.keep()
         return self._archs[arch]
 
-    def _bands(self, machine: GpuGroup, mode: str, reading: ArchPlans) -> tuple[Band, ...] | None:
+    def _bands(
+        self, machine: GpuGroup, mode: str, reading: ArchPlans, fallback: str = FALLBACK
+    ) -> tuple[Band, ...] | None:
         """``machine``'s bands in ``mode`` (``None`` where vLLM raises there, noted in ``reading``)."""
         outcome = self.release.outcome(machine, mode)
         if outcome.raises:
@@ -96,7 +99,7 @@ class Evaluation:
             if outcome.at_start:
                 reading.at_start.add(where)
             return None
-        return _bands(outcome, reading.unknown)
+        return _bands(outcome, reading.unknown, fallback)
 
     def _read(self, arch: str) -> ArchPlans:
         reading = ArchPlans()
@@ -113,7 +116,8 @@ class Evaluation:
         pairs = {(ws, h) for ws in with_path for h in range(2, ws + 1) if ws % h == 0}
         pairs |= {(ws, nodes) for a, ws, nodes in tables.fi_mnnvl or {} if a == arch and nodes > 1}
         for ws, hosts in sorted(pairs):
-            self._topology(arch, ws, hosts, True, reading)
+            if platform(arch) != rocm.KIND:  # AMD GPUs of several hosts share no peer memory (no NVLink rack)
+                self._topology(arch, ws, hosts, True, reading)
             self._topology(arch, ws, hosts, False, reading)
         return reading
 
@@ -121,18 +125,23 @@ class Evaluation:
         """Add the plans of one topology to ``reading``; whether any path runs there."""
         nvlink = NVLinkDomain.RACK if hosts > 1 and rack else NVLinkDomain.HOST
         cap = capability(arch)
+        kind = platform(arch)
+        fallback = process_group(kind)
         found = False
         bare: list[Plan] = []  # after the plans for any machine, as the rules list them
         for mode in MODES:
-            on = self._bands(GpuGroup(cap, ws, True, hosts, rack), mode, reading)
-            off = self._bands(GpuGroup(cap, ws, False, hosts, rack), mode, reading)
+            if kind == rocm.KIND:  # no multicast on AMD GPUs: one plan for every machine
+                on = off = self._bands(GpuGroup(cap, ws, False, hosts, rack, kind), mode, reading, fallback)
+            else:
+                on = self._bands(GpuGroup(cap, ws, True, hosts, rack), mode, reading)
+                off = self._bands(GpuGroup(cap, ws, False, hosts, rack), mode, reading)
             if on is None or off is None:
                 continue
             if on or off:
                 found = True
-                reading.plans.append(Plan(ws, mode, on, FALLBACK, hosts=hosts, nvlink=nvlink))
-            if _without_multicast(on) != off:
-                bare.append(Plan(ws, mode, off, FALLBACK, hosts=hosts, nvlink=nvlink, multicast=False))
+                reading.plans.append(Plan(ws, mode, on, fallback, hosts=hosts, nvlink=nvlink))
+            if _without_multicast(on, fallback) != off:
+                bare.append(Plan(ws, mode, off, fallback, hosts=hosts, nvlink=nvlink, multicast=False))
         reading.plans += bare
         return found
 
@@ -148,38 +157,47 @@ def capability(arch: str) -> str:
     return DEFAULT_ARCH if arch == "default" else arch
 
 
-def _merged(pieces: list[tuple[int | None, list[str]]]) -> tuple[Band, ...]:
-    """Bands of ``(upto, paths)`` pieces: each piece's paths, nccl (the fallback) last or alone, adjacent equal
-    bands merged and the fallback's above the last band left to the plan's fallback."""
+def platform(arch: str) -> str:
+    """The platform a table for ``arch`` is for: ROCm for a gfx arch, CUDA for any other."""
+    return rocm.KIND if rocm.is_gfx(arch) else "cuda"
+
+
+def _merged(pieces: list[tuple[int | None, list[str]]], fallback: str = FALLBACK) -> tuple[Band, ...]:
+    """Bands of ``(upto, paths)`` pieces: each piece's paths, the process group (the fallback) last or alone,
+    adjacent equal bands merged and the fallback's above the last band left to the plan's fallback."""
     bands: list[Band] = []
     for upto, names in pieces:
-        while names and names[-1] == FALLBACK:
+        while names and names[-1] == fallback:
             names.pop()
-        candidates = tuple(dict.fromkeys(names)) or (FALLBACK,)
+        candidates = tuple(dict.fromkeys(names)) or (fallback,)
         if bands and bands[-1].candidates == candidates:
             bands[-1] = Band(upto, candidates)
         else:
             bands.append(Band(upto, candidates))
-    while bands and bands[-1].candidates == (FALLBACK,):
+    while bands and bands[-1].candidates == (fallback,):
         bands.pop()
     return tuple(bands)
 
 
-def _bands(outcome: Decisions, unknown: set[str]) -> tuple[Band, ...]:
-    """The bands of ``outcome``'s pieces (kernels the catalog has no name for noted in ``unknown``)."""
+def _bands(outcome: Decisions, unknown: set[str], fallback: str = FALLBACK) -> tuple[Band, ...]:
+    """The bands of ``outcome``'s pieces (kernels the catalog has no name for noted in ``unknown``); the
+    process group's all-reduce (pynccl: ``nccl``) named ``fallback`` (RCCL is what it loads on ROCm)."""
     ends = [start - 1 for start, _paths in outcome.pieces[1:]] + [None]
     unknown.update(n for _start, chain in outcome.pieces for n in chain if n not in catalog.SPECS)
     return _merged(
         [
-            (upto, [n for n in chain if n in catalog.SPECS])
+            (upto, [fallback if n == FALLBACK else n for n in chain if n in catalog.SPECS])
             for (_s, chain), upto in zip(outcome.pieces, ends, strict=True)
-        ]
+        ],
+        fallback,
     )
 
 
-def _without_multicast(bands: tuple[Band, ...]) -> tuple[Band, ...]:
+def _without_multicast(bands: tuple[Band, ...], fallback: str = FALLBACK) -> tuple[Band, ...]:
     """What ``bands`` decide on a machine without multicast: the paths that need it left out."""
-    return _merged([(b.upto, [n for n in b.candidates if not catalog.SPECS[n].conditions.multicast]) for b in bands])
+    return _merged(
+        [(b.upto, [n for n in b.candidates if not catalog.SPECS[n].conditions.multicast]) for b in bands], fallback
+    )
 
 
 # ------------------------------------------------------------------ the rules, fitted

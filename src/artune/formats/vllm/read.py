@@ -27,6 +27,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from artune import rocm
 from artune.errors import TableError
 from artune.formats import fingerprints
 from artune.formats.engine import EngineImport
@@ -38,10 +39,11 @@ from artune.formats.vllm.dispatch import Evaluation, explained, fit, order
 from artune.formats.vllm.figures import CUSTOM_AR_FILE, UTILS, Figures, read_figures
 from artune.formats.vllm.rack import rack_plans
 from artune.formats.vllm.reference import DISPATCH, RELEASE
+from artune.formats.vllm.rocm_checks import rocm_findings
 from artune.formats.vllm.rules import Dispatch, default_path, planned_archs, table_set
 from artune.table.check import Finding, copied_archs
 from artune.table.family import TableSet
-from artune.table.types import Caveat, CaveatKind, Provenance, Table
+from artune.table.types import Caveat, CaveatKind, Platform, Provenance, Table
 
 CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)  # vLLM's _SUPPORTED_WORLD_SIZES where its file is not read
 #: the release whose rules a reading of the tables alone assumes: the reference's (``reference:vllm``), verified
@@ -60,6 +62,7 @@ UNPLANNED = {
 }
 _READINGS: dict[tuple[Any, ...], tuple[EngineImport, ReleaseCode]] = {}  # each source read once per process
 _KEEP = 16
+_ROCM_READINGS: dict[tuple[Any, ...], EngineImport] = {}
 
 
 def release_name(files: list[SourceFile]) -> str:
@@ -306,7 +309,73 @@ def build(files: list[SourceFile], settings: Mapping[str, str] | None = None) ->
 
     notes = (*_unexplained(unexplained, d, files[0].path), *_unverified(name, release, unfamiliar, files[0].path))
     imported = _tables(figures, files, d, assumed, plans_of, met_caveats, caveats_of, notes)
-    return imported, release
+    return _with_rocm(imported, evaluation, caveats_of, settings), release
+
+
+def _with_rocm(
+    imported: EngineImport, evaluation: Evaluation, caveats_of: Any, settings: Mapping[str, str] | None
+) -> EngineImport:
+    """``imported`` whose set answers an AMD gfx arch with the table vLLM's code runs on ROCm there
+    (``_rocm_set``), every other arch as before."""
+    tables = imported.tables
+    cuda_arch = tables.engine_arch
+    amd = _rocm_set(list(imported.files), evaluation, caveats_of, settings)
+
+    def engine_arch(arch: str) -> Table | None:
+        if rocm.is_gfx(arch):
+            return amd.tables.resolve(arch)
+        return cuda_arch(arch) if cuda_arch is not None else None
+
+    return replace(
+        imported, tables=replace(tables, engine_arch=engine_arch), findings=(*imported.findings, *amd.findings)
+    )
+
+
+def _rocm_set(
+    files: list[SourceFile], evaluation: Evaluation, caveats_of: Any, settings: Mapping[str, str] | None
+) -> EngineImport:
+    """The ``rocm`` tables of one reading: for each gfx arch asked (or the capability torch reports for one),
+    what the release's code runs on a ROCm machine of that arch under ``settings``, read by ``evaluation``;
+    and the findings on what the code does on each AMD arch artune has facts for (``rocm_findings``)."""
+    name = release_name(files)
+    under = ", ".join(f"{k}={v}" for k, v in sorted((settings or {}).items())) or "no VLLM_* variable set"
+    origin = f"vllm:{files[0].label}"
+    made: dict[str, Table] = {}
+
+    def engine_arch(arch: str) -> Table:
+        if arch not in made:
+            notes = f"what {name} runs on ROCm {rocm.describe(arch)} under {under} ({_describe(files)})"
+            made[arch] = Table(
+                Platform(rocm.KIND, arch),
+                Provenance(source="published", tool="vllm", notes=notes),
+                tuple(evaluation.arch(arch).plans),
+                rules="vllm",
+                origin=origin,
+                caveats=tuple(caveats_of(arch)),
+            )
+        return made[arch]
+
+    tables = TableSet(origin, rocm.KIND, MappingProxyType({}), None, rules="vllm", engine_arch=engine_arch)
+    found = rocm_findings(evaluation, files, settings)
+    return EngineImport("vllm", tables, found, tuple(files))
+
+
+def rocm_tables(path: str, settings: Mapping[str, str] | None = None) -> EngineImport:
+    """vLLM's ``rocm`` tables and their findings from ``path``, read by its own code under ``settings`` (its
+    ``VLLM_*`` variables), without reading its CUDA tables: what ``read_vllm(path, settings)`` answers for a
+    gfx arch."""
+    files = _files(path)
+    key = ("rocm", *_key(path, files, settings))
+    if key not in _ROCM_READINGS:
+        release = ReleaseCode(files, settings)
+        if not release.complete:
+            raise TableError(f"{path}: cuda_communicator.py is not among the files read; no ROCm dispatch to read")
+        figures = read_figures(release)
+        evaluation = Evaluation(release, figures)
+        _ROCM_READINGS[key] = _rocm_set(
+            files, evaluation, lambda arch: _caveats(evaluation.met(arch), figures), settings
+        )
+    return _ROCM_READINGS[key]
 
 
 def _unverified(name: str, release: ReleaseCode, unfamiliar: tuple[Caveat, ...], first: str) -> tuple[Finding, ...]:
@@ -399,4 +468,4 @@ def evaluated(path: str, settings: Mapping[str, str] | None = None) -> list[fing
     return reading(path, settings)[1].evaluated()
 
 
-__all__ = ["build", "build_rules", "evaluated", "read_vllm", "reading", "release_name"]
+__all__ = ["build", "build_rules", "evaluated", "read_vllm", "reading", "release_name", "rocm_tables"]

@@ -27,7 +27,12 @@ is the smallest honest stand-in:
 - vLLM's C++ ops and allocations: pointers that do nothing.
 
 The kernels record what ran (``Stage.ran``): ``custom_ar``, ``symm_mem_*``,
-``flashinfer_ar``, ``nccl``, ``nccl_symmetric``, ``quick_ar``. The input is a
+``flashinfer_ar``, ``nccl``, ``nccl_symmetric``, ``quick_ar_<level>`` and
+``aiter_ar``. On ROCm (``GpuGroup.platform``, a gfx arch) the machine also
+answers torch's ``gcnArchName``, ``vllm.platforms.rocm``'s arch tests and CDNA
+version, ``use_custom_allreduce()`` (the MI300 series only), vLLM's
+``rocm_aiter_ops`` (its switches as the release's ``envs.py`` computes them)
+and AITER's own ``CustomAllreduce`` (``AITER_WORLD_SIZES``, ``AITER_MAX_SIZE``). The input is a
 bf16 tensor of the probe's size, 2-D as vLLM's hidden states are,
 of 16-byte rows (``ROW``), whose sizes are ``Linear`` in the bytes: every comparison the code makes with
 them records where its answer flips (``Stage.flips``). Anything else the
@@ -44,6 +49,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
+from artune import rocm
 from artune.errors import Raised
 from artune.formats.pyeval import Namespace, Native
 from artune.formats.pyeval.values import Linear, Opaque
@@ -67,6 +73,17 @@ DTYPES = {
 #: the bytes of one row of a hidden state: a message is ``(n / ROW, ROW / element size)``, whole rows of 16 bytes
 #: (every model's hidden size is a multiple of 8 bf16 elements; vLLM 0.34's FlashInfer path refuses other rows)
 ROW = 16
+#: QuickReduce's levels in ``QuickReduceRegime``'s order (the value ``qr_all_reduce`` is given), as the catalog
+#: names them
+QUICK_LEVELS = ("quick_ar_fp", "quick_ar_int8", "quick_ar_int6", "quick_ar_int4", "quick_ar_int3")
+#: ``ops.qr_max_size()``: vLLM's QuickReduce buffer, ``DeviceComms::kMaxProblemSize`` (2 GiB; vllm-project/vllm
+#: csrc/quickreduce/quick_reduce.h)
+QR_MAX_SIZE = 1 << 31
+#: AITER's ``CustomAllreduce`` (ROCm/aiter aiter/dist/device_communicators/custom_all_reduce.py, commit
+#: 03644e50): the world sizes it starts at, and the largest message its decode path takes
+#: (``_fits_custom_ar_size``: 16-byte multiples, two ranks or fully connected, ``<= 8192 * 8192``)
+AITER_WORLD_SIZES = (2, 4, 6, 8)
+AITER_MAX_SIZE = 8192 * 8192
 #: what each recorded kernel is called in artune's catalog
 KERNELS = {
     "torch.ops.symm_mem.multimem_all_reduce_": "symm_mem_multimem",
@@ -74,7 +91,8 @@ KERNELS = {
     "torch.ops.symm_mem.one_shot_all_reduce": "symm_mem_one_shot",
     "torch.ops.vllm.all_reduce_symmetric_with_copy": "nccl_symmetric",  # NCCL on symmetric (window) memory
     "vllm._custom_ops.all_reduce": "custom_ar",
-    "vllm._custom_ops.qr_all_reduce": "quick_ar",
+    "vllm._custom_ops.qr_all_reduce": "quick_ar",  # at the level its fourth argument names (``QUICK_LEVELS``)
+    "aiter.custom_all_reduce": "aiter_ar",
     "flashinfer.comm.allreduce_fusion": "flashinfer_ar",
 }
 
@@ -83,7 +101,7 @@ KERNELS = {
 class GpuGroup:
     """The facts of one group of ranks: what a probe describes."""
 
-    arch: str  # "9.0"; "0.0" stands for an arch the release names nowhere (below every capability gate)
+    arch: str  # "9.0" or "gfx942"; "0.0" stands for an arch the release names nowhere (below every capability gate)
     world_size: int
     multicast: bool = True
     hosts: int = 1
@@ -92,7 +110,12 @@ class GpuGroup:
 
     @property
     def capability(self) -> tuple[int, int]:
-        major, _, minor = self.arch.partition(".")
+        """What torch reports: on ROCm HIP's major and minor for the gfx arch (9.4 on gfx942)."""
+        arch = self.arch
+        if rocm.is_gfx(arch):
+            facts = rocm.arch_facts(arch)
+            arch = facts.capability if facts is not None else "0.0"
+        major, _, minor = arch.partition(".")
         return int(major), int(minor or 0)
 
     @property
@@ -103,9 +126,26 @@ class GpuGroup:
     def node(self, rank: int) -> int:
         return rank // (self.world_size // self.hosts)
 
+    @property
+    def gfx(self) -> str:
+        """torch's ``gcnArchName`` on ROCm (``gfx942:sramecc+:xnack-``); empty on CUDA, which has none."""
+        return f"{self.arch}:sramecc+:xnack-" if self.platform == rocm.KIND else ""
+
+    @property
+    def cdna(self) -> int | None:
+        """vLLM's ``get_cdna_version()``: the arch's CDNA generation (``None`` off ROCm or for an unknown arch)."""
+        facts = rocm.arch_facts(self.arch) if self.platform == rocm.KIND else None
+        return facts.cdna if facts is not None else None
+
 
 #: what each fact a stand-in may read of a machine depends on (a property answers from its fields)
-_FIELDS = {"capability": ("arch",), "one_domain": ("hosts", "rack"), "node": ("world_size", "hosts")}
+_FIELDS = {
+    "capability": ("arch",),
+    "gfx": ("arch", "platform"),
+    "cdna": ("arch", "platform"),
+    "one_domain": ("hosts", "rack"),
+    "node": ("world_size", "hosts"),
+}
 
 
 class _Watched:
@@ -178,6 +218,7 @@ class StandIns:
         self.stage = stage
         self.dtypes = {name: dtype(name) for name in DTYPES}
         self.fakes: dict[str, Any] = {}
+        self.envs: Callable[[str], Any] | None = None  # ``envs.NAME`` evaluated by the release's envs.py
         self._torch()
         self._distributed()
         self._vllm()
@@ -290,6 +331,7 @@ class StandIns:
                 "torch.cuda.get_device_capability": _native(
                     "torch.cuda.get_device_capability", lambda *a: stage.machine.capability
                 ),
+                "torch.cuda.get_device_properties": _native("torch.cuda.get_device_properties", self._properties),
                 "torch.cuda.is_current_stream_capturing": _native(
                     "torch.cuda.is_current_stream_capturing", lambda: stage.capturing
                 ),
@@ -309,6 +351,11 @@ class StandIns:
         for path in KERNELS:
             if path.startswith("torch."):
                 fakes[path] = self._record(path)
+
+    def _properties(self, *args: Any) -> Namespace:
+        machine = self.stage.machine
+        major, minor = machine.capability
+        return Namespace("DeviceProperties", {"gcnArchName": machine.gfx, "major": major, "minor": minor})
 
     def _rendezvous(self, buffer: Any, group_name: Any = None) -> Namespace:
         machine = self.stage.machine
@@ -425,7 +472,8 @@ class StandIns:
                 "has_device_capability": _native("has_device_capability", at_least),
                 "is_device_capability": _native("is_device_capability", equal),
                 "is_device_capability_family": _native("is_device_capability_family", family),
-                "is_fully_connected": _native("is_fully_connected", lambda ids: True),  # NVSwitch
+                "is_fully_connected": _native("is_fully_connected", lambda ids: True),  # NVSwitch, or XGMI
+                "use_custom_allreduce": _native("use_custom_allreduce", self.use_custom_allreduce),
                 "device_count": _native("device_count", self._local_ranks),
                 "visible_device_id_to_physical_device_id": _native("visible_to_physical", lambda i: i),
                 "logical_device_id_to_visible_device_id": _native("logical_to_visible", lambda i: i),
@@ -447,7 +495,8 @@ class StandIns:
                 "allocate_shared_buffer_and_handle": _native("ops.allocate", lambda *a: (0, b"")),
                 "get_graph_buffer_ipc_meta": _native("ops.get_graph_buffer_ipc_meta", lambda *a: ([], [])),
                 "all_reduce": self._record("vllm._custom_ops.all_reduce"),
-                "qr_all_reduce": self._record("vllm._custom_ops.qr_all_reduce"),
+                "qr_all_reduce": _native("ops.qr_all_reduce", self._quick_reduce),
+                "qr_max_size": _native("ops.qr_max_size", lambda: QR_MAX_SIZE),
             }
         )
 
@@ -495,8 +544,16 @@ class StandIns:
                 ),
                 v + "_aiter_ops.rocm_aiter_ops": _namespace(
                     "rocm_aiter_ops",
-                    {"is_custom_all_reduce_enabled": _native("aiter enabled", lambda: False)},
+                    {
+                        "is_custom_all_reduce_enabled": _native("aiter enabled", self._aiter_enabled),
+                        # AITER's FlyDSL kernels: not among what the reading assumes installed (HIP QuickReduce)
+                        "is_flydsl_quick_reduce_available": _native("flydsl available", lambda: False),
+                    },
                 ),
+                "aiter.dist.device_communicators.custom_all_reduce.CustomAllreduce": _native(
+                    "aiter CustomAllreduce", self._aiter
+                ),
+                **{f"{v}platforms.rocm.{name}": _native(name, answer) for name, answer in self._rocm_facts().items()},
                 "importlib.util.find_spec": _native("find_spec", lambda name, *a: Namespace("ModuleSpec", {})),
                 # the torch vLLM's wheels pin registers custom ops (torch >= 2.4)
                 v + "utils.supports_custom_op": _native("supports_custom_op", lambda: True),
@@ -504,6 +561,72 @@ class StandIns:
                 "typing.TYPE_CHECKING": False,
             }
         )
+
+    # ---------------------------------------------------------------- ROCm
+
+    def _rocm_facts(self) -> dict[str, Callable[..., Any]]:
+        """``vllm.platforms.rocm``'s arch tests, for the machine's gfx arch (all false off ROCm)."""
+
+        def on(*prefixes: str) -> Callable[[], bool]:
+            return lambda: any(self.stage.machine.gfx.startswith(p) for p in prefixes)
+
+        return {
+            "on_gfx9": on("gfx90a", "gfx942", "gfx950"),
+            "on_mi3xx": on("gfx942", "gfx950"),
+            "on_gfx942": on("gfx942"),
+            "on_gfx950": on("gfx950"),
+            "on_gfx1x": on("gfx11", "gfx12"),
+            "on_gfx1250": on("gfx1250"),
+            "get_cdna_version": lambda: self.stage.machine.cdna,
+        }
+
+    def use_custom_allreduce(self) -> bool:
+        """vLLM's ``current_platform.use_custom_allreduce()``, which ``ParallelConfig`` turns into
+        ``disable_custom_all_reduce`` (so ``parallel_state._ENABLE_CUSTOM_ALL_REDUCE``): always on CUDA; on ROCm
+        the MI300 series only, gfx94* and gfx95* (``RocmPlatform.use_custom_allreduce``, vllm/platforms/rocm.py;
+        it also gates QuickReduce and AITER's custom all-reduce)."""
+        machine = self.stage.machine
+        return machine.platform != rocm.KIND or machine.gfx.startswith(("gfx94", "gfx95"))
+
+    def _aiter_enabled(self) -> bool:
+        """vLLM's ``rocm_aiter_ops.is_custom_all_reduce_enabled()``: AITER is supported (ROCm on a gfx9 arch,
+        AITER installed) and both switches, ``VLLM_ROCM_USE_AITER`` and ``VLLM_ROCM_USE_AITER_CUSTOM_AR``, are on
+        as the release's own ``envs.py`` computes them."""
+        machine = self.stage.machine
+        if machine.platform != rocm.KIND or not self._rocm_facts()["on_gfx9"]():
+            return False
+        return bool(self.env("VLLM_ROCM_USE_AITER")) and bool(self.env("VLLM_ROCM_USE_AITER_CUSTOM_AR"))
+
+    def _aiter(self, group: Any = None, device: Any = None, max_size: int = 0, **kwargs: Any) -> Namespace:
+        """AITER's ``CustomAllreduce`` (``AITER_WORLD_SIZES``, ``AITER_MAX_SIZE``): it starts at its world sizes
+        on one host of fully connected GPUs, and takes 16-byte multiples up to its decode bound."""
+        machine = self.stage.machine
+        disabled = machine.world_size not in AITER_WORLD_SIZES or machine.hosts > 1
+
+        def should(inp: Any, *args: Any, **kw: Any) -> bool:
+            size = inp.values["nbytes"]
+            return not disabled and size % ROW == 0 and size <= AITER_MAX_SIZE
+
+        return _namespace(
+            "aiter CustomAllreduce",
+            {
+                "disabled": disabled,
+                "fully_connected": True,
+                "max_size": max_size,
+                "should_custom_ar": _native("aiter.should_custom_ar", should),
+                "custom_all_reduce": self._record("aiter.custom_all_reduce"),
+                "capture": _native("aiter.capture", lambda: Opaque("aiter capture")),
+            },
+        )
+
+    def _quick_reduce(self, ptr: Any, inp: Any, out: Any = None, level: Any = 0, *args: Any, **kwargs: Any) -> Any:
+        """``ops.qr_all_reduce(ptr, inp, out, level, cast_bf16_to_fp16)``: QuickReduce ran at ``level``."""
+        name = QUICK_LEVELS[level] if isinstance(level, int) and 0 <= level < len(QUICK_LEVELS) else "quick_ar"
+        return self._record(name).func(inp, out)
+
+    def env(self, name: str) -> Any:
+        """``envs.NAME`` as the release computes it (``ReleaseCode`` sets where it is read); ``None`` until then."""
+        return self.envs(name) if self.envs is not None else None
 
     def setting(self, name: str, default: str | None = None) -> str | None:
         """The value of environment variable ``name`` on this machine (``settings``; unset: ``default``)."""

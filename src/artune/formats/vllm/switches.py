@@ -1,0 +1,68 @@
+"""vLLM's ROCm switches as a release computes them, and which one decided an answer (``explain`` on a gfx arch).
+
+Each value is the release's own ``envs.py`` evaluated (``ReleaseCode.env``)
+with only the variables given set, so a default is the release's default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from artune.formats.vllm.code import ReleaseCode
+from artune.formats.vllm.read import _files
+
+LEVEL = "VLLM_ROCM_QUICK_REDUCE_QUANTIZATION"
+CAST = "VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16"
+MAX = "VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB"
+MIN = "VLLM_ROCM_QUICK_REDUCE_MIN_SIZE_BYTES_MB"
+AITER = "VLLM_ROCM_USE_AITER"
+AITER_AR = "VLLM_ROCM_USE_AITER_CUSTOM_AR"
+#: the switches vLLM's ROCm all-reduce dispatch reads, in the order ``explain`` lists them
+NAMES = (LEVEL, CAST, MAX, MIN, AITER, AITER_AR)
+
+
+@dataclass(frozen=True)
+class Switch:
+    """One environment variable as the release reads it: its value, and whether the user set it."""
+
+    name: str
+    value: Any
+    set: bool
+
+    def __str__(self) -> str:
+        return f"{self.name}={self.value}" + ("" if self.set else " (default)")
+
+
+def switches(path: str, settings: Mapping[str, str] | None = None) -> dict[str, Switch]:
+    """The ROCm switches the release at ``path`` defines, with ``settings`` set (the rest at its defaults)."""
+    release = ReleaseCode(_files(path), settings)
+    out = {}
+    for name in NAMES:
+        status, value = release.env(name)
+        if status == "value":
+            out[name] = Switch(name, value, name in (settings or {}))
+    return out
+
+
+def decided_by(algorithm: str, found: Mapping[str, Switch]) -> str:
+    """The switch that decided ``algorithm`` on ROCm, and how, in one line."""
+    level, aiter = found.get(LEVEL), found.get(AITER)
+    aiter_ar = found.get(AITER_AR)
+    if algorithm.startswith("quick_ar_"):
+        cast = found.get(CAST)
+        rows = "float16 rows (bfloat16 cast)" if cast is not None and cast.value else "the dtype's own rows"
+        cap = found.get(MAX)
+        top = f"up to {cap}" if cap is not None and cap.set else "up to ops.qr_max_size() (2 GiB)"
+        return f"{level}: QuickReduce at this level, from _QR_MIN_SIZE's {rows} {top}"
+    if algorithm == "aiter_ar":
+        return f"{aiter} and {aiter_ar}: AITER's custom all-reduce takes vLLM's own's place"
+    off = f"{aiter}" if aiter is not None else "no AITER switch in this release"
+    quick = f"{level}" if level is not None else "no QuickReduce switch"
+    if algorithm == "custom_ar":
+        return f"{off}: vLLM's own custom all-reduce (AITER's is off); {quick}: QuickReduce does not take this size"
+    return f"{quick} and {off}: no custom path takes this size, so the process group's all-reduce runs"
+
+
+__all__ = ["NAMES", "Switch", "decided_by", "switches"]
