@@ -143,7 +143,7 @@ def test_quick_reduce_findings_name_the_row(tmp_path: Path, monkeypatch: pytest.
     assert list(newest) == ["V111"]
     assert newest["V111"][0].startswith(f"vllm==0.34.0/{QR}:57 _QR_MIN_SIZE row (bfloat16, 8): QuickReduce at INT8")
     capped = codes(release("0.34.0"), VLLM_ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB="4")["V114"]
-    assert any(line.startswith(f"vllm==0.34.0/{QR}:53 ") and "(float16, 4)] at INT8" in line for line in capped)
+    assert any(line.startswith(f"vllm==0.34.0/{QR}:53 ") and "row (float16, 4) at INT8" in line for line in capped)
     raised = codes(release("0.20.0"), VLLM_ROCM_QUICK_REDUCE_QUANTIZATION="INT3")["V110"]
     assert raised[0].startswith("vllm==0.20.0/vllm/envs.py:") and "at world sizes 2, 4, 8" in raised[0]
     # a pull request that copies the fp16 row into bf16's at 2 ranks, and drops bf16's row at 4
@@ -163,5 +163,5 @@ def test_quick_reduce_findings_name_the_row(tmp_path: Path, monkeypatch: pytest.
         text = text.replace(old, new)
     path.write_text(text)
     mutated = codes(root)
-    assert "(bfloat16, 2)] equals the float16 row" in mutated["V113"][0]
+    assert "row (bfloat16, 2) equals the float16 row" in mutated["V113"][0]
     assert "no row for bfloat16 at world size 4" in mutated["V112"][0]
