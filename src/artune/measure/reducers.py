@@ -18,8 +18,10 @@ import torch.distributed as dist
 
 from artune.errors import ArtuneError
 
+#: a candidate's launch parameters, by name
+Params = Mapping[str, object]
 #: ``fn(tensor, op, params)``: reduce ``tensor`` in place across the group
-ReduceFn = Callable[[torch.Tensor, str, Mapping[str, object]], object]
+ReduceFn = Callable[[torch.Tensor, str, Params], object]
 
 _TORCH_OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
@@ -38,11 +40,7 @@ class Reducer(Protocol):
         ...
 
     def all_reduce(
-        self,
-        tensor: torch.Tensor,
-        op: str = "sum",
-        algorithm: str | None = None,
-        params: Mapping[str, object] | None = None,
+        self, tensor: torch.Tensor, op: str = "sum", algorithm: str | None = None, params: Params | None = None
     ) -> torch.Tensor:
         """Reduce ``tensor`` in place with ``algorithm`` (forced) and ``params``."""
         ...
@@ -100,11 +98,7 @@ class FunctionReducer:
         return frozenset(found)
 
     def all_reduce(
-        self,
-        tensor: torch.Tensor,
-        op: str = "sum",
-        algorithm: str | None = None,
-        params: Mapping[str, object] | None = None,
+        self, tensor: torch.Tensor, op: str = "sum", algorithm: str | None = None, params: Params | None = None
     ) -> torch.Tensor:
         """Run ``algorithm`` (a function's name, or the base's)."""
         fn = self.functions.get(algorithm or "")

@@ -17,18 +17,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from artune.errors import OutsideCall, Raised, Unsupported
+from artune.formats.pyeval import values
 from artune.formats.pyeval.expressions import BINOPS, MAX_STEPS, Evaluator, parse
-from artune.formats.pyeval.values import (
-    ClassValue,
-    Function,
-    Generator,
-    Namespace,
-    Native,
-    Opaque,
-    RecordType,
-    Scope,
-    Symbol,
-)
+from artune.formats.pyeval.values import ClassValue, Function, Namespace, Opaque, RecordType, Scope, Symbol
 
 _PURE_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache", "dataclass", "staticmethod")
 _MEMO_DECORATORS = ("cache", "lru_cache", "functools.cache", "functools.lru_cache")
@@ -341,7 +332,7 @@ class Interpreter(Evaluator):
             return
         item, rest = items[0], items[1:]
         manager = self.eval(item.context_expr, scope)
-        if not isinstance(manager, Generator):
+        if not isinstance(manager, values.Generator):
             if item.optional_vars is not None:
                 self.assign(item.optional_vars, Opaque(f"{ast.unparse(item.context_expr)}.__enter__()"), scope)
             self._with(rest, body, scope)
@@ -364,7 +355,7 @@ class Interpreter(Evaluator):
         if not entered:
             raise Raised("RuntimeError", f"{self.filename}:{item.context_expr.lineno}: generator didn't yield")
 
-    def enter(self, manager: Generator, body: Callable[[Any], Any]) -> Any:
+    def enter(self, manager: values.Generator, body: Callable[[Any], Any]) -> Any:
         """``with manager as value: body(value)`` for a reader: a context manager of the file (``capture()``) run
         around a call the reader makes, up to its ``yield`` and on after it; what ``body`` returns."""
         out: list[Any] = []
@@ -444,8 +435,8 @@ class Interpreter(Evaluator):
             {
                 **members,
                 "__members__": dict(members),
-                "__getitem__": Native(by_name, f"{stmt.name}[]"),
-                "__call__": Native(by_value, stmt.name),
+                "__getitem__": values.Native(by_name, f"{stmt.name}[]"),
+                "__call__": values.Native(by_value, stmt.name),
             },
         )
 
@@ -610,13 +601,13 @@ class Interpreter(Evaluator):
         return None
 
 
-def _refusing(reason: str) -> Native:
+def _refusing(reason: str) -> values.Native:
     """A method the evaluator does not understand (an unknown decorator): ``Unsupported`` where it is called."""
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
         raise Unsupported(reason)
 
-    return Native(refuse, reason)
+    return values.Native(refuse, reason)
 
 
 def _catches(handler: ast.ExceptHandler, kind: str) -> bool:
