@@ -17,6 +17,7 @@ evaluates the static conditions; the runnable implementations live in
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -371,7 +372,19 @@ def available(
     world_size: int, dtype: str | None, nbytes: int, multicast: bool, hosts: int = 1, kind: str | None = None
 ) -> frozenset[str]:
     """The algorithms whose static conditions hold for this call: what ``decide`` may choose from."""
-    return frozenset(SPECS) - unavailable(world_size, dtype, nbytes, multicast, hosts, kind).keys()
+    return frozenset(
+        name for name, align in _runnable(world_size, dtype, multicast, hosts, kind) if nbytes % align == 0
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _runnable(
+    world_size: int, dtype: str | None, multicast: bool, hosts: int, kind: str | None
+) -> tuple[tuple[str, int], ...]:
+    """(name, alignment) of the algorithms whose conditions hold at some size: of the conditions only the
+    alignment depends on the message, so an oracle's many probes check the rest once per call shape."""
+    ruled_out = unavailable(world_size, dtype, 0, multicast, hosts, kind)  # 0 bytes meets every alignment
+    return tuple((name, spec.conditions.align) for name, spec in SPECS.items() if name not in ruled_out)
 
 
 def spec(name: str) -> AlgorithmSpec:
