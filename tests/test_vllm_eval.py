@@ -57,16 +57,20 @@ def test_what_only_the_code_says_is_read_release_by_release() -> None:
 
 def test_verify_engine_runs_the_engines_code_and_says_so(capsys) -> None:
     release("0.10.0")
-    assert main(["verify-engine", "vllm==0.10.0"]) == 0
+    assert main(["verify-engine", "vllm==0.10.0", "--platform", "cuda"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("artune verify-engine executes vLLM's own dispatch code (its communicators' Python")
     assert "from vllm==0.10.0 in a stand-in world" in out[0]
     assert "check, explain and review never do" in out[0]
     assert any(line.strip().startswith("2 hosts rack: ") and line.endswith(" agree") for line in out)
     assert any("the engine ran: custom_ar" in line for line in out)
-    assert main(["verify-engine", "vllm==0.10.0", "--format", "json"]) == 0
+    assert out[1].startswith("vllm==0.10.0: ") and " probes on cuda, " in out[1]
+    assert main(["verify-engine", "vllm==0.10.0", "--platform", "rocm", "--format", "json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["agree"] and data["differ"] == 0 and data["topologies"]["1 host"][0] == data["topologies"]["1 host"][1]
+    assert data["agree"] and data["differ"] == 0 and all(" gfx" in name for name in data["topologies"])
+    # fingerprints are kept only for a release verified on every platform
+    assert main(["verify-engine", "vllm==0.10.0", "--platform", "cuda", "--record"]) == 2
+    assert "drop --platform" in capsys.readouterr().err
 
 
 def test_verify_engine_shows_the_first_differences_of_code_it_cannot_follow(
@@ -78,7 +82,7 @@ def test_verify_engine_shows_the_first_differences_of_code_it_cannot_follow(
     path = root / CUSTOM
     check = "import ctypes\nif ctypes.sizeof(ctypes.c_int) == 4:\n    return False"
     path.write_text(inserted("CustomAllreduce", "should_custom_ar", check)(path.read_text()))
-    assert main(["verify-engine", f"vllm:{root}", "--differences", "3"]) == 1
+    assert main(["verify-engine", f"vllm:{root}", "--differences", "3", "--platform", "cuda"]) == 1
     out = capsys.readouterr().out
     assert out.count("  differs: Probe(") == 3 and "engine nccl, artune custom_ar" in out
     # artune says where it could not follow the code, and what it assumed

@@ -18,6 +18,7 @@ _EPILOG = """examples:
   artune verify-engine vllm==0.34.0            # a release: downloaded once, cached
   artune verify-engine vllm:.                  # a checkout (a pull request's work tree)
   artune verify-engine sglang==0.5.23 --format json
+  artune verify-engine vllm==0.34.0 --platform rocm   # only the AMD probes (QuickReduce, AITER)
   artune verify-engine vllm==0.34.0 --record   # keep its fingerprints (artune/formats/vllm/verified.json)
 """
 
@@ -36,6 +37,9 @@ def register(commands: Any) -> None:
         action="store_true",
         help="once every probe of a release agrees, keep its dispatch functions' fingerprints as verified",
     )
+    command.add_argument(
+        "--platform", choices=("cuda", "rocm"), help="only the probes of one platform (default: every one)"
+    )
     command.add_argument("--format", choices=("text", "json"), default="text")
     command.add_argument("--differences", type=int, default=10, metavar="N", help="print the first N differences")
     command.set_defaults(run=run_verify)
@@ -53,11 +57,12 @@ def run_verify(args: argparse.Namespace) -> int:
         file=sys.stderr if args.format == "json" else sys.stdout,
         flush=True,
     )
-    result = verify(args.source, record=args.record, keep=max(0, args.differences))
+    result = verify(args.source, record=args.record, keep=max(0, args.differences), platform=args.platform)
     if args.format == "json":
         print(json.dumps(result.as_dict(), indent=1))
         return 0 if result.agree else 1
-    print(f"{args.source}: {result.probes} probes, {result.probes - result.differ} agree ({result.seconds:.1f} s)")
+    on = f" on {args.platform}" if args.platform else ""
+    print(f"{args.source}: {result.probes} probes{on}, {result.probes - result.differ} agree ({result.seconds:.1f} s)")
     for name, n, same in result.topologies:
         print(f"  {name}: {n} probes, {same} agree")
     answers = ", ".join(f"{name} {n}" for name, n in sorted(result.engine_answers.items()))

@@ -32,6 +32,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from artune import rocm
 from artune.errors import TableError
 from artune.formats import ENGINES, fingerprints
 from artune.formats.releases import fetch_release, release_spec
@@ -43,6 +44,8 @@ RUNS = {
     "trtllm": "TensorRT-LLM's own selectStrategyLookUpTable, compiled with g++",
 }
 REQUIRED = ("probes", "engine_decisions", "artune_decisions")
+#: the platforms a run can be limited to: a probe is on ROCm when its arch is a gfx arch
+PLATFORMS = ("cuda", "rocm")
 
 
 @dataclass(frozen=True)
@@ -127,15 +130,26 @@ def _order(name: str) -> tuple[int, int]:
     return hosts, name.endswith("network")
 
 
-def verify(spec: str, record: bool = False, keep: int = 10) -> Verification:
-    """Run the engine's own code and artune's reading on every probe of ``spec``; with ``record``, keep a
-    release's fingerprints once every probe agreed (``TableError`` for a source that is not a release)."""
+def verify(spec: str, record: bool = False, keep: int = 10, platform: str | None = None) -> Verification:
+    """Run the engine's own code and artune's reading on every probe of ``spec`` (only those of ``platform``,
+    ``cuda`` or ``rocm``, when given); with ``record``, keep a release's fingerprints once every probe agreed
+    (``TableError`` for a source that is not a release, or a run limited to one platform)."""
     found = source(spec)
     if record and not found.version:
         raise TableError(f"{spec}: --record keeps a release's fingerprints; give ENGINE==VERSION")
+    if platform is not None and platform not in PLATFORMS:
+        raise TableError(f"unknown platform {platform!r}; give one of {', '.join(PLATFORMS)}")
+    if record and platform is not None:
+        raise TableError(
+            f"{spec}: --record keeps the fingerprints of a release verified on every platform; drop --platform"
+        )
     module = oracle(found.engine)
     start = time.perf_counter()
     probes = list(module.probes(found.root))
+    if platform is not None:
+        probes = [p for p in probes if rocm.is_gfx(str(getattr(p, "arch", ""))) == (platform == "rocm")]
+        if not probes:
+            raise TableError(f"{spec}: has no {platform} probes (its code has no {platform} path artune reads)")
     theirs = list(module.engine_decisions(found.root, probes))
     ours = list(module.artune_decisions(found.root, probes))
     counts: Counter[str] = Counter()
@@ -169,4 +183,4 @@ def verify(spec: str, record: bool = False, keep: int = 10) -> Verification:
     return result
 
 
-__all__ = ["RUNS", "EngineSource", "Verification", "oracle", "source", "verify"]
+__all__ = ["PLATFORMS", "RUNS", "EngineSource", "Verification", "oracle", "source", "verify"]
