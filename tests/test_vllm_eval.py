@@ -98,6 +98,10 @@ def test_verify_engine_refuses_what_it_cannot_run(tmp_path: Path, capsys) -> Non
     assert "give ENGINE==VERSION or ENGINE:PATH" in capsys.readouterr().err
     assert main(["verify-engine", f"vllm:{tmp_path / 'missing'}"]) == 2
     assert "no such file or directory" in capsys.readouterr().err
+    # a platform the source has no code for: said, not a run of 0 probes that "agree"
+    header = Path(__file__).parent / "fixtures" / "trtllm-005b299"
+    assert main(["verify-engine", f"trtllm:{header}", "--platform", "rocm"]) == 2
+    assert "has no rocm probes" in capsys.readouterr().err
 
 
 def test_record_keeps_a_verified_releases_fingerprints_only_once_all_agree(
