@@ -110,11 +110,11 @@ def own_checks_against(result: WorldResult) -> list[str]:
     ]
 
 
-def test_a_table_its_own_checks_say_loses_is_never_vouched_for_over_100_seeds() -> None:
+def test_a_table_its_own_checks_say_loses_is_never_vouched_for_over_40_seeds() -> None:
     """Whatever ships, derived or fixed, is vouched for exactly when no check of the run puts another plan
     ahead of it; the duel repairs some tables, most runs are vouched for, and every derived band stands."""
     repaired = vouched = 0
-    for seed in range(100):
+    for seed in range(40):
         result = tune_world(CachedMeasurer(flipping(seed)), CONFIG.with_changes(seed=seed))
         against = own_checks_against(result)
         assert result.vouched == (not against), (seed, against, result.shipping)
@@ -122,7 +122,7 @@ def test_a_table_its_own_checks_say_loses_is_never_vouched_for_over_100_seeds() 
         repaired += bool(result.duel is not None and result.duel.fixes)
         vouched += result.vouched
     assert repaired > 0  # the machine's flips do make the duel repair some tables
-    assert vouched >= 50  # on this machine the checks contradict each other in a third of the runs
+    assert vouched >= 20  # on this machine the checks contradict each other in a third of the runs
 
 
 def test_small_losses_that_add_up_ship_the_rule_that_is_ahead_over_all_the_duel() -> None:
