@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from artune.settings import from_env
 from artune.table.bundled import cpu_default
 from artune.table.cache import cached_table_path
 from artune.table.decide import decide
-from artune.table.io import dump_table, load_table
+from artune.table.io import dump_table
 from artune.table.selection import compose, select_table
 from artune.table.types import Band, Plan, Platform, Provenance, Table
 
@@ -52,43 +51,51 @@ def test_only_tables_of_artune_rules_and_the_same_platform_compose() -> None:
     assert compose([("gpu", gpu), ("bundled:cpu", cpu_default())]) is gpu
 
 
-def _across_hosts(ctx: RankContext, cache: str) -> tuple[str, str]:
-    """Four ranks as two simulated hosts, with the Communicator's own choice of table."""
+def _across_hosts(ctx: RankContext, cache: str, then: str) -> list[tuple[str, str]]:
+    """Four ranks as two simulated hosts, each with the Communicator's own choice of table: once with the
+    installed table as it is, once after rank 0 installed ``then`` in its place."""
     import torch
+    import torch.distributed as dist
 
     from artune import Communicator
 
     os.environ["ARTUNE_CACHE_DIR"] = cache
     os.environ["ARTUNE_HOST"] = "ab"[ctx.rank // 2]
-    with Communicator(timeout=30, check=False) as comm:
-        decision = comm.decide(torch.ones(1024))
-        t = torch.full((1024,), float(ctx.rank))
-        comm.all_reduce(t)
-        assert float(t[0]) == 6.0
-    return decision.algorithm, decision.reason
+    seen = []
+    for step in range(2):
+        if step == 1:
+            if ctx.rank == 0:
+                Path(cached_table_path(Path(cache), machine.fingerprint())).write_text(then)
+            dist.barrier()
+        with Communicator(timeout=30, check=False) as comm:
+            decision = comm.decide(torch.ones(1024))
+            t = torch.full((1024,), float(ctx.rank))
+            comm.all_reduce(t)
+            assert float(t[0]) == 6.0
+        seen.append((decision.algorithm, decision.reason))
+    return seen
 
 
 @pytest.mark.timeout(300)
-def test_after_a_tune_on_one_host_ranks_across_hosts_keep_hier_shm(tmp_path: Path) -> None:
+def test_with_a_one_host_table_installed_ranks_across_hosts_keep_hier_shm(tmp_path: Path) -> None:
+    """What ``artune tune`` installs (``tests/test_tune_cli.py`` runs one): a measured table of this machine with
+    one-host plans only. Four ranks on two simulated hosts take the bundled 2-host plan from it."""
     cache = tmp_path / "cache"
-    env = {**os.environ, "ARTUNE_CACHE_DIR": str(cache)}
-    command = [sys.executable, "-m", "artune", "tune", "--world-size", "2", "--quick", "--no-progress"]
-    done = subprocess.run([*command, "--out", str(tmp_path / "out")], env=env, capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
     installed = cached_table_path(cache, machine.fingerprint())
-    tuned = load_table(installed)
-    assert {p.hosts for p in tuned.plans} == {1}  # the tune measured one host only
+    installed.parent.mkdir(parents=True, exist_ok=True)
+    tuned = Table(machine.cpu_platform(), MEASURED, (ONE_HOST, replace(ONE_HOST, world_size=4)))
+    dump_table(tuned, installed)
     settings = from_env({"ARTUNE_CACHE_DIR": str(cache)})
     assert decide(select_table(None, settings), 4096, 4, "eager", None, hosts=2).algorithm == "hier_shm"
 
-    results = run_ranks(_across_hosts, 4, str(cache), timeout=120)
-    for algorithm, reason in results:
+    # then a measured 2-host plan, installed, wins over the bundled modelled one
+    then = tmp_path / "then.toml"
+    dump_table(tuned.with_changes(plans=(*tuned.plans, Plan(2, "eager", (), "gloo", hosts=2))), then)
+    for (algorithm, reason), (after, after_reason) in run_ranks(
+        _across_hosts, 4, str(cache), then.read_text(), timeout=120
+    ):
         assert algorithm == "hier_shm", reason
         assert "answered by the bundled default (bundled:cpu), since this machine's measured table has no" in reason, (
             reason
         )
-
-    # a measured 2-host plan, installed, wins over the bundled modelled one
-    dump_table(tuned.with_changes(plans=(*tuned.plans, Plan(2, "eager", (), "gloo", hosts=2))), installed)
-    for algorithm, reason in run_ranks(_across_hosts, 4, str(cache), timeout=120):
-        assert algorithm == "gloo" and "bundled" not in reason, reason
+        assert after == "gloo" and "bundled" not in after_reason, after_reason
