@@ -237,6 +237,20 @@ def crossovers(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def same_tables(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tables shipped by several runs, with the spread of their margins: the scorer's own noise, since the
+    same table is scored against the same rules in each (a margin that moves by more than the bar between
+    runs of one table is the machine, not the tuner)."""
+    by_table: dict[str, list[float]] = {}
+    for r in runs:
+        by_table.setdefault(r["table"], []).append(r["margin"])
+    return [
+        {"table": table, "runs": len(margins), "min": min(margins), "max": max(margins)}
+        for table, margins in sorted(by_table.items(), key=lambda kv: -len(kv[1]))
+        if len(margins) > 1
+    ]
+
+
 def summary(runs: list[dict[str, Any]], load: int = 0) -> dict[str, Any]:
     """The distribution over runs, and the issue's bar."""
     tuned = [r["tuned"] for r in runs]
@@ -257,6 +271,7 @@ def summary(runs: list[dict[str, Any]], load: int = 0) -> dict[str, Any]:
         "unjustified": sum(not r["justified"] for r in runs),
         "near_ties": sum(bool(r["near_ties"]) for r in runs),
         "crossovers": crossovers(runs),
+        "same_tables": same_tables(runs),
         "max_tune_wall_s": max(r["tune_wall_s"] for r in runs),
     }
     if load:
@@ -285,6 +300,11 @@ def report(s: dict[str, Any]) -> list[str]:
         lines.append(
             f"crossover {c['crossover']}: {c['runs']} of {s['runs']} runs, {human_size(c['min'])} to "
             f"{human_size(c['max'])} (median {human_size(int(c['median']))}), spread {c['spread']:.2f}x"
+        )
+    for t in s.get("same_tables", []):
+        lines.append(
+            f"the same table in {t['runs']} runs, scored {t['min']:+.1%} to {t['max']:+.1%} over the best fixed rule: "
+            f"{t['table']}"
         )
     bar = (
         "no run installs a table its own check says loses"
