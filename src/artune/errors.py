@@ -28,6 +28,10 @@ not be had (``SourceUnavailable``: retry, or use a cache). The tree:
     │   └── ShmUnavailable              shared memory cannot be used here
     └── RankFailed                      a rank of ``artune.launch.run_ranks`` failed
 
+    Unwind                              not an error: how the evaluator of engine code carries a
+                                        ``return``, ``break`` or ``continue`` out of the statements it
+                                        runs; it never leaves ``artune.formats.pyeval``
+
 The groups without a class name ("bad input", "running a collective") are
 how the classes read, not classes to catch: catch the one you handle, or
 ``ArtuneError``.
@@ -159,3 +163,13 @@ class ShmUnavailable(ArtuneError):
 class RankFailed(ArtuneError):
     """A rank of ``artune.launch.run_ranks`` raised, died or ran past the deadline; the message holds its
     traceback."""
+
+
+class Unwind(Exception):  # a signal, not an error
+    """Not an error: the engine-code evaluator's ``return`` (``value``: what the function returns), or a
+    ``break`` or ``continue`` on its way to its loop. Raised and caught inside ``artune.formats.pyeval``
+    only; it lives here because every exception class of artune does."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__()
+        self.value = value

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from artune.errors import OutsideCall, Raised, Unsupported
+from artune.errors import OutsideCall, Raised, Unsupported, Unwind
 from artune.formats.pyeval import values
 from artune.formats.pyeval.expressions import BINOPS, MAX_STEPS, Evaluator, parse
 from artune.formats.pyeval.values import ClassValue, Function, Namespace, Opaque, RecordType, Scope, Symbol
@@ -50,12 +50,7 @@ _METHOD_DECORATORS = (*_PURE_DECORATORS, *_CONTEXT_DECORATORS, "property")
 _RECORD_BASES = ("NamedTuple", "typing.NamedTuple")
 
 
-class _Return(Exception):
-    def __init__(self, value: Any) -> None:
-        self.value = value
-
-
-#: what a ``break`` and a ``continue`` unwind with (as a ``_Return`` to the loop, never past it)
+#: what a ``break`` and a ``continue`` unwind with (as an ``Unwind`` to the loop, never past it)
 _BREAK, _CONTINUE = object(), object()
 
 
@@ -145,7 +140,7 @@ class Interpreter(Evaluator):
                     raise
                 for name in names if only_binds else ():  # a failed TABLE[k] = ... leaves TABLE as it was
                     self.globals.values.pop(name, None)
-            except _Return:
+            except Unwind:
                 raise self.fail(stmt, "'return' outside a function") from None
             finally:
                 self.unmodelled = hook
@@ -154,14 +149,14 @@ class Interpreter(Evaluator):
         for stmt in body:
             try:
                 self.exec_stmt(stmt, scope)
-            except (_Return, Raised):
+            except (Unwind, Raised):
                 raise
             except Unsupported as err:
                 returns = isinstance(stmt, ast.Return)
                 if not self._tolerated(err, stmt, RETURNS_NONE if returns else NO_EFFECT):
                     raise
                 if returns:
-                    raise _Return(None) from None
+                    raise Unwind(None) from None
 
     def _tolerated(
         self, err: Unsupported, node: ast.stmt, assumed: str, construct: str = "", function: str = ""
@@ -241,7 +236,7 @@ class Interpreter(Evaluator):
             for target in stmt.targets:
                 self._delete(target, scope)
         elif isinstance(stmt, ast.Return):
-            raise _Return(None if stmt.value is None else self.eval(stmt.value, scope))
+            raise Unwind(None if stmt.value is None else self.eval(stmt.value, scope))
         elif isinstance(stmt, ast.If):
             taken = stmt not in self.assume_false and self.condition(stmt, scope)
             if not taken:
@@ -257,7 +252,7 @@ class Interpreter(Evaluator):
                 self.assign(stmt.target, item, scope)
                 try:
                     self.exec_block(stmt.body, scope)
-                except _Return as jump:
+                except Unwind as jump:
                     if jump.value is _CONTINUE:
                         continue
                     if jump.value is _BREAK:
@@ -266,9 +261,9 @@ class Interpreter(Evaluator):
             else:
                 self.exec_block(stmt.orelse, scope)
         elif isinstance(stmt, ast.Break) and self.objects:
-            raise _Return(_BREAK)
+            raise Unwind(_BREAK)
         elif isinstance(stmt, ast.Continue) and self.objects:
-            raise _Return(_CONTINUE)
+            raise Unwind(_CONTINUE)
         elif isinstance(stmt, ast.Assert):
             if not self.eval(stmt.test, scope):
                 raise Raised(
@@ -582,7 +577,7 @@ class Interpreter(Evaluator):
             for stmt in func.node.body:
                 try:
                     self.exec_block([stmt], frame)
-                except _Return:
+                except Unwind:
                     return "returned", stmt.lineno, ""
                 except OutsideCall as err:
                     return "stopped", stmt.lineno, err.name
@@ -596,7 +591,7 @@ class Interpreter(Evaluator):
             return super().run_body(func, frame)
         try:
             self.exec_block(func.node.body, frame)
-        except _Return as ret:
+        except Unwind as ret:
             return ret.value
         return None
 
