@@ -12,6 +12,9 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 WORLD_SIZE ?= 2
 TUNE_OUT ?= tune-out
+# pytest-xdist workers: one per CPU (the suite is mostly single-threaded evaluation; its multi-rank tests wait
+# with deadlines, not wall-clock bounds, so two at once only take longer)
+TEST_WORKERS ?= auto
 BIN := $(VENV)/bin
 
 .PHONY: tune test docs lint format clean
@@ -30,7 +33,7 @@ tune: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 $(BIN)/.docs: $(BIN)/.installed pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test,docs]"

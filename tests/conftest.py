@@ -6,7 +6,6 @@ import glob
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
 
 import pytest
 
@@ -17,16 +16,30 @@ for _name in ("ARTUNE_TABLE", "ARTUNE_ALGORITHM", "ARTUNE_BOUNDS", "ARTUNE_SHM_B
     os.environ.pop(_name, None)
 
 PATTERNS = ("/dev/shm/artune_*", "/dev/shm/sem.artune_*")
+_BEFORE = pytest.StashKey[set[str]]()
 
 
 def _ours() -> set[str]:
     return {path for pattern in PATTERNS for path in glob.glob(pattern)}
 
 
-@pytest.fixture(scope="session", autouse=True)
-def nothing_left_in_dev_shm() -> Iterator[None]:
-    before = _ours()
-    yield
+def _is_worker(config: pytest.Config) -> bool:
+    """A pytest-xdist worker: the controller, which outlives every worker, does the suite-wide checks."""
+    return hasattr(config, "workerinput")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[_BEFORE] = set() if _is_worker(session.config) else _ours()
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Once every test of the suite ran (under xdist: once all workers ended, so none has a segment open)."""
     shutil.rmtree(_CACHE, ignore_errors=True)
-    left = sorted(_ours() - before)
-    assert not left, f"the tests left these in /dev/shm: {left}"
+    if _is_worker(session.config):
+        return
+    left = sorted(_ours() - session.config.stash[_BEFORE])
+    if left:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        writer = session.config.get_terminal_writer()
+        writer.line()
+        writer.line(f"FAILED: the tests left these in /dev/shm: {left}", red=True)

@@ -87,6 +87,8 @@ def fetch_release(engine: str, version: str) -> Path:
         _unpack(wheel, MEMBERS[engine], unpacked)
         (unpacked / "WHEEL").write_text(wheel.name + "\n")
         (unpacked / "MEMBERS").write_text(stamp)
+        if target.is_dir() and _read(target / "MEMBERS") == stamp:
+            return target  # another process finished first: its copy is as good as ours, and may be in use
         if target.is_dir():
             target.rename(Path(work) / "stale")  # removed with the temporary folder
         try:
