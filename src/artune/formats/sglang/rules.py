@@ -134,18 +134,20 @@ def _parse_setting(kind: str, name: str, text: str) -> Any:
 
 
 class Env(Namespace):
-    """``envs``: each ``envs.NAME.get()`` answers the default, as SGLang does where the variable is unset."""
+    """``envs``: each ``envs.NAME.get()`` answers its value (the default, where the variable is unset), and
+    ``envs.NAME.is_set()`` whether the user set it (``settings``)."""
 
-    def __init__(self, defaults: dict[str, Any]) -> None:
+    def __init__(self, defaults: dict[str, Any], settings: Mapping[str, str] = NO_SETTINGS) -> None:
         super().__init__("sglang.srt.environ.envs")
         self.defaults = defaults
+        self.settings = settings
 
     def attribute(self, name: str) -> tuple[bool, Any]:
         if name not in self.defaults:
             return False, None
-        value = self.defaults[name]
+        value, given = self.defaults[name], name in self.settings
         get = Native(lambda: value, f"envs.{name}.get")
-        return True, Namespace(f"envs.{name}", {"get": get, "is_set": Native(lambda: False, f"envs.{name}.is_set")})
+        return True, Namespace(f"envs.{name}", {"get": get, "is_set": Native(lambda: given, f"envs.{name}.is_set")})
 
 
 def fakes(
