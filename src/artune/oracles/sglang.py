@@ -59,7 +59,8 @@ from artune import rocm
 from artune.errors import OracleGap
 from artune.formats.fingerprints import Evaluated
 from artune.formats.vllm.world import AITER_MAX_SIZE, AITER_WORLD_SIZES, QR_MAX_SIZE, QUICK_LEVELS
-from artune.oracles import RACK_TOPOLOGIES, TOPOLOGIES, Probe, decide_all, read_decisions
+from artune.oracles import RACK_TOPOLOGIES, Probe, decide_all, read_decisions
+from artune.oracles import rocm_probes as grid_of_rocm_probes
 
 RELEASES: tuple[str, ...] = (
     "0.5.10",
@@ -787,7 +788,6 @@ ONE_STAGE = (
     (("SGLANG_ENABLE_DETERMINISTIC_INFERENCE", "1"), ("SGLANG_USE_1STAGE_ALLREDUCE", "0")),
 )
 ROCM_ARCHS = ("gfx942", "gfx950")
-ROW = 16  # a bf16 message of whole 16-byte rows: the only sizes a custom path on ROCm takes
 
 
 def rocm_envs() -> list[tuple[tuple[str, str], ...]]:
@@ -815,16 +815,7 @@ def rocm_probes(root: Path, archs: Iterable[str] = ROCM_ARCHS) -> list[Probe]:
     bounds = {QR_MAX_SIZE, AITER_MAX_SIZE, 8 * 1024 * 1024, 16 * 1024 * 1024}
     for row in (engine.quick or {}).get("QuickAllReduce", types.SimpleNamespace(_QR_MIN_SIZE={}))._QR_MIN_SIZE.values():
         bounds |= set(row)
-    sizes = {n // ROW * ROW for n in _grid()} | {b // ROW * ROW + d for b in bounds for d in (-ROW, 0, ROW)}
-    topologies = [t for t in TOPOLOGIES if t[0] <= 16 and (t[1] == 1 or t[2] == "host")]
-    return [
-        Probe(arch, ws, mode, False, n, hosts=hosts, nvlink=nvlink, env=env)
-        for env in rocm_envs()
-        for arch in archs
-        for ws, hosts, nvlink in topologies
-        for mode in MODES
-        for n in sorted(s for s in sizes if s > 0)
-    ]
+    return grid_of_rocm_probes(rocm_envs(), list(archs), bounds, _grid())
 
 
 def extra_probes(root: Path) -> list[Probe]:

@@ -29,8 +29,9 @@ from typing import Any
 
 from artune.errors import Raised, Unsupported
 from artune.formats.files import SourceFile
-from artune.formats.pyeval import Function, Interpreter, Namespace, Symbol, Unmodelled
+from artune.formats.pyeval import Function, Namespace, Symbol, Unmodelled
 from artune.formats.sglang.hip import AITER
+from artune.formats.sglang.rules import lifted
 
 V2 = "CustomAllReduceV2"
 LEGACY = "CustomAllreduce"
@@ -78,11 +79,7 @@ class Choice:
         self.source = source
         self.report = report
         # on HIP the dispatch imports AITER in a try/except ImportError: read as Python runs it (objects)
-        self.interp = Interpreter(source.text, source.path, fakes=fakes, objects=hip)
-        self.interp.unmodelled = unmodelled
-        self.interp.globals.values["__name__"] = MODULE
-        # its logger and the HIP imports call outside the file; what the dispatch needs does not
-        self.interp.run_module(skip_failures=True)
+        self.interp = lifted(source, fakes, unmodelled, MODULE, objects=hip)
         found = self.interp.globals.values.get(DISPATCH)
         self.dispatch = found if isinstance(found, Function) else None
         defined = {s.name for s in self.interp.tree.body if isinstance(s, ast.ClassDef)}

@@ -33,7 +33,7 @@ from artune import rocm
 from artune.errors import Raised, Unsupported
 from artune.formats.files import SourceFile
 from artune.formats.pyeval import Function, Interpreter, Namespace, Native, Symbol, Unmodelled
-from artune.formats.sglang.rules import OPS
+from artune.formats.sglang.rules import OPS, lifted
 from artune.formats.vllm.switches import Switch
 from artune.formats.vllm.world import AITER_MAX_SIZE, AITER_WORLD_SIZES, QR_MAX_SIZE, QUICK_LEVELS, ROW, GpuGroup
 
@@ -135,10 +135,7 @@ class Quick:
         self.source = source
         self.report = report
         # objects: its QuickReduceRegime is an Enum, and qr_rocm_arch_available a try/except
-        self.interp = Interpreter(source.text, source.path, fakes=fakes, objects=True)
-        self.interp.unmodelled = unmodelled
-        self.interp.globals.values["__name__"] = QUICK_MODULE
-        self.interp.run_module(skip_failures=True)
+        self.interp = lifted(source, fakes, unmodelled, QUICK_MODULE, objects=True)
         self.methods = self.interp.class_methods(QUICK) if _defines(self.interp, QUICK) else {}
         available = self.interp.globals.values.get("qr_rocm_arch_available")
         self.available = available if isinstance(available, Function) else None

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 from artune.catalog import SPECS
 from artune.errors import TableError, Unsupported
 from artune.formats.files import SourceFile
-from artune.formats.pyeval import Namespace, Native, Symbol, parse
+from artune.formats.pyeval import Interpreter, Namespace, Native, Symbol, parse
 from artune.formats.pyeval.expressions import Evaluator
 from artune.formats.pyeval.values import Scope
 from artune.table.priority import SizeRule, upto
@@ -223,6 +223,18 @@ def fakes(
         "logging.getLogger": Native(lambda *a: Namespace("logging.Logger", dict(logger)), "logging.getLogger"),
         "log_info_on_rank0": Native(lambda *a, **k: None, "log_info_on_rank0"),
     }
+
+
+def lifted(
+    source: SourceFile, fakes: dict[str, Any], unmodelled: Any, module: str, objects: bool = False
+) -> Interpreter:
+    """An interpreter of one of SGLang's files as imported under ``module``: its top level run (its logger and
+    the imports the readings do not need call outside the file: skipped), ``unmodelled`` the reading's hook."""
+    interp = Interpreter(source.text, source.path, fakes=fakes, objects=objects)
+    interp.unmodelled = unmodelled
+    interp.globals.values["__name__"] = module
+    interp.run_module(skip_failures=True)
+    return interp
 
 
 def after_init(init: ast.FunctionDef, stop: int | None, me: Namespace) -> None:
