@@ -136,3 +136,20 @@ def test_a_changed_release_is_followed_on_rocm(
     assert engine != before  # the change reaches what SGLang runs
     reading = rocm_tables(str(changed), env)
     assert decide_all(reading.tables, probes, reading.findings) == engine
+
+
+def test_what_the_reader_cannot_follow_on_rocm_is_a_caveat_on_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a loop the evaluator does not model, which SGLang runs as the if it replaces (its body returns)
+    old = 'if get_bool_env_var("SGLANG_USE_AITER_AR", default="true"):'
+    changed = _mutated(release(), tmp_path, DISPATCHER, old, old.replace("if ", "while ", 1))
+    probes = [p for p in few(oracle.rocm_probes(changed)) if p.env == (("ROCM_QUICK_REDUCE_QUANTIZATION", "NONE"),)]
+    assert "aiter_ar" in oracle.engine_decisions(changed, probes)  # SGLang still builds AITER's
+    table = rocm_tables(str(changed), {}).tables.resolve("gfx942")
+    (caveat,) = {c for c in table.caveats if c.function == "dispatch_custom_allreduce"}
+    assert f"{DISPATCHER}:" in caveat.where and "While" in caveat.detail
+    args = ["explain", "--table", f"sglang:{changed}", "--arch", "gfx942", "--world-size", "8", "--size", "1MiB"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "unverified" in out.splitlines()[0] and "dispatch_custom_allreduce" in out
