@@ -275,8 +275,8 @@ def _engine_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
     found = engine_source(args.table) if args.table else None
     if found is None or found[0] not in ("vllm", "sglang"):
         raise ArtuneError(
-            "explain: --env sets a vLLM or SGLang release's switches; give --table vllm==VERSION, sglang==VERSION "
-            "or ENGINE:PATH"
+            "explain: --env sets a vLLM release's switches (or an SGLang release's); give --table vllm==VERSION, "
+            "sglang==VERSION or ENGINE:PATH"
         )
     pairs = {}
     for item in args.env:
