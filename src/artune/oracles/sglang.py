@@ -829,11 +829,16 @@ def topology(probe: Probe) -> str:
 
 
 def evaluated(root: Path) -> list[Evaluated]:
-    """The dispatch functions artune's reading of the release at ``root`` relies on, fingerprinted: what
-    ``--record`` keeps (``artune.formats.fingerprints.record``) once every probe agreed."""
+    """The dispatch functions artune's reading of the release at ``root`` relies on, on CUDA and on ROCm (under
+    every setting the ROCm probes take), fingerprinted: what ``--record`` keeps
+    (``artune.formats.fingerprints.record``) once every probe agreed."""
     from artune.formats.sglang.read import evaluated as read_evaluated
+    from artune.formats.sglang.read import rocm_evaluated
 
-    return read_evaluated(str(root))
+    found = read_evaluated(str(root))
+    if (_files(root) / QUICK).is_file():  # and what the ROCm probes' readings ran, under each of their settings
+        found += [e for env in rocm_envs() for e in rocm_evaluated(str(_files(root)), dict(env))]
+    return sorted({(e.function, e.fingerprint): e for e in found}.values(), key=lambda e: e.function)
 
 
 def main(argv: list[str]) -> int:

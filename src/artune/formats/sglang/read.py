@@ -42,6 +42,7 @@ from artune.formats.sglang.configs import ArchConfig, Configs, Shape, rows
 from artune.formats.sglang.dispatch import CLASS, Files
 from artune.formats.sglang.release import Release
 from artune.formats.sglang.release import evaluated as release_evaluated
+from artune.formats.sglang.rocm_tables import evaluated as rocm_tables_evaluated
 from artune.formats.sglang.rocm_tables import rocm_set
 from artune.formats.sglang.rules import env_defaults
 from artune.formats.vllm.switches import Switch
@@ -282,6 +283,12 @@ def evaluated(path: str, settings: Mapping[str, str] | None = None) -> list[Eval
     """The dispatch functions a reading of ``path`` relies on, fingerprinted (none for a configs file alone)."""
     found = _locate(path)
     return release_evaluated(found, settings or {}) if isinstance(found, Files) else []
+
+
+def rocm_evaluated(path: str, settings: Mapping[str, str] | None = None) -> list[Evaluated]:
+    """The dispatch functions the ``rocm`` readings of ``path`` under ``settings`` rely on, fingerprinted."""
+    found = _locate(path)
+    return rocm_tables_evaluated(found, settings or {}) if isinstance(found, Files) and found.dispatcher else []
 
 
 def _locate(path: str) -> Files | SourceFile:

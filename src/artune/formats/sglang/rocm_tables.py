@@ -20,14 +20,16 @@ from types import MappingProxyType
 from typing import Any
 
 from artune import rocm
+from artune.formats import fingerprints
 from artune.formats.engine import EngineImport
 from artune.formats.files import describe
 from artune.formats.sglang import hip
 from artune.formats.sglang import rules as rules
 from artune.formats.sglang.choice import LEGACY
 from artune.formats.sglang.dispatch import ArchReading, Files, _constants, _tensor
+from artune.formats.sglang.release import evaluated_in
 from artune.table.family import TableSet
-from artune.table.types import MODES, Band, Plan, Platform, Provenance, Table
+from artune.table.types import MODES, Band, Caveat, Plan, Platform, Provenance, Table
 
 _QUICK_OFF = "no QuickReduce"
 
@@ -95,13 +97,21 @@ def _reading(files: Files, gfx: str, settings: Mapping[str, str], hosts: int) ->
     return reading, quick
 
 
-def table(files: Files, gfx: str, settings: Mapping[str, str]) -> Table:
-    """What the release ``files`` hold runs on ROCm on arch ``gfx`` under ``settings``: one plan per world size,
-    mode and number of hosts (across hosts nothing SGLang builds starts, and RCCL runs)."""
-    under = ", ".join(f"{k}={v}" for k, v in sorted(settings.items())) or "no variable set"
-    sources = [f for f in (files.dispatcher, files.quick) if f is not None]
+@dataclass
+class _Read:
+    """One arch read under one setting: the plans, what the reading could not follow, what it evaluated."""
+
+    plans: list[Plan]
+    caveats: list[Caveat]
+    evaluated: list[fingerprints.Evaluated]
+
+
+def _read(files: Files, gfx: str, settings: Mapping[str, str]) -> _Read:
+    """One plan per world size, mode and number of hosts (across hosts nothing SGLang builds starts, and RCCL
+    runs), with the readings' caveats and the functions they ran."""
     plans: list[Plan] = []
-    caveats = []
+    caveats: list[Caveat] = []
+    interps: list[Any] = []
     for hosts in (1, 2):  # across hosts any split: the code asks only "all on one node?"
         reading, quick = _reading(files, gfx, settings, hosts)
         for ws in reading.world_sizes():
@@ -118,15 +128,31 @@ def table(files: Files, gfx: str, settings: Mapping[str, str]) -> Table:
                 counts = [1] if hosts == 1 else [h for h in range(2, ws + 1) if ws % h == 0]
                 plans += [Plan(ws, mode, bands, hip.FALLBACK, provenance=provenance, hosts=h) for h in counts]
         caveats += reading.caveats.caveats(reading.world_sizes())
+        interps += [i for i in (reading.choice.interp if reading.choice else None, quick and quick.interp) if i]
+    return _Read(plans, list(dict.fromkeys(caveats)), evaluated_in(interps))
+
+
+def table(files: Files, gfx: str, settings: Mapping[str, str]) -> Table:
+    """What the release ``files`` hold runs on ROCm on arch ``gfx`` under ``settings``; its caveats: what the
+    reading could not follow, and each function it ran that no verified release has (``fingerprints``)."""
+    under = ", ".join(f"{k}={v}" for k, v in sorted(settings.items())) or "no variable set"
+    sources = [f for f in (files.dispatcher, files.quick) if f is not None]
+    found = _read(files, gfx, settings)
     notes = f"what SGLang runs on ROCm {rocm.describe(gfx)} under {under} ({describe(sources)}), interpreted"
     return Table(
         Platform(rocm.KIND, gfx),
         Provenance("published", tool="sglang", notes=notes),
-        tuple(plans),
+        tuple(found.plans),
         rules="sglang",
         origin=f"sglang:{files.communicator.label}",
-        caveats=tuple(dict.fromkeys(caveats)),
+        caveats=(*found.caveats, *fingerprints.unfamiliar("sglang", found.evaluated)),
     )
+
+
+def evaluated(files: Files, settings: Mapping[str, str]) -> list[fingerprints.Evaluated]:
+    """The functions the ``rocm`` readings of every arch in ``hip.ARCHS`` under ``settings`` ran and relied on."""
+    found = {(e.function, e.fingerprint): e for gfx in hip.ARCHS for e in _read(files, gfx, settings).evaluated}
+    return sorted(found.values(), key=lambda e: e.function)
 
 
 def rocm_set(files: Files, settings: Mapping[str, str]) -> EngineImport:
@@ -148,4 +174,4 @@ def rocm_set(files: Files, settings: Mapping[str, str]) -> EngineImport:
     return EngineImport("sglang", tables, (), sources)
 
 
-__all__ = ["rocm_set", "table"]
+__all__ = ["evaluated", "rocm_set", "table"]
