@@ -790,9 +790,17 @@ ONE_STAGE = (
 ROCM_ARCHS = ("gfx942", "gfx950")
 
 
+#: QuickReduce's own switches beside its level, each at one level with AITER off (where QuickReduce runs from
+#: 16 MiB): the dtype's own rows (no bf16 cast), and a maximum of 32 MiB
+QUICK_SWITCHES = (
+    (("ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16", "0"), ("ROCM_QUICK_REDUCE_QUANTIZATION", "FP")),
+    (("ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB", "32"), ("ROCM_QUICK_REDUCE_QUANTIZATION", "INT4")),
+)
+
+
 def rocm_envs() -> list[tuple[tuple[str, str], ...]]:
     """Every setting of the ROCm switches the probes take: each level with AITER on and off, one-stage unset;
-    each one-stage setting with AITER on and off at no QuickReduce and at INT4."""
+    each one-stage setting with AITER on and off at no QuickReduce and at INT4; ``QUICK_SWITCHES``."""
     out = [(("ROCM_QUICK_REDUCE_QUANTIZATION", q), *a) for q in QUICK_REDUCE_LEVELS for a in AITER_SWITCH.values()]
     out += [
         (("ROCM_QUICK_REDUCE_QUANTIZATION", q), *a, *stage)
@@ -800,6 +808,7 @@ def rocm_envs() -> list[tuple[tuple[str, str], ...]]:
         for q in ("NONE", "INT4")
         for a in AITER_SWITCH.values()
     ]
+    out += [(*switch, *AITER_SWITCH["off"]) for switch in QUICK_SWITCHES]
     return [tuple(sorted(e)) for e in out]
 
 
@@ -813,6 +822,7 @@ def rocm_probes(root: Path, archs: Iterable[str] = ROCM_ARCHS) -> list[Probe]:
         return []
     engine = _engine(root, next(iter(archs), ROCM_ARCHS[0]))
     bounds = {QR_MAX_SIZE, AITER_MAX_SIZE, 8 * 1024 * 1024, 16 * 1024 * 1024}
+    bounds |= {int(v) << 20 for e in rocm_envs() for k, v in e if k == "ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB"}
     for row in (engine.quick or {}).get("QuickAllReduce", types.SimpleNamespace(_QR_MIN_SIZE={}))._QR_MIN_SIZE.values():
         bounds |= set(row)
     return grid_of_rocm_probes(rocm_envs(), list(archs), bounds, _grid())
