@@ -268,12 +268,16 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
 
 
 def _engine_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
-    """``explain --env``: the vLLM source's folder and the variables set; an error naming the fix otherwise."""
+    """``explain --env``: the vLLM or SGLang source's folder and the variables set; an error naming the fix
+    otherwise."""
     from artune.formats import engine_source
 
     found = engine_source(args.table) if args.table else None
-    if found is None or found[0] != "vllm":
-        raise ArtuneError("explain: --env sets a vLLM release's switches; give --table vllm==VERSION or vllm:PATH")
+    if found is None or found[0] not in ("vllm", "sglang"):
+        raise ArtuneError(
+            "explain: --env sets a vLLM release's switches (or an SGLang release's); give --table vllm==VERSION, "
+            "sglang==VERSION or ENGINE:PATH"
+        )
     pairs = {}
     for item in args.env:
         name, sep, value = item.partition("=")
@@ -284,12 +288,18 @@ def _engine_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
 
 
 def _under_env(args: argparse.Namespace) -> Table:
-    """The table vLLM's own code runs for ``--arch`` with ``--env``'s variables set (ROCm: its tables alone)."""
+    """The table the engine's own code runs for ``--arch`` with ``--env``'s variables set (ROCm: its tables
+    alone)."""
     from artune.formats.vllm.read import read_vllm, rocm_tables
 
     if not args.arch:
         raise ArtuneError("explain: --env needs --arch, e.g. --arch gfx942")
     path, pairs = _engine_env(args)
+    if args.table.startswith("sglang"):
+        from artune.formats.sglang import read as sglang
+
+        reading = sglang.rocm_tables(path, pairs) if rocm.is_gfx(args.arch) else sglang.read_sglang(path, pairs)
+        return reading.tables.resolve(args.arch)
     if rocm.is_gfx(args.arch):
         reading = rocm_tables(path, pairs)
         _refuse_where_it_raises(reading.findings, args)
@@ -315,7 +325,18 @@ def _rocm_switches(args: argparse.Namespace, table: Table, algorithm: str) -> li
     from artune.formats.vllm.switches import decided_by, switches
 
     found = engine_source(args.table) if args.table else None
-    if table.platform.kind != rocm.KIND or found is None or found[0] != "vllm":
+    if table.platform.kind != rocm.KIND or found is None:
+        return []
+    if found[0] == "sglang":
+        from artune.formats.sglang import hip
+        from artune.formats.sglang.read import rocm_switches
+
+        values = rocm_switches(found[1], _engine_env(args)[1] if args.env else {})
+        return [
+            f"switches: {', '.join(str(v) for v in values.values())}",
+            f"decided by: {hip.decided_by(algorithm, values)}",
+        ]
+    if found[0] != "vllm":
         return []
     values = switches(found[1], _engine_env(args)[1] if args.env else {})
     if not values:

@@ -66,6 +66,32 @@ TOPOLOGIES: tuple[tuple[int, int, str], ...] = tuple((ws, 1, "host") for ws in r
 RACK_TOPOLOGIES: tuple[tuple[int, int, str], ...] = tuple(t for t in TOPOLOGIES if t[1] > 1)
 #: what the engine answers where its own code raises at start-up (and artune's reader reports it)
 RAISES = "raises"
+#: where an engine's ROCm probes run: one host at world sizes 2-16, and across hosts over a network up to 16 ranks
+#: (AMD GPUs have no NVLink domain)
+ROCM_TOPOLOGIES: tuple[tuple[int, int, str], ...] = tuple(
+    t for t in TOPOLOGIES if t[1] == 1 or (t[2] == "host" and t[0] <= 16)
+)
+#: the bytes of one row of a hidden state: ROCm probes are whole rows (the only sizes a custom path there takes)
+ROW = 16
+
+
+def rocm_probes(
+    envs: Sequence[tuple[tuple[str, str], ...]], archs: Sequence[str], bounds: set[int], grid: Sequence[int]
+) -> list[Probe]:
+    """ROCm probes: under each of ``envs``, each arch, each of ``ROCM_TOPOLOGIES``, both modes, no multicast (AMD
+    GPUs have none), bf16 (as serving reduces), at the whole rows of ``grid`` and around each of ``bounds``."""
+    sizes = {n // ROW * ROW for n in grid}
+    for bound in bounds:
+        below = bound // ROW * ROW
+        sizes |= {below - ROW, below, below + ROW}
+    return [
+        Probe(arch, ws, mode, False, n, hosts=hosts, nvlink=nvlink, env=env)
+        for env in envs
+        for arch in archs
+        for ws, hosts, nvlink in ROCM_TOPOLOGIES
+        for mode in ("graph", "eager")
+        for n in sorted(s for s in sizes if s > 0)
+    ]
 
 
 def decide_all(tables: TableSet, probes: Sequence[Probe], raising: Sequence[Finding] = ()) -> list[str]:

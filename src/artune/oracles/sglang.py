@@ -39,9 +39,12 @@ was downloaded and only those with ``custom_all_reduce_v2.py`` kept
 from __future__ import annotations
 
 import ast
+import contextlib
 import enum
 import inspect
+import logging
 import math
+import os
 import sys
 import traceback
 import types
@@ -52,9 +55,12 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+from artune import rocm
 from artune.errors import OracleGap
 from artune.formats.fingerprints import Evaluated
+from artune.formats.vllm.world import AITER_MAX_SIZE, AITER_WORLD_SIZES, QR_MAX_SIZE, QUICK_LEVELS
 from artune.oracles import RACK_TOPOLOGIES, Probe, decide_all, read_decisions
+from artune.oracles import rocm_probes as grid_of_rocm_probes
 
 RELEASES: tuple[str, ...] = (
     "0.5.10",
@@ -86,6 +92,8 @@ _DIR = "sglang/srt/distributed/device_communicators"
 COMMUNICATOR = f"{_DIR}/custom_all_reduce_v2.py"
 DISPATCHER = f"{_DIR}/custom_all_reduce.py"  # dispatch_custom_allreduce and the legacy CustomAllreduce
 LEGACY_KERNEL = "custom_ar_v1"  # what artune's catalog calls the legacy class's kernel (sgl_kernel.allreduce)
+DETERMINISTIC_KERNEL = "custom_ar_v1_1stage"  # its deterministic one-stage kernel on ROCm (artune's catalog)
+QUICK = f"{_DIR}/quick_all_reduce.py"  # QuickAllReduce, which GroupCoordinator builds beside it on ROCm
 CONFIGS = f"{_DIR}/configs/custom_all_reduce_v2.py"
 ENVIRON = "sglang/srt/environ.py"
 KERNELS = "sglang/kernels/ops/communication/all_reduce.py"
@@ -179,24 +187,26 @@ def _parse_env(kind: str, text: str) -> Any:
 
 
 class _Var:
-    def __init__(self, value: Any) -> None:
+    def __init__(self, value: Any, given: bool) -> None:
         self.value = value
+        self.given = given
 
     def get(self) -> Any:
         return self.value
 
     def is_set(self) -> bool:
-        return False
+        return self.given
 
 
 class _Envs:
-    def __init__(self, defaults: dict[str, Any]) -> None:
+    def __init__(self, defaults: dict[str, Any], env: dict[str, str]) -> None:
         self._defaults = defaults
+        self._env = env
 
     def __getattr__(self, name: str) -> _Var:
         if name not in self._defaults:
             raise OracleGap(f"environ.py has no default for {name}")
-        return _Var(self._defaults[name])
+        return _Var(self._defaults[name], name in self._env)
 
 
 def _algo_enum(root: Path, communicator: ast.Module) -> Any:
@@ -236,18 +246,29 @@ class Engine:
 
         self.root, self.arch, self.torch = root, arch, torch
         self.env = dict(env or {})
-        major, minor = (int(x) for x in arch.split("."))
+        #: an AMD GPU by gfx arch: SGLang's HIP path (is_hip() true), torch reporting HIP's capability
+        self.gfx = rocm.gfx_arch(arch) if rocm.is_gfx(arch) else ""
+        facts = rocm.arch_facts(self.gfx) if self.gfx else None
+        major, minor = (int(x) for x in (facts.capability if facts else "0.0" if self.gfx else arch).split("."))
         self.cap = (major, minor)
-        self.props = types.SimpleNamespace(multi_processor_count=ARCHS.get(arch, 132), major=major, minor=minor)
+        self.props = types.SimpleNamespace(
+            multi_processor_count=ARCHS.get(arch, 132),
+            major=major,
+            minor=minor,
+            gcnArchName=f"{self.gfx}:sramecc+:xnack-" if self.gfx else "",
+        )
+        self.process_group = "rccl" if self.gfx else "nccl"  # what torch's nccl backend and pynccl load there
         self.state = _StandInState()
         self.multicast = True
         self.failures: dict[int, str] = {}  # world size -> what __init__ raised (SGLang then runs nccl)
+        self.aiter = _aiter_modules(self) if self.gfx else {}  # AITER's package, installed on ROCm
         self.package = _module(f"_sglang_{id(self)}", root)  # the relative imports inside functions resolve here
         self.package.__path__ = []
         with self.gpu():
             self.configs = self._import_configs()
             self.namespace = self._lift(COMMUNICATOR)
             self.dispatcher = self._lift(DISPATCHER) if (root / DISPATCHER).is_file() else None
+            self.quick = self._lift(QUICK) if self.gfx and (root / QUICK).is_file() else None
         self.cls = self.namespace["CustomAllReduceV2"]
         if self.dispatcher is not None and "CustomAllreduce" in self.dispatcher:
             self.dispatcher["CustomAllreduce"].__del__ = lambda self: None  # close() would free stand-in memory
@@ -268,6 +289,8 @@ class Engine:
                 "is_current_stream_capturing": lambda: state.capturing,
             }.items():
                 stack.enter_context(mock.patch.object(cuda, name, value))
+            if self.gfx:  # AITER installed: the dispatch's own import of its CustomAllreduce succeeds
+                stack.enter_context(_installed(self.aiter))
             yield
 
     def _import_configs(self) -> types.ModuleType | None:
@@ -302,6 +325,15 @@ class Engine:
         def gather_object(out: list[Any], obj: Any, group: Any = None) -> None:
             out[:] = [obj] * len(out)
 
+        sent: list[Any] = []
+
+        def broadcast(objects: list[Any], src: int = 0, **_k: Any) -> None:
+            # every rank sends what rank 0 (this process) sent: the group is symmetric
+            if objects and objects[0] is not None:
+                sent[:] = [list(objects)]
+            elif sent:
+                objects[:] = sent[0]
+
         def launch(comm: Any, inp: Any, *args: Any, **kwargs: Any) -> Any:
             # custom_all_reduce(comm, input, algo=, graph_params=, use_multicast=) from 0.5.19;
             # custom_all_reduce(comm, input, algo, pull_arg) before, pull_arg True for multicast
@@ -318,8 +350,15 @@ class Engine:
         def legacy_launch(*_a: Any, **_k: Any) -> None:  # sgl_kernel.allreduce.all_reduce: the legacy kernel
             state.launched.append((LEGACY_KERNEL, False))
 
-        legacy_ops = types.SimpleNamespace(  # custom_all_reduce_ops on CUDA: sgl_kernel's custom all-reduce
+        def launched(name: str) -> Any:
+            return lambda *a, **k: state.launched.append((name, False))
+
+        def quick_launch(ptr: Any, inp: Any, out: Any, level: int, *a: Any, **k: Any) -> None:
+            state.launched.append((QUICK_LEVELS[level], False))  # QuickReduceRegime's value: artune's level
+
+        legacy_ops = types.SimpleNamespace(  # custom_all_reduce_ops: sgl_kernel's custom (and on HIP quick) all-reduce
             IS_CUSTOM_AR_AVAILABLE=True,
+            IS_QUICK_AR_AVAILABLE=bool(self.gfx),
             meta_size=lambda: 0,
             init_custom_ar=lambda *a, **k: 1,
             register_buffer=lambda *a, **k: None,
@@ -327,6 +366,19 @@ class Engine:
             dispose=lambda *a, **k: None,
             get_graph_buffer_ipc_meta=lambda *a: ([], []),
             register_graph_buffers=lambda *a, **k: None,
+            # HIP: the legacy kernel through its own buffer, and its deterministic one-stage kernel
+            allocate_meta_buffer=lambda size: torch.empty(size, dtype=torch.uint8, device="meta"),
+            get_meta_buffer_ipc_handle=lambda *a: b"",
+            all_reduce_reg=launched(LEGACY_KERNEL),
+            all_reduce_unreg=launched(LEGACY_KERNEL),
+            deterministic_all_reduce_reg=launched(DETERMINISTIC_KERNEL),
+            deterministic_all_reduce_unreg=launched(DETERMINISTIC_KERNEL),
+            init_custom_qr=lambda *a, **k: 1,
+            qr_get_handle=lambda *a: b"",
+            qr_open_handles=lambda *a, **k: None,
+            qr_all_reduce=quick_launch,
+            qr_max_size=lambda: QR_MAX_SIZE,
+            qr_destroy=lambda *a: None,
         )
 
         def bool_env(name: str, default: str = "false") -> bool:  # sglang/srt/utils/common.py get_bool_env_var
@@ -352,12 +404,17 @@ class Engine:
                 all_gather=gather,
                 all_gather_object=gather_object,
                 get_backend=lambda *a: "gloo",
+                Backend=types.SimpleNamespace(NCCL="nccl"),
                 get_process_group_ranks=lambda *a, **k: list(range(state.world_size)),
-                broadcast_object_list=lambda *a, **k: None,
+                broadcast_object_list=broadcast,
             ),
             "ops": legacy_ops,
-            "is_cuda": lambda: True,
-            "is_hip": lambda: False,
+            "is_cuda": lambda: not self.gfx,
+            "is_hip": lambda: bool(self.gfx),
+            # custom_all_reduce_utils.is_full_nvlink on ROCm: every GPU of an MI300 host reaches every other (XGMI)
+            "is_full_nvlink": lambda *a: state.hosts == 1,
+            # os.environ holds the probe's variables only (quick_all_reduce.py reads ROCM_QUICK_REDUCE_*)
+            "os": types.SimpleNamespace(**{**vars(os), "environ": dict(self.env)}),
             "is_musa": lambda: False,
             "get_bool_env_var": bool_env,
             "AllReduceAlgo": _algo_enum(self.root, tree),
@@ -376,7 +433,7 @@ class Engine:
             "is_in_piecewise_cuda_graph": lambda: False,
             "is_in_tc_piecewise_cuda_graph": lambda: False,
             "log_info_on_rank0": lambda *a, **k: None,
-            "envs": _Envs(_env_values(self.root, self.env)),
+            "envs": _Envs(_env_values(self.root, self.env), self.env),
             "_KERNEL_API_LOG_LEVEL": 0,  # sglang/kernels/kernel_api_logging.py: SGLANG_KERNEL_API_LOGLEVEL, 0
         }
         if configs is not None:
@@ -414,6 +471,8 @@ class Engine:
                 continue
             body.append(node)
         exec(compile(ast.Module(body, []), str(path), "exec"), namespace)  # the release's own code
+        if isinstance(namespace.get("logger"), logging.Logger):
+            namespace["logger"].disabled = True  # what it warns about is what the probes ask for
         torch = self.torch
         state = self
 
@@ -450,7 +509,7 @@ class Engine:
         self.state.world_size, self.multicast = world_size, multicast
         self.state.hosts, self.state.rack, self.state.nvlink = hosts, rack, nvlink
         group = types.SimpleNamespace(group_name="tp", rank=lambda: 0, size=lambda: world_size)
-        device = self.torch.device("meta")
+        device = self.torch.device("meta", 0)
         with self.gpu():
             try:  # GroupCoordinator: both in one try; any failure is "Setup Custom allreduce failed", no custom AR
                 cls = self.choose(group, device)
@@ -469,16 +528,41 @@ class Engine:
         frames = list(traceback.walk_tb(err.__traceback__))
         return bool(frames) and Path(frames[-1][0].f_code.co_filename).is_relative_to(self.root)
 
-    def answer(self, comm: Any, nbytes: int, graph: bool) -> str:
-        """What ``comm`` runs for one all-reduce of ``nbytes`` bytes (inside ``capture()`` when ``graph``)."""
+    def build_quick(self) -> Any:
+        """The ``QuickAllReduce`` ``GroupCoordinator`` builds beside the custom all-reduce on ROCm (where the
+        release's own ``qr_rocm_arch_available()`` says so), or None (none built, or its constructor raised:
+        "Failed to initialize QuickAllReduce"); the group is the one ``build`` set up."""
+        if self.quick is None:
+            return None
+        group = types.SimpleNamespace(group_name="tp", rank=lambda: 0, size=lambda: self.state.world_size)
+        with self.gpu():
+            try:
+                if not self.quick["qr_rocm_arch_available"]():
+                    return None
+                qr = self.quick["QuickAllReduce"](group=group, device=self.torch.device("meta", 0))
+            except Exception as err:
+                if not self._own(err):
+                    raise OracleGap(f"QuickAllReduce failed on a stand-in: {err!r}") from err
+                return None
+        return None if qr.disabled else qr
+
+    def answer(self, comm: Any, nbytes: int, graph: bool, quick: Any = None) -> str:
+        """What ``comm`` runs for one all-reduce of ``nbytes`` bytes (inside ``capture()`` when ``graph``); on
+        ROCm, where it declines, ``quick`` (GroupCoordinator's order: ``ca``, then ``qr``)."""
         torch = self.torch
         dtype, size = (torch.bfloat16, 2) if nbytes % 2 == 0 else (torch.uint8, 1)
         inp = torch.empty(nbytes // size, dtype=dtype, device="meta")
         self.state.capturing = graph
-        if not comm.should_custom_ar(inp):
-            return "nccl"
         self.state.launched.clear()
+        if comm is None or not comm.should_custom_ar(inp):
+            if quick is None or not quick.should_quick_allreduce(inp):
+                return self.process_group
+            quick.quick_all_reduce(inp)
+            return self._launched(quick)
         comm.custom_all_reduce(inp)
+        return self._launched(comm)
+
+    def _launched(self, comm: Any) -> str:
         if not self.state.launched:
             raise OracleGap(f"{type(comm).__name__}.custom_all_reduce launched no kernel the stand-ins know")
         (algo, multicast), *_ = self.state.launched
@@ -501,19 +585,21 @@ class Engine:
     ) -> list[str]:
         """The engine's answer for each size, at one world size, multicast, mode and topology."""
         comm = self.build(world_size, multicast, hosts, rack, nvlink)
-        if comm is None:
-            return ["nccl"] * len(sizes)
+        quick = self.build_quick()
+        if comm is None and quick is None:
+            return [self.process_group] * len(sizes)
         with self.gpu():
             if mode == "graph":
-                if not hasattr(comm, "capture"):
+                if comm is not None and not hasattr(comm, "capture"):
                     raise OracleGap(f"{type(comm).__name__} has no capture(): graph mode cannot be run as SGLang does")
-                with comm.capture():
-                    out = [self.answer(comm, n, True) for n in sizes]
+                # GroupCoordinator.graph_capture: the custom all-reduce's capture(); QuickReduce needs none
+                with comm.capture() if comm is not None else contextlib.nullcontext():
+                    out = [self.answer(comm, n, True, quick) for n in sizes]
                     self.state.capturing = False  # capture() checks the stream is no longer capturing
                     if isinstance(getattr(comm, "_graph_inputs", None), list):
                         comm._graph_inputs.clear()  # no peer memory to register the captured inputs with
                 return out
-            return [self.answer(comm, n, False) for n in sizes]
+            return [self.answer(comm, n, False, quick) for n in sizes]
 
     def bounds(self, world_size: int) -> set[int]:
         """Every size the release's configs and sizing name at ``world_size`` (thresholds, ranges, workspace)."""
@@ -528,6 +614,52 @@ class Engine:
                     raw = {world_size: self.configs.get_all_reduce_config(world_size)}
             _numbers(raw.get(world_size), found)
         return {b for v in found if 0 <= v < 1 << 40 for b in {math.floor(v), math.ceil(v)}}
+
+
+@contextmanager
+def _installed(modules: dict[str, types.ModuleType]) -> Iterator[None]:
+    """``modules`` importable while the release's code runs (only those: torch's lazy imports stay loaded)."""
+    saved = {name: sys.modules.get(name) for name in modules}
+    sys.modules.update(modules)
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+
+
+def _aiter_modules(engine: Engine) -> dict[str, types.ModuleType]:
+    """AITER's package as installed beside SGLang on ROCm, standing in with its ``CustomAllreduce``'s facts
+    (``AITER_WORLD_SIZES``, ``AITER_MAX_SIZE``: those of the vLLM oracle's AITER); its kernel is recorded."""
+    state = engine.state
+
+    class CustomAllreduce:  # aiter/dist/device_communicators/custom_all_reduce.py
+        def __init__(self, group: Any, device: Any, max_size: int = 0, **kwargs: Any) -> None:
+            self.disabled = state.world_size not in AITER_WORLD_SIZES or state.hosts > 1
+
+        def should_custom_ar(self, inp: Any) -> bool:
+            nbytes = inp.numel() * inp.element_size()
+            return not self.disabled and nbytes % 16 == 0 and nbytes <= AITER_MAX_SIZE
+
+        def custom_all_reduce(self, inp: Any) -> Any:
+            state.launched.append(("aiter_ar", False))
+            return inp
+
+        def capture(self) -> Any:
+            return contextlib.nullcontext()
+
+    names = (
+        "aiter",
+        "aiter.dist",
+        "aiter.dist.device_communicators",
+        "aiter.dist.device_communicators.custom_all_reduce",
+    )
+    modules = {name: types.ModuleType(name) for name in names}
+    modules[names[-1]].CustomAllreduce = CustomAllreduce  # type: ignore[attr-defined]
+    return modules
 
 
 def _module(name: str, path: Path) -> types.ModuleType:
@@ -598,14 +730,14 @@ def probes(
 def engine_decisions(
     root: Path, probes: list[Probe], env: dict[str, str] | None = None, pcie: bool = False
 ) -> list[str]:
-    """SGLang's own answer per probe, as artune's algorithm names (``env``: variables set, as ``Engine``;
-    ``pcie``: on one host, GPUs without NVLink between every pair)."""
-    groups: dict[tuple[str, int, str, bool, int, str], list[int]] = {}
+    """SGLang's own answer per probe, as artune's algorithm names (``env``: variables set, as ``Engine``, with
+    each probe's own ``env`` over them; ``pcie``: on one host, GPUs without NVLink between every pair)."""
+    groups: dict[tuple[Any, ...], list[int]] = {}
     for index, p in enumerate(probes):
-        groups.setdefault((p.arch, p.world_size, p.mode, p.multicast, p.hosts, p.nvlink), []).append(index)
+        frozen = tuple(sorted({**(env or {}), **dict(p.env)}.items()))
+        groups.setdefault((p.arch, p.world_size, p.mode, p.multicast, p.hosts, p.nvlink, frozen), []).append(index)
     out = [""] * len(probes)
-    frozen = tuple(sorted((env or {}).items()))
-    for (arch, ws, mode, multicast, hosts, nvlink), indices in groups.items():
+    for (arch, ws, mode, multicast, hosts, nvlink, frozen), indices in groups.items():
         sizes = [probes[i].nbytes for i in indices]
         answers = _engine(root, arch, frozen).decide(ws, multicast, mode, sizes, hosts, nvlink == "rack", not pcie)
         for i, answer in zip(indices, answers, strict=True):
@@ -615,7 +747,10 @@ def engine_decisions(
 
 def artune_decisions(root: Path, probes: list[Probe], env: dict[str, str] | None = None) -> list[str]:
     """artune's answer per probe: the product's reader on the release, and ``decide`` (``env``: variables set,
-    which the reader takes as the engine does)."""
+    which the reader takes as the engine does). A ROCm probe is decided by the release's ``rocm`` tables alone
+    under its own variables, as ``explain --arch gfx942 --env`` reads them."""
+    if any(rocm.is_gfx(p.arch) for p in probes):
+        return _by_platform(root, probes, env)
     if not env:
         return read_decisions("sglang", root, probes)
     from artune.formats.sglang.read import read_sglang
@@ -624,12 +759,96 @@ def artune_decisions(root: Path, probes: list[Probe], env: dict[str, str] | None
     return decide_all(imported.tables, probes, imported.findings)
 
 
-def evaluated(root: Path) -> list[Evaluated]:
-    """The dispatch functions artune's reading of the release at ``root`` relies on, fingerprinted: what
-    ``--record`` keeps (``artune.formats.fingerprints.record``) once every probe agreed."""
-    from artune.formats.sglang.read import evaluated as read_evaluated
+def _by_platform(root: Path, probes: list[Probe], env: dict[str, str] | None) -> list[str]:
+    from artune.formats.sglang.read import rocm_tables
 
-    return read_evaluated(str(root))
+    out: dict[int, str] = {}
+    for variables, amd in dict.fromkeys((p.env, rocm.is_gfx(p.arch)) for p in probes):
+        mine = [i for i, p in enumerate(probes) if p.env == variables and rocm.is_gfx(p.arch) == amd]
+        chosen = [probes[i] for i in mine]
+        if amd:
+            reading = rocm_tables(str(_files(root)), {**(env or {}), **dict(variables)})
+            answers = decide_all(reading.tables, chosen, reading.findings)
+        else:
+            answers = artune_decisions(root, chosen, {**(env or {}), **dict(variables)} or None)
+        out.update(zip(mine, answers, strict=True))
+    return [out[i] for i in range(len(probes))]
+
+
+#: SGLang's ROCm switches as the ROCm probes set them: every QuickReduce level (``QuickReduceRegime``'s members,
+#: and INT3, which SGLang's regime lacks: it then builds no QuickReduce), AITER on and off, and the one-stage
+#: switch unset, on, and off under deterministic inference (``is_set()`` wins over it), and deterministic
+#: inference alone
+QUICK_REDUCE_LEVELS = ("NONE", "FP", "INT8", "INT6", "INT4", "INT3")
+AITER_SWITCH = {"on": (), "off": (("SGLANG_USE_AITER_AR", "0"),)}  # SGLANG_USE_AITER_AR: "true" by default
+ONE_STAGE = (
+    (),
+    (("SGLANG_USE_1STAGE_ALLREDUCE", "1"),),
+    (("SGLANG_ENABLE_DETERMINISTIC_INFERENCE", "1"),),
+    (("SGLANG_ENABLE_DETERMINISTIC_INFERENCE", "1"), ("SGLANG_USE_1STAGE_ALLREDUCE", "0")),
+)
+ROCM_ARCHS = ("gfx942", "gfx950")
+
+
+#: QuickReduce's own switches beside its level, each at one level with AITER off (where QuickReduce runs from
+#: 16 MiB): the dtype's own rows (no bf16 cast), and a maximum of 32 MiB
+QUICK_SWITCHES = (
+    (("ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16", "0"), ("ROCM_QUICK_REDUCE_QUANTIZATION", "FP")),
+    (("ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB", "32"), ("ROCM_QUICK_REDUCE_QUANTIZATION", "INT4")),
+)
+
+
+def rocm_envs() -> list[tuple[tuple[str, str], ...]]:
+    """Every setting of the ROCm switches the probes take: each level with AITER on and off, one-stage unset;
+    each one-stage setting with AITER on and off at no QuickReduce and at INT4; ``QUICK_SWITCHES``."""
+    out = [(("ROCM_QUICK_REDUCE_QUANTIZATION", q), *a) for q in QUICK_REDUCE_LEVELS for a in AITER_SWITCH.values()]
+    out += [
+        (("ROCM_QUICK_REDUCE_QUANTIZATION", q), *a, *stage)
+        for stage in ONE_STAGE[1:]
+        for q in ("NONE", "INT4")
+        for a in AITER_SWITCH.values()
+    ]
+    out += [(*switch, *AITER_SWITCH["off"]) for switch in QUICK_SWITCHES]
+    return [tuple(sorted(e)) for e in out]
+
+
+def rocm_probes(root: Path, archs: Iterable[str] = ROCM_ARCHS) -> list[Probe]:
+    """For a release with SGLang's HIP path (``quick_all_reduce.py`` beside ``dispatch_custom_allreduce``): each
+    AMD arch, one host (world sizes 2-16) and hosts over a network, both modes, every switch setting of
+    ``rocm_envs``, at whole 16-byte rows around every ROCm bound (each row of QuickReduce's ``_QR_MIN_SIZE``,
+    its maximum, AITER's, the legacy buffer) and on the log grid; no multicast (AMD GPUs have none)."""
+    base = _files(root)
+    if not (base / QUICK).is_file():
+        return []
+    engine = _engine(root, next(iter(archs), ROCM_ARCHS[0]))
+    bounds = {QR_MAX_SIZE, AITER_MAX_SIZE, 8 * 1024 * 1024, 16 * 1024 * 1024}
+    bounds |= {int(v) << 20 for e in rocm_envs() for k, v in e if k == "ROCM_QUICK_REDUCE_MAX_SIZE_BYTES_MB"}
+    for row in (engine.quick or {}).get("QuickAllReduce", types.SimpleNamespace(_QR_MIN_SIZE={}))._QR_MIN_SIZE.values():
+        bounds |= set(row)
+    return grid_of_rocm_probes(rocm_envs(), list(archs), bounds, _grid())
+
+
+def extra_probes(root: Path) -> list[Probe]:
+    """The probes ``verify-engine`` adds to ``probes(root)``, which stays CUDA's: the ROCm ones."""
+    return rocm_probes(root)
+
+
+def topology(probe: Probe) -> str:
+    """A CUDA probe's topology; a ROCm probe's with its arch (``1 host gfx942``)."""
+    return f"{probe.topology} {probe.arch}" if rocm.is_gfx(probe.arch) else probe.topology
+
+
+def evaluated(root: Path) -> list[Evaluated]:
+    """The dispatch functions artune's reading of the release at ``root`` relies on, on CUDA and on ROCm (under
+    every setting the ROCm probes take), fingerprinted: what ``--record`` keeps
+    (``artune.formats.fingerprints.record``) once every probe agreed."""
+    from artune.formats.sglang.read import evaluated as read_evaluated
+    from artune.formats.sglang.read import rocm_evaluated
+
+    found = read_evaluated(str(root))
+    if (_files(root) / QUICK).is_file():  # and what the ROCm probes' readings ran, under each of their settings
+        found += [e for env in rocm_envs() for e in rocm_evaluated(str(_files(root)), dict(env))]
+    return sorted({(e.function, e.fingerprint): e for e in found}.values(), key=lambda e: e.function)
 
 
 def main(argv: list[str]) -> int:

@@ -12,6 +12,8 @@ class):
   each, in a stand-in world (``OracleGap`` where it asks what the stand-ins
   do not hold, ``OracleUnavailable`` where a tool is missing);
 - ``artune_decisions(root, probes)``: artune's reading of the same source;
+- optionally ``extra_probes(root)``: probes added to ``probes(root)`` for the command (SGLang's ROCm ones,
+  kept out of ``probes(root)``, whose other callers expect CUDA's alone);
 - ``evaluated(root)``: the dispatch functions that reading evaluated,
   fingerprinted (what ``--record`` keeps).
 
@@ -146,6 +148,8 @@ def verify(spec: str, record: bool = False, keep: int = 10, platform: str | None
     module = oracle(found.engine)
     start = time.perf_counter()
     probes = list(module.probes(found.root))
+    extra = getattr(module, "extra_probes", None)  # probes kept out of probes(root), whose callers expect one platform
+    probes += list(extra(found.root)) if callable(extra) else []
     if platform is not None:
         probes = [p for p in probes if rocm.is_gfx(str(getattr(p, "arch", ""))) == (platform == "rocm")]
         if not probes:

@@ -73,6 +73,7 @@ from artune.errors import OracleGap
 from artune.formats.fingerprints import Evaluated
 from artune.formats.vllm.world import AITER_MAX_SIZE, AITER_WORLD_SIZES, QR_MAX_SIZE, QUICK_LEVELS
 from artune.oracles import RAISES, TOPOLOGIES, Probe, decide_all, read_decisions
+from artune.oracles import rocm_probes as grid_of_rocm_probes
 
 # pip index versions vllm: every release from the first one with all_reduce_utils.py's size tables (0.10.2),
 # and the three 0.10 releases before it, which have none (they run custom all-reduce below 8 MiB or nccl);
@@ -985,19 +986,7 @@ def rocm_probes(root: Path) -> list[Probe]:
     (bf16, as serving reduces; no multicast on AMD GPUs)."""
     if not (root / _REAL["vllm.distributed.device_communicators.quick_all_reduce"]).is_file():
         return []
-    sizes = {n // ROW * ROW for n in _grid()}
-    for bound in _rocm_bounds(root):
-        below = bound // ROW * ROW
-        sizes |= {below - ROW, below, below + ROW}
-    topologies = [t for t in TOPOLOGIES if t[1] == 1 or (t[2] == "host" and t[0] <= 16)]
-    return [
-        Probe(arch, ws, mode, False, n, hosts=hosts, nvlink=nvlink, env=env)
-        for env in _rocm_envs()
-        for arch in ROCM_ARCHS
-        for ws, hosts, nvlink in topologies
-        for mode in MODES
-        for n in sorted(s for s in sizes if s > 0)
-    ]
+    return grid_of_rocm_probes(_rocm_envs(), ROCM_ARCHS, _rocm_bounds(root), _grid())
 
 
 def topology(probe: Probe) -> str:

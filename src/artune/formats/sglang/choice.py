@@ -29,7 +29,9 @@ from typing import Any
 
 from artune.errors import Raised, Unsupported
 from artune.formats.files import SourceFile
-from artune.formats.pyeval import Function, Interpreter, Namespace, Symbol, Unmodelled
+from artune.formats.pyeval import Function, Namespace, Symbol, Unmodelled
+from artune.formats.sglang.hip import AITER
+from artune.formats.sglang.rules import lifted
 
 V2 = "CustomAllReduceV2"
 LEGACY = "CustomAllreduce"
@@ -62,19 +64,22 @@ class Choice:
     ``fakes`` are the reading's stand-ins (the group's facts, shared with
     the v2 reading, so the dispatch sees the group the reading is at);
     ``unmodelled`` the reading's hook; ``report`` what the reading records
-    where the file is not what this module expects of it.
+    where the file is not what this module expects of it; ``hip``: the
+    machine is ROCm (``artune.formats.sglang.hip``).
     """
 
     def __init__(
-        self, source: SourceFile, fakes: dict[str, Any], unmodelled: Callable[[Unmodelled], None], report: Report
+        self,
+        source: SourceFile,
+        fakes: dict[str, Any],
+        unmodelled: Callable[[Unmodelled], None],
+        report: Report,
+        hip: bool = False,
     ) -> None:
         self.source = source
         self.report = report
-        self.interp = Interpreter(source.text, source.path, fakes=fakes)
-        self.interp.unmodelled = unmodelled
-        self.interp.globals.values["__name__"] = MODULE
-        # its logger and the HIP imports call outside the file; what the dispatch needs does not
-        self.interp.run_module(skip_failures=True)
+        # on HIP the dispatch imports AITER in a try/except ImportError: read as Python runs it (objects)
+        self.interp = lifted(source, fakes, unmodelled, MODULE, objects=hip)
         found = self.interp.globals.values.get(DISPATCH)
         self.dispatch = found if isinstance(found, Function) else None
         defined = {s.name for s in self.interp.tree.body if isinstance(s, ast.ClassDef)}
@@ -103,15 +108,15 @@ class Choice:
         except Unsupported as err:
             self.report(DISPATCH, self.where(node), f"the call ended with: {err}", "no custom all-reduce (nccl)")
             return Chosen("", node.lineno)
-        name = str(result) if isinstance(result, Symbol) else None
+        name = str(result) if isinstance(result, Symbol) else getattr(result, "name", None)  # a ClassValue on HIP
         if result is None:
             return Chosen("", node.lineno)
-        if name in (V2, LEGACY):
+        if name in (V2, LEGACY, AITER):
             return Chosen(name, node.lineno)
         self.report(
             DISPATCH,
             self.where(node),
-            f"returned {result!r}, a communicator artune does not read (it reads {V2} and {LEGACY})",
+            f"returned {result!r}, a communicator artune does not read (it reads {V2}, {LEGACY} and {AITER})",
             "no custom all-reduce runs (nccl)",
         )
         return Chosen("", node.lineno)

@@ -48,6 +48,7 @@ from artune.catalog import SPECS
 from artune.errors import Raised, TableError, Unsupported
 from artune.formats.files import SourceFile
 from artune.formats.pyeval import Function, Interpreter, Namespace, Native, Record, Symbol, Unmodelled
+from artune.formats.sglang import hip
 from artune.formats.sglang import rules as rules
 from artune.formats.sglang.caveats import Caveats
 from artune.formats.sglang.choice import GROUP, LEGACY, LEGACY_KERNEL, Choice, Chosen, device
@@ -86,6 +87,7 @@ class Files:
     configs: SourceFile | None = None
     environ: SourceFile | None = None
     dispatcher: SourceFile | None = None  # custom_all_reduce.py: which communicator SGLang picks
+    quick: SourceFile | None = None  # quick_all_reduce.py: SGLang's QuickReduce on ROCm
 
 
 @dataclass
@@ -147,11 +149,16 @@ class ArchReading:
     env: dict[str, Any]
     state: _State = field(default_factory=_State)
     settings: Mapping[str, str] = field(default_factory=dict)
+    gfx: str = ""  # an AMD GPU by gfx arch: SGLang on ROCm (is_hip() true; artune.formats.sglang.hip)
 
     def __post_init__(self) -> None:
         self.caveats = Caveats()
         self.at: int | None = None  # the world size being read (None: a module's top level)
-        fakes = rules.fakes(self.cap, self.num_sm, self.state, rules.Env(self.env), self.settings)
+        fakes = rules.fakes(self.cap, self.num_sm, self.state, rules.Env(self.env, self.settings), self.settings)
+        if self.gfx:
+            fakes.update(hip.fakes(self.gfx, self.state, self.settings))
+        self.fakes = fakes
+        self.more: list[Interpreter] = []  # other files a reading asks per size (QuickReduce's on ROCm)
         self.configs: Interpreter | None = None
         if self.files.configs is not None:
             self.configs = Interpreter(self.files.configs.text, self.files.configs.path, fakes=fakes)
@@ -192,7 +199,7 @@ class ArchReading:
             picks = {**fakes, CLASS: Symbol(CLASS)}  # the dispatch imports both from the v2 module
             if isinstance(self.comm.globals.values.get("can_use_custom_all_reduce_v2"), Function):
                 picks["can_use_custom_all_reduce_v2"] = self.comm.globals.values["can_use_custom_all_reduce_v2"]
-            self.choice = Choice(self.files.dispatcher, picks, self._met, self._report)
+            self.choice = Choice(self.files.dispatcher, picks, self._met, self._report, hip=bool(self.gfx))
             legacy = self.choice.legacy.get("should_custom_ar")
             self._legacy_constants = _constants([legacy.node] if legacy is not None else [])
 
@@ -454,14 +461,27 @@ class ArchReading:
     def _legacy_outcome(self, sized: Sized, graph: bool) -> Outcome:
         """What the legacy class runs: its one algorithm wherever its ``should_custom_ar`` admits the size (its
         ``custom_all_reduce`` runs the kernel in both modes: captured, or eagerly through its IPC buffer)."""
+        run = self.legacy_runner(sized, graph)
+        if run is None:
+            return Outcome((), (), {})
+        bands = self._bands(self.cuts(self._legacy_constants, sized.comm), run, run)
+        return Outcome(bands, bands, {})
+
+    def legacy_runner(self, sized: Sized, graph: bool) -> Callable[[int], str] | None:
+        """The legacy class's answer per size: its kernel where its ``should_custom_ar`` admits the size, else
+        nccl; None where it has no ``should_custom_ar``. On ROCm in its deterministic mode (its
+        ``use_amd_deterministic_impl``, as its ``__init__`` set it) the kernel is the one-stage one."""
         assert self.choice is not None and sized.comm is not None
         choice, me = self.choice, sized.comm
         me.values["_IS_CAPTURING"] = graph  # what its capture() sets
         admit = choice.legacy.get("should_custom_ar")
         if admit is None:
             self._report(LEGACY, choice.where(None), f"{LEGACY} has no should_custom_ar()", "it takes no size (nccl)")
-            return Outcome((), (), {})
+            return None
         function = f"{LEGACY}.should_custom_ar"
+        kernel = LEGACY_KERNEL
+        if self.gfx and me.values.get("use_amd_deterministic_impl") is True:
+            kernel = hip.DETERMINISTIC_KERNEL
 
         def run(nbytes: int) -> str:
             try:
@@ -471,10 +491,9 @@ class ArchReading:
             except Unsupported as err:
                 self._report(function, choice.where(admit.node), f"the call ended with: {err}", "it returns False")
                 return "nccl"
-            return LEGACY_KERNEL if self._truth(result, function) else "nccl"
+            return kernel if self._truth(result, function) else "nccl"
 
-        bands = self._bands(self.cuts(self._legacy_constants, me), run, run)
-        return Outcome(bands, bands, {})
+        return run
 
     def _run(self, me: Namespace, nbytes: int, graph: bool) -> str:
         name = self._pick(me, nbytes, graph)
@@ -494,7 +513,11 @@ class ArchReading:
         too, and the new pieces are asked in turn, a few rounds at most.
         """
         answers: dict[int, tuple[str, str]] = {}
-        interps = [i for i in (self.comm, self.configs, self.choice.interp if self.choice else None) if i is not None]
+        interps = [
+            i
+            for i in (self.comm, self.configs, self.choice.interp if self.choice else None, *self.more)
+            if i is not None
+        ]
         for _round in range(_ROUNDS):
             for interp in interps:
                 interp.compared = set()

@@ -30,15 +30,22 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from artune import rocm
+from artune.errors import TableError
 from artune.formats.engine import EngineImport, FindingSink
 from artune.formats.files import SourceFile, describe, find_files, read_source
 from artune.formats.fingerprints import Evaluated
 from artune.formats.pyeval import Record
+from artune.formats.sglang import hip
 from artune.formats.sglang.checks import collect
 from artune.formats.sglang.configs import ArchConfig, Configs, Shape, rows
 from artune.formats.sglang.dispatch import CLASS, Files
 from artune.formats.sglang.release import Release
 from artune.formats.sglang.release import evaluated as release_evaluated
+from artune.formats.sglang.rocm_tables import evaluated as rocm_tables_evaluated
+from artune.formats.sglang.rocm_tables import rocm_set
+from artune.formats.sglang.rules import env_defaults
+from artune.formats.vllm.switches import Switch
 from artune.sizes import format_size
 from artune.table.check import copied_archs
 from artune.table.family import TableSet
@@ -50,6 +57,7 @@ CONFIGS = f"{_DIR}/configs/custom_all_reduce_v2.py"
 TUNING = f"{_DIR}/config/custom_all_reduce_v2_tuning.py"
 COMMUNICATOR = f"{_DIR}/custom_all_reduce_v2.py"
 DISPATCHER = f"{_DIR}/custom_all_reduce.py"
+QUICK = f"{_DIR}/quick_all_reduce.py"
 ENVIRON = "sglang/srt/environ.py"
 LAYOUTS = ("python/", "")  # a checkout's, a wheel's
 FILES = tuple(f"{prefix}{rel}" for prefix in LAYOUTS for rel in (CONFIGS, TUNING, COMMUNICATOR))
@@ -239,13 +247,48 @@ def build_release(files: Files, settings: Mapping[str, str]) -> EngineImport:
     release = Release(files, settings)
     findings = collect(release)
     sources = tuple(f for f in (files.configs, files.communicator, files.dispatcher) if f is not None)
-    return EngineImport("sglang", release.table_set(), findings, sources)
+    tables = release.table_set()
+    amd = rocm_set(files, settings)
+    cuda_arch = tables.engine_arch
+
+    def engine_arch(arch: str) -> Table | None:
+        # an AMD GPU: what the same files run with is_hip() true (artune.formats.sglang.rocm_tables)
+        if rocm.is_gfx(arch):
+            return amd.tables.resolve(arch)
+        return cuda_arch(arch) if cuda_arch is not None else None
+
+    return EngineImport("sglang", replace(tables, engine_arch=engine_arch), findings, sources)
+
+
+def rocm_switches(path: str, settings: Mapping[str, str] | None = None) -> dict[str, Switch]:
+    """The switches SGLang's HIP path reads (``artune.formats.sglang.hip.SWITCHES``) at ``path``, with ``settings``
+    set and the rest at the release's defaults."""
+    found = _locate(path)
+    if not isinstance(found, Files):
+        return {}
+    env = env_defaults(found.environ, settings or {})
+    return hip.switches((found.dispatcher, found.quick), env, settings or {})
+
+
+def rocm_tables(path: str, settings: Mapping[str, str] | None = None) -> EngineImport:
+    """SGLang's ``rocm`` tables from a release or checkout at ``path``, read by its own code under ``settings``
+    (its ``SGLANG_*`` and ``ROCM_QUICK_REDUCE_*`` variables), without reading its CUDA tables."""
+    found = _locate(path)
+    if not isinstance(found, Files) or found.dispatcher is None:
+        raise TableError(f"{path}: custom_all_reduce.py is not among the files read; no ROCm dispatch to read")
+    return rocm_set(found, settings or {})
 
 
 def evaluated(path: str, settings: Mapping[str, str] | None = None) -> list[Evaluated]:
     """The dispatch functions a reading of ``path`` relies on, fingerprinted (none for a configs file alone)."""
     found = _locate(path)
     return release_evaluated(found, settings or {}) if isinstance(found, Files) else []
+
+
+def rocm_evaluated(path: str, settings: Mapping[str, str] | None = None) -> list[Evaluated]:
+    """The dispatch functions the ``rocm`` readings of ``path`` under ``settings`` rely on, fingerprinted."""
+    found = _locate(path)
+    return rocm_tables_evaluated(found, settings or {}) if isinstance(found, Files) and found.dispatcher else []
 
 
 def _locate(path: str) -> Files | SourceFile:
@@ -257,10 +300,10 @@ def _locate(path: str) -> Files | SourceFile:
     for prefix in LAYOUTS:
         communicator = base / prefix / COMMUNICATOR
         if communicator.is_file():
-            optional = [base / prefix / rel for rel in (CONFIGS, ENVIRON, DISPATCHER)]
-            configs, environ, dispatcher = (read_source(p) if p.is_file() else None for p in optional)
+            optional = [base / prefix / rel for rel in (CONFIGS, ENVIRON, DISPATCHER, QUICK)]
+            configs, environ, dispatcher, quick = (read_source(p) if p.is_file() else None for p in optional)
             source = read_source(communicator)
             if f"class {CLASS}" in source.text:
-                return Files(source, configs, environ, dispatcher)
+                return Files(source, configs, environ, dispatcher, quick)
             return configs or source
     return read_source(found[0])

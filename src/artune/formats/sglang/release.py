@@ -58,6 +58,7 @@ RELIED_ON = (
     f"{CLASS}._init_workspace",
     f"{LEGACY}.custom_all_reduce",
     f"{LEGACY}.capture",
+    "QuickAllReduce.quick_all_reduce",  # on ROCm: it runs the level should_quick_allreduce admitted
 )
 #: functions of the communicator that build its table (0.5.10-0.5.15): a change there is a change of table
 TABLE_BUILDERS = ("_init_config", "_maybe_init_config")
@@ -138,21 +139,13 @@ class Release:
     # ---------------------------------------------------------------- what the reading relied on
 
     def _evaluated(self) -> list[fingerprints.Evaluated]:
-        """The dispatch functions the reading ran (those of the communicator files, the configs module's and
-        the table builders aside: a change there is a change of table), and those it relies on without running
-        them (``RELIED_ON``), each with its fingerprint."""
-        found: dict[str, fingerprints.Evaluated] = {}
-        for reading in self.readings:
-            for interp in [reading.comm, *([reading.choice.interp] if reading.choice is not None else [])]:
-                # a nested def is part of its function's fingerprint; the file's own functions are fingerprinted
-                defined = _defined(interp)
-                ran = {n for (f, n) in interp.ran if f == interp.filename and n in defined}
-                # a class's launchers matter where its should_custom_ar admitted calls
-                relied = {n for n in RELIED_ON if n in defined and f"{n.split('.')[0]}.should_custom_ar" in ran}
-                for name in sorted((ran - set(TABLE_BUILDERS)) | relied):
-                    if name not in found:
-                        found[name] = fingerprints.evaluated(name, defined[name], interp.filename)
-        return sorted(found.values(), key=lambda e: e.function)
+        """The dispatch functions the readings ran and relied on (``evaluated_in``)."""
+        interps = [
+            interp
+            for reading in self.readings
+            for interp in [reading.comm, *([reading.choice.interp] if reading.choice is not None else [])]
+        ]
+        return evaluated_in(interps)
 
     def _caveats(self, found: ArchFound) -> tuple[Caveat, ...]:
         return (*found.reading.caveats.caveats(found.reading.world_sizes()), *self.unfamiliar)
@@ -337,6 +330,23 @@ class Release:
             )
 
 
+def evaluated_in(interps: list[Any]) -> list[fingerprints.Evaluated]:
+    """The dispatch functions ``interps`` ran (those of SGLang's communicator files, the configs module's and the
+    table builders aside: a change there is a change of table), and those the reading relies on without running
+    them (``RELIED_ON``, where their class's ``should_...`` ran), each with its fingerprint."""
+    found: dict[str, fingerprints.Evaluated] = {}
+    for interp in interps:
+        # a nested def is part of its function's fingerprint; the file's own functions are fingerprinted
+        defined = _defined(interp)
+        ran = {n for (f, n) in interp.ran if f == interp.filename and n in defined}
+        asked = {n.split(".")[0] for n in ran if n.split(".")[-1].startswith("should_")}
+        relied = {n for n in RELIED_ON if n in defined and n.split(".")[0] in asked}
+        for name in sorted((ran - set(TABLE_BUILDERS)) | relied):
+            if name not in found:
+                found[name] = fingerprints.evaluated(name, defined[name], interp.filename)
+    return sorted(found.values(), key=lambda e: e.function)
+
+
 def _defined(interp: Any) -> dict[str, ast.FunctionDef]:
     """The functions ``interp``'s file defines at its top level and in its classes, by qualified name."""
     out: dict[str, ast.FunctionDef] = {}
@@ -354,4 +364,4 @@ def evaluated(files: Files, settings: Mapping[str, str] = rules.NO_SETTINGS) -> 
     return Release(files, settings).evaluated
 
 
-__all__ = ["Release", "evaluated"]
+__all__ = ["Release", "evaluated", "evaluated_in"]

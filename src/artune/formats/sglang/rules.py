@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 from artune.catalog import SPECS
 from artune.errors import TableError, Unsupported
 from artune.formats.files import SourceFile
-from artune.formats.pyeval import Namespace, Native, Symbol, parse
+from artune.formats.pyeval import Interpreter, Namespace, Native, Symbol, parse
 from artune.formats.pyeval.expressions import Evaluator
 from artune.formats.pyeval.values import Scope
 from artune.table.priority import SizeRule, upto
@@ -134,18 +134,20 @@ def _parse_setting(kind: str, name: str, text: str) -> Any:
 
 
 class Env(Namespace):
-    """``envs``: each ``envs.NAME.get()`` answers the default, as SGLang does where the variable is unset."""
+    """``envs``: each ``envs.NAME.get()`` answers its value (the default, where the variable is unset), and
+    ``envs.NAME.is_set()`` whether the user set it (``settings``)."""
 
-    def __init__(self, defaults: dict[str, Any]) -> None:
+    def __init__(self, defaults: dict[str, Any], settings: Mapping[str, str] = NO_SETTINGS) -> None:
         super().__init__("sglang.srt.environ.envs")
         self.defaults = defaults
+        self.settings = settings
 
     def attribute(self, name: str) -> tuple[bool, Any]:
         if name not in self.defaults:
             return False, None
-        value = self.defaults[name]
+        value, given = self.defaults[name], name in self.settings
         get = Native(lambda: value, f"envs.{name}.get")
-        return True, Namespace(f"envs.{name}", {"get": get, "is_set": Native(lambda: False, f"envs.{name}.is_set")})
+        return True, Namespace(f"envs.{name}", {"get": get, "is_set": Native(lambda: given, f"envs.{name}.is_set")})
 
 
 def fakes(
@@ -221,6 +223,18 @@ def fakes(
         "logging.getLogger": Native(lambda *a: Namespace("logging.Logger", dict(logger)), "logging.getLogger"),
         "log_info_on_rank0": Native(lambda *a, **k: None, "log_info_on_rank0"),
     }
+
+
+def lifted(
+    source: SourceFile, fakes: dict[str, Any], unmodelled: Any, module: str, objects: bool = False
+) -> Interpreter:
+    """An interpreter of one of SGLang's files as imported under ``module``: its top level run (its logger and
+    the imports the readings do not need call outside the file: skipped), ``unmodelled`` the reading's hook."""
+    interp = Interpreter(source.text, source.path, fakes=fakes, objects=objects)
+    interp.unmodelled = unmodelled
+    interp.globals.values["__name__"] = module
+    interp.run_module(skip_failures=True)
+    return interp
 
 
 def after_init(init: ast.FunctionDef, stop: int | None, me: Namespace) -> None:
