@@ -19,7 +19,7 @@ ONE, TWO = "shm_one_shot", "shm_two_shot"
 def run(at: int, margin: float = 0.0, loss: bool = False, rc: int = 0, justified: bool = True) -> dict[str, Any]:
     return {"tuned": 1.0 + margin, "margin": margin, "printed_loss": loss, "rc": rc, "shipped": "tuned table",
             "bands": [[0, at - 1, ONE], [at, None, TWO]], "justified": justified, "near_ties": [],
-            "tune_wall_s": 64.0}  # fmt: skip
+            "tune_wall_s": 64.0, "table": f"[0, {at}) {ONE}, [{at}, inf) {TWO}"}  # fmt: skip
 
 
 def test_the_crossovers_spread_is_counted_per_hand_over() -> None:
@@ -43,3 +43,14 @@ def test_the_bar_quiet_and_under_load() -> None:
     refused = bench.summary([*good, run(1 << 20, loss=True, rc=1)], load=1)
     assert refused["holds"] and refused["refused"] == 1 and refused["installed_losing"] == 0
     assert not bench.summary([*good, run(1 << 20, loss=True, rc=0)], load=1)["holds"]  # installed while losing
+
+
+def test_one_table_shipped_by_several_runs_shows_the_scorers_own_spread() -> None:
+    runs = [run(1 << 20, margin=-0.054), run(1 << 20, margin=0.064), run(1 << 20, margin=0.01), run(7 << 20)]
+    (same,) = bench.same_tables(runs)  # the table of one run only is not a spread
+    assert same["runs"] == 3 and (same["min"], same["max"]) == (-0.054, 0.064)
+    lines = bench.report(bench.summary(runs))
+    assert (
+        f"the same table in 3 runs, scored -5.4% to +6.4% over the best fixed rule: [0, {1 << 20}) {ONE}"
+        in "\n".join(lines)
+    )
