@@ -68,10 +68,22 @@ def _without_docstrings(node: ast.AST) -> ast.AST:
     return node
 
 
+#: fingerprints of the trees already printed, by identity (a reading prints each function about nine times; the
+#: tree is kept with its print so that its id cannot be reused while the entry stands)
+_PRINTED: dict[int, tuple[ast.AST, str]] = {}
+
+
 def fingerprint(node: ast.AST) -> str:
     """The fingerprint of a function (or class, or statement): its tree without docstrings and positions."""
+    kept = _PRINTED.get(id(node))
+    if kept is not None and kept[0] is node:
+        return kept[1]
     dumped = ast.dump(_without_docstrings(node), annotate_fields=False, include_attributes=False)
-    return hashlib.sha256(dumped.encode()).hexdigest()[:DIGITS]
+    printed = hashlib.sha256(dumped.encode()).hexdigest()[:DIGITS]
+    if len(_PRINTED) >= 4096:
+        _PRINTED.clear()
+    _PRINTED[id(node)] = (node, printed)
+    return printed
 
 
 _CXX_COMMENT_OR_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|//[^\n]*|/\*.*?\*/', re.S)
