@@ -33,7 +33,7 @@ tune: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 $(BIN)/.docs: $(BIN)/.installed pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test,docs]"
