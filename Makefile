@@ -12,9 +12,10 @@ TORCH ?= torch==2.13.0
 TORCH_INDEX ?=
 WORLD_SIZE ?= 2
 TUNE_OUT ?= tune-out
-# pytest-xdist workers: one per CPU (the suite is mostly single-threaded evaluation; its multi-rank tests wait
-# with deadlines, not wall-clock bounds, so two at once only take longer)
-TEST_WORKERS ?= auto
+# pytest-xdist workers: one per CPU, at most 4 (the suite is mostly single-threaded evaluation; its multi-rank
+# tests wait with deadlines, not wall-clock bounds, so two at once only take longer; a worker holds engine
+# readings of 1-2 GB, and a container may show more CPUs than its quota lets it use)
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 BIN := $(VENV)/bin
 
 .PHONY: tune test docs lint format clean
