@@ -71,8 +71,10 @@ RAISES = "raises"
 ROCM_TOPOLOGIES: tuple[tuple[int, int, str], ...] = tuple(
     t for t in TOPOLOGIES if t[1] == 1 or (t[2] == "host" and t[0] <= 16)
 )
-#: the bytes of one row of a hidden state: ROCm probes are whole rows (the only sizes a custom path there takes)
+#: the bytes of one row of a hidden state (8 bf16 elements): probes are whole rows, as every model's messages are
 ROW = 16
+#: the modes every oracle probes in
+MODES = ("graph", "eager")
 
 
 def rocm_probes(
@@ -89,7 +91,7 @@ def rocm_probes(
         for env in envs
         for arch in archs
         for ws, hosts, nvlink in ROCM_TOPOLOGIES
-        for mode in ("graph", "eager")
+        for mode in MODES
         for n in sorted(s for s in sizes if s > 0)
     ]
 

@@ -59,7 +59,7 @@ from artune import rocm
 from artune.errors import OracleGap
 from artune.formats.fingerprints import Evaluated
 from artune.formats.vllm.world import AITER_MAX_SIZE, AITER_WORLD_SIZES, QR_MAX_SIZE, QUICK_LEVELS
-from artune.oracles import RACK_TOPOLOGIES, Probe, decide_all, read_decisions
+from artune.oracles import MODES, RACK_TOPOLOGIES, Probe, decide_all, read_decisions
 from artune.oracles import rocm_probes as grid_of_rocm_probes
 
 RELEASES: tuple[str, ...] = (
@@ -86,7 +86,6 @@ RELEASES: tuple[str, ...] = (
 # release has a row for, any count: only block counts read it)
 ARCHS: dict[str, int] = {"9.0": 132, "10.0": 148, "10.3": 148, "10.7": 160, "12.0": 188}
 WORLD_SIZES = tuple(range(2, 17))
-MODES = ("graph", "eager")
 
 _DIR = "sglang/srt/distributed/device_communicators"
 COMMUNICATOR = f"{_DIR}/custom_all_reduce_v2.py"

@@ -72,7 +72,7 @@ from artune import rocm
 from artune.errors import OracleGap
 from artune.formats.fingerprints import Evaluated
 from artune.formats.vllm.world import AITER_MAX_SIZE, AITER_WORLD_SIZES, QR_MAX_SIZE, QUICK_LEVELS
-from artune.oracles import RAISES, TOPOLOGIES, Probe, decide_all, read_decisions
+from artune.oracles import MODES, RAISES, ROW, TOPOLOGIES, Probe, decide_all, read_decisions
 from artune.oracles import rocm_probes as grid_of_rocm_probes
 
 # pip index versions vllm: every release from the first one with all_reduce_utils.py's size tables (0.10.2),
@@ -122,7 +122,6 @@ RELEASES: tuple[str, ...] = (
 )
 ARCHS = ("9.0", "10.0", "10.3", "10.7", "8.0")  # 8.0: an arch no vLLM table has a row for
 WORLD_SIZES = tuple(range(2, 17))
-MODES = ("graph", "eager")
 MiB = 1 << 20
 _COMM = "vllm/distributed/device_communicators/"
 # the release's files that run as they are; every other vllm module is a stand-in
@@ -215,9 +214,6 @@ class CudaInput(torch.Tensor):
     @property
     def is_cuda(self) -> bool:  # type: ignore[override]
         return True
-
-
-ROW = 16  # bytes of one row of the input: hidden states are whole rows of 16 bytes (8 bf16 elements)
 
 
 def _tensor(nbytes: int, dtype: torch.dtype) -> torch.Tensor:
