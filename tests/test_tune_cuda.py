@@ -14,7 +14,7 @@ from artune.table.check import check_table
 from artune.table.decide import decide
 from artune.table.io import dump_table
 from artune.table.types import ParamValue, Platform
-from artune.tune.config import TuneConfig
+from artune.tune.config import CUDA_GRAIN, TuneConfig
 from artune.tune.measured import build_table
 from artune.tune.measurer import CachedMeasurer
 from artune.tune.synthetic import SyntheticMeasurer, linear_cost
@@ -60,7 +60,7 @@ def _tune(world_size: int, mode: str) -> WorldResult:
         dtype="bfloat16",
         params={"1shot_push": {"blocks": (16, 32)}},
     )
-    config = TuneConfig.quick_run(20.0).with_changes(dtype="bfloat16", itemsize=2, max_size=64 << 20)
+    config = TuneConfig.quick_run(20.0).with_changes(dtype="bfloat16", grain=CUDA_GRAIN, max_size=64 << 20)
     return tune_world(CachedMeasurer(bench), config)
 
 
@@ -154,7 +154,7 @@ def test_a_noisy_gpu_gets_nccl_where_two_shot_only_ties_it_and_says_so() -> None
             tail=0.02, slow_rank=0.2, max_samples=600, slow_share=0.3,
             slow_costs={**slow, "symm_mem_two_shot": slow_two},
         )  # fmt: skip
-        config = TuneConfig.full(30.0).with_changes(dtype="bfloat16", itemsize=2, seed=seed)
+        config = TuneConfig.full(30.0).with_changes(dtype="bfloat16", grain=CUDA_GRAIN, seed=seed)
         result = tune_world(CachedMeasurer(bench), config)
         assert result.shaping is not None and result.shaping.justified and result.vouched, seed
         table = build_table([result], RUBIN)

@@ -113,6 +113,29 @@ def test_a_timeout_excludes_the_candidate_at_that_size_only() -> None:
     assert picks[4 << 20] == "shm_two_shot"
 
 
+def test_a_table_whose_choice_fails_off_the_grid_never_ships() -> None:
+    """As on a GPU, where a kernel refuses sizes off its alignment: one-shot runs at the sweep's powers of
+    two and fails everywhere else. The shipped plan's choice must run at every held-out size."""
+
+    def failing(cand: Candidate, size: int) -> str:
+        return "runtime" if cand.algorithm == "shm_one_shot" and size & (size - 1) else ""
+
+    result = tune_world(CachedMeasurer(bench(failing=failing)), CONFIG)
+    shipping = result.shipping
+    assert shipping is not None and shipping.vouched and shipping.replaced, shipping
+    assert "choice failed at" in shipping.describe()
+    shipped = result.regret.rules.index(shipping.shipped)
+    assert result.regret.points
+    for point in result.regret.points:
+        assert math.isfinite(point.choices[shipped][1]), (point.size, point.choices[shipped])
+    # the report says what failed, and why
+    from artune.report.document import to_markdown
+    from artune.report.summary import RunInfo, report_blocks
+
+    text = to_markdown(report_blocks([result], build_table([result], cpu_platform()), [], RunInfo()))
+    assert "Measurements that failed" in text and "shm_one_shot runtime at" in text and "synthetic failure" in text
+
+
 def test_equal_algorithms_never_flip_on_noise() -> None:
     """Where equal algorithms tie, one-shot keeps the sizes; where too few rounds fit to tell them apart
     (the largest sizes), the published rule's choice: DeepSpeed's switch to two-shot at 1 MiB, no other."""

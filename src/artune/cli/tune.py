@@ -272,7 +272,7 @@ def run_tune(args: argparse.Namespace) -> int:
     from artune.table.cache import install_table
     from artune.table.check import check_table
     from artune.table.io import dump_table
-    from artune.tune.config import TuneConfig
+    from artune.tune.config import CUDA_GRAIN, TuneConfig
     from artune.tune.measured import build_table
     from artune.tune.session import tune_world_sizes
 
@@ -293,7 +293,7 @@ def run_tune(args: argparse.Namespace) -> int:
     platform, fingerprint, timings = machine.cpu_platform(), machine.fingerprint(), _timings(args)
     if cuda:
         platform, fingerprint = _gpu_platform(world_sizes)
-        config = config.with_changes(dtype="bfloat16", itemsize=2)  # what the engines' tables are for
+        config = config.with_changes(dtype="bfloat16", grain=CUDA_GRAIN)  # what the engines' tables are for
     out = Path(args.out) if args.out else Path(f"artune-tune-{'cuda-' if cuda else ''}{fingerprint}")
     out.mkdir(parents=True, exist_ok=True)
     load_before = os.getloadavg()[0]

@@ -43,10 +43,13 @@ def duel_line(result: WorldResult) -> str:
             standing = f"level (not ahead by more than {TIE:.0%} over its whole interval)"
         else:
             standing = "not ahead"
-        line += (
-            f" Over all of them the closest fixed rule, {best.rule}, took {best.interval()} the derived table's "
-            f"time (geometric mean): {standing}."
-        )
+        if best.failed:
+            line += f" Against the closest fixed rule, {best.rule}: {best.interval()}: {standing}."
+        else:
+            line += (
+                f" Over all of them the closest fixed rule, {best.rule}, took {best.interval()} the derived "
+                f"table's time (geometric mean): {standing}."
+            )
     return line
 
 

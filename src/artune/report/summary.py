@@ -269,6 +269,9 @@ def _run_blocks(result: WorldResult, mode: str) -> list[Block]:
     blocks: list[Block] = []
     if result.banned:
         blocks.append(Para("Never chosen (wrong numbers): " + "; ".join(f"{k}: {w}" for k, w in result.banned)))
+    failures = _failures(result)
+    if failures:
+        blocks.append(Para("Measurements that failed (a failed choice loses to any that ran): " + failures))
     blocks.append(
         Para(
             f"{result.measured} measurements taken, {result.reused} reused from the log, {result.calls} harness "
@@ -281,6 +284,19 @@ def _run_blocks(result: WorldResult, mode: str) -> list[Block]:
     blocks.append(Image(f"latency-{result.tag}.png", f"latency vs size, world size {ws}{mode}"))
     blocks.append(Image(f"speedup-{result.tag}.png", f"speedup over {result.baseline}, world size {ws}{mode}"))
     return blocks
+
+
+def _failures(result: WorldResult) -> str:
+    """Each candidate's failures, one entry per distinct message: how many sizes, and which."""
+    sizes: dict[tuple[str, str, str], list[int]] = {}
+    for m in result.measurements:
+        if m.status != "ok":
+            sizes.setdefault((m.candidate.key, m.status, m.error), []).append(m.size_bytes)
+    return "; ".join(
+        f"{key} {status} at {len(found)} size(s) ({', '.join(human_size(s) for s in sorted(set(found))[:4])}"
+        f"{', ...' if len(set(found)) > 4 else ''}): {error[:200] or '(no message)'}"
+        for (key, status, error), found in sizes.items()
+    )
 
 
 def report_blocks(

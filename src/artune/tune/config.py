@@ -41,6 +41,9 @@ PHASES: tuple[tuple[str, float], ...] = (
     ("regret", 0.15),
 )
 FULL_BUDGET_S = 60.0
+#: the grain of a CUDA run: the symmetric-memory kernels take only multiples of 4 bytes (an odd bf16 count
+#: would fail there and fall back in use), and an engine's messages are rows of a hidden size, so 16 costs nothing
+CUDA_GRAIN = 16
 QUICK_BUDGET_S = 15.0
 
 
@@ -57,7 +60,9 @@ class TuneConfig:
     duel_sizes: int = 8
     seed: int = 0
     dtype: str = "float32"
-    itemsize: int = 4
+    #: every size the run measures is a multiple of this many bytes: the element size, or more where a
+    #: candidate needs it (``CUDA_GRAIN``)
+    grain: int = 4
     rule: FasterRule = field(default_factory=FasterRule)
     phases: tuple[tuple[str, float], ...] = PHASES
     quick: bool = False
@@ -97,6 +102,7 @@ class TuneConfig:
     def from_dict(cls, data: dict[str, Any]) -> TuneConfig:
         """The settings ``to_dict`` wrote."""
         names = {f.name for f in fields(cls)} - {"rule", "phases"}
+        data = {"grain" if k == "itemsize" else k: v for k, v in data.items()}  # journals before the rename
         kept = {k: v for k, v in data.items() if k in names}
         phases = tuple((str(n), float(w)) for n, w in data.get("phases", PHASES))
         rule = FasterRule(float(data.get("tie", TIE)), float(data.get("level", LEVEL)))

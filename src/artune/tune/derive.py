@@ -221,7 +221,7 @@ def bisect_crossover(
     rule: FasterRule,
     resolution: float,
     budget_per_step: float,
-    itemsize: int = 4,
+    grain: int = 4,
     extra_calls: int = EXTRA_CALLS,
     published: Published | None = None,
 ) -> BandCrossover:
@@ -239,7 +239,7 @@ def bisect_crossover(
     got = _by_candidate(sampler.together([below, above], hi, budget_per_step))
     lead: Comparison | None = rule.compare(got[above], got[below])
     while hi / lo > resolution:
-        mid = midpoint(lo, hi, itemsize)
+        mid = midpoint(lo, hi, grain)
         if not lo < mid < hi:
             break
         got = _by_candidate(sampler.together([below, above], mid, budget_per_step))
@@ -256,7 +256,7 @@ def bisect_crossover(
         else:
             lo = mid
             steps.append(Step(mid, below.key, found, calls))
-    at = midpoint(lo, hi, itemsize)
+    at = midpoint(lo, hi, grain)
     if not lo < at <= hi:
         at = hi
     return BandCrossover(below, above, coarse, lo, hi, at, lead, tuple(steps))

@@ -49,7 +49,7 @@ from enum import Enum
 from artune.grid import off_grid_sizes
 from artune.measure.records import Candidate
 from artune.table.types import Plan, Table
-from artune.tune.compare import FASTER, Comparison, Pooled
+from artune.tune.compare import FASTER, Comparison, Pooled, usable
 from artune.tune.regret import choice
 from artune.tune.state import TuneState, plan_table
 
@@ -118,6 +118,7 @@ class Overall:
     high: float
     sizes: int  # the duel sizes where their choices differ and the evidence has an interval
     against: str = ""  # the plan it was weighed against ("": the derived table)
+    failed: bool = False  # decided by choices that failed (the ratio is 0, inf or 1 where both sides failed)
 
     def ahead(self, tie: float) -> bool:
         """True when ``rule`` is ahead by more than ``tie`` over its whole interval."""
@@ -125,6 +126,9 @@ class Overall:
 
     def interval(self) -> str:
         """``0.975x [0.962, 0.988] over 9 sizes``."""
+        if self.failed:
+            side = "the other plan's" if self.ratio == 0 else "this plan's" if math.isinf(self.ratio) else "each plan's"
+            return f"{side} choice failed at {self.sizes} differing size(s) where the other's ran"
         return f"{self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}] over {self.sizes} differing sizes"
 
 
@@ -206,23 +210,32 @@ def weigh(
 ) -> Overall:
     """``theirs`` against ``ours`` over ``sizes`` from what was measured there (nothing new): the geometric
     mean of the evidence rule's ratio of their choice's time to ours, 1 where both choose alike. A size
-    where the two differ counts only with an interval (too few rounds there tell nothing either way)."""
+    where the two differ counts only with an interval (too few rounds there tell nothing either way).
+    A choice that failed where the other ran loses outright: ``theirs`` is ahead (ratio 0) where only
+    ours failed, and never ahead where only theirs did."""
     rule = state.config.rule
     z = statistics.NormalDist().inv_cdf(1.0 - (1.0 - rule.level) / 2)
     ws, hosts, names = state.bench.world_size, state.hosts, state.names
     logs: list[float] = []
-    variance, alike = 0.0, 0
+    variance, alike, ours_failed, theirs_failed = 0.0, 0, 0, 0
     for size in sizes:
         a, b = choice(theirs, size, ws, names, hosts), choice(ours, size, ws, names, hosts)
         if a == b:
             alike += 1
             continue
         ea, eb = state.bench.get(a, size), state.bench.get(b, size)
+        if ea is not None and eb is not None and usable(ea) != usable(eb):
+            ours_failed += usable(ea)
+            theirs_failed += usable(eb)
+            continue
         found = rule.compare(ea, eb) if ea is not None and eb is not None else None
         if found is None or not found.rounds or not (found.low > 0 and found.high < math.inf):
             continue
         logs.append(math.log(found.ratio))
         variance += ((math.log(found.high) - math.log(found.low)) / (2 * z)) ** 2
+    if ours_failed or theirs_failed:
+        outright = 0.0 if ours_failed and not theirs_failed else math.inf if theirs_failed and not ours_failed else 1.0
+        return Overall(name, outright, outright, outright, ours_failed + theirs_failed, against, failed=True)
     n = max(1, alike + len(logs))  # sizes where both choose alike count as 1, known exactly
     mean, half = math.fsum(logs) / n, z * math.sqrt(variance) / n
     return Overall(name, math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs), against)
@@ -243,7 +256,7 @@ def _round_sizes(state: TuneState, round_: int) -> list[int]:
     measured = {m.size_bytes for m in state.bench.used()}
     top = max(config.min_size * 2, config.max_size // TOP_SHARE)
     return off_grid_sizes(
-        config.min_size, top, config.duel_sizes, config.seed + DUEL_SEED * (round_ + 1), config.itemsize, measured
+        config.min_size, top, config.duel_sizes, config.seed + DUEL_SEED * (round_ + 1), config.grain, measured
     )
 
 

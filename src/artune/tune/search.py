@@ -61,7 +61,7 @@ class ParamSearch:
     reason: str
 
 
-def search_sizes(name: str, picks: Sequence[Pick], itemsize: int = 4, most: int = 3) -> list[int]:
+def search_sizes(name: str, picks: Sequence[Pick], grain: int = 4, most: int = 3) -> list[int]:
     """Up to ``most`` fresh sizes inside the range ``name`` won: its two largest winning sizes and its
     smallest, each moved to the midpoint with a neighbouring size it also won when there is one."""
     sizes = [p.size for p in picks]
@@ -72,9 +72,9 @@ def search_sizes(name: str, picks: Sequence[Pick], itemsize: int = 4, most: int 
     out: list[int] = []
     for i in chosen_idx:
         if i > 0 and picks[i - 1].winner.algorithm == name:
-            out.append(midpoint(sizes[i - 1], sizes[i], itemsize))
+            out.append(midpoint(sizes[i - 1], sizes[i], grain))
         elif i + 1 < len(picks) and picks[i + 1].winner.algorithm == name:
-            out.append(midpoint(sizes[i], sizes[i + 1], itemsize))
+            out.append(midpoint(sizes[i], sizes[i + 1], grain))
         else:
             out.append(sizes[i])
     return sorted(dict.fromkeys(out))

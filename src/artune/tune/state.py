@@ -121,7 +121,7 @@ class TuneState:
                     config.rule,
                     config.resolution,
                     per_step,
-                    config.itemsize,
+                    config.grain,
                     published=self.published,
                 )
             )

@@ -121,7 +121,7 @@ def _probe(state: TuneState) -> None:
     bench.phase("probe")
     todo = []
     for a, b in itertools.pairwise(state.pick()):
-        mid = midpoint(a.size, b.size, config.itemsize)
+        mid = midpoint(a.size, b.size, config.grain)
         if a.winner != b.winner or not a.size < mid < b.size or mid in by_size:
             continue
         rivals = [p.against.b for p in (a, b) if p.against is not None]
@@ -195,7 +195,7 @@ def _search(state: TuneState) -> None:
     for name in state.names:
         tunables = bench.tunables(name)
         if tunables and any(p.winner.algorithm == name for p in picks):
-            jobs.append((name, tunables, search_sizes(name, picks, config.itemsize)))
+            jobs.append((name, tunables, search_sizes(name, picks, config.grain)))
     allowance = state.budget.allowance("params", bench.spent_s)
     for name, tunables, where in jobs:
         best, found = search_algorithm(bench, name, tunables, where, config.rule, allowance / len(jobs))
@@ -277,7 +277,7 @@ def tune_world(
             measured = {m.size_bytes for m in bench.used()}
             allowance = state.budget.allowance("regret", bench.spent_s)
             sizes = off_grid_sizes(
-                config.min_size, config.max_size, config.regret_sizes, config.seed, config.itemsize, measured
+                config.min_size, config.max_size, config.regret_sizes, config.seed, config.grain, measured
             )
             held_out = (sizes, allowance)
         regret = _held_out(state, *held_out)

@@ -105,7 +105,7 @@ def _ahead(check: str, weigh: Weigh, regret: RegretScore, index: Mapping[str, in
     found = weigh(a, b)
     if found is None or not found.ahead(TIE):
         return None
-    detail = f"{found.interval()}, its time over the other's"
+    detail = found.interval() if found.failed else f"{found.interval()}, its time over the other's"
     if check == HELD_OUT:
         detail += f"; regret {regret.geomean(index[a]):.3f} against {regret.geomean(index[b]):.3f} geomean"
     return Ahead(check, a, b, found.ratio, detail)

@@ -138,12 +138,12 @@ def open_band_of(plan: Plan, available: Collection[str]) -> OpenBand | None:
     return None if algorithm == fallback else OpenBand(lower, algorithm, fallback)
 
 
-def across(lower: int, top: int, itemsize: int = 4, start: int = TuneConfig.min_size) -> list[int]:
+def across(lower: int, top: int, grain: int = 4, start: int = TuneConfig.min_size) -> list[int]:
     """A few sizes across ``[lower, inf)``: its first size (at least ``start``), ``top`` and their midpoint."""
-    first = -(-max(lower, start, itemsize) // itemsize) * itemsize
+    first = -(-max(lower, start, grain) // grain) * grain
     if first >= top:
         return [first]
-    return sorted({first, midpoint(first, top, itemsize), top // itemsize * itemsize})
+    return sorted({first, midpoint(first, top, grain), top // grain * grain})
 
 
 @dataclass(frozen=True)
@@ -184,14 +184,14 @@ class BandCheck:
 Check = BoundCheck | BandCheck
 
 
-def sides(bound: Bound, itemsize: int = 4, factor: float = SIDE_FACTOR) -> tuple[int, int]:
+def sides(bound: Bound, grain: int = 4, factor: float = SIDE_FACTOR) -> tuple[int, int]:
     """The sizes just below and just above ``bound``, inside the two bands."""
-    below = min(quantize(bound.at / factor, itemsize), (bound.at - 1) // itemsize * itemsize)
-    below = max(below, -(-bound.lower_from // itemsize) * itemsize, itemsize)
-    above = max(quantize(bound.at * factor, itemsize), -(-bound.at // itemsize) * itemsize)
+    below = min(quantize(bound.at / factor, grain), (bound.at - 1) // grain * grain)
+    below = max(below, -(-bound.lower_from // grain) * grain, grain)
+    above = max(quantize(bound.at * factor, grain), -(-bound.at // grain) * grain)
     if bound.upper_to is not None:
-        above = min(above, bound.upper_to // itemsize * itemsize)
-    return below, max(above, below + itemsize)
+        above = min(above, bound.upper_to // grain * grain)
+    return below, max(above, below + grain)
 
 
 def _settled(
@@ -212,7 +212,7 @@ def verify_plan(
     available: Collection[str],
     rule: FasterRule,
     budget_s: float,
-    itemsize: int = 4,
+    grain: int = 4,
     top: int = TuneConfig.max_size,
 ) -> list[Check]:
     """Re-measure both sides of every bound of ``plan``, then its open-ended last band across
@@ -226,7 +226,7 @@ def verify_plan(
     share = budget_s / max(1, len(found) + (band is not None))
     checks: list[Check] = []
     for bound in found:
-        below, above = sides(bound, itemsize)
+        below, above = sides(bound, grain)
         got = sampler.measure([bound.lower, bound.upper], [below, above], share / 2)
         at = {(m.candidate, m.size_bytes): m for m in got}
         extra = share / 2 / (2 * EXTRA_CALLS)
@@ -236,7 +236,7 @@ def verify_plan(
         upper_side = _settled(sampler, rule, bound.upper, bound.lower, above, upper_side, extra)
         checks.append(BoundCheck(plan.world_size, bound, below, above, lower_side, upper_side))
     if band is not None:
-        sizes = across(band.lower, top, itemsize)
+        sizes = across(band.lower, top, grain)
         got = sampler.measure([band.algorithm, band.fallback], sizes, share / 2)
         at = {(m.candidate, m.size_bytes): m for m in got}
         extra = share / 2 / (len(sizes) * EXTRA_CALLS)
