@@ -80,7 +80,8 @@ def _graph_rank(ctx: RankContext, table_path: str) -> dict:
                 comm.all_reduce(torch.ones(10_000), algorithm="shm_one_shot")
             except artune.ArtuneError as err:
                 out["unfit_forced"] = str(err)
-        # on CPU, asking for the CUDA algorithms reports why each is missing (identical on every rank)
+        # asking for the CUDA algorithms reports why each is missing (identical on every rank): on CPU, no
+        # device; on a GPU host, two ranks on one GPU
         algorithms = open_algorithms(None, timeout=10, use_shm=False, cuda=True)
         out["cuda_unavailable"] = dict(algorithms.unavailable)
         out["cuda_names"] = sorted(algorithms.by_name)
@@ -104,7 +105,11 @@ def test_graph_mode_from_capture_state(tmp_path: Path) -> None:
         assert "cannot take this message: larger than its buffer" in out["unfit_forced"]
         assert out["cuda_names"] == ["gloo"]
         for name in ("symm_mem_one_shot", "symm_mem_two_shot", "symm_mem_multimem"):
-            assert out["cuda_unavailable"][name] == "no CUDA device on this rank"
+            if torch.cuda.is_available():  # both ranks on the current GPU: nothing can reduce CUDA tensors
+                assert "ranks 0 and 1 share one GPU" in out["cuda_unavailable"][name]
+                assert out["cuda_unavailable"]["nccl"] == out["cuda_unavailable"][name]
+            else:
+                assert out["cuda_unavailable"][name] == "no CUDA device on this rank"
         assert "custom_ar" in out["cuda_unavailable"]
     assert results[0] == results[1]
 

@@ -70,6 +70,18 @@ def test_symm_mem_call_and_size_rules() -> None:
     assert rules.multicast_unavailable("symm_mem_two_shot", False) is None
 
 
+def test_two_ranks_on_one_gpu_are_named_with_the_fix() -> None:
+    """NCCL refuses a duplicate GPU at its first call (seen on the H200: 'Duplicate GPU detected'); the
+    ranks' GPU UUIDs, gathered when the CUDA algorithms open, say so first, with the fix."""
+    from artune.algorithms.cuda import shared_gpu
+
+    assert shared_gpu(["a", "b", "c"]) is None
+    assert shared_gpu(["", ""]) is None  # a torch that does not tell the UUID: no claim
+    why = shared_gpu(["a", "b", "b", "a"])
+    assert why is not None and "ranks 1 and 2 share one GPU (GPU-b)" in why
+    assert "torch.cuda.set_device(local_rank)" in why
+
+
 def test_every_cuda_and_engine_name_is_in_the_catalog_with_a_reason() -> None:
     for name in rules.OPS:
         assert name in catalog.SPECS

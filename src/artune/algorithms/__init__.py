@@ -118,6 +118,8 @@ def open_algorithms(
         from artune.algorithms.engines import open_engine_algorithms
 
         found, unavailable, multicast = open_cuda_algorithms(group, same_host=same_host, buffer_bytes=cuda_buffer_bytes)
+        if "nccl" in unavailable:  # ranks share a GPU: NCCL would fail at its first call
+            by_name.pop("nccl", None)
         by_name.update(found)
         engines, why = open_engine_algorithms(group, timeout=timeout)
         by_name.update(engines)

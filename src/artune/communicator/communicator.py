@@ -224,7 +224,12 @@ class Communicator:
             same_host=same_host,
             hosts=[f.host for f in everyone] if shm and not same_host else None,
         )
-        self._baseline = next(n for n, a in self._algorithms.by_name.items() if isinstance(a, ProcessGroupAlgorithm))
+        groups = [n for n, a in self._algorithms.by_name.items() if isinstance(a, ProcessGroupAlgorithm)]
+        if not groups:  # a NCCL-only group whose ranks share a GPU
+            why = "; ".join(f"{n}: {r}" for n, r in self._algorithms.unavailable.items() if n == "nccl")
+            self._algorithms.close()
+            raise ArtuneError(f"Communicator(): the process group cannot reduce here ({why or 'no backend'})")
+        self._baseline = groups[0]
         self._baselines = devices.baselines(self._algorithms.by_name)
         #: catalog algorithms not open here, with why (symmetric memory, engine kernels)
         self.unavailable: dict[str, str] = dict(self._algorithms.unavailable)
@@ -506,6 +511,9 @@ class Communicator:
     def _usable(self, tensor: torch.Tensor, op: str, mode: str = "eager") -> frozenset[str]:
         usable = self.available(tensor.dtype, op, tensor.device, mode)
         if not usable:
+            if tensor.is_cuda and "nccl" in self.unavailable:
+                why = self.unavailable["nccl"]
+                raise ArtuneError(f"all_reduce(): no algorithm here can reduce CUDA tensors: {why}")
             raise ArtuneError(
                 f"all_reduce(): no algorithm here can reduce {tensor.dtype} on {tensor.device} with {op!r}"
                 f"{' in a CUDA graph' if mode == 'graph' and tensor.is_cuda else ''} "

@@ -49,12 +49,33 @@ def _first_reasons(per_rank: list[object], names: list[str]) -> dict[str, str | 
     return merged
 
 
+def _device_uuid() -> str:
+    """This rank's GPU by its UUID (unique across hosts); "" where torch does not tell it."""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return str(getattr(props, "uuid", "") or "")
+
+
+def shared_gpu(uuids: list[str]) -> str | None:
+    """Why the ranks cannot reduce CUDA tensors when two of them hold the same GPU, or ``None``."""
+    seen: dict[str, int] = {}
+    for rank, uuid in enumerate(uuids):
+        if uuid and uuid in seen:
+            return (
+                f"ranks {seen[uuid]} and {rank} share one GPU (GPU-{uuid}): NCCL refuses a duplicate GPU and "
+                "symmetric memory needs a GPU per rank; give each rank its own GPU "
+                "(torch.cuda.set_device(local_rank) before init_process_group)"
+            )
+        seen.setdefault(uuid, rank)
+    return None
+
+
 def open_cuda_algorithms(
     group: Any, *, same_host: bool, buffer_bytes: int | None = None
 ) -> tuple[dict[str, Algorithm], dict[str, str], bool]:
     """The symmetric-memory algorithms that can run on ``group`` here, why each missing one cannot, and
     whether every rank's symmetric buffer got a multicast address (False where none could be set up).
 
+    Where two ranks hold one GPU, nothing can reduce CUDA tensors: the reasons then name ``nccl`` too.
     Collective: every rank calls it (also one without CUDA, which reports why).
     """
     names = list(rules.OPS)
@@ -62,9 +83,14 @@ def open_cuda_algorithms(
     if torch.cuda.is_available():
         facts = rules.SymmMemFacts.probe(dist.get_world_size(group), same_host)
         local = {name: rules.open_unavailable(name, facts) for name in names}
+        uuid = _device_uuid()
     else:
-        local = dict.fromkeys(names, "no CUDA device on this rank")
-    reasons = _first_reasons(_gather(local, group), names)
+        local, uuid = dict.fromkeys(names, "no CUDA device on this rank"), ""
+    gathered = _gather((local, uuid), group)
+    shared = shared_gpu([str(u) for _, u in gathered])  # type: ignore[misc]
+    if shared is not None:
+        return {}, {**dict.fromkeys(names, shared), "nccl": shared}, False
+    reasons = _first_reasons([d for d, _ in gathered], names)  # type: ignore[misc]
     wanted = [name for name in names if reasons[name] is None]
     if not wanted:
         return {}, {n: r for n, r in reasons.items() if r}, False
