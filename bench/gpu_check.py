@@ -11,9 +11,10 @@ bounded and recorded (a failure is reported, never hides the rest):
    every CUDA algorithm eagerly and replayed from a CUDA graph against the
    exact sum; automatic dispatch captured in a graph; an unseen call refused
    inside a real capture; graph timing against event timing at a few sizes;
-3. two ranks on one GPU (NCCL refuses a duplicate GPU; symmetric memory may
-   not): what each algorithm does there;
-4. ``artune tune --device cuda`` end to end (world size 1 on one GPU; on a
+3. two ranks on one GPU (NCCL refuses a duplicate GPU): what the Communicator
+   says there;
+4. the ``artune`` torch.distributed backend: CUDA tensors through its inner NCCL group, under DDP too;
+5. ``artune tune --device cuda`` end to end (world size 1 on one GPU; on a
    node, every world size of 2, 4, 8 that fits), then ``artune explain`` on
    the table.
 
@@ -163,7 +164,10 @@ def _gpu_rank(ctx: RankContext) -> list[str]:
         except Exception as err:
             out.append(f"- unseen call inside a capture: raised {type(err).__name__}: {err}"[:300])
         if cuda_names:
-            out += _overhead(comm, cuda_names)
+            try:
+                out += _overhead(comm, cuda_names)
+            except Exception as err:
+                out.append(f"- host time per call: raised {type(err).__name__}: {err}"[:300])
         # graph timing against event timing
         if cuda_names:
             out += [
@@ -200,7 +204,9 @@ def _gpu_rank(ctx: RankContext) -> list[str]:
     return out if ctx.rank == 0 else []
 
 
-def _overhead(comm: Any, names: list[str], nbytes: int = 4096, calls: int = 200, turns: int = 9) -> list[str]:
+def _overhead(
+    comm: Any, names: list[str], nbytes: int = 4096, calls: int = 200, turns: int = 9, device: str = "cuda"
+) -> list[str]:
     """Host time per eager call, back to back (the GPU waits on the host at this size): each algorithm's
     bound call alone against the same call through the Communicator, and the automatic one against NCCL
     called directly. The median over turns of ``calls`` calls each, synchronised at the end of a turn."""
@@ -208,13 +214,20 @@ def _overhead(comm: Any, names: list[str], nbytes: int = 4096, calls: int = 200,
 
     import torch.distributed as dist
 
-    x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device="cuda")
+    x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device=device)
     ways: dict[str, Any] = {"torch.distributed.all_reduce (NCCL, no Communicator)": lambda: dist.all_reduce(x)}
     for name in names:
         bound = comm._algorithms.by_name[name].bind(x.shape, x.dtype, "sum", {})
         ways[f"{name}: its bound call alone"] = lambda bound=bound: bound(x)
         ways[f"{name}: comm.all_reduce(x, algorithm=...)"] = lambda name=name: comm.all_reduce(x, algorithm=name)
     ways[f"comm.all_reduce(x) (automatic: {comm.decide(x).algorithm})"] = lambda: comm.all_reduce(x)
+    # the parts of the general path's cost: the capture test and the agreement round over shared memory
+    from artune.communicator import modes
+
+    ways["modes.capturing(x) alone"] = lambda: modes.capturing(x)
+    channel = comm._algorithms.channel
+    if channel is not None:
+        ways["the agreement round alone (channel.agree)"] = lambda: channel.agree(x.numel(), x.dtype, "sum", "nccl")
     per: dict[str, list[float]] = {k: [] for k in ways}
     for fn in ways.values():
         fn()  # first sight: agreed, routed
@@ -229,7 +242,49 @@ def _overhead(comm: Any, names: list[str], nbytes: int = 4096, calls: int = 200,
     lines = ["", f"Host time per eager call, {nbytes} B bf16, median of {turns} turns of {calls} calls:", ""]
     lines += ["| way | us per call |", "|---|---:|"]
     lines += [f"| {label} | {statistics.median(v):.2f} |" for label, v in per.items()]
+    import cProfile
+    import io
+    import pstats
+
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(2000):
+        comm.all_reduce(x)
+    torch.cuda.synchronize()
+    profile.disable()
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(18)
+    lines += ["", "cProfile of 2000 automatic calls, by own time:", "", "```", text.getvalue()[-5000:], "```"]
     return lines
+
+
+def _backend_rank(ctx: RankContext) -> list[str]:
+    """The ``artune`` torch.distributed backend with CUDA tensors: its inner NCCL group, under DDP too."""
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    out: list[str] = []
+    want = float(sum(range(1, ctx.world_size + 1)))
+    x = torch.full((1000,), float(ctx.rank + 1), device="cuda")
+    dist.all_reduce(x)
+    ok = bool((x == want).all())
+    out.append(f"- dist.all_reduce of a CUDA tensor on the artune group: {'ok' if ok else 'WRONG'}")
+    y = torch.full((1000,), float(ctx.rank + 1))
+    dist.all_reduce(y)
+    out.append(f"- and of a CPU tensor (through the Communicator): {'ok' if bool((y == want).all()) else 'WRONG'}")
+    torch.manual_seed(0)
+    model = DistributedDataParallel(torch.nn.Linear(64, 64).cuda(), device_ids=[torch.cuda.current_device()])
+    model(torch.randn(8, 64, device="cuda")).square().sum().backward()
+    grad = model.module.weight.grad
+    ok = grad is not None and bool(torch.isfinite(grad).all()) and float(grad.abs().sum()) > 0
+    out.append(f"- DDP backward on CUDA over the artune group: {'ok' if ok else 'WRONG'}")
+    pg = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
+    out.append(f"- the group's all-reduce calls by inner group: {dict(getattr(pg, 'allreduce_calls', {}))}")
+    return out if ctx.rank == 0 else []
+
+
+def backend(world_size: int, timeout: float) -> None:
+    REPORT.add(*run_ranks(_backend_rank, world_size, timeout=timeout, backend="artune")[0])
 
 
 # ------------------------------------------------------------------ steps
@@ -345,6 +400,7 @@ def main() -> int:
         REPORT.step("Two ranks on one GPU", ranks, 2, 90.0)
     else:
         REPORT.step(f"World size {count}: Communicator, correctness, timing", ranks, count, 240.0)
+    REPORT.step("The artune torch.distributed backend with CUDA tensors", backend, min(count, 8), 120.0)
     sizes = [ws for ws in (2, 4, 8) if ws <= count] or [1]
     REPORT.step(f"artune tune --device cuda, world sizes {sizes}", tune, sizes, args.budget, out, 210.0)
     REPORT.add("", f"Total {time.monotonic() - REPORT.started:.0f}s.")
