@@ -278,8 +278,6 @@ def _backend_rank(ctx: RankContext) -> list[str]:
     grad = model.module.weight.grad
     ok = grad is not None and bool(torch.isfinite(grad).all()) and float(grad.abs().sum()) > 0
     out.append(f"- DDP backward on CUDA over the artune group: {'ok' if ok else 'WRONG'}")
-    pg = dist.distributed_c10d._get_default_group()._get_backend(torch.device("cpu"))
-    out.append(f"- the group's all-reduce calls by inner group: {dict(getattr(pg, 'allreduce_calls', {}))}")
     return out if ctx.rank == 0 else []
 
 
