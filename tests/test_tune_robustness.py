@@ -16,8 +16,11 @@ spec.loader.exec_module(bench)
 ONE, TWO = "shm_one_shot", "shm_two_shot"
 
 
-def run(at: int, margin: float = 0.0, loss: bool = False, rc: int = 0, justified: bool = True) -> dict[str, Any]:
+def run(
+    at: int, margin: float = 0.0, loss: bool = False, rc: int = 0, justified: bool = True, low: float | None = None
+) -> dict[str, Any]:
     return {"tuned": 1.0 + margin, "margin": margin, "printed_loss": loss, "rc": rc, "shipped": "tuned table",
+            "margin_low": margin if low is None else low, "margin_high": margin,
             "bands": [[0, at - 1, ONE], [at, None, TWO]], "justified": justified, "near_ties": [],
             "tune_wall_s": 64.0, "table": f"[0, {at}) {ONE}, [{at}, inf) {TWO}"}  # fmt: skip
 
@@ -38,6 +41,9 @@ def test_the_bar_quiet_and_under_load() -> None:
     good = [run(1 << 20) for _ in range(3)]
     assert bench.summary(good)["holds"]
     assert not bench.summary([*good, run(1 << 20, margin=0.011)])["holds"]  # behind by more than 1%
+    noisy = bench.summary([*good, run(1 << 20, margin=0.03, low=-0.01)])  # behind by its point estimate only
+    assert noisy["holds"] and noisy["behind_by_1pct"] == 0 and noisy["behind_by_1pct_point"] == 1
+    assert "0 run(s) behind it by more than 1% over the whole 90% interval" in bench.report(noisy)[0]
     assert not bench.summary([*good, run(1 << 20, loss=True, rc=1)])["holds"]  # quiet: no loss printed at all
     assert not bench.summary([*good, run(1 << 20, justified=False)])["holds"]
     refused = bench.summary([*good, run(1 << 20, loss=True, rc=1)], load=1)
@@ -54,3 +60,18 @@ def test_one_table_shipped_by_several_runs_shows_the_scorers_own_spread() -> Non
         f"the same table in 3 runs, scored -5.4% to +6.4% over the best fixed rule: [0, {1 << 20}) {ONE}"
         in "\n".join(lines)
     )
+
+
+def test_the_margins_interval_is_a_paired_bootstrap_over_rounds() -> None:
+    """Two sizes, 15 rounds: a candidate 5% slower in every round is behind by 5% with a narrow interval; one
+    that the rounds put 2% behind and 2% ahead in turn has an interval that straddles zero."""
+    steady = [10.0 + 0.5 * (r % 3) for r in range(15)]  # a drifting machine: every candidate drifts alike
+    rounds = {
+        1000: {"one": steady, "two": [t * 1.05 for t in steady]},
+        5000: {"one": steady, "two": [t * (1.02 if r % 2 else 0.98) for r, t in enumerate(steady)]},
+    }
+    low, high = bench.margin_interval(rounds, {1000: "two", 5000: "two"}, {1000: "one", 5000: "one"}, [1000, 5000])
+    assert low < 0.025 - 0.005 < high < 0.025 + 0.02  # (1.05 * ~1.0) ** 0.5 - 1, give or take the +-2% size
+    assert low > 0.0  # the steady 5% alone keeps it behind
+    same = bench.margin_interval(rounds, {1000: "one", 5000: "one"}, {1000: "one", 5000: "one"}, [1000, 5000])
+    assert same == (0.0, 0.0)
