@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,12 @@ def test_the_bar_quiet_and_under_load() -> None:
     assert "0 run(s) behind it by more than 1% over the whole 90% interval" in bench.report(noisy)[0]
     assert not bench.summary([*good, run(1 << 20, loss=True, rc=1)])["holds"]  # quiet: no loss printed at all
     assert not bench.summary([*good, run(1 << 20, justified=False)])["holds"]
+    # /proc/stat's counters: user, nice, system, idle, iowait, irq, softirq, steal, ...
+    assert bench._steal([0] * 10, [10, 0, 0, 50, 0, 0, 0, 40, 0, 0]) == 0.4
+    assert math.isnan(bench._steal([], [1] * 10))
+    stolen = bench.summary([*good, run(1 << 20) | {"steal": 0.35}])  # the host took a third of the CPU
+    assert stolen["holds"] is None and stolen["not_quiet"] == 1
+    assert "CANNOT JUDGE the bar" in bench.report(stolen)[-1] and "up to 35%" in bench.report(stolen)[-1]
     refused = bench.summary([*good, run(1 << 20, loss=True, rc=1)], load=1)
     assert refused["holds"] and refused["refused"] == 1 and refused["installed_losing"] == 0
     assert not bench.summary([*good, run(1 << 20, loss=True, rc=0)], load=1)["holds"]  # installed while losing
