@@ -71,6 +71,10 @@ def _rank_main(
         if "nccl" in backend and torch.cuda.device_count():  # one GPU per rank, before NCCL's communicator
             torch.cuda.set_device(rank % torch.cuda.device_count())
         dist.init_process_group(backend, rank=rank, world_size=world_size, timeout=timedelta(seconds=init_timeout))
+        if backend == "gloo":  # (a barrier on a NCCL group would set NCCL up, which fn may not want)
+            # every rank's connections made before any rank can finish fn and close its own: a rank that
+            # returns at once would otherwise close a pair its peer is still connecting ("closed by peer")
+            dist.barrier()
         try:
             value = fn(RankContext(rank, world_size), *args)
         finally:
