@@ -252,7 +252,7 @@ def _other_torch_paths(world_size: int) -> dict[str, Any]:
     gathers = pg.allgather_calls["artune"]
     sharded, reference = mlp(), mlp()
     for layer in (sharded[0], sharded[2], sharded):
-        fully_shard(layer)
+        fully_shard(layer, mesh=mesh)  # its default mesh is the GPU's where there is one (one per rank)
     sharded(torch.randn(8, 16, generator=torch.Generator().manual_seed(dist.get_rank()))).sum().backward()
     for r in range(world_size):
         reference(torch.randn(8, 16, generator=torch.Generator().manual_seed(r))).sum().backward()
@@ -375,7 +375,8 @@ def test_unmodified_program_uses_the_entry_point_and_exits_cleanly(tmp_path: Pat
     _fake_install(tmp_path)
     script = tmp_path / "train.py"
     script.write_text(textwrap.dedent(_PROGRAM))
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT / "src")])}
+    paths = [str(tmp_path), str(ROOT / "src"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     env.pop("TORCH_DEVICE_BACKEND_AUTOLOAD", None)
     proc = subprocess.run(
         [sys.executable, str(script), "2", str(free_port())], env=env, capture_output=True, text=True, timeout=80
