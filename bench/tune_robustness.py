@@ -335,6 +335,7 @@ def summary(runs: list[dict[str, Any]], load: int = 0) -> dict[str, Any]:
         "behind_by_1pct_point": sum(m > MAX_MARGIN for m in margin),
         "not_quiet": sum(r.get("steal", 0.0) > MAX_STEAL for r in runs),
         "worst_steal": max((r.get("steal", 0.0) for r in runs), default=0.0),
+        "quiet": _quiet_figures([r for r in runs if r.get("steal", 0.0) <= MAX_STEAL]),
         "printed_loss": sum(r["printed_loss"] for r in runs),
         "refused": sum(r["rc"] == 1 for r in runs),
         "installed_losing": sum(r["printed_loss"] and r["rc"] == 0 for r in runs),
@@ -353,6 +354,17 @@ def summary(runs: list[dict[str, Any]], load: int = 0) -> dict[str, Any]:
     else:
         out["holds"] = out["printed_loss"] == 0 and out["behind_by_1pct"] == 0 and out["unjustified"] == 0
     return out
+
+
+def _quiet_figures(quiet: list[dict[str, Any]]) -> dict[str, Any]:
+    """The margins of the runs that were quiet (the hypervisor took at most ``MAX_STEAL``)."""
+    return {
+        "runs": len(quiet),
+        "worst_margin": max((r["margin"] for r in quiet), default=math.nan),
+        "behind_by_1pct": sum(r["margin_low"] > MAX_MARGIN for r in quiet),
+        "behind_by_1pct_point": sum(r["margin"] > MAX_MARGIN for r in quiet),
+        "printed_loss": sum(r["printed_loss"] for r in quiet),
+    }
 
 
 def report(s: dict[str, Any]) -> list[str]:
@@ -387,6 +399,13 @@ def report(s: dict[str, Any]) -> list[str]:
         else ("no loss printed, none behind the best fixed rule by more than 1%, every band justified")
     )
     verdict = {True: "HOLDS", False: "FAILS", None: "CANNOT JUDGE"}[s["holds"]]
+    q = s["quiet"]
+    if s["not_quiet"] and q["runs"]:
+        lines.append(
+            f"the {q['runs']} quiet run(s) alone: margin worst {q['worst_margin']:+.1%}, {q['behind_by_1pct']} behind "
+            f"by more than {MAX_MARGIN:.0%} over the whole interval ({q['behind_by_1pct_point']} by the point "
+            f"estimate), {q['printed_loss']} printed a loss"
+        )
     if s["holds"] is None:
         bar += (
             f": {s['not_quiet']} of {s['runs']} runs were not quiet (the hypervisor took up to "

@@ -53,6 +53,7 @@ def test_the_bar_quiet_and_under_load() -> None:
     stolen = bench.summary([*good, run(1 << 20) | {"steal": 0.35}])  # the host took a third of the CPU
     assert stolen["holds"] is None and stolen["not_quiet"] == 1
     assert "CANNOT JUDGE the bar" in bench.report(stolen)[-1] and "up to 35%" in bench.report(stolen)[-1]
+    assert stolen["quiet"]["runs"] == 3 and "the 3 quiet run(s) alone: margin worst +0.0%" in bench.report(stolen)[-2]
     refused = bench.summary([*good, run(1 << 20, loss=True, rc=1)], load=1)
     assert refused["holds"] and refused["refused"] == 1 and refused["installed_losing"] == 0
     assert not bench.summary([*good, run(1 << 20, loss=True, rc=0)], load=1)["holds"]  # installed while losing
