@@ -226,9 +226,9 @@ class Communicator:
         )
         groups = [n for n, a in self._algorithms.by_name.items() if isinstance(a, ProcessGroupAlgorithm)]
         if not groups:  # a NCCL-only group whose ranks share a GPU
-            why = "; ".join(f"{n}: {r}" for n, r in self._algorithms.unavailable.items() if n == "nccl")
+            why = self._algorithms.unavailable.get("nccl", "no backend")
             self._algorithms.close()
-            raise ArtuneError(f"Communicator(): the process group cannot reduce here ({why or 'no backend'})")
+            raise ArtuneError(f"Communicator(): the process group cannot reduce here (nccl: {why})")
         self._baseline = groups[0]
         self._baselines = devices.baselines(self._algorithms.by_name)
         #: catalog algorithms not open here, with why (symmetric memory, engine kernels)
