@@ -54,6 +54,12 @@ def test_the_bar_quiet_and_under_load() -> None:
     assert stolen["holds"] is None and stolen["not_quiet"] == 1
     assert "CANNOT JUDGE the bar" in bench.report(stolen)[-1] and "up to 35%" in bench.report(stolen)[-1]
     assert stolen["quiet"]["runs"] == 3 and "the 3 quiet run(s) alone: margin worst +0.0%" in bench.report(stolen)[-2]
+    # --quiet 3: the bar is judged on the three quiet runs; the stolen one is reported beside them, not judged
+    judged = bench.summary([*good, run(1 << 20, margin=0.2, low=0.1) | {"steal": 0.35}], quiet=3)
+    assert judged["holds"] and judged["behind_by_1pct"] == 1 and judged["quiet"]["behind_by_1pct"] == 0
+    assert "HOLDS the bar" in bench.report(judged)[-1] and "judged on the 3 quiet run(s)" in bench.report(judged)[-1]
+    assert not bench.summary([*good, run(1 << 20, justified=False)], quiet=4)["holds"]  # a quiet run's band counts
+    assert bench.summary([*good, run(1 << 20) | {"steal": 0.35}], quiet=4)["holds"] is None  # only 3 were quiet
     refused = bench.summary([*good, run(1 << 20, loss=True, rc=1)], load=1)
     assert refused["holds"] and refused["refused"] == 1 and refused["installed_losing"] == 0
     assert not bench.summary([*good, run(1 << 20, loss=True, rc=0)], load=1)["holds"]  # installed while losing
