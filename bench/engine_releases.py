@@ -22,12 +22,14 @@ Exit status 1 when any release does not read or any probe disagrees.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from artune.errors import ArtuneError, ReleaseUnavailable
@@ -60,21 +62,28 @@ class Row:
         return self.reads == "yes" and self.probes > 0 and self.equal == self.probes
 
 
-def _fresh_reading(engine: str, version: str) -> tuple[float, int]:
-    """Seconds a fresh reading of the release takes (no reading kept from an earlier run), and the lines
-    ``artune check`` prints for it."""
+@contextlib.contextmanager
+def _empty_readings() -> Iterator[None]:
+    """No reading kept from an earlier run, for as long as the release is verified: the reading made here is
+    kept in a folder removed at the end (the evaluated release outlives its first use and keeps what it reads
+    later into the folder it was made with, which must exist until then)."""
     saved = os.environ.get("ARTUNE_READINGS_DIR")
     with tempfile.TemporaryDirectory(prefix="artune-readings-") as empty:
         os.environ["ARTUNE_READINGS_DIR"] = empty
         try:
-            start = time.perf_counter()
-            found = source_findings(open_source(f"{engine}=={version}"))
-            return time.perf_counter() - start, len(found)
+            yield
         finally:
             if saved is None:
                 os.environ.pop("ARTUNE_READINGS_DIR", None)
             else:
                 os.environ["ARTUNE_READINGS_DIR"] = saved
+
+
+def _fresh_reading(engine: str, version: str) -> tuple[float, int]:
+    """Seconds a fresh reading of the release takes, and the lines ``artune check`` prints for it."""
+    start = time.perf_counter()
+    found = source_findings(open_source(f"{engine}=={version}"))
+    return time.perf_counter() - start, len(found)
 
 
 def run_release(engine: str, version: str, record: bool = False) -> Row:
@@ -85,8 +94,9 @@ def run_release(engine: str, version: str, record: bool = False) -> Row:
     except ReleaseUnavailable as err:
         return Row(engine, version, f"no wheel: {err}")
     try:
-        read_seconds, findings = _fresh_reading(engine, version)
-        result = verify(f"{engine}=={version}", record=record, keep=1)
+        with _empty_readings():
+            read_seconds, findings = _fresh_reading(engine, version)
+            result = verify(f"{engine}=={version}", record=record, keep=1)
     except ArtuneError as err:
         return Row(engine, version, f"no: {err}", seconds=time.perf_counter() - start)
     first = ""

@@ -84,14 +84,20 @@ def calls_for(size: int) -> int:
     return max(3, min(400, (16 << 20) // max(size, 1)))
 
 
-def _score_rank(rank: int, world: int, port: int, job: dict[str, Any], out_path: str) -> None:
-    try:  # Linux: end with the bench (a killed bench must not leave its ranks scoring on)
+def _end_with_the_bench() -> None:
+    """Linux: this process ends when the bench does (a killed bench must not leave a tune or its scoring
+    ranks running on the machine the next batch measures)."""
+    try:
         import ctypes
         import signal
 
         ctypes.CDLL("libc.so.6").prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+
+
+def _score_rank(rank: int, world: int, port: int, job: dict[str, Any], out_path: str) -> None:
+    _end_with_the_bench()
     import torch
     import torch.distributed as dist
 
@@ -240,7 +246,7 @@ def one_run(i: int, args: argparse.Namespace) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "artune", "tune", "--world-size", str(args.world_size), "--out", str(folder)]
     cmd += ["--no-install", "--no-progress"] + (["--budget", str(args.budget)] if args.budget else [])
     started, at_start = time.monotonic(), _cpu_times()
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, preexec_fn=_end_with_the_bench)
     wall = time.monotonic() - started
     steal_tune = _steal(at_start, _cpu_times())
     if done.returncode not in (0, 1) or not (folder / "table.toml").is_file():

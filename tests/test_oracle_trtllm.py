@@ -19,6 +19,7 @@ the function (a caveat that touches the call). Without g++ these tests skip.
 
 from __future__ import annotations
 
+import functools
 import shutil
 import tarfile
 from pathlib import Path
@@ -29,6 +30,7 @@ from artune.errors import OracleUnavailable
 from artune.formats.trtllm.read import HEADER, arch_of, read_trtllm
 from artune.oracles import RAISES
 from artune.oracles import trtllm as oracle
+from artune.table.types import Caveat
 
 FIXTURES = Path(__file__).parent / "fixtures"
 REVISIONS = FIXTURES / "trtllm-revisions" / "revisions.tar.xz"
@@ -105,15 +107,20 @@ BOUNDS = f"{HIDDEN_TEST}\n{TOKENS_TEST})"
 REORDERED = f"{TOKENS_TEST}\n{HIDDEN_TEST})"
 
 
+@functools.lru_cache(maxsize=16)
+def caveats(root: Path, sm: int) -> tuple[Caveat, ...]:
+    """artune's caveats on its table for ``sm`` read from ``root`` (read once: thousands of probes ask)."""
+    return tuple(read_trtllm(str(root)).tables.resolve(arch_of(sm), quiet=True).caveats)
+
+
 def named(root: Path, probe: oracle.ShapeProbe, line: int | None = None) -> bool:
     """Whether artune's table for the probe's SM has a caveat naming selectStrategyLookUpTable (at ``line``)
     that touches the probe's world size."""
-    table = read_trtllm(str(root)).tables.resolve(arch_of(probe.sm), quiet=True)
     return any(
         c.function.startswith("selectStrategyLookUpTable")
         and c.touches(probe.tp)
         and (line is None or c.where.endswith(f":{line}"))
-        for c in table.caveats
+        for c in caveats(root, probe.sm)
     )
 
 

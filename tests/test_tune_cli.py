@@ -160,3 +160,64 @@ def test_real_verify_of_a_one_band_table_whose_fallback_is_faster(tmp_path: Path
     assert run.returncode == 1, run.stdout + run.stderr[-3000:]
     assert "ws=2 band [0, inf) (gloo over fallback shm_one_shot): at 256 " in run.stdout
     assert "DRIFTED" in run.stdout and "1 check(s), 1 drifted" in run.stdout
+
+
+def _marked(mark: str) -> list[int]:
+    """The processes whose environment holds ``ARTUNE_TEST_MARK=mark`` (a command, its fork server, its ranks)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and f"ARTUNE_TEST_MARK={mark}".encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:  # gone, or not ours to read
+            continue
+    return found
+
+
+def _wait(until: Any, what: str, deadline_s: float = 60.0) -> None:
+    import time
+
+    end = time.monotonic() + deadline_s
+    while not until():
+        assert time.monotonic() < end, f"still waiting after {deadline_s:.0f}s: {what}"
+        time.sleep(0.1)
+
+
+def _segments() -> set[str]:
+    return {p.name for p in Path("/dev/shm").glob("*artune_*")} if Path("/dev/shm").is_dir() else set()
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="reads /proc")
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGKILL"])
+def test_a_tune_ended_by_a_signal_leaves_no_rank_running(tmp_path: Path, sig: str) -> None:
+    """A job scheduler's SIGTERM ends ``artune tune`` as Ctrl-C does (exit 143, one line, its ranks ended and
+    its shared memory unlinked); even SIGKILL, which nothing can catch, takes its ranks with it."""
+    import signal
+    import uuid
+
+    mark = uuid.uuid4().hex
+    env = {**os.environ, "ARTUNE_CACHE_DIR": str(tmp_path / "cache"), "ARTUNE_TEST_MARK": mark}
+    before = _segments()
+    argv = ["tune", "--world-size", "2", "--quick", "--no-install", "--no-progress", "--out", str(tmp_path / "t")]
+    tune = subprocess.Popen(
+        [sys.executable, "-m", "artune", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        _wait(lambda: len(_marked(mark)) >= 4 or tune.poll() is not None, "the tune's fork server and two ranks")
+        assert tune.poll() is None, tune.communicate()
+        tune.send_signal(getattr(signal, sig))
+        _, err = tune.communicate(timeout=60)
+    finally:
+        if tune.poll() is None:
+            tune.kill()
+            tune.communicate()
+    if sig == "SIGTERM":
+        assert tune.returncode == 143 and err.strip().splitlines()[-1] == "artune tune: terminated", err[-2000:]
+        assert "Traceback" not in err
+    _wait(lambda: not _marked(mark), "the ranks to end with the tune")
+    if sig == "SIGTERM":  # (a SIGKILLed rank cannot unlink what it made: its peers' deadlines and names do)
+        assert _segments() <= before

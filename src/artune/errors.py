@@ -31,6 +31,8 @@ not be had (``SourceUnavailable``: retry, or use a cache). The tree:
     Unwind                              not an error: how the evaluator of engine code carries a
                                         ``return``, ``break`` or ``continue`` out of the statements it
                                         runs; it never leaves ``artune.formats.pyeval``
+    Terminated (a KeyboardInterrupt)    not an error: SIGTERM while an ``artune`` command runs, raised
+                                        where it was, so that its cleanup runs as for Ctrl-C
 
 The groups without a class name ("bad input", "running a collective") are
 how the classes read, not classes to catch: catch the one you handle, or
@@ -173,3 +175,9 @@ class Unwind(Exception):  # a signal, not an error
     def __init__(self, value: object) -> None:
         super().__init__()
         self.value = value
+
+
+class Terminated(KeyboardInterrupt):
+    """Not an error: SIGTERM while an ``artune`` command runs (``artune.cli.main``), raised where the command
+    was so that its cleanup runs as for Ctrl-C: its ranks ended, its shared memory unlinked (the signal's
+    default action would end the process and leave them behind). The command exits 143."""

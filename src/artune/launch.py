@@ -8,11 +8,14 @@ its rank, and ranks still running at the deadline are killed.
 
 from __future__ import annotations
 
+import _thread
 import multiprocessing as mp
 import os
 import pickle
 import queue
+import select
 import socket
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -38,6 +41,30 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+#: seconds a rank whose launcher ended has to run its own cleanup before it exits regardless
+ORPHAN_GRACE_S = 5.0
+
+
+def _end_with_launcher(pid: int) -> None:
+    """End this rank when the process that launched it ends, however it ends (SIGKILL, the OOM killer): a
+    daemon thread waits on the launcher's pidfd (Linux), then interrupts the rank's main thread so that its
+    cleanup runs (a communicator closed, its shared memory unlinked), and exits after ``ORPHAN_GRACE_S``
+    regardless. Nothing else would end it: a forked rank's parent is the fork server, which lives as long as
+    any process it forked, and a rank blocked on its peer or on results no one reads waits forever."""
+    try:
+        fd = os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux (spawned ranks), or the launcher is gone already
+        return
+
+    def watch() -> None:
+        select.select([fd], [], [])
+        _thread.interrupt_main()
+        time.sleep(ORPHAN_GRACE_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="artune-launcher-watch", daemon=True).start()
+
+
 def _rank_main(
     fn: Callable[..., Any],
     rank: int,
@@ -48,7 +75,10 @@ def _rank_main(
     init_timeout: float,
     env: dict[str, str],
     backend: str = "gloo",
+    launcher: int = 0,
 ) -> None:
+    if launcher:
+        _end_with_launcher(launcher)
     os.environ.clear()  # the parent's environment as it was at the call, as a spawned rank would have it
     os.environ.update(env)
     os.environ.update(
@@ -121,7 +151,7 @@ def run_ranks(
     procs = [
         ctx.Process(
             target=_rank_main,
-            args=(fn, rank, world_size, port, args, results, min(timeout, 60.0), environment, backend),
+            args=(fn, rank, world_size, port, args, results, min(timeout, 60.0), environment, backend, os.getpid()),
             daemon=True,
         )
         for rank in range(world_size)

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from artune.errors import ArtuneError, SourceUnavailable
+from artune.errors import ArtuneError, SourceUnavailable, Terminated
 
 #: the exit status of an error: bad input, or what comes from outside not being here
 BAD_INPUT, UNAVAILABLE = 2, 3
@@ -58,11 +60,31 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="artune: %(levelname)s: %(message)s",
     )
+    previous = _exit_on_sigterm()
     try:
         return int(args.run(args) or 0)
     except ArtuneError as err:
         print(f"artune {args.command}: error: {err}", file=sys.stderr)
         return exit_status(err)
-    except KeyboardInterrupt:
-        print(f"artune {args.command}: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as err:
+        terminated = isinstance(err, Terminated)
+        print(f"artune {args.command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
+        return 128 + (signal.SIGTERM if terminated else signal.SIGINT)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise Terminated
+
+
+def _exit_on_sigterm() -> Any:
+    """SIGTERM raises ``Terminated`` while a command runs; the handler it replaced (``None`` where none is
+    replaced: one the embedding program set, or not the main thread)."""
+    try:
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return None
+        return signal.signal(signal.SIGTERM, _terminated)
+    except ValueError:  # not the main thread
+        return None

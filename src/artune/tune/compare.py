@@ -90,7 +90,7 @@ import functools
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
 from functools import cached_property
@@ -174,6 +174,11 @@ class Pooled:
     """
 
     calls: tuple[Measurement, ...]
+    #: ``FasterRule.compare`` of this against another pooled candidate, by the other's identity and the rule:
+    #: the band rules, the duel and the verdict ask the same pairs again, and pooled calls never change
+    compared: dict[tuple[int, FasterRule], tuple[Pooled, Comparison]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def __post_init__(self) -> None:
         if not self.calls:
@@ -351,7 +356,7 @@ def median_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) 
     n = len(ordered)
     if n == 0:
         return math.nan, 0.0, math.inf
-    mid = float(np.median(ordered))
+    mid = float(ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2)
     k = _sign_rank(n, level)
     if k == 0:
         return mid, 0.0, math.inf
@@ -393,7 +398,9 @@ def spent_ratio(ta: np.ndarray, tb: np.ndarray) -> float:
     """The time ``a``'s paired turns ``ta`` spent over ``b``'s ``tb`` (rows: rounds), the slowest ``RARE`` of
     all their turns capped at one value, the slowest of the rest (the module's **Tails**)."""
     sa, sb = ta.sum(axis=1), tb.sum(axis=1)
-    cap = np.quantile(np.concatenate([sa, sb]), 1.0 - RARE, method="higher")
+    both = np.concatenate([sa, sb])
+    at = math.ceil((len(both) - 1) * (1.0 - RARE))  # the "higher" quantile: a value of the data, not between two
+    cap = np.partition(both, at)[at]
     return float(np.minimum(sa, cap).sum() / np.minimum(sb, cap).sum())
 
 
@@ -428,6 +435,14 @@ class FasterRule:
 
     def compare(self, a: Timed, b: Timed) -> Comparison:
         """``a`` against ``b``: paired over the rounds of calls that timed both, else from each one's turns."""
+        if not isinstance(a, Pooled):
+            return self._compare(a, b)
+        kept = a.compared.get((id(b), self))
+        if kept is None or kept[0] is not b:  # an identity: the other object kept alive beside its answer
+            kept = a.compared[(id(b), self)] = (b, self._compare(a, b))
+        return kept[1]
+
+    def _compare(self, a: Timed, b: Timed) -> Comparison:
         ca, cb, size = a.candidate, b.candidate, a.size_bytes
         ok_a, ok_b = usable(a), usable(b)
         if not ok_a or not ok_b:
