@@ -34,7 +34,7 @@ tune: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
-	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist worksteal
 
 $(BIN)/.docs: $(BIN)/.installed pyproject.toml
 	$(BIN)/python -m pip install --quiet -e ".[test,docs]"

@@ -14,6 +14,7 @@ import os
 import pickle
 import queue
 import select
+import signal
 import socket
 import threading
 import time
@@ -162,6 +163,11 @@ def run_ranks(
     outcome: dict[int, tuple[str, Any]] = {}
     try:
         _collect(procs, results, outcome, deadline)
+    except BaseException:  # the caller interrupted (Ctrl-C, SIGTERM): so are its ranks, whose cleanup runs
+        for proc in procs:
+            if proc.is_alive() and proc.pid is not None:
+                os.kill(proc.pid, signal.SIGINT)
+        raise
     finally:
         for proc in procs:
             proc.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))

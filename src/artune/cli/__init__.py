@@ -3,8 +3,9 @@
 Exit codes: 0 success, 1 findings (``check``) or drift (``verify``), 2 bad
 input (a file that cannot be read, a malformed option), 3 something fetched
 from outside could not be had (an engine release while the registry is
-unreachable: retry, or use a cache). Errors are always one clear line, never
-a traceback.
+unreachable: retry, or use a cache), 130 interrupted (Ctrl-C), 143 terminated
+(SIGTERM: the command's cleanup runs as for Ctrl-C). Errors are always one
+clear line, never a traceback.
 """
 
 from __future__ import annotations
