@@ -3,7 +3,9 @@
 This is how ``artune tune`` and ``artune bench`` start their ranks when not
 under ``torchrun``, and how the tests run multi-process code: every rank's
 result comes back, a failing rank's traceback is re-raised in the parent with
-its rank, and ranks still running at the deadline are killed.
+its rank, and ranks still running at the deadline are killed. A caller that is
+interrupted interrupts its ranks, and a rank whose caller ended, however it
+ended, ends too: nothing is left running.
 """
 
 from __future__ import annotations
