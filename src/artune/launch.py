@@ -60,7 +60,9 @@ def _end_with_launcher(pid: int) -> None:
         return
 
     def watch() -> None:
-        select.select([fd], [], [])
+        ended = select.poll()  # (poll, not select: no limit on the descriptor's number)
+        ended.register(fd, select.POLLIN)
+        ended.poll()
         _thread.interrupt_main()
         time.sleep(ORPHAN_GRACE_S)
         os._exit(1)
