@@ -207,7 +207,9 @@ def test_a_tune_ended_by_a_signal_leaves_no_rank_running(tmp_path: Path, sig: st
         env=env,
     )
     try:
-        _wait(lambda: len(_marked(mark)) >= 4 or tune.poll() is not None, "the tune's fork server and two ranks")
+        # the tune, its resource tracker, its fork server and both ranks: a rank still being forked when the tune
+        # ends prints the fork server's traceback (a known gap, not what this test is about)
+        _wait(lambda: len(_marked(mark)) >= 5 or tune.poll() is not None, "the tune's fork server and two ranks")
         assert tune.poll() is None, tune.communicate()
         tune.send_signal(getattr(signal, sig))
         _, err = tune.communicate(timeout=60)
