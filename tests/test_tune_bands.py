@@ -114,10 +114,11 @@ def test_a_sliver_merges_into_its_neighbours_whatever_won_it() -> None:
 
 
 def test_an_island_needs_its_own_evidence_even_where_it_is_the_published_choice() -> None:
-    """Two-shot from 1 to 4 MiB between one-shot bands, ahead only at 2 MiB: one size is not a band, so
-    one-shot keeps every size, which it may, being faster than the published two-shot at 4 MiB and up."""
+    """Two-shot from 1 to 4 MiB between one-shot bands, ahead only at 2 MiB (level at 1 MiB): one size is not
+    a band, so one-shot keeps every size, which it may, being faster than the published two-shot at 4 MiB and
+    up."""
     points = {
-        "256KiB": (260.0, 338.0), "1MiB": (1000.0, 1100.0), "2MiB": (2000.0, 1800.0), "4MiB": (4000.0, 4400.0),
+        "256KiB": (260.0, 338.0), "1MiB": (1000.0, 1005.0), "2MiB": (2000.0, 1800.0), "4MiB": (4000.0, 4400.0),
         "16MiB": (16000.0, 17600.0), "64MiB": (64000.0, 70400.0),
     }  # fmt: skip
     derived = plan(("1MiB", ONE), ("4MiB", TWO), (None, ONE))
@@ -131,6 +132,31 @@ def test_an_island_needs_its_own_evidence_even_where_it_is_the_published_choice(
     kept, why = shape(derived, ledger(held), DEEPSPEED, CPU, 256)
     assert kept.bands == derived.bands
     assert [a.why for a in why.audits] == [Justification.PUBLISHED, Justification.FASTER, Justification.FASTER]
+
+
+def test_an_island_slower_at_one_of_its_own_sizes_is_noise_however_often_it_was_faster() -> None:
+    """The fresh tune's six-band table: one-shot from 448 KiB to 1 MiB between two-shot bands, faster at
+    three of its sizes and slower at two. The two took turns there: one crossover, no island."""
+    points = {
+        "64KiB": (70.0, 63.0), "256KiB": (260.0, 234.0), "448KiB": (400.0, 440.0), "528KiB": (520.0, 470.0),
+        "608KiB": (560.0, 620.0), "704KiB": (650.0, 720.0), "832KiB": (830.0, 750.0), "2MiB": (2100.0, 1900.0),
+        "16MiB": (16000.0, 14500.0),
+    }  # fmt: skip
+    derived = plan(("48KiB", ONE), ("448KiB", TWO), ("1MiB", ONE), (None, TWO))
+    shaped, how = shape(derived, ledger(points), DEEPSPEED, CPU, 256)
+    assert ONE not in [b.candidates[0] for b in shaped.bands[1:]]
+    island = next(m for m in how.merges if m.lower == 448 << 10)
+    assert (island.algorithm, island.into) == (ONE, TWO)
+    assert island.why == (
+        "an island, faster than shm_two_shot at 3 sizes (448KiB-704KiB) and slower at 2 sizes (528KiB-832KiB); "
+        "a band is slower at none"
+    )
+    assert all(a.why is not Justification.NONE for a in how.audits)
+    # without the two losses the same three leads hold the island up
+    held = points | {"528KiB": (520.0, 525.0), "832KiB": (830.0, 835.0)}
+    kept, why = shape(derived, ledger(held), DEEPSPEED, CPU, 256)
+    assert [b.candidates[0] for b in kept.bands] == [ONE, TWO, ONE, TWO]
+    assert why.audits[2].why is Justification.FASTER and why.audits[2].slower == ()
 
 
 def test_a_band_between_two_others_stands_on_two_sizes_and_else_goes_to_the_published_side() -> None:

@@ -58,8 +58,9 @@ def test_a_derived_table_that_its_held_out_check_puts_behind_a_fixed_rule_ships_
     assert ships is not None and ships.replaced and ships.vouched and ships.shipped == "always shm_two_shot"
     assert [b.candidates for b in result.plan.bands] == [("shm_two_shot",)]
     assert result.derived is not None and result.derived != result.plan
-    (why,) = ships.beaten
-    assert why.check == "held-out regret" and why.ahead == "always shm_two_shot" and why.ratio < 1 / 1.01
+    (why,) = [a for a in ships.beaten if a.check == "held-out regret"]  # the duel may agree: it met the change too
+    assert why.ahead == "always shm_two_shot" and why.ratio < 1 / 1.01
+    assert all(a.ahead == "always shm_two_shot" for a in ships.beaten)
     regret = result.regret
     assert regret.geomean(regret.rules.index("always shm_two_shot")) * 1.01 < regret.tuned_geomean
     notes = build_table([result], cpu_platform()).provenance.notes

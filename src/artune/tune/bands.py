@@ -14,7 +14,9 @@ until nothing changes (the first two, one band at a time, before the third):
 2. **A further band needs its own evidence.** An island, a band between two
    bands of one other algorithm (a second crossover between the two), must
    be faster than that algorithm, beyond the tie band, at ``MIN_SIZES`` of
-   its own sizes at least: a single bisection point is not enough.
+   its own sizes at least, and slower at none: a single bisection point is
+   not enough, and a stretch where the two take turns is noise, not a
+   second crossover.
 3. **Leaving the published rule takes evidence.** Where the plan runs
    another algorithm than the published rule (DeepSpeed's 1 MiB switch on a
    CPU, NCCL on CUDA), its algorithm must be faster than the published one,
@@ -240,8 +242,16 @@ class Ledger:
 
     def faster_at(self, name: str, rivals: Iterable[str], lower: int, upto: int | None) -> list[int]:
         """The sizes in ``[lower, upto]`` where ``name`` was faster than every rival timed with it."""
-        rivals = tuple(rivals)
-        return [s for s in self.within(lower, upto) if (v := self.verdict(name, rivals, s)) and v[0] == FASTER]
+        return self._where(FASTER, name, tuple(rivals), lower, upto)
+
+    def slower_at(self, name: str, rivals: Iterable[str], lower: int, upto: int | None) -> list[int]:
+        """The sizes in ``[lower, upto]`` where ``name`` was slower than a rival timed with it."""
+        return self._where(SLOWER, name, tuple(rivals), lower, upto)
+
+    def _where(
+        self, verdict: PairVerdict, name: str, rivals: tuple[str, ...], lower: int, upto: int | None
+    ) -> list[int]:
+        return [s for s in self.within(lower, upto) if (v := self.verdict(name, rivals, s)) and v[0] == verdict]
 
 
 def published_spans(table: Table, world_size: int, available: Collection[str], hosts: int = 1) -> list[Span]:
@@ -410,9 +420,13 @@ class _Rules:
             return None
         around = spans[i - 1][2]
         won = self.ledger.faster_at(name, [around], lo, up)
-        if len(won) >= MIN_SIZES:
+        lost = self.ledger.slower_at(name, [around], lo, up)
+        if len(won) >= MIN_SIZES and not lost:
             return None
-        return (1, len(won), width), f"an island, faster than {around} at {_sizes(won)}; a band takes {MIN_SIZES}"
+        why = f"an island, faster than {around} at {_sizes(won)}"
+        if lost:
+            return (1, len(won) - len(lost), width), f"{why} and slower at {_sizes(lost)}; a band is slower at none"
+        return (1, len(won), width), f"{why}; a band takes {MIN_SIZES}"
 
     def merge(self, spans: list[Span], i: int, why: str) -> tuple[list[Span], Merge]:
         """Band ``i`` given to its neighbours (see the module)."""
