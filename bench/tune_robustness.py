@@ -5,14 +5,18 @@ run whose own checks contradict each other: it writes its table and installs not
 error). Its table is then scored by a scorer that shares nothing with the tuner's harness or its rule for
 "faster": its own two processes (``torch.multiprocessing``, a gloo group), an ``artune.Communicator`` with
 the algorithm forced per call, and plain ``time.perf_counter`` around K back-to-back calls (a barrier
-before, the slower rank's time kept). At 12 off-grid sizes drawn afresh per run (log spaced from 256 B to
-64 MiB, jittered, never a power of two) every algorithm with its default parameters and the tuned table's
-choice are timed, interleaved, over 15 rounds (the order reversed every other round); a candidate's time at
-a size is the median over rounds of its per-call time. The regret of a rule at a size is its choice's time
-over the fastest candidate's, summarized by the geometric mean over the sizes. The margin of the tuned table
-over the best fixed rule (its regret over the rule's, less 1) comes with a 90% interval, a paired bootstrap
-over the rounds; a run is behind the rule when the whole interval is beyond the bar. The rules: the tuned table,
-DeepSpeed's 1 MiB rule (the bundled CPU default) and ``always <algorithm>`` for every algorithm.
+before, the slower rank's time kept; K is about 2 ms of the candidate's calls, 3 to 400). At 12 off-grid
+sizes drawn afresh per run (log spaced from 256 B to 64 MiB, jittered, never a power of two) every algorithm
+with its default parameters and the tuned table's choice are timed, interleaved, over 15 rounds (the order
+reversed every other round), in each of 3 fresh process pairs one after the other. A fresh pair is another
+draw of the machine (its buffers land elsewhere): one-shot's time over two-shot's moves by several percent
+from pair to pair, beyond its rounds' spread (``bench/pair_states.py``), so one pair's figures are one draw,
+not the machine a table is deployed to. A candidate's time at a size is the median over every pair's rounds
+of its per-call time. The regret of a rule at a size is its choice's time over the fastest candidate's,
+summarized by the geometric mean over the sizes. The margin of the tuned table over the best fixed rule (its
+regret over the rule's, less 1) comes with a 90% interval, a paired bootstrap over the pairs and their rounds;
+a run is behind the rule when the whole interval is beyond the bar. The rules: the tuned table, DeepSpeed's
+1 MiB rule (the bundled CPU default) and ``always <algorithm>`` for every algorithm.
 
 Per run it prints the independent regret, the best fixed rule and the margin over it, what the run shipped
 (the derived table or the fixed rule its own checks chose) and whether it printed a loss (``LOSES``), the
@@ -60,7 +64,9 @@ from typing import Any
 from artune.sizes import human_size
 
 SIZES = 12
-ROUNDS = 15
+STATES = 3  # fresh process pairs per scoring: each places its buffers anew, and that moves the ratios by a few %
+ROUNDS = 15  # rounds per process pair
+TURN_S = 2e-3  # a candidate's timed turn: about this long, 3 to 400 back-to-back calls
 LO, HI = 256, 64 << 20
 MAX_MARGIN = 0.01  # the issue's bar: no run behind the best fixed rule by more than 1% on this scorer
 MAX_STEAL = 0.05  # a run during which the hypervisor took more of the CPU time than this was not quiet
@@ -79,9 +85,11 @@ def held_out_sizes(count: int, seed: int) -> list[int]:
     return out
 
 
-def calls_for(size: int) -> int:
-    """Back-to-back calls per timed turn: about a few milliseconds of small calls, at least 3 big ones."""
-    return max(3, min(400, (16 << 20) // max(size, 1)))
+def calls_for(seconds: float) -> int:
+    """Back-to-back calls per timed turn of a candidate whose call took ``seconds`` (the slower rank's, in its
+    warm-up): about ``TURN_S`` of them, at least 3 and at most 400 (gloo's milliseconds no longer set the
+    scoring's time)."""
+    return max(3, min(400, math.ceil(TURN_S / max(seconds, 1e-9))))
 
 
 def _end_with_the_bench() -> None:
@@ -111,14 +119,19 @@ def _score_rank(rank: int, world: int, port: int, job: dict[str, Any], out_path:
         cands = [tuple(c) for c in job["candidates"]]  # (label, algorithm, params as json)
         for size in job["sizes"]:
             tensor = torch.ones(size // 4, dtype=torch.float32)
-            k = calls_for(size)
             todo = [c for c in cands if c[0] in job["at"][str(size)]]
-            for _label, name, params in todo:  # warm every route once
+            warm = torch.zeros(len(todo), dtype=torch.float64)
+            for j, (_label, name, params) in enumerate(todo):  # warm every route, then time it once
                 comm.all_reduce(tensor, algorithm=name, params=json.loads(params))
+                t0 = time.perf_counter()
+                comm.all_reduce(tensor, algorithm=name, params=json.loads(params))
+                warm[j] = time.perf_counter() - t0
+            dist.all_reduce(warm, op=dist.ReduceOp.MAX)  # every rank runs the same number of calls
+            calls = {c[0]: calls_for(float(w)) for c, w in zip(todo, warm, strict=True)}
             per: dict[str, list[float]] = {c[0]: [] for c in todo}
             for r in range(ROUNDS):
                 for label, name, params in todo if r % 2 == 0 else list(reversed(todo)):
-                    p = json.loads(params)
+                    p, k = json.loads(params), calls[label]
                     dist.barrier()
                     t0 = time.perf_counter()
                     for _ in range(k):
@@ -175,17 +188,21 @@ def score(table_path: Path, world: int, seed: int, work: Path) -> dict[str, Any]
             choices[name][s] = label
     for a in algorithms:
         choices[f"always {a}"] = {s: a for s in sizes}
-    out = work / f"score-{seed}.json"
     job = {"sizes": sizes, "candidates": list(cands.values()), "at": at}
-    mp.start_processes(
-        _score_rank, args=(world, _free_port(), job, str(out)), nprocs=world, start_method="spawn", join=True
-    )
-    rounds = {int(s): t for s, t in json.loads(out.read_text()).items()}
+    rounds: dict[int, dict[str, list[float]]] = {}
+    for state in range(STATES):  # each pair's rounds after the previous pair's
+        out = work / f"score-{seed}-{state}.json"
+        mp.start_processes(
+            _score_rank, args=(world, _free_port(), job, str(out)), nprocs=world, start_method="spawn", join=True
+        )
+        for s, per in json.loads(out.read_text()).items():
+            for label, values in per.items():
+                rounds.setdefault(int(s), {}).setdefault(label, []).extend(values)
     times = {s: {label: statistics.median(v) for label, v in per.items()} for s, per in rounds.items()}
     regret = {name: _regret(times, by_size, sizes) for name, by_size in choices.items()}
     fixed = {k: v for k, v in regret.items() if k != "tuned table"}
     best = min(fixed, key=lambda k: fixed[k])
-    low, high = margin_interval(rounds, choices["tuned table"], choices[best], sizes, seed)
+    low, high = margin_interval(rounds, choices["tuned table"], choices[best], sizes, seed, states=STATES)
     return {"sizes": sizes, "times": {str(s): t for s, t in times.items()}, "choices": choices, "regret": regret,
             "best": best, "margin_low": low, "margin_high": high}  # fmt: skip
 
@@ -203,18 +220,24 @@ def margin_interval(
     sizes: list[int],
     seed: int = 0,
     reps: int = 2000,
+    states: int = 1,
 ) -> tuple[float, float]:
     """The ``LEVEL`` interval of the tuned table's margin over the best fixed rule (its regret over the
-    rule's, less 1): a bootstrap over the scoring's rounds, each resampled round keeping every candidate's
-    time of that round (the rounds are paired: the candidates ran interleaved in them)."""
+    rule's, less 1): a bootstrap over the scoring's process pairs and, within each, its rounds; a resampled
+    round keeps every candidate's time of that round (the rounds are paired: the candidates ran interleaved
+    in them). ``rounds``' lists hold ``states`` pairs' rounds one pair after the other; a resampled pair is
+    the same at every size (one pair timed them all), so a pair whose placement favoured one algorithm counts
+    once, not once per size."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     logs = np.zeros(reps)
+    chosen = rng.integers(0, states, size=(reps, states, 1))  # the pairs of each resample
     for s in sizes:
         labels = list(rounds[s])
-        table = np.array([rounds[s][label] for label in labels])  # candidates x rounds
-        picks = rng.integers(0, table.shape[1], size=(reps, table.shape[1]))
+        table = np.array([rounds[s][label] for label in labels])  # candidates x (pairs x rounds)
+        per = table.shape[1] // states
+        picks = (chosen * per + rng.integers(0, per, size=(reps, states, per))).reshape(reps, states * per)
         medians = np.median(table[:, picks], axis=2)  # candidates x reps
         logs += np.log(medians[labels.index(tuned[s])]) - np.log(medians[labels.index(best[s])])
     margins = np.exp(logs / len(sizes)) - 1.0

@@ -89,3 +89,16 @@ def test_the_margins_interval_is_a_paired_bootstrap_over_rounds() -> None:
     assert low > 0.0  # the steady 5% alone keeps it behind
     same = bench.margin_interval(rounds, {1000: "one", 5000: "one"}, {1000: "one", 5000: "one"}, [1000, 5000])
     assert same == (0.0, 0.0)
+
+
+def test_a_process_pair_that_favours_one_rule_at_every_size_widens_the_interval() -> None:
+    """Three pairs of 15 rounds; in the last one the tuned choice is 10% slower at both sizes. Resampled as
+    pairs (the same pair at every size), the margin may be that pair's; as 45 loose rounds, it hardly moves."""
+    base = [10.0 + 0.1 * (r % 5) for r in range(15)]
+    slow = base + base + [t * 1.10 for t in base]
+    rounds = {s: {"one": base * 3, "two": slow} for s in (1000, 5000)}
+    args = (rounds, {1000: "two", 5000: "two"}, {1000: "one", 5000: "one"}, [1000, 5000])
+    loose = bench.margin_interval(*args)
+    pairs = bench.margin_interval(*args, states=3)
+    assert pairs[0] == 0.0 and pairs[1] > 0.08  # some resamples are the slow pair two or three times over
+    assert loose[1] < 0.05
