@@ -15,9 +15,14 @@ rounds; then, per size, how far those medians scatter over the
 Communicators (their standard deviation) beside how far the rounds alone
 would scatter them (the bootstrap's standard deviation of one median,
 averaged over the Communicators). A ratio near 1 says the rounds explain the
-scatter; well above 1, a pair or a Communicator is a draw of the machine of
-its own (its buffers' placement, its warm-up), and a tuner or a scorer that
-measures in one pair measures one draw.
+scatter; well above 1, something that lasts as long as a Communicator's
+rounds at one size (a second or so: a moment of the machine, or the pair
+itself) moves the ratio, and rounds timed back to back are one draw of it,
+however many there are. On the 2-core VM (2026-12-04, ``--pairs 3 --sizes
+1104,1088,14116,14080,20436,2464``) it was 2.4-4.4x at 13.8 and 20 KiB, where
+one Communicator found one-shot 1.25-1.59x slower at three consecutive sizes
+and the others 0.87-0.98x: hence the robustness scorer's rounds visit every
+size in turn.
 """
 
 from __future__ import annotations

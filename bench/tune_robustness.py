@@ -8,14 +8,16 @@ the algorithm forced per call, and plain ``time.perf_counter`` around K back-to-
 before, the slower rank's time kept; K is about 2 ms of the candidate's calls, 3 to 400). At 12 off-grid
 sizes drawn afresh per run (log spaced from 256 B to 64 MiB, jittered, never a power of two) every algorithm
 with its default parameters and the tuned table's choice are timed, interleaved, over 15 rounds (the order
-reversed every other round), in each of 3 fresh process pairs one after the other. A fresh pair is another
-draw of the machine (its buffers land elsewhere): one-shot's time over two-shot's moves by several percent
-from pair to pair, beyond its rounds' spread (``bench/pair_states.py``), so one pair's figures are one draw,
-not the machine a table is deployed to. A candidate's time at a size is the median over every pair's rounds
-of its per-call time. The regret of a rule at a size is its choice's time over the fastest candidate's,
-summarized by the geometric mean over the sizes. The margin of the tuned table over the best fixed rule (its
-regret over the rule's, less 1) comes with a 90% interval, a paired bootstrap over the pairs and their rounds;
-a run is behind the rule when the whole interval is beyond the bar. The rules: the tuned table, DeepSpeed's
+reversed every other round), a round visiting every size in turn, in each of 3 fresh process pairs one after
+the other. A moment of the machine lasts long enough to favour one algorithm at every call of a second or so
+(``bench/pair_states.py``: one-shot's time over two-shot's at 13.8 KiB went from 0.87x to 1.59x between
+Communicators, whose medians scattered 2-4x as far as their rounds alone would scatter them), so a size's
+rounds are spread over the whole scoring and over the pairs rather than timed back to back. A candidate's
+time at a size is the median over every pair's rounds of its per-call time. The regret of a rule at a size is
+its choice's time over the fastest candidate's, summarized by the geometric mean over the sizes. The margin of
+the tuned table over the best fixed rule (its regret over the rule's, less 1) comes with a 90% interval, a
+paired bootstrap over the pairs and their rounds; a run is behind the rule when the whole interval is beyond
+the bar. The rules: the tuned table, DeepSpeed's
 1 MiB rule (the bundled CPU default) and ``always <algorithm>`` for every algorithm.
 
 Per run it prints the independent regret, the best fixed rule and the margin over it, what the run shipped
@@ -114,32 +116,33 @@ def _score_rank(rank: int, world: int, port: int, job: dict[str, Any], out_path:
 
     torch.set_num_threads(1)  # as a rank of artune tune does: two ranks on two cores
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
-    times: dict[str, dict[str, float]] = {}
     with artune.Communicator(table=cpu_default()) as comm:
         cands = [tuple(c) for c in job["candidates"]]  # (label, algorithm, params as json)
-        for size in job["sizes"]:
-            tensor = torch.ones(size // 4, dtype=torch.float32)
-            todo = [c for c in cands if c[0] in job["at"][str(size)]]
-            warm = torch.zeros(len(todo), dtype=torch.float64)
-            for j, (_label, name, params) in enumerate(todo):  # warm every route, then time it once
-                comm.all_reduce(tensor, algorithm=name, params=json.loads(params))
+        sizes = job["sizes"]
+        tensors = {size: torch.ones(size // 4, dtype=torch.float32) for size in sizes}
+        todo = {size: [c for c in cands if c[0] in job["at"][str(size)]] for size in sizes}
+        calls: dict[int, dict[str, int]] = {}
+        for size in sizes:
+            warm = torch.zeros(len(todo[size]), dtype=torch.float64)
+            for j, (_label, name, params) in enumerate(todo[size]):  # warm every route, then time it once
+                comm.all_reduce(tensors[size], algorithm=name, params=json.loads(params))
                 t0 = time.perf_counter()
-                comm.all_reduce(tensor, algorithm=name, params=json.loads(params))
+                comm.all_reduce(tensors[size], algorithm=name, params=json.loads(params))
                 warm[j] = time.perf_counter() - t0
             dist.all_reduce(warm, op=dist.ReduceOp.MAX)  # every rank runs the same number of calls
-            calls = {c[0]: calls_for(float(w)) for c, w in zip(todo, warm, strict=True)}
-            per: dict[str, list[float]] = {c[0]: [] for c in todo}
-            for r in range(ROUNDS):
-                for label, name, params in todo if r % 2 == 0 else list(reversed(todo)):
-                    p, k = json.loads(params), calls[label]
+            calls[size] = {c[0]: calls_for(float(w)) for c, w in zip(todo[size], warm, strict=True)}
+        times: dict[str, dict[str, list[float]]] = {str(s): {c[0]: [] for c in todo[s]} for s in sizes}
+        for r in range(ROUNDS):  # a round visits every size: a size's rounds spread over the whole scoring
+            for size in sizes if r % 2 == 0 else sizes[::-1]:
+                for label, name, params in todo[size] if r % 2 == 0 else todo[size][::-1]:
+                    p, k = json.loads(params), calls[size][label]
                     dist.barrier()
                     t0 = time.perf_counter()
                     for _ in range(k):
-                        comm.all_reduce(tensor, algorithm=name, params=p)
+                        comm.all_reduce(tensors[size], algorithm=name, params=p)
                     took = torch.tensor([(time.perf_counter() - t0) / k * 1e6], dtype=torch.float64)
                     dist.all_reduce(took, op=dist.ReduceOp.MAX)
-                    per[label].append(float(took.item()))
-            times[str(size)] = per
+                    times[str(size)][label].append(float(took.item()))
     if rank == 0:
         Path(out_path).write_text(json.dumps(times))
     dist.destroy_process_group()
@@ -223,21 +226,21 @@ def margin_interval(
     states: int = 1,
 ) -> tuple[float, float]:
     """The ``LEVEL`` interval of the tuned table's margin over the best fixed rule (its regret over the
-    rule's, less 1): a bootstrap over the scoring's process pairs and, within each, its rounds; a resampled
-    round keeps every candidate's time of that round (the rounds are paired: the candidates ran interleaved
-    in them). ``rounds``' lists hold ``states`` pairs' rounds one pair after the other; a resampled pair is
-    the same at every size (one pair timed them all), so a pair whose placement favoured one algorithm counts
-    once, not once per size."""
+    rule's, less 1): a bootstrap over the scoring's process pairs and, within each, its rounds. A resampled
+    round keeps every candidate's time of that round at every size: a round visited every size within a
+    second or so, and the candidates of a size in turns, so a moment of the machine that favoured one
+    algorithm weighs on every size it touched, once per draw, not independently per size. ``rounds``' lists
+    hold ``states`` pairs' rounds one pair after the other (as many at every size)."""
     import numpy as np
 
     rng = np.random.default_rng(seed)
     logs = np.zeros(reps)
+    per = len(next(iter(rounds[sizes[0]].values()))) // states  # rounds per pair
     chosen = rng.integers(0, states, size=(reps, states, 1))  # the pairs of each resample
+    picks = (chosen * per + rng.integers(0, per, size=(reps, states, per))).reshape(reps, states * per)
     for s in sizes:
         labels = list(rounds[s])
         table = np.array([rounds[s][label] for label in labels])  # candidates x (pairs x rounds)
-        per = table.shape[1] // states
-        picks = (chosen * per + rng.integers(0, per, size=(reps, states, per))).reshape(reps, states * per)
         medians = np.median(table[:, picks], axis=2)  # candidates x reps
         logs += np.log(medians[labels.index(tuned[s])]) - np.log(medians[labels.index(best[s])])
     margins = np.exp(logs / len(sizes)) - 1.0

@@ -21,7 +21,8 @@ import socket
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -43,6 +44,9 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
+
+#: what ``run_ranks`` holds while it starts its ranks (see ``_signals_held``)
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 #: seconds a rank whose launcher ended has to run its own cleanup before it exits regardless
 ORPHAN_GRACE_S = 5.0
@@ -161,11 +165,12 @@ def run_ranks(
         )
         for rank in range(world_size)
     ]
-    for proc in procs:
-        proc.start()
     deadline = time.monotonic() + timeout
     outcome: dict[int, tuple[str, Any]] = {}
     try:
+        with _signals_held():
+            for proc in procs:
+                proc.start()
         _collect(procs, results, outcome, deadline)
     except BaseException:  # the caller interrupted (Ctrl-C, SIGTERM): so are its ranks, whose cleanup runs
         for proc in procs:
@@ -173,7 +178,7 @@ def run_ranks(
                 os.kill(proc.pid, signal.SIGINT)
         raise
     finally:
-        for proc in procs:
+        for proc in (p for p in procs if p.pid is not None):  # a start that raised leaves the rest unstarted
             proc.join(timeout=max(0.0, min(5.0, deadline - time.monotonic())))
         for proc in procs:
             if proc.is_alive():
@@ -187,6 +192,26 @@ def run_ranks(
     if errors:
         raise RankFailed("\n".join(errors))
     return [pickle.loads(outcome[r][1]) for r in range(world_size)]
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait until every rank has started, then arrive as they would have: a launcher that
+    unwinds while the fork server is still building a rank removes the results queue under it (the half-built
+    rank dies with a traceback), and the ranks already started would not be interrupted and joined. Only the
+    main thread handles signals; elsewhere this holds nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    held: list[int] = []
+    handlers = {sig: signal.signal(sig, lambda signum, _frame: held.append(signum)) for sig in HELD_SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, signal.SIG_DFL if handler is None else handler)  # None: set outside Python
+        if held:
+            signal.raise_signal(held[0])  # the handler restored above runs now (it may raise)
 
 
 def _collect(procs: list[Any], results: Any, outcome: dict[int, tuple[str, Any]], deadline: float) -> None:
