@@ -32,26 +32,26 @@ def terminated(signum, frame):
     raise Terminated
 
 
-signal.signal(signal.SIGTERM, terminated)
-started = []
-start = BaseProcess.start
-
-
 def start_then_signal(self):
+    rank = getattr(self, "_target", None) is launch._rank_main  # (start() drops _target)
     start(self)
-    if getattr(self, "_target", None) is launch._rank_main:
+    if rank:
         started.append(self)
         if len(started) == 1:  # between the first rank's start and the second's
             os.kill(os.getpid(), signal.SIGTERM)
 
 
-BaseProcess.start = start_then_signal
-try:
-    launch.run_ranks(ranks.sleep, 2, 60.0, timeout=90.0)
-    print(json.dumps({"raised": None}))
-except Terminated:
-    print(json.dumps({"raised": "Terminated", "started": len(started), "running": [p.is_alive() for p in started],
-                      "exitcodes": [p.exitcode for p in started]}))
+if __name__ == "__main__":  # the fork server imports this module too
+    signal.signal(signal.SIGTERM, terminated)
+    started = []
+    start = BaseProcess.start
+    BaseProcess.start = start_then_signal
+    try:
+        launch.run_ranks(ranks.sleep, 2, 60.0, timeout=90.0)
+        print(json.dumps({"raised": None}))
+    except Terminated:
+        print(json.dumps({"raised": "Terminated", "started": len(started),
+                          "running": [p.is_alive() for p in started], "exitcodes": [p.exitcode for p in started]}))
 '''
 
 
