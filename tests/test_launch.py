@@ -10,15 +10,15 @@ import subprocess
 import sys
 from pathlib import Path
 
-RANK = '''
+RANK = """
 import time
 
 
 def sleep(ctx, seconds):
     time.sleep(seconds)
-'''
+"""
 
-LAUNCHER = '''
+LAUNCHER = """
 import json, os, signal
 from multiprocessing.process import BaseProcess
 
@@ -52,7 +52,7 @@ if __name__ == "__main__":  # the fork server imports this module too
     except Terminated:
         print(json.dumps({"raised": "Terminated", "started": len(started),
                           "running": [p.is_alive() for p in started], "exitcodes": [p.exitcode for p in started]}))
-'''
+"""
 
 
 def test_a_sigterm_while_the_ranks_start_ends_every_rank_before_run_ranks_raises(tmp_path: Path) -> None:
