@@ -1,6 +1,6 @@
 """Is one process pair the machine? One-shot's time over two-shot's, in fresh process pairs and fresh Communicators.
 
-    python bench/pair_states.py [--pairs 6] [--rounds 11] [--sizes 2KiB,64KiB,512KiB,2MiB]
+    python bench/pair_states.py [--pairs 6] [--rounds 11] [--sizes 2KiB,64KiB,512KiB,2MiB] [--between 16MiB]
 
 A table is tuned in one pair of ranks and deployed to others. Each pair here
 is two fresh processes (``torch.multiprocessing``, a gloo group) that open an
@@ -8,7 +8,11 @@ is two fresh processes (``torch.multiprocessing``, a gloo group) that open an
 ``shm_one_shot`` and ``shm_two_shot`` take turns over ``--rounds`` rounds
 (the order reversed every other round), each turn about 2 ms of back-to-back
 calls timed with ``time.perf_counter`` (a barrier before, the slower rank's
-time kept), exactly as ``bench/tune_robustness.py`` scores a table. Per
+time kept), as ``bench/tune_robustness.py`` scores a table. With
+``--between 16MiB`` each of a turn's 20 calls comes after reading that much
+memory (a ``sum``, untimed), as a decode step's weights come between its
+all-reduces, and the calls alone are timed: the all-reduce a serving loop
+sees, its buffers no longer warm from the call before. Per
 Communicator and size it prints the median of the per-round ratios
 (one-shot's time over two-shot's) with its 90% bootstrap interval over the
 rounds; then, per size, how far those medians scatter over the
@@ -44,9 +48,10 @@ from tune_robustness import _end_with_the_bench, _free_port, calls_for
 
 PAIR = ("shm_one_shot", "shm_two_shot")
 COMMS = 2  # Communicators per pair, one after the other
+STEPS = 20  # calls per turn with --between: each after a decode step's reads
 
 
-def _rank(rank: int, world: int, port: int, sizes: list[int], rounds: int, out: str) -> None:
+def _rank(rank: int, world: int, port: int, sizes: list[int], rounds: int, between: int, out: str) -> None:
     _end_with_the_bench()
     import torch
     import torch.distributed as dist
@@ -56,6 +61,7 @@ def _rank(rank: int, world: int, port: int, sizes: list[int], rounds: int, out: 
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    weights = torch.ones(max(between, 4) // 4, dtype=torch.float32)  # what a decode step reads between calls
     found: list[dict[str, list[float]]] = []
     for _ in range(COMMS):
         with artune.Communicator(table=cpu_default()) as comm:
@@ -69,15 +75,24 @@ def _rank(rank: int, world: int, port: int, sizes: list[int], rounds: int, out: 
                     comm.all_reduce(tensor, algorithm=name)
                     warm[j] = time.perf_counter() - t0
                 dist.all_reduce(warm, op=dist.ReduceOp.MAX)
-                calls = [calls_for(float(w)) for w in warm]
+                calls = [calls_for(float(w)) for w in warm] if not between else [STEPS, STEPS]
                 per: list[list[float]] = [[], []]
                 for r in range(rounds):
                     for j in (0, 1) if r % 2 == 0 else (1, 0):
                         dist.barrier()
-                        t0 = time.perf_counter()
-                        for _ in range(calls[j]):
-                            comm.all_reduce(tensor, algorithm=PAIR[j])
-                        took = torch.tensor([(time.perf_counter() - t0) / calls[j]], dtype=torch.float64)
+                        spent = 0.0
+                        if between:  # each call after a step's reads, timed alone (waiting for the peer too)
+                            for _ in range(calls[j]):
+                                weights.sum()
+                                t0 = time.perf_counter()
+                                comm.all_reduce(tensor, algorithm=PAIR[j])
+                                spent += time.perf_counter() - t0
+                        else:
+                            t0 = time.perf_counter()
+                            for _ in range(calls[j]):
+                                comm.all_reduce(tensor, algorithm=PAIR[j])
+                            spent = time.perf_counter() - t0
+                        took = torch.tensor([spent / calls[j]], dtype=torch.float64)
                         dist.all_reduce(took, op=dist.ReduceOp.MAX)
                         per[j].append(float(took.item()))
                 ratios[str(size)] = [a / b for a, b in zip(*per, strict=True)]
@@ -100,6 +115,9 @@ def main() -> int:
     parser.add_argument("--pairs", type=int, default=6)
     parser.add_argument("--rounds", type=int, default=11)
     parser.add_argument("--sizes", default="2KiB,64KiB,512KiB,2MiB")
+    parser.add_argument(
+        "--between", default="0", help="memory read before each call, untimed, as a decode step does (0: none)"
+    )
     args = parser.parse_args()
     import torch.multiprocessing as mp
 
@@ -110,7 +128,11 @@ def main() -> int:
         for p in range(args.pairs):
             out = f"{work}/pair-{p}.json"
             mp.start_processes(
-                _rank, args=(2, _free_port(), sizes, args.rounds, out), nprocs=2, start_method="spawn", join=True
+                _rank,
+                args=(2, _free_port(), sizes, args.rounds, parse_size(args.between), out),
+                nprocs=2,
+                start_method="spawn",
+                join=True,
             )
             found: list[dict[str, Any]] = json.loads(Path(out).read_text())
             for c, ratios in enumerate(found):

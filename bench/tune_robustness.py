@@ -24,7 +24,8 @@ Per run it prints the independent regret, the best fixed rule and the margin ove
 (the derived table or the fixed rule its own checks chose) and whether it printed a loss (``LOSES``), the
 table's bands, and each band audited against the run's own measurement log by the tuner's band rules
 (``artune.tune.bands.audit``: faster than its rivals at two of its own sizes, or the published rule's
-choice; every call of the log counts, the held-out scoring's included). A fixed rule that the run shipped
+choice; every call of the log counts but the held-out sizes', which the tuner keeps out of its bands so that
+its check on them stays held out). A fixed rule that the run shipped
 because its own checks put it ahead of the derived table stands on that verdict. Then the distribution: the regret
 and the margin, how many runs printed a loss and how many would have installed a table their own check
 says loses, the bands per table, how many tables have a band their evidence does not justify, and every
@@ -249,16 +250,21 @@ def margin_interval(
 
 
 def _audit(folder: Path, world: int) -> list[Any]:
-    """The shipped plan's bands, each audited against the run's measurement log (``artune.tune.bands.audit``)."""
+    """The shipped plan's bands, each audited against the run's measurement log (``artune.tune.bands.audit``) but
+    its held-out sizes, which the tuner keeps out of its bands so that its check on them stays held out."""
     from artune.measure.records import MeasurementLog
     from artune.table.bundled import cpu_default
     from artune.table.io import load_table
     from artune.tune.bands import Ledger, audit, published_spans
     from artune.tune.compare import FasterRule
+    from artune.tune.replay import RunJournal, journal_path
 
     plan = load_table(folder / "table.toml").plan(world, "eager")
     assert plan is not None, f"{folder}: no eager plan for {world} ranks"
-    measured = MeasurementLog(folder / f"measurements-ws{world}.jsonl").read()
+    log = folder / f"measurements-ws{world}.jsonl"
+    _, calls = RunJournal(journal_path(log)).last_run()
+    held_out = {key for call in calls if call.phase == "regret" for key in call.keys}
+    measured = [m for m in MeasurementLog(log).read() if m.key not in held_out]
     names = sorted({m.candidate.algorithm for m in measured} | {plan.fallback})
     ledger = Ledger.of(measured, FasterRule())
     return audit(plan, ledger, published_spans(cpu_default(), world, names), names)

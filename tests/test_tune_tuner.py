@@ -21,6 +21,7 @@ from artune.tune.tuner import tune_world
 
 # a machine like the CPU anchors: gloo ~400 us flat, one-shot fast when small, two-shot when large
 ONE, TWO = (5.0, 1.0), (20.0, 3.0)
+ONE_SHOT, TWO_SHOT = "shm_one_shot", "shm_two_shot"
 TRUE_CROSSOVER = (TWO[0] - ONE[0]) / (1 / (ONE[1] * 1e3) - 1 / (TWO[1] * 1e3))  # 22.5 KB
 
 
@@ -335,3 +336,46 @@ def test_four_ranks_with_an_algorithm_of_their_own_keep_one_crossover_per_pair()
         assert result.shaping is not None and result.shaping.justified
         notes = build_table([result], cpu_platform()).provenance.notes
         assert "near-tie: shm_ring and shm_two_shot within" in notes and "the published rule's choice" in notes
+
+
+def test_calls_after_the_plan_was_shaped_reshape_the_bands_they_contradict() -> None:
+    """An island of one-shot from 288 KiB to 1 MiB stands on what the bisection saw (faster at three of its
+    sizes); a later call (the duel's, a held-out size's) at another moment times two-shot faster at 640 KiB,
+    inside it. Reshaped over every call, the island goes: what ships holds to everything the run measured, as
+    the robustness bench audits it."""
+    from artune.table.types import Band, Plan
+    from artune.tune.bands import Ledger, audit, published_spans
+    from artune.tune.tuner import _start
+
+    def one(size: int, params: Mapping[str, ParamValue]) -> float:
+        return 10.0 + size / 1e4
+
+    def two(size: int, params: Mapping[str, ParamValue]) -> float:  # faster from 60 to 288 KiB and from 1 MiB
+        return one(size, params) * (1.2 if size < 60 << 10 or 288 << 10 <= size < 1 << 20 else 0.8)
+
+    synthetic = SyntheticMeasurer({"gloo": linear_cost(400.0, 1.2), ONE_SHOT: one, TWO_SHOT: two}, noise=0.01)
+    measurer = CachedMeasurer(synthetic)
+    state = _start(measurer, CONFIG, None, None)
+    both = [Candidate(ONE_SHOT), Candidate(TWO_SHOT)]
+    for size in (4 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10, 320 << 10, 512 << 10, 768 << 10, 2 << 20):
+        measurer.together(both, size, 0.05)
+    island = Plan(
+        2,
+        "eager",
+        (Band((60 << 10) - 1, (ONE_SHOT,)), Band((288 << 10) - 1, (TWO_SHOT,)), Band((1 << 20) - 1, (ONE_SHOT,)),
+         Band(None, (TWO_SHOT,))),
+        "gloo",
+    )  # fmt: skip
+    state.unshaped = island
+    assert state.reshape() and state.plan == island  # (the plan was None before) the island stands on its leads
+    assert not state.reshape()
+    synthetic.costs = {**synthetic.costs, TWO_SHOT: lambda size, params: 0.8 * one(size, params)}
+    measurer.together(both, 640 << 10, 0.05)
+    assert state.reshape() and state.plan is not None and state.shaping is not None
+    assert [b.candidates[0] for b in state.plan.bands] == [ONE_SHOT, TWO_SHOT]
+    assert any(m.algorithm == ONE_SHOT and m.lower == 288 << 10 for m in state.shaping.merges)
+    names = list(state.names)
+    ledger = Ledger.of(measurer.used(), CONFIG.rule)
+    published = published_spans(state.fixed[0][1], 2, names)
+    assert all(a.justified for a in audit(state.plan, ledger, published, names))
+    assert not all(a.justified for a in audit(island, ledger, published, names))

@@ -289,6 +289,8 @@ def duel(state: TuneState) -> Duel:
         left = allowance - (bench.spent_s - began)
         state.derive(max(0.0, left) / (DUEL_ROUNDS - r) / 2)
         bench.phase("duel")
+    state.reshape()  # the last round's calls are evidence for the bands too (the held-out sizes stay out)
+    assert state.plan is not None
     weighed = overall(state, state.plan, sizes)
     standing = tuple(found[0] for s in sorted(sizes) if (found := losses_at(state, state.plan, s, 0.0)))
     return Duel(tuple(rounds), tuple(sorted(sizes)), standing, bench.spent_s - began, tuple(weighed))

@@ -58,6 +58,7 @@ class TuneState:
     crossovers: list[BandCrossover] = field(default_factory=list)
     plan: Plan | None = None
     shaping: Shaping | None = None  # what the bands' evidence rules did to the last plan derived
+    unshaped: Plan | None = None  # the last plan derived, before the bands' evidence rules
 
     @property
     def mode(self) -> str:
@@ -130,6 +131,18 @@ class TuneState:
         derived = plan_from(
             bench.world_size, self.picks, found, bench.baseline, params, mode=self.mode, hosts=self.hosts
         )
-        published = published_spans(self.fixed[0][1], bench.world_size, self.names, self.hosts)
-        self.plan, self.shaping = shape(derived, self.ledger(), published, self.usable(), config.min_size)
+        self.unshaped = derived
+        self.reshape()
+        assert self.plan is not None
         return self.plan
+
+    def reshape(self) -> bool:
+        """The last plan derived held to the bands' evidence rules over everything measured so far (``derive``
+        does this; the duel's calls since are evidence too, the held-out sizes' never: its check on them would
+        no longer be held out); True when the plan changed."""
+        if self.unshaped is None:
+            return False
+        bench, before = self.bench, self.plan
+        published = published_spans(self.fixed[0][1], bench.world_size, self.names, self.hosts)
+        self.plan, self.shaping = shape(self.unshaped, self.ledger(), published, self.usable(), self.config.min_size)
+        return self.plan != before
