@@ -180,7 +180,6 @@ def test_a_noisy_vm_gets_one_crossover_and_ships_the_published_one_where_the_two
         assert [(b.upto, b.candidates[0]) for b in result.plan.bands] == deepspeed, seed
         assert result.shaping.justified and result.vouched, seed
         notes = build_table([result], cpu_platform()).provenance.notes
-        named += (
-            re.search(r"near-tie: shm_one_shot and shm_two_shot within [1-3]% from 1MiB to [0-9.]+MiB", notes) is not None
-        )
+        tie = r"near-tie: shm_one_shot and shm_two_shot within [1-3]% from 1MiB to [0-9.]+MiB"
+        named += re.search(tie, notes) is not None
     assert at_published >= 9 and named >= 8
