@@ -64,7 +64,7 @@ def test_a_sigterm_while_the_ranks_start_ends_every_rank_before_run_ranks_raises
     )
     assert run.returncode == 0, run.stderr[-3000:]
     found = json.loads(run.stdout.strip().splitlines()[-1])
-    # both ranks started though the signal came after the first; both were ended (by the SIGINT run_ranks sends
+    # both ranks started though the signal came after the first; both were ended (by the SIGTERM run_ranks sends
     # its ranks) before the Terminated left run_ranks, long before their 60 s sleep
     assert found == {"raised": "Terminated", "started": 2, "running": [False, False], "exitcodes": found["exitcodes"]}
     assert all(code is not None for code in found["exitcodes"])

@@ -74,6 +74,10 @@ def _end_with_launcher(pid: int) -> None:
     threading.Thread(target=watch, name="artune-launcher-watch", daemon=True).start()
 
 
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _rank_main(
     fn: Callable[..., Any],
     rank: int,
@@ -86,6 +90,9 @@ def _rank_main(
     backend: str = "gloo",
     launcher: int = 0,
 ) -> None:
+    # run_ranks ends its ranks with SIGTERM: from here it interrupts fn as Ctrl-C would, so its cleanup runs; a
+    # rank still unpickling its arguments (importing) ends without a word, having made nothing to clean up
+    signal.signal(signal.SIGTERM, _interrupted)
     if launcher:
         _end_with_launcher(launcher)
     os.environ.clear()  # the parent's environment as it was at the call, as a spawned rank would have it
@@ -175,7 +182,7 @@ def run_ranks(
     except BaseException:  # the caller interrupted (Ctrl-C, SIGTERM): so are its ranks, whose cleanup runs
         for proc in procs:
             if proc.is_alive() and proc.pid is not None:
-                os.kill(proc.pid, signal.SIGINT)
+                os.kill(proc.pid, signal.SIGTERM)
         raise
     finally:
         for proc in (p for p in procs if p.pid is not None):  # a start that raised leaves the rest unstarted
