@@ -379,3 +379,36 @@ def test_calls_after_the_plan_was_shaped_reshape_the_bands_they_contradict() -> 
     published = published_spans(state.fixed[0][1], 2, names)
     assert all(a.justified for a in audit(state.plan, ledger, published, names))
     assert not all(a.justified for a in audit(island, ledger, published, names))
+
+
+def test_a_crossover_whose_winner_changed_parameters_is_bisected_within_the_allowance() -> None:
+    """The duel's repairs can change a winner's parameters; the new pair is bisected afresh, so its steps share
+    the allowance. Keyed by algorithm names, the pair counted as known and every step was handed the whole
+    allowance: a run on the 2-core VM spent 25 s re-bisecting in its duel and left its held-out check 4
+    rounds per size, too few to weigh."""
+    from artune.tune.tuner import _start
+
+    def one(size: int, params: Mapping[str, ParamValue]) -> float:
+        return 10.0 + size / 1e4
+
+    def two(size: int, params: Mapping[str, ParamValue]) -> float:  # faster from 64 KiB
+        return one(size, params) * (1.2 if size < 64 << 10 else 0.8)
+
+    synthetic = SyntheticMeasurer(
+        {"gloo": linear_cost(400.0, 1.2), ONE_SHOT: one, TWO_SHOT: two},
+        noise=0.01,
+        params={ONE_SHOT: {"chunk_bytes": (1 << 18, 1 << 20)}},
+    )
+    measurer = CachedMeasurer(synthetic)
+    state = _start(measurer, CONFIG, None, None)
+    defaults = [Candidate("gloo"), Candidate(ONE_SHOT), Candidate(TWO_SHOT)]
+    state.by_size.update({s: measurer.measure(defaults, [s], 0.05) for s in (4 << 10, 16 << 10, 256 << 10, 1 << 20)})
+    state.tuned[ONE_SHOT] = Candidate.of(ONE_SHOT, {"chunk_bytes": 1 << 20})
+    state.derive(1.0)
+    assert [c.below for c in state.crossovers] == [state.tuned[ONE_SHOT]]
+    before = len(synthetic.calls)
+    del state.tuned[ONE_SHOT]  # a repair went back to the default parameters
+    state.derive(1.0)
+    assert [c.below for c in state.crossovers] == [Candidate(ONE_SHOT)]
+    handed = [budget for _, _, budget in synthetic.calls[before:]]
+    assert handed and sum(handed) <= 1.5, handed

@@ -105,8 +105,14 @@ class TuneState:
         bench.phase("bisect")
         self.picks = self.pick()
         todo = changes(self.picks)
-        known = {(c.below.algorithm, c.above.algorithm, c.coarse) for c in self.crossovers}
-        new = [(a, b) for a, b in todo if (a.winner.algorithm, b.winner.algorithm, (a.size, b.size)) not in known]
+        # a crossover is known by its candidates, parameters included: the duel's repairs can change a
+        # winner's parameters, and the new pair is bisected afresh, so it needs its share of the allowance
+        known = {(c.below, c.above, c.coarse) for c in self.crossovers}
+        new = [
+            (a, b)
+            for a, b in todo
+            if (self.candidate(a.winner.algorithm), self.candidate(b.winner.algorithm), (a.size, b.size)) not in known
+        ]
         steps_each = max(1, math.ceil(math.log2(math.log(config.factor) / math.log(config.resolution))))
         per_step = allowance / max(1.0, len(new) * steps_each * CALLS_PER_STEP)
         found = []
