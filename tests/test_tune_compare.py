@@ -27,6 +27,7 @@ from artune.tune.compare import (
     _sign_rank,
     median_interval,
     pairs_by_call,
+    spent_interval,
     spent_ratio,
 )
 from artune.tune.config import TuneConfig
@@ -120,10 +121,39 @@ def test_the_time_spent_vetoes_a_lower_median_whose_slow_calls_cost_more() -> No
 
 def test_rare_spikes_are_capped_in_the_time_spent() -> None:
     ta, tb = np.full((100, 3), 10.0), np.full((100, 3), 10.0)
-    ta[7, 0] = 1e5  # one descheduled call in a hundred turns
-    assert spent_ratio(ta, tb) == pytest.approx(1.0)
-    ta[::5, :] = 20.0  # a slow turn in five is the algorithm's own: it counts
-    assert spent_ratio(ta, tb) == pytest.approx(1.2, abs=0.02)
+    ta[7, 0] = 1e5  # one descheduled call in a hundred turns counts at most ten turns' time, and is unsure
+    ratio, low, high = spent_interval(ta, tb)
+    assert ratio == pytest.approx(1.09) and low < 1.0 < high  # uncapped: 34x
+    ta[7, 0] = 10.0
+    ta[::5, :] = 30.0  # a slow turn in five, 3x, is the algorithm's own: it counts in full
+    assert spent_ratio(ta, tb) == pytest.approx(1.4)
+
+
+def test_the_time_spent_interval_covers_the_true_ratio_at_its_level() -> None:
+    """Turns whose slow calls are one candidate's own (a slow call in five, 3x): over 400 draws of 60 rounds
+    the 90% interval of the time spent holds the true ratio about 90% of the time, and it narrows as rounds
+    add up; one round has none."""
+    rng = np.random.default_rng(11)
+
+    def turns(n: int, base: float, slow: float) -> np.ndarray:
+        t = base * (1 + rng.normal(0, 0.05, (n, 3)))
+        return t * np.where(rng.random((n, 3)) < slow, 3.0, 1.0)
+
+    truth = spent_ratio(turns(200_000, 10.0, 0.2), turns(200_000, 10.0, 0.0))  # what it estimates: capped
+    assert truth == pytest.approx(1.4, abs=0.01)  # the means' ratio: a's own slow calls count in full
+    hits = 0
+    for _ in range(400):
+        ta, tb = turns(60, 10.0, 0.2), turns(60, 10.0, 0.0)
+        ratio, low, high = spent_interval(ta, tb, 0.90)
+        assert ratio == pytest.approx(spent_ratio(ta, tb))
+        hits += low <= truth <= high
+    assert 0.82 <= hits / 400 <= 0.97
+    wide = spent_interval(turns(20, 10.0, 0.2), turns(20, 10.0, 0.0))
+    narrow = spent_interval(turns(2000, 10.0, 0.2), turns(2000, 10.0, 0.0))
+    assert narrow[2] / narrow[1] < wide[2] / wide[1]
+    assert spent_interval(np.full((1, 3), 2.0), np.full((1, 3), 1.0)) == (2.0, 0.0, math.inf)
+    c = RULE.compare(*(timed(x, t) for x, t in ((A, turns(100, 10.0, 0.2).ravel()), (B, turns(100, 10.0, 0).ravel()))))
+    assert c.spent_low < c.spent < c.spent_high and c.swapped().spent_low == pytest.approx(1 / c.spent_high)
 
 
 def test_evidence_pools_calls_and_pairs_each_with_its_partner() -> None:

@@ -42,11 +42,13 @@ beyond the tie band is ``unsure``: the tuner measures again, then keeps
 the incumbent. The time spent only vetoes; it does not decide: over turns
 of 3 calls it is the noisier statistic by far, since a few turns many
 times their median, which any algorithm meets on a shared machine, move
-it more than the differences it would decide. The slowest 5% of a pair's
-turns are capped at one value, the slowest of the rest (one cap for both:
-a cap of each one's own would add the noise of two tail quantiles to the
-ratio), so a few millisecond hiccups that hit any algorithm do not decide
-the veto by where they landed. ``artune.tune.machine_states`` reports where the
+it more than the differences it would decide. A turn counts at most ten
+times the pair's median turn (one cap for both, from their pooled turns),
+so a few millisecond hiccups that hit any algorithm do not decide the veto
+by where they landed, while an algorithm's own slow calls (two or three
+times its typical one) count in full. (A cap at a quantile, the slowest 5%
+of turns, fell inside such an algorithm's own slow calls: it biased the
+ratio and its noise hid in the cap.) ``artune.tune.machine_states`` reports where the
 two statistics disagreed.
 
 **The tie band.** A difference is acted on only when the whole interval lies
@@ -273,6 +275,8 @@ class Comparison:
     tie: float = TIE
     calls: tuple[tuple[float, PairVerdict], ...] = ()  # (ratio, verdict) per harness call, when more than one paired
     spent: float = math.nan  # a's time spent over b's, rare spikes capped (``spent_ratio``; nan: unpaired)
+    spent_low: float = math.nan  # its interval (``spent_interval``)
+    spent_high: float = math.nan
 
     @property
     def lead(self) -> float:
@@ -304,6 +308,7 @@ class Comparison:
         return Comparison(
             self.b, self.a, self.size, inv(self.ratio), inv(self.high), inv(self.low), self.rounds,
             flip.get(self.verdict, self.verdict), self.level, self.tie, calls, inv(self.spent),
+            inv(self.spent_high), inv(self.spent_low),
         )  # fmt: skip
 
     def interval(self) -> str:
@@ -390,18 +395,38 @@ def pairs_by_call(a: Timed, b: Timed) -> list[tuple[np.ndarray, np.ndarray]]:
     return pairs
 
 
-#: the slowest turns of a pair, this share of them, count at the next slowest (the module's **Tails**)
-RARE = 0.05
+#: a turn counts at most this many times the median turn of the pair (the module's **Tails**)
+SPIKE = 10.0
+
+
+def _capped_turns(ta: np.ndarray, tb: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each paired round's time spent by ``a`` and by ``b``, a turn counted at most ``SPIKE`` times the median
+    of all their turns (the module's **Tails**)."""
+    sa, sb = ta.sum(axis=1), tb.sum(axis=1)
+    cap = SPIKE * float(np.median(np.concatenate([sa, sb])))
+    return np.minimum(sa, cap), np.minimum(sb, cap)
 
 
 def spent_ratio(ta: np.ndarray, tb: np.ndarray) -> float:
-    """The time ``a``'s paired turns ``ta`` spent over ``b``'s ``tb`` (rows: rounds), the slowest ``RARE`` of
-    all their turns capped at one value, the slowest of the rest (the module's **Tails**)."""
-    sa, sb = ta.sum(axis=1), tb.sum(axis=1)
-    both = np.concatenate([sa, sb])
-    at = math.ceil((len(both) - 1) * (1.0 - RARE))  # the "higher" quantile: a value of the data, not between two
-    cap = np.partition(both, at)[at]
-    return float(np.minimum(sa, cap).sum() / np.minimum(sb, cap).sum())
+    """The time ``a``'s paired turns ``ta`` spent over ``b``'s ``tb`` (rows: rounds), rare spikes capped
+    (``_capped_turns``)."""
+    sa, sb = _capped_turns(ta, tb)
+    return float(sa.sum() / sb.sum())
+
+
+def spent_interval(ta: np.ndarray, tb: np.ndarray, level: float = LEVEL) -> tuple[float, float, float]:
+    """``(ratio, low, high)``: ``spent_ratio`` of paired turns and its ``level`` interval, from the delta
+    method over the rounds (the log of a ratio of two sums varies as the sum of each round's shares of
+    them, ``x_r / X - y_r / Y``, squared). Deterministic, so every rank gets the same interval; one round
+    has none (``0, inf``)."""
+    sa, sb = _capped_turns(ta, tb)
+    total_a, total_b = float(sa.sum()), float(sb.sum())
+    ratio = total_a / total_b
+    if len(sa) < 2:
+        return ratio, 0.0, math.inf
+    se = math.sqrt(float(np.square(sa / total_a - sb / total_b).sum()))
+    half = statistics.NormalDist().inv_cdf(1.0 - (1.0 - level) / 2) * se
+    return ratio, ratio * math.exp(-half), ratio * math.exp(half)
 
 
 @dataclass(frozen=True)
@@ -455,11 +480,15 @@ class FasterRule:
         if by_call:
             ta, tb = np.concatenate([p[0] for p in by_call]), np.concatenate([p[1] for p in by_call])
             ratio, low, high, verdict, spent = self.judge(ta, tb)
+            _, spent_low, spent_high = spent_interval(ta, tb, self.level)
             calls: tuple[tuple[float, PairVerdict], ...] = ()
             if len(by_call) > 1:
                 calls = tuple((r, v) for r, _, _, v, _ in (self.judge(x, y) for x, y in by_call))
                 verdict = self.across(verdict, calls)
-            return Comparison(ca, cb, size, ratio, low, high, len(ta), verdict, self.level, self.tie, calls, spent)
+            return Comparison(
+                ca, cb, size, ratio, low, high, len(ta), verdict, self.level, self.tie, calls, spent, spent_low,
+                spent_high,
+            )  # fmt: skip
         # never timed in one call: the turn medians' own intervals, for the record; the verdict stays unsure,
         # since the machine may have been in another state for each (the module's **Across calls**)
         part = math.sqrt(self.level)
