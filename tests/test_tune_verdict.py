@@ -14,12 +14,16 @@ import pytest
 
 from artune.cli import main
 from artune.machine import cpu_platform
+from artune.table.bundled import cpu_default
+from artune.table.decide import decide
 from artune.table.io import load_table
-from artune.table.types import ParamValue
+from artune.table.types import ParamValue, Table
 from artune.tune import session
 from artune.tune.config import TuneConfig
 from artune.tune.measured import build_table
 from artune.tune.measurer import CachedMeasurer
+from artune.tune.regret import single_rules
+from artune.tune.state import plan_table
 from artune.tune.synthetic import Cost, SyntheticMeasurer, linear_cost
 from artune.tune.tuner import WorldResult, tune_world
 
@@ -164,20 +168,42 @@ def vm(seed: int) -> SyntheticMeasurer:
     )
 
 
-def test_a_noisy_vm_gets_one_crossover_and_ships_the_published_one_where_the_two_are_level() -> None:
+def _expected_regret(machine: SyntheticMeasurer, table: Table) -> float:
+    """The plan's regret by the modelled machine's expected cost (each state's cost weighed by how often it
+    comes), geometric mean over 200 log-spaced sizes from 256 B to 64 MiB: the truth a run only samples."""
+    names = frozenset(machine.costs)
+
+    def cost(algorithm: str, size: int) -> float:
+        slow = machine.slow_costs.get(algorithm, machine.costs[algorithm])
+        return (1 - machine.slow_share) * machine.costs[algorithm](size, {}) + machine.slow_share * slow(size, {})
+
+    logs = []
+    for i in range(200):
+        size = int(256 * (2.0**18) ** (i / 199)) // 4 * 4
+        chosen = decide(table, size, 2, "eager", names).algorithm
+        logs.append(math.log(cost(chosen, size) / min(cost(a, size) for a in ("shm_one_shot", "shm_two_shot"))))
+    return math.exp(sum(logs) / len(logs))
+
+
+def test_a_noisy_vm_gets_one_crossover_and_ships_within_one_percent_of_the_best_rule() -> None:
     """Ten seeds: every derived table has one crossover between one-shot and two-shot, nine of them at
     DeepSpeed's 1 MiB (the two are level above it; the tenth saw the slow state's lead at 256-512 KiB), and
-    every table that ships has it at 1 MiB: the held-out check put the tenth behind DeepSpeed's rule, which
-    shipped. The near-tie is named in the provenance."""
+    every table that ships is within 1% of DeepSpeed's rule by the model's expected cost. The tenth ships:
+    by the time spent on its held-out sizes it is level with DeepSpeed's rule (the model's heavy tails hit
+    every algorithm), and by the model's expected cost it is 0.5% behind. The near-tie is named in the
+    provenance."""
     deepspeed = [((1 << 20) - 1, "shm_one_shot"), (None, "shm_two_shot")]
     at_published = named = 0
     for seed in range(10):
-        result = tune_world(CachedMeasurer(vm(seed)), TuneConfig.full(60.0).with_changes(seed=seed))
+        machine = vm(seed)
+        result = tune_world(CachedMeasurer(machine), TuneConfig.full(60.0).with_changes(seed=seed))
         assert result.derived is not None and result.shaping is not None
         derived = [(b.upto, b.candidates[0]) for b in result.derived.bands]
         assert [name for _, name in derived] == ["shm_one_shot", "shm_two_shot"], (seed, derived)
         at_published += derived == deepspeed
-        assert [(b.upto, b.candidates[0]) for b in result.plan.bands] == deepspeed, seed
+        rules = [cpu_default(), *(table for _, table in single_rules(tuple(machine.algorithms), 2, "gloo"))]
+        best = min(_expected_regret(machine, table) for table in rules)
+        assert _expected_regret(machine, plan_table(result.plan)) <= best * 1.01, seed
         assert result.shaping.justified and result.vouched, seed
         notes = build_table([result], cpu_platform()).provenance.notes
         tie = r"near-tie: shm_one_shot and shm_two_shot within [1-3]% from 1MiB to [0-9.]+MiB"

@@ -47,8 +47,8 @@ def duel_line(result: WorldResult) -> str:
             line += f" Against the closest fixed rule, {best.rule}: {best.interval()}: {standing}."
         else:
             line += (
-                f" Over all of them the closest fixed rule, {best.rule}, took {best.interval()} the derived "
-                f"table's time (geometric mean): {standing}."
+                f" Over all of them the closest fixed rule, {best.rule}, against the derived table (its time over "
+                f"the table's, geometric mean): {best.interval()}: {standing}."
             )
     return line
 
