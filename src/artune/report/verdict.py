@@ -63,8 +63,8 @@ def verdict_blocks(result: WorldResult) -> list[Block]:
     blocks.append(
         Para(
             f"A plan is ahead of another on a check (the duel, the held-out sizes) when it is ahead by more than "
-            f"{TIE:.0%} over the whole interval of its weighing there (the geometric mean of the paired time ratios "
-            "of their choices over the check's sizes). The derived table ships "
+            f"{TIE:.0%} over the whole interval of its weighing there (the geometric mean over the check's sizes of "
+            "the ratio of the time their choices spent) and its typical call is not behind. The derived table ships "
             "unless a check puts a fixed rule ahead of it; then the fixed rule with the best held-out regret that no "
             "check puts another plan ahead of; when the checks contradict each other, nothing is vouched for and "
             "'artune tune' installs the table only with --force."

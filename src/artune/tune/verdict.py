@@ -7,9 +7,9 @@ regret at sizes no other phase touched (``artune.tune.regret``), where every
 algorithm and every plan's choice ran together in one call per size. Each
 check weighs one plan against another the same way
 (``artune.tune.duel.weigh``): the geometric mean over its sizes of the
-evidence rule's paired time ratio of their choices, with an interval. A plan
-is *ahead* on a check when it is ahead by more than ``TIE`` (1%) over the
-whole interval; otherwise the two are level there, and the report says so
+ratio of the time their choices spent, with an interval. A plan is *ahead*
+on a check when it is ahead by more than ``TIE`` (1%) over the whole
+interval and its typical call is not behind; otherwise the two are level there, and the report says so
 without calling it a loss (a point estimate of the regret a per cent apart
 over a dozen noisy sizes is no verdict).
 
