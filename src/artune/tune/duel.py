@@ -230,8 +230,8 @@ def weigh(
     plan whose typical call is behind is not ahead (``Overall.ahead``). The roles are the reverse of one
     size's (``FasterRule.judge``), where a few hiccups in a few hundred turns would decide the time spent;
     over a dozen sizes they average out, and the interval carries what is left. A lead by the typical call
-    alone does not count: taken as a second way to be ahead, it made a quiet run's duel and its held-out
-    check contradict each other in 3 of 14 quiet runs (none by the time spent alone)."""
+    alone does not count: taken as a second way to be ahead, it made the duel and the held-out check
+    contradict each other in 3 of 14 quiet runs (the time spent alone, in none of 31)."""
     rule = state.config.rule
     z = statistics.NormalDist().inv_cdf(1.0 - (1.0 - rule.level) / 2)
     ws, hosts, names = state.bench.world_size, state.hosts, state.names
