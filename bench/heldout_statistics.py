@@ -36,12 +36,10 @@ def _held_out(folder: Path) -> list[int]:
 
 def one_run(run: dict[str, Any]) -> dict[str, Any] | None:
     """The run's held-out geometric means (``None`` when it shipped no table or kept no log)."""
-    import numpy as np
-
     from artune.measure.records import Measurement
     from artune.table.decide import decide
     from artune.table.io import load_table
-    from artune.tune.compare import _turns, spent_interval
+    from artune.tune.compare import FasterRule
 
     folder = Path(run["folder"])
     if not (folder / "table.toml").exists() or not (folder / "journal-ws2.jsonl").exists():
@@ -62,10 +60,11 @@ def one_run(run: dict[str, Any]) -> dict[str, Any] | None:
         theirs = last.get((size, RIVAL, "{}"))
         if mine is None or theirs is None:
             continue
-        ta, tb = _turns(mine), _turns(theirs)
-        n = min(len(ta), len(tb))
-        typical.append(math.log(float(np.median(np.median(ta[:n], axis=1) / np.median(tb[:n], axis=1)))))
-        spent.append(math.log(spent_interval(ta[:n], tb[:n])[0]))
+        found = FasterRule().compare(mine, theirs)  # both ran in the size's one held-out call: paired
+        if not found.rounds:
+            continue
+        typical.append(math.log(found.ratio))
+        spent.append(math.log(found.spent))
     if not spent:
         return None
     regret = run["regret"]

@@ -250,9 +250,7 @@ def weigh(
             continue
         found = rule.compare(ea, eb) if ea is not None and eb is not None else None
         if found is None or not found.rounds or not (found.low > 0 and found.high < math.inf):
-            continue
-        if not (found.spent_low > 0 and found.spent_high < math.inf):
-            continue
+            continue  # (a median's interval needs more rounds than the time spent's: it has one, so has this)
         logs.append(math.log(found.spent))
         variance += ((math.log(found.spent_high) - math.log(found.spent_low)) / (2 * z)) ** 2
         typical.append(math.log(found.ratio))
