@@ -108,6 +108,6 @@ def test_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     broken.write_text(CLEAN.replace("world_size = 2", 'world_size = "two"'))
     assert main(["check", str(broken)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert err == [f"{broken}: plan 1: world_size must be an integer, got 'two'"]
+    assert err == [f"artune check: error: {broken}: plan 1: world_size must be an integer, got 'two'"]
     assert main(["check", str(tmp_path / "missing.toml")]) == 2
     assert "cannot read" in capsys.readouterr().err

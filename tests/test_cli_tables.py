@@ -123,7 +123,7 @@ def test_python_dash_m_entry_point() -> None:
         [sys.executable, "-m", "artune", "check", "/nonexistent.toml"], capture_output=True, text=True, timeout=60
     )
     assert result.returncode == 2
-    assert result.stderr.strip() == "/nonexistent.toml: cannot read: No such file or directory"
+    assert result.stderr.strip() == "artune check: error: /nonexistent.toml: cannot read: No such file or directory"
 
 
 def test_explain_describes_the_call_of_the_tables_platform(capsys) -> None:

@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass
 
 from artune import settings
+from artune.arch import parse_arch
 from artune.errors import TableError
 from artune.formats import engine_source, read_engine
 from artune.formats.references import reference_findings, reference_set
@@ -51,6 +52,7 @@ def open_source(spec: str) -> Source:
         return source
     if source.table_set is None:
         raise TableError(f"{spec}: @{arch} picks an arch from a set of tables (reference:, vllm:, sglang:)")
+    arch = parse_arch(arch)
     if arch in source.table_set.tables:
         return Source([source.table_set.tables[arch]], source.table_set, source.findings)
     return Source([source.table_set.resolve(arch)], source.table_set, source.findings)

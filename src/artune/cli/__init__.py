@@ -11,6 +11,7 @@ clear line, never a traceback.
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
 import signal
 import sys
@@ -32,6 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure, derive, check and run the fastest all-reduce for each message.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     tables.register(commands)
     from artune.cli import formats
@@ -48,6 +50,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("artune")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
+def _commands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """Each sub-command's own parser, by name."""
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def _parse(parser: argparse.ArgumentParser, argv: Sequence[str] | None) -> argparse.Namespace:
+    """``parser.parse_args``, with a mistyped sub-command answered by "did you mean", and an option the
+    sub-command does not have answered by that sub-command's usage, not the top level's."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = _commands(parser)
+    # the top level's options take no value: the first word that is not one is the sub-command
+    word = next((w for w in argv if not w.startswith("-")), None)
+    if word is not None and word not in commands:
+        close = difflib.get_close_matches(word, commands, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"choose from {', '.join(commands)}"
+        parser.error(f"unknown command {word!r}; {hint} (artune --help lists them)")
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        commands[args.command].error(f"unrecognized arguments: {' '.join(extra)} (artune {args.command} --help)")
+    return args
+
+
+def arch_option(text: str) -> str:
+    """``--arch``'s type: the arch however it is spelled (``sm_107`` is ``10.7``), an unknown one a usage error
+    that lists the known ones."""
+    from artune.arch import parse_arch
+
+    try:
+        return parse_arch(text)
+    except ArtuneError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def exit_status(err: ArtuneError) -> int:
     """3 for what could not be had from outside (``SourceUnavailable``), 2 for any other error."""
     return UNAVAILABLE if isinstance(err, SourceUnavailable) else BAD_INPUT
@@ -56,7 +101,7 @@ def exit_status(err: ArtuneError) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = _parse(parser, argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING,
         format="artune: %(levelname)s: %(message)s",

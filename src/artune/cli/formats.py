@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from artune.cli import arch_option
 from artune.errors import TableError
 from artune.sizes import format_span
 from artune.sources import SOURCES, Source, open_source
@@ -29,7 +30,9 @@ def register(commands: Any) -> None:
     exp = commands.add_parser("export", help="print a table in an engine's format, ready to paste")
     exp.add_argument("table", metavar=SOURCES)
     exp.add_argument("--to", required=True, choices=TARGETS)
-    exp.add_argument("--arch", help="the arch to export (a set's arch, or the SGLang key for a CPU table)")
+    exp.add_argument(
+        "--arch", type=arch_option, help="the arch to export (a set's arch, or the SGLang key for a CPU table)"
+    )
     exp.add_argument("--standalone", action="store_true", help="sglang: a whole configs file, not only the function")
     exp.set_defaults(run=run_export)
 
@@ -38,7 +41,7 @@ def register(commands: Any) -> None:
     diff.add_argument("b", metavar="B")
     diff.add_argument("--world-size", type=int, default=None)
     diff.add_argument("--mode", choices=MODES, default=None)
-    diff.add_argument("--arch", help="compare the two sets at this arch only")
+    diff.add_argument("--arch", type=arch_option, help="compare the two sets at this arch only")
     diff.add_argument("--hidden", type=int, help="tables that decide by shape: compare at this hidden size only")
     diff.add_argument("--tokens", type=int, help="tables that decide by shape: compare at this token count only")
     diff.set_defaults(run=run_diff)

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from artune.cli import arch_option
 from artune.errors import ArtuneError
 from artune.sources import SOURCES
 
@@ -70,7 +71,7 @@ def register(commands: Any) -> None:
         help="every file in DIR as --evidence, and artune logs (measurements-ws*.jsonl) under it as --measured "
         "(CI: the folder a pull request commits its sweeps to; absent: none)",
     )
-    review.add_argument("--arch", help="the arch of --evidence files that do not name one")
+    review.add_argument("--arch", type=arch_option, help="the arch of --evidence files that do not name one")
     review.set_defaults(run=run_review)
 
 

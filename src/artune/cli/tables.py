@@ -7,6 +7,8 @@ import json
 import os
 import re
 import sys
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -17,7 +19,7 @@ from rich.text import Text
 
 from artune import catalog, rocm, settings
 from artune.catalog import DTYPES, SPECS
-from artune.cli import exit_status
+from artune.cli import arch_option, exit_status
 from artune.errors import ArtuneError
 from artune.findings import parse_codes, selected
 from artune.formats.references import reference_set
@@ -57,7 +59,9 @@ def register(commands: Any) -> None:
         help="an engine benchmark's output (vLLM, nccl-tests, SGLang, TensorRT-LLM): flag rows that lose to the "
         "best row the engine's knobs allow on it by more than its noise",
     )
-    check.add_argument("--arch", help="the arch the evidence was measured on (required with --evidence)")
+    check.add_argument(
+        "--arch", type=arch_option, help="the arch the evidence was measured on (required with --evidence)"
+    )
     check.add_argument(
         "--evidence-world-size", type=int, metavar="N", help="for evidence files that do not print their world size"
     )
@@ -84,6 +88,7 @@ def register(commands: Any) -> None:
     source.add_argument("--reference", metavar="NAME", help="an engine's published tables: vllm or sglang")
     explain.add_argument(
         "--arch",
+        type=arch_option,
         help="architecture: a CUDA capability (10.7) or an AMD gfx arch (gfx942; a ROCm table set also reads the "
         "capability torch reports there, 9.4) (required with --reference)",
     )
@@ -188,7 +193,7 @@ def run_check(args: argparse.Namespace) -> int:
             if evidence is not None:
                 findings += _evidence_findings(source, evidence, args.arch)
         except ArtuneError as err:
-            print(f"{err}", file=sys.stderr)
+            print(f"artune check: error: {err}", file=sys.stderr)
             unreadable.append(exit_status(err))
             continue
         for finding in selected(findings, select, ignore):
@@ -198,12 +203,18 @@ def run_check(args: argparse.Namespace) -> int:
             found += not finding.note
     if args.output_format != "text":
         sys.stdout.write(_formatted(printed, args.output_format))
+    if printed:
+        print(counted(printed), file=sys.stderr)
     if unreadable:
         return min(unreadable)  # bad input outranks a source that could not be fetched
-    if found:
-        print(f"{found} finding(s)", file=sys.stderr)
-        return 1
-    return 0
+    return 1 if found else 0
+
+
+def counted(findings: Sequence[Finding]) -> str:
+    """How many findings of each severity, most severe first, the way linters close: ``4 warnings, 4 notes``
+    (notes are printed but do not make the exit status 1)."""
+    kinds = Counter(f.severity for f in findings)
+    return ", ".join(f"{kinds[k]} {k}{'' if kinds[k] == 1 else 's'}" for k in ("error", "warning", "note") if kinds[k])
 
 
 def _formatted(findings: list[Finding], output_format: str) -> str:

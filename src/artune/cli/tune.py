@@ -46,6 +46,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from artune.cli import arch_option
 from artune.errors import ArtuneError
 
 
@@ -108,7 +109,9 @@ def _tune_options(tune: argparse.ArgumentParser) -> None:
         help="measure nothing: derive a TensorRT-LLM shape table from its generator's CSV by the evidence rule "
         "(with --arch; printed as TOML, or written to --out/table.toml)",
     )
-    tune.add_argument("--arch", help="with --from-trtllm-csv: the arch the CSV was measured on, e.g. 9.0")
+    tune.add_argument(
+        "--arch", type=arch_option, help="with --from-trtllm-csv: the arch the CSV was measured on, e.g. 9.0"
+    )
 
 
 def _cuda_options(tune: argparse.ArgumentParser) -> None:
@@ -223,8 +226,7 @@ def busy_warning(load_before: float, load_after: float, world_size: int, cpus: i
         return ""
     return (
         f"the machine was busy (load average {load_before:.1f} before, {load_after:.1f} after, "
-        f"{cpus} CPUs, {world_size} ranks): other processes competed with the ranks, so figures may be "
-        "off; rerun 'artune tune' on an idle machine, or 'artune verify' the table later"
+        f"{cpus} CPUs, {world_size} ranks): other processes competed with the ranks, so figures may be off"
     )
 
 
@@ -315,6 +317,7 @@ def run_tune(args: argparse.Namespace) -> int:
     command = "artune " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
     busy = busy_warning(load_before, os.getloadavg()[0], max(world_sizes))
     if busy:
+        busy += "; rerun 'artune tune' on an idle machine, or 'artune verify' the table later"
         print(f"artune tune: warning: {busy}", file=sys.stderr)
     write_report(results, table, out, findings, RunInfo(str(out), wall, installed, command, busy))
     _print_summary(results, table_path, out, findings, installed, wall)
