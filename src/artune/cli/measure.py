@@ -24,7 +24,7 @@ from typing import Any
 from artune.catalog import DTYPES, SPECS
 from artune.errors import ArtuneError
 from artune.measure.records import Header, Measurement, MeasurementLog
-from artune.sizes import format_size, parse_size
+from artune.sizes import parse_size
 
 DEFAULT_SIZES = tuple(4096 << (2 * i) for i in range(8))  # 4KiB, 16KiB, ..., 64MiB
 REDOPS = ("sum", "max", "min")
@@ -216,8 +216,9 @@ def run_bench(args: argparse.Namespace) -> int:
     world = args.world_size
     log = _open_log(args.jsonl, world)
     per_size = 4 * options.budget_s + 30.0
+    load_before = os.getloadavg()[0]
     results = run_ranks(bench_rank, world, options, timeout=120.0 + per_size * len(options.sizes))
-    return _report(results[0], options, world, log)
+    return _report(results[0], options, world, log, _busy(load_before, world))
 
 
 def _run_under_torchrun(args: argparse.Namespace, options: BenchOptions) -> int:
@@ -228,6 +229,7 @@ def _run_under_torchrun(args: argparse.Namespace, options: BenchOptions) -> int:
     world = int(os.environ["WORLD_SIZE"])
     if args.world_size is not None and args.world_size != world:
         raise ArtuneError(f"--world-size {args.world_size} but torchrun started WORLD_SIZE={world}; drop one")
+    load_before = os.getloadavg()[0]
     owned = not dist.is_initialized()
     if owned:
         dist.init_process_group("gloo")
@@ -240,7 +242,15 @@ def _run_under_torchrun(args: argparse.Namespace, options: BenchOptions) -> int:
             dist.destroy_process_group()
     if result is None:
         return 0
-    return _report(result, options, world, log)
+    return _report(result, options, world, log, _busy(load_before, world))
+
+
+def _busy(load_before: float, world: int) -> str:
+    """Why the figures cannot be judged, when other work competed with the ranks (``""`` when quiet)."""
+    from artune.cli.tune import busy_warning
+
+    busy = busy_warning(load_before, os.getloadavg()[0], world)
+    return f"{busy}; compare algorithms on an idle machine" if busy else ""
 
 
 def _open_log(path: str | None, world: int) -> MeasurementLog | None:
@@ -249,59 +259,71 @@ def _open_log(path: str | None, world: int) -> MeasurementLog | None:
     return MeasurementLog(path, Header.for_this_machine(world))
 
 
-def _report(result: BenchResult, options: BenchOptions, world: int, log: MeasurementLog | None) -> int:
-    from rich.console import Console
-
-    console = Console(highlight=False)
-    table = results_table(result.measurements, world, options)
-    if not console.is_terminal:
-        console = Console(highlight=False, width=1000)  # a file or pipe: never wrap the table
-    console.print(table)
-    if result.note:
-        console.print(f"# {result.note}")
+def _report(result: BenchResult, options: BenchOptions, world: int, log: MeasurementLog | None, busy: str = "") -> int:
+    sys.stdout.write(nccl_tests_text(result.measurements, world, options, busy))
     failed = [m for m in result.measurements if not m.ok]
-    for m in failed:
-        console.print(f"# {m.candidate.key} at {format_size(m.size_bytes)}: {m.status}: {m.error}")
+    for line in ([f"shared memory not used: {result.note}"] if result.note else []) + [
+        f"{m.candidate.key} at {m.size_bytes} B: {m.status}: {m.error}" for m in failed
+    ]:
+        print(f"# {line}")
     if log is not None:
         log.extend(result.measurements)
         print(f"# {len(result.measurements)} measurements appended to {log.path}", file=sys.stderr)
     return 1 if failed else 0
 
 
-def results_table(measurements: list[Measurement], world: int, options: BenchOptions | None = None) -> Any:
-    """The nccl-tests-style rich table: size, count, dtype, redop, then per candidate its figures."""
-    from rich import box
-    from rich.table import Table
+#: nccl-tests' names of the data types (its ``type`` column)
+NCCL_TYPES = {"float32": "float", "float16": "half", "bfloat16": "bfloat16", "float64": "double"}
 
+
+def nccl_tests_text(
+    measurements: list[Measurement], world: int, options: BenchOptions | None = None, busy: str = ""
+) -> str:
+    """The measurements as nccl-tests' ``all_reduce_perf`` prints them: ``#`` header lines, one row per size in
+    bytes with its count, type and redop, then per algorithm (where nccl-tests has out-of-place and in-place)
+    time in us, algbw and busbw in GB/s and ``#wrong``, and a closing ``# Avg bus bandwidth`` line (the mean of
+    each algorithm's busbw over the sizes, as nccl-tests averages)."""
     keys = list(dict.fromkeys(m.candidate.key for m in measurements))
     sizes = list(dict.fromkeys(m.size_bytes for m in measurements))
     by = {(m.size_bytes, m.candidate.key): m for m in measurements}
-    baseline = "gloo" if "gloo" in keys else None
-    title = f"all_reduce, world_size={world}, time = median of the slowest rank" + (
-        f", {options.budget_s:g} s per size" if options else ""
-    )
-    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for name in ("size", "count", "dtype", "redop"):
-        table.add_column(name, justify="right" if name in ("size", "count") else "left", no_wrap=True)
-    for key in keys:
-        for column in ("time_us", "algbw_GBps", "busbw_GBps", "nwrong"):
-            table.add_column(f"{key}\n{column}", justify="right", no_wrap=True)
-        if baseline and key != baseline:
-            table.add_column(f"{key}\n{baseline}/this", justify="right", no_wrap=True)
+    budget = f", {options.budget_s:g} s of timed calls per size" if options else ""
+    lines = [
+        f"# artune bench: all_reduce, world size {world}, time = median call of the slowest rank{budget}, "
+        f"validation: {int(options.check) if options else 1}",
+        "#",
+    ]
+    if busy:
+        lines += [f"# WARNING: {busy}", "#"]
+    lines += [
+        "#" + " " * 43 + "".join(f"{key[:31]:^32}" for key in keys),
+        "#       size         count      type   redop" + "     time   algbw   busbw #wrong" * len(keys),
+        "#        (B)    (elements)                  " + "     (us)  (GB/s)  (GB/s)       " * len(keys),
+    ]
     for size in sizes:
-        first = next(m for m in measurements if m.size_bytes == size)
-        row = [format_size(size), str(first.count), first.dtype, first.redop]
-        base = by.get((size, baseline)) if baseline else None
+        first = by[size, next(k for k in keys if (size, k) in by)]
+        row = f"{size:12d}  {first.count:12d}  {NCCL_TYPES.get(first.dtype, first.dtype):>8}  {first.redop:>6}"
         for key in keys:
             m = by.get((size, key))
             if m is None:
-                row += ["", "", "", ""]
+                row += f"  {'-':>7}  {'-':>6}  {'-':>6}  {'-':>5}"
             elif m.ok:
-                row += [f"{m.time_us:.1f}", f"{m.algbw_GBps:.3f}", f"{m.busbw_GBps:.3f}", str(m.nwrong)]
+                row += f"  {_time(m.time_us):>7}  {m.algbw_GBps:6.2f}  {m.busbw_GBps:6.2f}  {m.nwrong:5d}"
             else:
-                row += [m.status, "-", "-", str(m.nwrong) if m.nwrong >= 0 else "-"]
-            if baseline and key != baseline:
-                ok = m is not None and m.ok and base is not None and base.ok
-                row.append(f"{base.time_us / m.time_us:.2f}x" if ok else "-")  # type: ignore[union-attr]
-        table.add_row(*row)
-    return table
+                row += f"  {m.status[:7]:>7}  {'-':>6}  {'-':>6}  {m.nwrong if m.nwrong >= 0 else '-':>5}"
+        lines.append(row)
+    wrong = sum(max(m.nwrong, 0) for m in measurements)
+    averages = []
+    for key in keys:
+        ok = [m.busbw_GBps for m in measurements if m.candidate.key == key and m.ok]
+        averages.append(f"{key} {sum(ok) / len(ok):.3f}" if ok else f"{key} -")
+    lines += [
+        f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}",
+        f"# Avg bus bandwidth    : {'  '.join(averages)}",
+        "#",
+    ]
+    return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def _time(us: float) -> str:
+    """A time as nccl-tests writes it: two decimals while they fit in its column."""
+    return f"{us:.2f}" if us < 1e4 else f"{us:.1f}" if us < 1e5 else f"{us:.0f}"

@@ -24,7 +24,9 @@ installs the table as this machine's (the Communicator's default) unless
 table has a check against it, nothing is installed without ``--force`` and
 the exit status is 1. ``artune verify TABLE`` re-measures both sides of
 every band bound, and an open-ended last band against the fallback at a few
-sizes across it, and exits 1 when one no longer holds.
+sizes across it, and exits 1 when one no longer holds, or when it could not
+tell (a side still unsure after its re-measurements: it says so, and that a
+busy machine or a small ``--budget`` is the likely cause).
 
 ``--device cuda`` (its GPU status: docs/status.md) measures CUDA tensors (bf16), one
 GPU per rank, NCCL and torch symmetric memory, in each ``--mode``: ``graph``
@@ -428,8 +430,8 @@ def run_verify(args: argparse.Namespace) -> int:
         "the table's shared-memory bands could not be measured",
     )
     rule = TuneConfig().rule
-    drifted = 0
-    checked = 0
+    drifted = unsure = checked = 0
+    load_before = os.getloadavg()[0]
     for plan in plans:
         request = VerifyRequest(plan, budget, rule, args.peer_timeout, logging.getLogger().getEffectiveLevel())
         checks = run_collective(verify_rank, plan.world_size, request, timeout=180.0 + 6 * budget)
@@ -440,6 +442,23 @@ def run_verify(args: argparse.Namespace) -> int:
         for check in checks:
             checked += 1
             drifted += not check.holds
+            unsure += check.holds and check.unsure
             print(check.describe())
-    print(f"{checked} check(s), {drifted} drifted" + ("" if drifted else ": the table holds"))
-    return 1 if drifted else 0
+    busy = busy_warning(load_before, os.getloadavg()[0], max(p.world_size for p in plans))
+    if busy:
+        print(f"artune verify: warning: {busy}; verify again on an idle machine", file=sys.stderr)
+    print(_verify_summary(checked, drifted, unsure, busy))
+    return 1 if drifted or unsure else 0
+
+
+def _verify_summary(checked: int, drifted: int, unsure: int, busy: str) -> str:
+    """The closing line: the table holds only when every check surely does."""
+    line = f"{checked} check(s), {drifted} drifted, {unsure} unsure"
+    if drifted:
+        return line
+    if unsure:
+        why = "the machine was busy" if busy else "too few rounds told them apart"
+        return (
+            f"{line}: could not tell whether the table holds ({why}); rerun with a larger --budget on an idle machine"
+        )
+    return f"{line}: the table holds"

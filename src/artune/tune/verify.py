@@ -13,7 +13,8 @@ across it (from its first size to the largest size ``artune tune``
 measures), and it *holds* when it is slower than the fallback at none of
 them. So a one-band table is verified too. A side whose verdict is unsure
 is measured again (up to ``EXTRA_CALLS`` times, within the check's share of
-the budget); one still unsure holds, and says so.
+the budget); one still unsure holds as far as anyone can tell, and says so
+(``artune verify`` then does not say that the table holds).
 """
 
 from __future__ import annotations
