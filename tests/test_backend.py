@@ -330,6 +330,8 @@ def test_ddp_sees_a_dead_peer_as_an_error_not_a_crash(tmp_path: Path) -> None:
         run_ranks(_ddp_peer_dies, 2, str(result), timeout=40, backend="artune", env={"ARTUNE_TIMEOUT": "5"})
     text = result.read_text()
     assert text.startswith("RuntimeError") and "rank(s) [1]" in text, text
+    # the fix in the backend's words: a DDP user made a process group, never a Communicator
+    assert "communicator" not in text.lower() and 'init_process_group("artune") again' in text, text
 
 
 # ---------------------------------------------------------------- unmodified programs, teardown

@@ -46,6 +46,7 @@ drops the inner groups, so their threads do not outlive the interpreter
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
@@ -65,6 +66,22 @@ _MAX_PENDING = 256  # inner works remembered for the drain at shutdown; complete
 #: all-gathers with at most this many bytes of output run as an artune all-reduce (see the module doc): the largest
 #: size bench/bench_allgather.py measured, still faster than gloo's all-gather there at 2 and 4 ranks
 GATHER_MAX_BYTES = 16 << 20
+
+
+#: how the Communicator's errors end, and what a torch.distributed user does instead: the group is what they made
+COMMUNICATOR_FIX = "create a new communicator"
+BACKEND_FIX = 'destroy the process group (dist.destroy_process_group()) and call init_process_group("artune") again'
+
+
+def in_backend_words(err: Exception) -> Exception:
+    """``err`` as a ``torch.distributed`` user reads it: the same exception (a ``PeerTimeout`` stays one, with
+    its missing ranks), whose fix names the process group, never a Communicator they did not create."""
+    text = str(err)
+    if not isinstance(err, ArtuneError) or COMMUNICATOR_FIX not in text:
+        return err
+    said = copy.copy(err)
+    said.args = (text.replace(COMMUNICATOR_FIX, BACKEND_FIX), *err.args[1:])
+    return said
 
 
 class ArtuneProcessGroup(dist.ProcessGroup):
@@ -176,7 +193,7 @@ class ArtuneProcessGroup(dist.ProcessGroup):
                     if kind == _R.AVG:
                         tensor.div_(self.size())
         except Exception as err:  # reported by wait() and the future, as torch's works do
-            return ArtuneWork(tensors, err)
+            return ArtuneWork(tensors, in_backend_words(err))
         return ArtuneWork(tensors)
 
     # ------------------------------------------------------------ all-gather as an all-reduce
@@ -228,7 +245,7 @@ class ArtuneProcessGroup(dist.ProcessGroup):
                     comm.all_reduce(buffer.view(torch.uint8).view(_sum_dtype(nbytes)), "sum")
                     unpack(outputs, k, buffer, size)
         except Exception as err:  # reported by wait() and the future, as torch's works do
-            return ArtuneWork(_flat(outputs), err)
+            return ArtuneWork(_flat(outputs), in_backend_words(err))
         return ArtuneWork(_flat(outputs))
 
     # ------------------------------------------------------------ everything else: the inner groups
