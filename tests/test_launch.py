@@ -69,3 +69,33 @@ def test_a_sigterm_while_the_ranks_start_ends_every_rank_before_run_ranks_raises
     assert found == {"raised": "Terminated", "started": 2, "running": [False, False], "exitcodes": found["exitcodes"]}
     assert all(code is not None for code in found["exitcodes"])
     assert "Traceback" not in run.stderr, run.stderr[-3000:]
+
+
+INTERRUPTED_WHILE_STARTING = """
+import os, signal
+from artune import launch
+
+
+class Env(dict):
+    def __iter__(self):  # os.environ.update(env) reads env: run_ranks' SIGTERM arrives right then
+        os.kill(os.getpid(), signal.SIGTERM)
+        return super().__iter__()
+
+
+class Results:
+    def put(self, payload):
+        print("result", payload[0])
+
+
+launch._rank_main(print, 0, 1, 0, (), Results(), 1.0, Env(PATH="/usr/bin"))
+print("returned")
+"""
+
+
+def test_a_rank_interrupted_while_it_sets_its_environment_ends_without_a_word(tmp_path: Path) -> None:
+    """The race a loaded machine hit: the SIGTERM came while the rank was inside ``os.environ.update(env)``,
+    and its KeyboardInterrupt escaped as a traceback; now the rank, which has made nothing yet, just ends."""
+    script = tmp_path / "rank.py"
+    script.write_text(INTERRUPTED_WHILE_STARTING)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert (run.returncode, run.stdout, run.stderr) == (0, "returned\n", "")

@@ -90,26 +90,30 @@ def _rank_main(
     backend: str = "gloo",
     launcher: int = 0,
 ) -> None:
-    # run_ranks ends its ranks with SIGTERM: from here it interrupts fn as Ctrl-C would, so its cleanup runs; a
-    # rank still unpickling its arguments (importing) ends without a word, having made nothing to clean up
-    signal.signal(signal.SIGTERM, _interrupted)
-    if launcher:
-        _end_with_launcher(launcher)
-    os.environ.clear()  # the parent's environment as it was at the call, as a spawned rank would have it
-    os.environ.update(env)
-    os.environ.update(
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(world_size),
-        LOCAL_WORLD_SIZE=str(world_size),
-    )
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(1)
+    # run_ranks ends its ranks with SIGTERM: from the handler on it interrupts the rank as Ctrl-C would, so that
+    # fn's cleanup runs. Before that its default ends the rank quietly, and until fn's set-up begins (the
+    # environment and torch) a rank has made nothing to clean up and ends without a word: the one try below
+    # covers every statement from the handler on, so no interruption escapes it as a traceback
+    starting = True
     try:
+        signal.signal(signal.SIGTERM, _interrupted)
+        if launcher:
+            _end_with_launcher(launcher)
+        os.environ.clear()  # the parent's environment as it was at the call, as a spawned rank would have it
+        os.environ.update(env)
+        os.environ.update(
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
+            RANK=str(rank),
+            LOCAL_RANK=str(rank),
+            WORLD_SIZE=str(world_size),
+            LOCAL_WORLD_SIZE=str(world_size),
+        )
+        import torch
+        import torch.distributed as dist
+
+        torch.set_num_threads(1)
+        starting = False
         if "artune" in backend:  # artune's own torch backend (registered here even when not installed)
             from artune.backend import register
 
@@ -127,6 +131,8 @@ def _rank_main(
             dist.destroy_process_group()
         payload = ("ok", rank, pickle.dumps(value))
     except BaseException as err:  # every failure must reach the parent
+        if starting and isinstance(err, KeyboardInterrupt):
+            return  # interrupted while setting up: the launcher is unwinding and reads no result
         payload = ("error", rank, f"{type(err).__name__}: {err}\n{traceback.format_exc()}")
     results.put(payload)
 
