@@ -125,3 +125,17 @@ def test_an_arch_after_at_reads_the_same_way(capsys) -> None:
     assert main(["diff", "reference:vllm@sm_107", "reference:vllm@10.7"]) == 0
     assert main(["diff", "reference:vllm@99.9", "reference:vllm@10.7"]) == 2
     assert "unknown arch '99.9'" in capsys.readouterr().err
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
+    """``artune diff ... | head -1``: the pipe closes under the output, as ``head`` does."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "artune", "diff", "reference:vllm@10.3", "reference:vllm@10.7"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # before the first line is written
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 141 and "Traceback" not in err, err

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import difflib
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -112,6 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ArtuneError as err:
         print(f"artune {args.command}: error: {err}", file=sys.stderr)
         return exit_status(err)
+    except BrokenPipeError:  # the reader left (artune diff ... | head): the rest of the output goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (and not at exit, with a traceback)
+        return 128 + signal.SIGPIPE
     except KeyboardInterrupt as err:
         terminated = isinstance(err, Terminated)
         print(f"artune {args.command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
