@@ -139,3 +139,23 @@ def test_a_reader_that_leaves_early_gets_no_traceback() -> None:
     proc.stdout.close()  # before the first line is written
     err = proc.stderr.read()
     assert proc.wait(timeout=120) == 141 and "Traceback" not in err, err
+
+
+WAIT = "import time; from artune.progress import waiting\nwith waiting('reading vllm==0.33.0'):\n    time.sleep(1.0)\n"
+
+
+def test_a_slow_wait_shows_a_spinner_on_a_terminal_and_nothing_in_a_pipe() -> None:
+    import os
+    import pty
+
+    main_fd, terminal = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-c", WAIT], stderr=terminal, stdout=subprocess.PIPE, timeout=60)
+        os.set_blocking(main_fd, False)
+        shown = os.read(main_fd, 65536).decode(errors="replace")
+    finally:
+        os.close(terminal)
+        os.close(main_fd)
+    assert done.returncode == 0 and "reading vllm==0.33.0" in shown
+    piped = subprocess.run([sys.executable, "-c", WAIT], capture_output=True, text=True, timeout=60)
+    assert (piped.returncode, piped.stdout, piped.stderr) == (0, "", "")

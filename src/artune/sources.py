@@ -18,6 +18,7 @@ from artune.arch import parse_arch
 from artune.errors import TableError
 from artune.formats import engine_source, read_engine
 from artune.formats.references import reference_findings, reference_set
+from artune.progress import waiting
 from artune.table.bundled import cpu_default
 from artune.table.check import Finding, check_table
 from artune.table.family import TableSet
@@ -59,9 +60,10 @@ def open_source(spec: str) -> Source:
 
 
 def _open(spec: str) -> Source:
-    engine = engine_source(spec)
-    if engine is not None:
-        imported = read_engine(*engine)
+    with waiting(f"reading {spec} (a release: downloaded once, then cached)"):
+        engine = engine_source(spec)
+        imported = read_engine(*engine) if engine is not None else None
+    if imported is not None:
         tables = imported.tables
         return Source(
             [*tables.tables.values(), *([tables.default] if tables.default else [])], tables, imported.findings
