@@ -4,8 +4,10 @@ Exit codes: 0 success, 1 findings (``check``) or drift (``verify``), 2 bad
 input (a file that cannot be read, a malformed option), 3 something fetched
 from outside could not be had (an engine release while the registry is
 unreachable: retry, or use a cache), 130 interrupted (Ctrl-C), 143 terminated
-(SIGTERM: the command's cleanup runs as for Ctrl-C). Errors are always one
-clear line, never a traceback.
+(SIGTERM: the command's cleanup runs as for Ctrl-C), 141 the reader closed the
+pipe (``| head``). Errors are always one clear line, ``artune COMMAND: error:
+...`` with the fix, never a traceback; a usage error prints the sub-command's
+own usage, and a mistyped sub-command the one it most likely meant.
 """
 
 from __future__ import annotations
