@@ -64,6 +64,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from artune.machine import cpu_times as _cpu_times
+from artune.machine import steal_share as _steal
 from artune.sizes import human_size
 
 SIZES = 12
@@ -303,23 +305,6 @@ def one_run(i: int, args: argparse.Namespace) -> dict[str, Any]:
             "justified": bool(shipped) or all(a.justified for a in audits),
             "near_ties": re.findall(r"near-tie: (.+)", done.stdout), "regret": regret, "sizes": scored["sizes"],
             "times": scored["times"], "choices": scored["choices"], "folder": str(folder)}  # fmt: skip
-
-
-def _cpu_times() -> list[int]:
-    """The machine's CPU time counters (/proc/stat's first line, in ticks; [] where there is none)."""
-    try:
-        return [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return []
-
-
-def _steal(before: list[int], after: list[int]) -> float:
-    """The share of CPU time the hypervisor took from this VM between two readings (its 8th counter): a
-    scoring during which the host ran other guests on our cores is not a quiet one, whatever the load says."""
-    if len(before) < 8 or len(after) < 8:
-        return math.nan
-    total = sum(after) - sum(before)
-    return (after[7] - before[7]) / total if total > 0 else math.nan
 
 
 def _spin(parent: int) -> None:

@@ -233,3 +233,16 @@ def test_a_tune_ended_by_a_signal_leaves_no_rank_running(tmp_path: Path, sig: st
     _wait(lambda: not _marked(mark), "the ranks to end with the tune")
     if sig == "SIGTERM":  # (a SIGKILLed rank cannot unlink what it made: its peers' deadlines and names do)
         assert _segments() <= before
+
+
+def test_a_hypervisor_taking_cpu_time_makes_a_quiet_load_busy() -> None:
+    from artune.cli.tune import busy_warning
+    from artune.machine import cpu_times, steal_share
+
+    assert busy_warning(0.2, 1.9, world_size=2, cpus=2, steal=0.01) == ""
+    assert "the hypervisor took 12% of the CPU time" in busy_warning(0.2, 1.9, world_size=2, cpus=2, steal=0.12)
+    assert busy_warning(0.2, 1.9, world_size=2, cpus=2, steal=float("nan")) == ""  # unknown is not busy
+    # /proc/stat's 8th counter is steal: 30 of 100 ticks
+    assert steal_share([0] * 8, [50, 0, 20, 0, 0, 0, 0, 30]) == 0.3
+    now = cpu_times()
+    assert not now or len(now) >= 8

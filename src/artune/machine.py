@@ -8,6 +8,7 @@ fingerprint and a measurement log refuses to mix fingerprints.
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import platform as _platform
 import socket
@@ -74,3 +75,22 @@ def host_label(host: str) -> str:
     """A short name for a ``host_id`` in messages: the hostname, plus the simulated name if any."""
     name, _, rest = host.partition("|")
     return name + (f"/{rest.rpartition('simulated:')[2]}" if "simulated:" in rest else "")
+
+
+def cpu_times() -> list[int]:
+    """The machine's CPU time counters (/proc/stat's first line, in ticks; [] where there is none)."""
+    try:
+        with open("/proc/stat", encoding="ascii") as stat:
+            return [int(v) for v in stat.readline().split()[1:]]
+    except (OSError, ValueError):
+        return []
+
+
+def steal_share(before: list[int], after: list[int]) -> float:
+    """The share of CPU time the hypervisor took from this VM between two ``cpu_times`` readings (its 8th
+    counter; NaN where unknown): while the host runs other guests on our cores, a run is not a quiet one,
+    whatever the load average says."""
+    if len(before) < 8 or len(after) < 8:
+        return math.nan
+    total = sum(after) - sum(before)
+    return (after[7] - before[7]) / total if total > 0 else math.nan

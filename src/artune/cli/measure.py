@@ -216,9 +216,9 @@ def run_bench(args: argparse.Namespace) -> int:
     world = args.world_size
     log = _open_log(args.jsonl, world)
     per_size = 4 * options.budget_s + 30.0
-    load_before = os.getloadavg()[0]
+    before = _loads()
     results = run_ranks(bench_rank, world, options, timeout=120.0 + per_size * len(options.sizes))
-    return _report(results[0], options, world, log, _busy(load_before, world))
+    return _report(results[0], options, world, log, _busy(before, world))
 
 
 def _run_under_torchrun(args: argparse.Namespace, options: BenchOptions) -> int:
@@ -229,7 +229,7 @@ def _run_under_torchrun(args: argparse.Namespace, options: BenchOptions) -> int:
     world = int(os.environ["WORLD_SIZE"])
     if args.world_size is not None and args.world_size != world:
         raise ArtuneError(f"--world-size {args.world_size} but torchrun started WORLD_SIZE={world}; drop one")
-    load_before = os.getloadavg()[0]
+    before = _loads()
     owned = not dist.is_initialized()
     if owned:
         dist.init_process_group("gloo")
@@ -242,14 +242,23 @@ def _run_under_torchrun(args: argparse.Namespace, options: BenchOptions) -> int:
             dist.destroy_process_group()
     if result is None:
         return 0
-    return _report(result, options, world, log, _busy(load_before, world))
+    return _report(result, options, world, log, _busy(before, world))
 
 
-def _busy(load_before: float, world: int) -> str:
+def _loads() -> tuple[float, list[int]]:
+    """The 1-minute load average and the CPU time counters, before the ranks start."""
+    from artune.machine import cpu_times
+
+    return os.getloadavg()[0], cpu_times()
+
+
+def _busy(before: tuple[float, list[int]], world: int) -> str:
     """Why the figures cannot be judged, when other work competed with the ranks (``""`` when quiet)."""
     from artune.cli.tune import busy_warning
+    from artune.machine import cpu_times, steal_share
 
-    busy = busy_warning(load_before, os.getloadavg()[0], world)
+    steal = steal_share(before[1], cpu_times())
+    busy = busy_warning(before[0], os.getloadavg()[0], world, steal=steal)
     return f"{busy}; compare algorithms on an idle machine" if busy else ""
 
 

@@ -214,8 +214,15 @@ def _world_sizes(given: list[int], option: str = "--world-size", least: int = 2)
     return sorted(dict.fromkeys(given))
 
 
-def busy_warning(load_before: float, load_after: float, world_size: int, cpus: int | None = None) -> str:
-    """A warning when the 1-minute load average left fewer free CPUs than ranks, else ``""``.
+#: the share of CPU time a hypervisor may take during a run that still counts as quiet (bench/tune_robustness.py's)
+MAX_STEAL = 0.05
+
+
+def busy_warning(
+    load_before: float, load_after: float, world_size: int, cpus: int | None = None, steal: float = 0.0
+) -> str:
+    """A warning when the 1-minute load average left fewer free CPUs than ranks, or the hypervisor took more
+    than ``MAX_STEAL`` of the CPU time (``steal``, from ``artune.machine.steal_share``), else ``""``.
 
     The ranks themselves add about ``world_size`` to the load while they run,
     so the load after a run is compared against ``cpus``, the one before
@@ -224,11 +231,13 @@ def busy_warning(load_before: float, load_after: float, world_size: int, cpus: i
     cpus = cpus or os.cpu_count() or 1
     before_busy = load_before > max(1.0, cpus - world_size) + 0.5  # the last run still shows for a minute
     after_busy = load_after > max(cpus, world_size) + 0.5
-    if not (before_busy or after_busy):
+    stolen = steal > MAX_STEAL  # (NaN, unknown, is not)
+    if not (before_busy or after_busy or stolen):
         return ""
+    took = f", the hypervisor took {steal:.0%} of the CPU time" if stolen else ""
     return (
         f"the machine was busy (load average {load_before:.1f} before, {load_after:.1f} after, "
-        f"{cpus} CPUs, {world_size} ranks): other processes competed with the ranks, so figures may be off"
+        f"{cpus} CPUs, {world_size} ranks{took}): other processes competed with the ranks, so figures may be off"
     )
 
 
@@ -300,7 +309,7 @@ def run_tune(args: argparse.Namespace) -> int:
         config = config.with_changes(dtype="bfloat16", grain=CUDA_GRAIN)  # what the engines' tables are for
     out = Path(args.out) if args.out else Path(f"artune-tune-{'cuda-' if cuda else ''}{fingerprint}")
     out.mkdir(parents=True, exist_ok=True)
-    load_before = os.getloadavg()[0]
+    load_before, times_before = os.getloadavg()[0], machine.cpu_times()
     level = logging.getLogger().getEffectiveLevel()
     results = tune_world_sizes(
         world_sizes, out, config, args.peer_timeout, not args.no_progress, level, args.device, timings
@@ -317,7 +326,8 @@ def run_tune(args: argparse.Namespace) -> int:
         installed = str(install_table(table, settings.from_env().cache_dir, fingerprint))
     wall = time.monotonic() - started
     command = "artune " + " ".join(shlex.quote(a) for a in sys.argv[1:]) if sys.argv[1:] else ""
-    busy = busy_warning(load_before, os.getloadavg()[0], max(world_sizes))
+    steal = machine.steal_share(times_before, machine.cpu_times())
+    busy = busy_warning(load_before, os.getloadavg()[0], max(world_sizes), steal=steal)
     if busy:
         busy += "; rerun 'artune tune' on an idle machine, or 'artune verify' the table later"
         print(f"artune tune: warning: {busy}", file=sys.stderr)
@@ -407,8 +417,8 @@ def _timings(args: argparse.Namespace) -> list[Any]:
 
 
 def run_verify(args: argparse.Namespace) -> int:
-    """``artune verify``: 0 when every bound holds, 1 when one drifted."""
-    from artune import settings
+    """``artune verify``: 0 when every bound surely holds, 1 when one drifted or it could not tell."""
+    from artune import machine, settings
     from artune.table.io import load_table
     from artune.tune.config import TuneConfig
     from artune.tune.session import VerifyRequest, run_collective, under_torchrun, verify_rank
@@ -431,7 +441,7 @@ def run_verify(args: argparse.Namespace) -> int:
     )
     rule = TuneConfig().rule
     drifted = unsure = checked = 0
-    load_before = os.getloadavg()[0]
+    load_before, times_before = os.getloadavg()[0], machine.cpu_times()
     for plan in plans:
         request = VerifyRequest(plan, budget, rule, args.peer_timeout, logging.getLogger().getEffectiveLevel())
         checks = run_collective(verify_rank, plan.world_size, request, timeout=180.0 + 6 * budget)
@@ -444,7 +454,8 @@ def run_verify(args: argparse.Namespace) -> int:
             drifted += not check.holds
             unsure += check.holds and check.unsure
             print(check.describe())
-    busy = busy_warning(load_before, os.getloadavg()[0], max(p.world_size for p in plans))
+    steal = machine.steal_share(times_before, machine.cpu_times())
+    busy = busy_warning(load_before, os.getloadavg()[0], max(p.world_size for p in plans), steal=steal)
     if busy:
         print(f"artune verify: warning: {busy}; verify again on an idle machine", file=sys.stderr)
     print(_verify_summary(checked, drifted, unsure, busy))
