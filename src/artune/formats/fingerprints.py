@@ -11,7 +11,9 @@ the decisions, ``review`` shows the function's diff).
 
 A fingerprint is a hash of the function's syntax tree without its docstrings
 and positions (comments are not in the tree): reformatting, comments and
-docstrings keep it; any change of code changes it. An engine's C++ (the
+docstrings keep it; any change of code changes it. The tree is printed in a
+normal form (``normal_form``) that Python 3.10-3.13 print alike, so a release
+verified on one is verified on all. An engine's C++ (the
 TensorRT-LLM header) has no Python tree: its functions are fingerprinted by
 their text with comments and whitespace taken out (``fingerprint_text``),
 which likewise keeps a reformatting and changes with any token. The verified fingerprints
