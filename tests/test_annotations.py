@@ -163,3 +163,19 @@ def test_checkout_paths() -> None:
     here = Path.cwd()
     assert checkout_path(f"{here}/vllm/x.py:9", here) == ("vllm/x.py", 9)
     assert checkout_path("/elsewhere/vllm/x.py:9", here / "sub") == ("/elsewhere/vllm/x.py", 9)
+
+
+def test_a_question_with_no_place_is_located_at_the_table_file_of_the_side_it_is_about(tmp_path: Path) -> None:
+    from artune.review.annotations import table_file
+
+    loss = Question("warning", "", "10.7", "ws 8 (graph)", "the cost model predicts AFTER slower", "X113", (8,))
+    (result,) = valid(sarif([loss], about=table_file("vllm==0.27.0")))["runs"][0]["results"]
+    assert result["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": UTILS}}}]  # no line: none is
+    configs = "sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py"
+    assert table_file("sglang==0.5.23") == f"sglang==0.5.23/{configs}"
+    (tmp_path / "python" / configs).parent.mkdir(parents=True)
+    (tmp_path / "python" / configs).write_text("")
+    assert table_file(f"sglang:{tmp_path}") == str(tmp_path / "python" / configs)  # a checkout's layout
+    assert table_file(f"vllm:{tmp_path / 'python' / configs}") == str(tmp_path / "python" / configs)  # a file
+    assert table_file("trtllm:.") == "cpp/tensorrt_llm/common/customAllReduceUtils.h"
+    assert table_file("reference:vllm") == table_file("t.toml") == ""  # no engine's file: no place
