@@ -9,10 +9,22 @@ import tempfile
 
 import pytest
 
-# A table that `artune tune` installed on this machine (or the user's overrides) must not change what the
-# tests see: every process of the suite, spawned ranks included, reads an empty cache of its own.
+from artune.formats.releases import releases_dir
+
+# A table that `artune tune` installed on this machine, a reading kept by another run (or interpreter, or
+# artune), or the user's overrides must not change what the tests see: every process of the suite, spawned
+# ranks included, reads an empty cache of its own. Only the engines' released files, downloaded once and never
+# changed, are shared: with the user's cache (as the user's settings name it), so the suite downloads each once.
+os.environ["ARTUNE_RELEASES_DIR"] = str(releases_dir())
 _CACHE = os.environ["ARTUNE_CACHE_DIR"] = tempfile.mkdtemp(prefix="artune-test-cache-")
-for _name in ("ARTUNE_TABLE", "ARTUNE_ALGORITHM", "ARTUNE_BOUNDS", "ARTUNE_SHM_BYTES", "ARTUNE_HOST"):
+for _name in (
+    "ARTUNE_READINGS_DIR",
+    "ARTUNE_TABLE",
+    "ARTUNE_ALGORITHM",
+    "ARTUNE_BOUNDS",
+    "ARTUNE_SHM_BYTES",
+    "ARTUNE_HOST",
+):
     os.environ.pop(_name, None)
 
 PATTERNS = ("/dev/shm/artune_*", "/dev/shm/sem.artune_*")

@@ -48,7 +48,10 @@ def test_e101_annotated_at_the_line_that_holds_the_10_7_row(capsys: pytest.Captu
     source = (root / UTILS).read_text().splitlines()
     assert source[line - 1].lstrip().startswith('"10.7": {'), source[line - 1]  # the released file's own line
     assert "::arch 10.7: 10.7 = 10.3 in 3 of 3 tables: measured, or inherited?" in e101
-    assert all(line.startswith(("::warning ", "::notice ", "::error ")) for line in out)
+    *annotated, count = out
+    assert all(line.startswith(("::warning ", "::notice ", "::error ")) for line in annotated)
+    assert count == f"artune: printed {len(annotated)} of {len(annotated)} annotations"
+    assert not any(",title=E402::" in line for line in annotated)  # every function as verified, on every Python
     assert any(line.startswith("::notice ") and ",title=N101::" in line for line in out)  # notes are notices
 
 
@@ -94,10 +97,11 @@ def test_review_sarif_and_annotations_of_its_ranked_questions(
     results = log["runs"][0]["results"]
     assert [r["ruleId"] for r in results][:1] == ["E101"]
     assert results[0]["locations"][0]["physicalLocation"]["region"]["startLine"] >= 1
-    assert any(r["ruleId"] == "X111" and "locations" not in r for r in results)  # a move has no line of its own
+    (x111,) = [r for r in results if r["ruleId"] == "X111"]  # a move has no line of its own: the table's file
+    assert x111["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": str(b / UTILS)}}}]
     assert main(["review", f"vllm:{a}", f"vllm:{b}", "--format", "github"]) == 1  # --format: the alias
     out = capsys.readouterr().out.splitlines()
-    assert len(out) == len(results) and out[0].startswith("::warning file=") and ",title=E101::" in out[0]
+    assert len(out) == len(results) + 1 and out[0].startswith("::warning file=") and ",title=E101::" in out[0]
     assert any(line.startswith("::warning title=X111::") for line in out)  # no file: the run's summary shows it
     assert "%0AAnswer: artune tune --device cuda" in out[0]  # the command that answers it, on its own line
 
@@ -114,10 +118,40 @@ def test_check_json_and_text_keep_every_field(capsys: pytest.CaptureFixture[str]
 
 def test_escaping_as_the_actions_toolkit_does() -> None:
     question = Question("error", "dir,x/f.py:3", "10.0", "", "50% done\r\nnext: a, b", "E202")
-    (line,) = github([question]).splitlines()
+    line, _count = github([question]).splitlines()
     assert line == "::error file=dir%2Cx/f.py,line=3,title=E202::arch 10.0: 50%25 done%0D%0Anext: a, b"
     note = Question("note", "", "*", "", "information", "M101")
-    assert github([note]) == "::notice title=M101::every arch: information\n"
+    assert github([note]) == "::notice title=M101::every arch: information\nartune: printed 1 of 1 annotations\n"
+
+
+def test_annotations_that_matter_come_first_and_the_count_says_what_github_leaves_out() -> None:
+    """GitHub shows 10 annotations of each level per step: errors, then warnings, then notices, each in rank order."""
+    asked = [Question("note", "f.py:1", "9.0", "", f"n{i}", "N101") for i in range(12)]
+    asked += [Question("warning", "f.py:2", "9.0", "", f"w{i}", "X111") for i in range(13)]
+    asked.insert(5, Question("error", "f.py:3", "9.0", "", "e0", "E202"))
+    asked.append(Question("error", "", "9.0", "", "e1", "E202"))
+    *lines, count = github(asked).splitlines()
+    levels = [line.split(" ", 1)[0] for line in lines]
+    assert levels == ["::error"] * 2 + ["::warning"] * annotations.LIMIT + ["::notice"] * annotations.LIMIT
+    assert [line.rsplit(": ", 1)[1] for line in lines[:3]] == ["e0", "e1", "w0"]  # each level in the order given
+    assert lines[-1].endswith("n9")
+    assert count.startswith("artune: printed 22 of 27 annotations (GitHub shows 10 of each level per step")
+
+
+def test_the_review_of_a_release_validates_and_every_result_has_a_location(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """What code scanning's upload-sarif is given: a result without a location is refused (X111, X113 had none)."""
+    release("vllm", "0.26.0")
+    release("vllm", "0.27.0")
+    assert main(["review", "vllm==0.26.0", "vllm==0.27.0", "--output-format", "sarif"]) == 1
+    (run,) = valid(json.loads(capsys.readouterr().out))["runs"]
+    codes = [r["ruleId"] for r in run["results"]]
+    assert "E402" not in codes and "X111" in codes
+    for result in run["results"]:
+        (location,) = result["locations"]
+        uri = location["physicalLocation"]["artifactLocation"]["uri"]
+        assert uri.startswith("vllm/") and ":" not in uri, result  # a path in the engine's checkout
 
 
 def test_checkout_paths() -> None:
@@ -129,3 +163,19 @@ def test_checkout_paths() -> None:
     here = Path.cwd()
     assert checkout_path(f"{here}/vllm/x.py:9", here) == ("vllm/x.py", 9)
     assert checkout_path("/elsewhere/vllm/x.py:9", here / "sub") == ("/elsewhere/vllm/x.py", 9)
+
+
+def test_a_question_with_no_place_is_located_at_the_table_file_of_the_side_it_is_about(tmp_path: Path) -> None:
+    from artune.review.annotations import table_file
+
+    loss = Question("warning", "", "10.7", "ws 8 (graph)", "the cost model predicts AFTER slower", "X113", (8,))
+    (result,) = valid(sarif([loss], about=table_file("vllm==0.27.0")))["runs"][0]["results"]
+    assert result["locations"] == [{"physicalLocation": {"artifactLocation": {"uri": UTILS}}}]  # no line: none is
+    configs = "sglang/srt/distributed/device_communicators/configs/custom_all_reduce_v2.py"
+    assert table_file("sglang==0.5.23") == f"sglang==0.5.23/{configs}"
+    (tmp_path / "python" / configs).parent.mkdir(parents=True)
+    (tmp_path / "python" / configs).write_text("")
+    assert table_file(f"sglang:{tmp_path}") == str(tmp_path / "python" / configs)  # a checkout's layout
+    assert table_file(f"vllm:{tmp_path / 'python' / configs}") == str(tmp_path / "python" / configs)  # a file
+    assert table_file("trtllm:.") == "cpp/tensorrt_llm/common/customAllReduceUtils.h"
+    assert table_file("reference:vllm") == table_file("t.toml") == ""  # no engine's file: no place

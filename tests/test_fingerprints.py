@@ -4,8 +4,15 @@ from __future__ import annotations
 
 import ast
 import json
+import subprocess
+import sys
+from pathlib import Path
 
+import pytest
+
+from artune.formats import fingerprints
 from artune.formats.fingerprints import evaluated, fingerprint, load_verified, record, unfamiliar
+from artune.formats.releases import fetch_release
 from artune.sources import caveat_findings
 from artune.table.types import Band, Caveat, CaveatKind, Plan, Platform, Provenance, Table
 
@@ -89,3 +96,63 @@ def test_a_cxx_function_is_fingerprinted_by_its_tokens_not_its_layout() -> None:
     assert fingerprint_text("auto x = 1;") != fingerprint_text("autox = 1;")  # words stay apart
     found = evaluated_text("f", base, "h.h:3")
     assert (found.function, found.where, len(found.fingerprint)) == ("f", "h.h:3", 16)
+
+
+#: run by each other interpreter: loads fingerprints.py by its path (no artune package, no dependency installed
+#: there) and prints the fingerprint of every statement of the files under argv[2], by file, line and column
+_PRINT_ALL = """
+import ast, importlib.util, json, pathlib, sys
+spec = importlib.util.spec_from_file_location("fingerprints", sys.argv[1])
+module = sys.modules["fingerprints"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+out = {}
+for path in sorted(pathlib.Path(sys.argv[2]).rglob("*.py")):
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.stmt):
+            out[f"{path.relative_to(sys.argv[2])}:{node.lineno}:{node.col_offset}"] = module.fingerprint(node)
+print(json.dumps(out))
+"""
+
+
+def _other_pythons() -> list[Path]:
+    """Python 3.10-3.13 other than this one, as pyenv installs them (``~/.pyenv/versions/3.1X.Y``)."""
+    here = f"{sys.version_info.major}.{sys.version_info.minor}."
+    found = {}
+    for python in sorted(Path.home().glob(".pyenv/versions/3.1[0-3].*/bin/python")):
+        minor = python.parent.parent.name.rpartition(".")[0] + "."
+        if minor != here and python.is_file():
+            found[minor] = python  # the newest patch release of each minor version
+    return list(found.values())
+
+
+@pytest.mark.parametrize(("engine", "version"), [("vllm", "0.27.0"), ("sglang", "0.5.23")])
+def test_every_supported_python_prints_a_release_as_its_verified_fingerprints(engine: str, version: str) -> None:
+    """Python 3.12 adds ``type_params=[]`` to every definition's tree, 3.13 prints trees otherwise: a fingerprint
+    that changed with the interpreter would make a verified release unfamiliar (E402) on some Pythons only."""
+    pythons = _other_pythons()
+    if not pythons:
+        pytest.skip("no other Python 3.10-3.13 under ~/.pyenv/versions: nothing to compare this one's prints with")
+    root = fetch_release(engine, version)
+    command = [_PRINT_ALL, fingerprints.__file__, str(root)]
+    here = json.loads(
+        subprocess.run([sys.executable, "-c", *command], capture_output=True, text=True, timeout=300, check=True).stdout
+    )
+    released = {p for prints in load_verified(engine).values() for p, releases in prints.items() if version in releases}
+    assert released and released <= set(here.values())  # every function verified with the release, found in it
+    for python in pythons:
+        done = subprocess.run([str(python), "-c", *command], capture_output=True, text=True, timeout=300, check=False)
+        assert done.returncode == 0, f"{python}: {done.stderr}"
+        there = json.loads(done.stdout)
+        assert there == here, f"{python} prints {sum(there[k] != v for k, v in here.items())} statements otherwise"
+
+
+def test_the_normal_form_leaves_out_what_later_pythons_add_and_keeps_what_any_python_parses() -> None:
+    node = _function("def f[T](x: T) -> T:\n    return x\n") if sys.version_info >= (3, 12) else None
+    if node is not None:  # type parameters are code: they stay
+        assert "TypeVar('T'" in fingerprints.normal_form(node)
+    plain = _function("def f(x):\n    return f'{x:^{x - 1}}'\n")
+    assert "type_params" not in fingerprints.normal_form(plain) and "Constant('')" not in fingerprints.normal_form(
+        plain
+    )
+    if sys.version_info < (3, 12):  # the normal form is 3.10's own dump: fingerprints kept before it stay valid
+        assert fingerprints.normal_form(plain) == ast.dump(plain, annotate_fields=False, include_attributes=False)

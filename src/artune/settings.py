@@ -6,7 +6,7 @@
 | ``ARTUNE_ALGORITHM`` | force this algorithm for every size (wins over any table) |
 | ``ARTUNE_BOUNDS`` | move band bounds: ``"shm_one_shot=256KiB,1shot_push=4MiB"`` |
 | ``ARTUNE_TIMEOUT`` | seconds a rank waits for its peers before ``PeerTimeout`` (default 60) |
-| ``ARTUNE_CACHE_DIR`` | where measured tables are cached (default ``$XDG_CACHE_HOME/artune``) |
+| ``ARTUNE_CACHE_DIR`` | artune's caches: tables, releases, readings (default ``$XDG_CACHE_HOME/artune``) |
 | ``ARTUNE_SHM_BYTES`` | shared-memory buffer per rank and round (default 4MiB) |
 | ``ARTUNE_HOST`` | tests and experiments only: act as if on a host of this name (``artune.machine``) |
 """
@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -36,6 +37,15 @@ class Settings:
     shm_bytes: int = DEFAULT_SHM_BYTES
 
 
+def cache_root(env: Mapping[str, str] | None = None) -> Path:
+    """The folder that holds artune's caches (``tables``, ``releases``, ``readings``): ``ARTUNE_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/artune``, else ``~/.cache/artune``."""
+    env = os.environ if env is None else env
+    if env.get("ARTUNE_CACHE_DIR"):
+        return Path(env["ARTUNE_CACHE_DIR"])
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "artune"
+
+
 def from_env(env: dict[str, str] | None = None) -> Settings:
     """Read ``ARTUNE_*`` settings; ``OverrideError`` naming the variable when one is malformed."""
     env = dict(os.environ if env is None else env)
@@ -50,14 +60,11 @@ def from_env(env: dict[str, str] | None = None) -> Settings:
         shm_bytes = parse_size(env.get("ARTUNE_SHM_BYTES") or DEFAULT_SHM_BYTES, "ARTUNE_SHM_BYTES")
     except SizeError as err:
         raise OverrideError(str(err)) from None
-    cache = env.get("ARTUNE_CACHE_DIR") or os.path.join(
-        env.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "artune"
-    )
     return Settings(
         table=Path(env["ARTUNE_TABLE"]) if env.get("ARTUNE_TABLE") else None,
         algorithm=env.get("ARTUNE_ALGORITHM") or None,
         bounds=env.get("ARTUNE_BOUNDS") or None,
         timeout_s=timeout,
-        cache_dir=Path(cache),
+        cache_dir=cache_root(env),
         shm_bytes=shm_bytes,
     )

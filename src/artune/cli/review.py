@@ -110,7 +110,7 @@ def run_review(args: argparse.Namespace) -> int:
     command += f" --evidence-dir {args.evidence_dir}" if args.evidence_dir else ""
     command += f" --arch {args.arch}" if args.arch else ""
     review = build_review(before, after, [*args.measured, *logs], command, files, args.arch or "")
-    text = _rendered(review, args.output_format)
+    text = _rendered(review, args.output_format, args.sides[-1])
     if args.out:
         try:
             Path(args.out).write_text(text, encoding="utf-8")
@@ -120,17 +120,18 @@ def run_review(args: argparse.Namespace) -> int:
     return review.exit_code
 
 
-def _rendered(review: Any, output_format: str) -> str:
-    """The review in ``output_format``: the page, its JSON, or its ranked questions as annotations or SARIF."""
+def _rendered(review: Any, output_format: str, after: str) -> str:
+    """The review in ``output_format``: the page, its JSON, or its ranked questions as annotations or SARIF (a
+    question with no file of its own placed at ``after``'s table file, the side the review is about)."""
     import json
 
     from artune.review import render_json, render_markdown
-    from artune.review.annotations import github, sarif
+    from artune.review.annotations import github, sarif, table_file
 
     if output_format == "json":
         return render_json(review)
     if output_format == "github":
         return github(review.ranked)
     if output_format == "sarif":
-        return json.dumps(sarif(review.ranked), indent=1) + "\n"
+        return json.dumps(sarif(review.ranked, about=table_file(after)), indent=1) + "\n"
     return render_markdown(review)

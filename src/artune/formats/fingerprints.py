@@ -11,7 +11,9 @@ the decisions, ``review`` shows the function's diff).
 
 A fingerprint is a hash of the function's syntax tree without its docstrings
 and positions (comments are not in the tree): reformatting, comments and
-docstrings keep it; any change of code changes it. An engine's C++ (the
+docstrings keep it; any change of code changes it. The tree is printed in a
+normal form (``normal_form``) that Python 3.10-3.13 print alike, so a release
+verified on one is verified on all. An engine's C++ (the
 TensorRT-LLM header) has no Python tree: its functions are fingerprinted by
 their text with comments and whitespace taken out (``fingerprint_text``),
 which likewise keeps a reformatting and changes with any token. The verified fingerprints
@@ -25,7 +27,6 @@ are kept: none of an engine's code is in artune.
 from __future__ import annotations
 
 import ast
-import copy
 import hashlib
 import json
 import re
@@ -33,8 +34,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from artune.table.types import Caveat, CaveatKind
+if TYPE_CHECKING:  # imported where used: this module loads on a bare interpreter (tests/test_fingerprints.py)
+    from artune.table.types import Caveat
 
 FILE = "verified.json"
 #: how many hex digits of the SHA-256 a fingerprint keeps: collisions among a few hundred functions are moot
@@ -52,20 +55,69 @@ class Evaluated:
     where: str  # "FILE:LINE"
 
 
-def _without_docstrings(node: ast.AST) -> ast.AST:
-    node = copy.deepcopy(node)
-    for inner in ast.walk(node):
-        body = getattr(inner, "body", None)
-        if (
-            isinstance(inner, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Module)
-            and isinstance(body, list)
-            and body
-            and isinstance(body[0], ast.Expr)
-            and isinstance(body[0].value, ast.Constant)
-            and isinstance(body[0].value.value, str)
-        ):
-            inner.body = body[1:] or [ast.Pass()]
-    return node
+#: fields that a Python after 3.10 added to a node of 3.10's grammar (3.12: PEP 695's type parameters; 3.13: their
+#: defaults): printed only where they hold something, so that code any supported Python parses prints the same
+_ADDED_FIELDS = frozenset({"type_params", "default_value"})
+_DOCUMENTED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Module)
+
+
+def _is_docstring(statement: ast.AST) -> bool:
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
+
+
+def normal_form(node: ast.AST) -> str:
+    """The text a fingerprint hashes: the tree as Python 3.10's ``ast.dump(node, annotate_fields=False)`` prints it,
+    without docstrings (a body that was only one holds ``Pass()``), on every Python.
+
+    ``ast.dump`` itself differs between interpreters (3.12 adds ``type_params=[]`` to every definition, 3.13 leaves
+    out empty fields), so the tree is printed here: a node as ``Name(field, ...)`` in its fields' order, an
+    optional field that is ``None`` left out with the fields after it named (as 3.10 prints them), a field that
+    a later Python added left out while empty, an f-string's empty pieces (which no Python but some 3.12 releases
+    parse) left out, any other value by its ``repr``.
+    """
+    out: list[str] = []
+    _print(node, out)
+    return "".join(out)
+
+
+def _print(value: object, out: list[str]) -> None:
+    if isinstance(value, list):
+        out.append("[")
+        for i, item in enumerate(value):
+            out.append(", " if i else "")
+            _print(item, out)
+        out.append("]")
+        return
+    if not isinstance(value, ast.AST):
+        out.append(repr(value))
+        return
+    cls = type(value)
+    out.append(cls.__name__ + "(")
+    named = False  # after an omitted field, 3.10 names the fields that follow
+    first = True
+    for field in cls._fields:
+        try:
+            item = getattr(value, field)
+        except AttributeError:
+            named = True
+            continue
+        if (item is None and getattr(cls, field, ...) is None) or (field in _ADDED_FIELDS and not item):
+            named = True
+            continue
+        if field == "body" and isinstance(value, _DOCUMENTED) and item and _is_docstring(item[0]):
+            item = item[1:] or [ast.Pass()]
+        elif field == "values" and isinstance(value, ast.JoinedStr):  # 3.12.0-3.12.x parse an empty piece at the
+            item = [v for v in item if not (isinstance(v, ast.Constant) and v.value == "")]  # end of a nested spec
+        out.append("" if first else ", ")
+        first = False
+        if named:
+            out.append(field + "=")
+        _print(item, out)
+    out.append(")")
 
 
 #: fingerprints of the trees already printed, by identity (a reading prints each function about nine times; the
@@ -74,12 +126,12 @@ _PRINTED: dict[int, tuple[ast.AST, str]] = {}
 
 
 def fingerprint(node: ast.AST) -> str:
-    """The fingerprint of a function (or class, or statement): its tree without docstrings and positions."""
+    """The fingerprint of a function (or class, or statement): its tree without docstrings and positions, in a
+    normal form that every supported Python prints alike (``normal_form``)."""
     kept = _PRINTED.get(id(node))
     if kept is not None and kept[0] is node:
         return kept[1]
-    dumped = ast.dump(_without_docstrings(node), annotate_fields=False, include_attributes=False)
-    printed = hashlib.sha256(dumped.encode()).hexdigest()[:DIGITS]
+    printed = hashlib.sha256(normal_form(node).encode()).hexdigest()[:DIGITS]
     if len(_PRINTED) >= 4096:
         _PRINTED.clear()
     _PRINTED[id(node)] = (node, printed)
@@ -134,6 +186,8 @@ def unfamiliar(
     A function no verified release has at all (new in this code) is named so.
     ``verified`` replaces the kept data (``load_verified``).
     """
+    from artune.table.types import Caveat, CaveatKind
+
     verified = load_verified(engine) if verified is None else verified
     found = list(found)
     shared: dict[str, int] = {}
@@ -196,6 +250,7 @@ __all__ = [
     "fingerprint",
     "fingerprint_text",
     "load_verified",
+    "normal_form",
     "record",
     "unfamiliar",
 ]

@@ -5,8 +5,9 @@ sglang==0.5.23`` downloads the wheel from the package registry once
 (``pip download --no-deps``), keeps only the files that hold the engine's
 all-reduce dispatch (``MEMBERS``), and reads them as it reads a checkout.
 Nothing from the wheel is run. The unpacked files are cached under
-``$ARTUNE_RELEASES_DIR`` (default ``~/.cache/artune/releases``), apart from the
-measured tables' cache, so that tests with a private table cache share it.
+``$ARTUNE_RELEASES_DIR``, by default ``releases`` in artune's cache (``artune.settings.cache_root``:
+``$ARTUNE_CACHE_DIR``, ``$XDG_CACHE_HOME/artune``, ``~/.cache/artune``); naming the releases' folder apart lets
+tests with a private cache share one download of each release.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import zipfile
 from pathlib import Path
 
 from artune.errors import ReleaseUnavailable, TableError
+from artune.settings import cache_root
 
 # the wheel's files artune reads: the communicators, their settings and the configs they import
 MEMBERS: dict[str, tuple[str, ...]] = {
@@ -53,8 +55,9 @@ DOWNLOAD_TIMEOUT_S = 900
 
 
 def releases_dir() -> Path:
-    """Where unpacked releases are cached (``ARTUNE_RELEASES_DIR``, default ``~/.cache/artune/releases``)."""
-    return Path(os.environ.get("ARTUNE_RELEASES_DIR") or Path.home() / ".cache" / "artune" / "releases")
+    """Where unpacked releases are cached (``ARTUNE_RELEASES_DIR``, default ``releases`` in the cache root,
+    ``artune.settings.cache_root``)."""
+    return Path(os.environ.get("ARTUNE_RELEASES_DIR") or cache_root() / "releases")
 
 
 def release_spec(spec: str) -> tuple[str, str] | None:

@@ -7,12 +7,16 @@ package; an absolute path under the working directory is made relative).
 
 - ``github``: one workflow command a question, ``::warning file=F,line=L,
   title=E101::MESSAGE``, level by severity (error, warning; a note is a
-  notice), data and properties escaped as the Actions toolkit escapes them;
+  notice), data and properties escaped as the Actions toolkit escapes them.
+  GitHub shows 10 annotations of each level per step: errors come first,
+  then warnings, then notices (each in the order given), at most ``LIMIT`` of
+  each level, and a last line says how many were printed of how many;
 - ``sarif``: a SARIF 2.1.0 log, one rule per code of the findings registry
   (``artune.findings``: its title, meaning, fix and docs page) and one
-  result per question, with its location where it has a file. GitHub code
-  scanning needs a location on every result: upload ``check``'s SARIF of a
-  checkout, whose findings all have one.
+  result per question, with its location. GitHub code scanning refuses a
+  result without one: a question with no file of its own (a moved range,
+  X111; a modelled loss, X113) is placed at the file it is about, the
+  engine's table file (``table_file``), without a line.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from artune.errors import ArtuneError
 from artune.findings import KINDS, PREFIXES
 from artune.review.types import Question
 from artune.table.check import Finding
@@ -32,6 +37,8 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 _RELEASE = re.compile(r"^[A-Za-z0-9_.-]+==[^/\s]+/")  # "vllm==0.27.0/": a release's files, as artune labels them
 _FILE = re.compile(r"\.(py|h|hpp|cuh|cu|cpp|cc|toml|json|jsonl|txt|csv|md)$")
 _GITHUB_LEVEL = {"error": "error", "warning": "warning", "note": "notice"}
+#: the annotations of one level that GitHub shows per step (docs.github.com: workflow commands, annotations)
+LIMIT = 10
 _SARIF_LEVEL = {"error": "error", "warning": "warning", "note": "note"}
 
 
@@ -76,15 +83,30 @@ def _property(text: str) -> str:
 
 
 def github(questions: Sequence[Question], cwd: Path | None = None) -> str:
-    """One GitHub Actions workflow command a question (``::warning file=...,line=...,title=E101::...``)."""
+    """One GitHub Actions workflow command a question (``::warning file=...,line=...,title=E101::...``): errors
+    first, then warnings, then notices, at most ``LIMIT`` of each (what GitHub shows), and a last line, no
+    annotation, that says how many were printed of how many."""
+    levels = list(_GITHUB_LEVEL.values())
+    ordered = sorted(questions, key=lambda q: levels.index(_GITHUB_LEVEL.get(q.severity, "warning")))
     lines = []
-    for q in questions:
+    shown = dict.fromkeys(levels, 0)
+    for q in ordered:
+        level = _GITHUB_LEVEL.get(q.severity, "warning")
+        if shown[level] == LIMIT:
+            continue
+        shown[level] += 1
         path, line = checkout_path(q.where, cwd)
         props = [f"file={_property(path)}"] if path else []
         props += [f"line={line}"] if path and line else []
         props += [f"title={_property(q.code or 'artune')}"]
-        lines.append(f"::{_GITHUB_LEVEL.get(q.severity, 'warning')} {','.join(props)}::{_data(_text(q))}")
-    return "".join(f"{line}\n" for line in lines)
+        lines.append(f"::{level} {','.join(props)}::{_data(_text(q))}")
+    printed = f"artune: printed {len(lines)} of {len(questions)} annotations"
+    if len(lines) < len(questions):
+        printed += (
+            f" (GitHub shows {LIMIT} of each level per step: the errors first, then the warnings, then the notices;"
+            " every one is in the text or SARIF output)"
+        )
+    return "".join(f"{line}\n" for line in [*lines, printed])
 
 
 def docs_url() -> str | None:
@@ -118,8 +140,38 @@ def _rule(code: str, docs: str | None) -> dict[str, Any]:
     return rule
 
 
-def sarif(questions: Sequence[Question], cwd: Path | None = None) -> dict[str, Any]:
-    """A SARIF 2.1.0 log: artune as the tool, a rule per finding code, a result per question."""
+def table_file(spec: str) -> str:
+    """The engine's table file in the table source ``spec`` (``vllm==0.27.0``, ``vllm:PATH``, ``sglang:PATH``,
+    ``trtllm:PATH``), as artune labels a file: where a question with no place of its own is placed. "" where
+    ``spec`` is no engine's source."""
+    from artune.formats.releases import release_spec
+    from artune.formats.sglang.reference import SOURCE_FILE as SGLANG
+    from artune.formats.trtllm.read import HEADER
+    from artune.formats.vllm.reference import SOURCE_FILE as VLLM
+
+    files = {"vllm": VLLM, "sglang": SGLANG, "trtllm": HEADER}
+    head = spec.rpartition("@")[0] if "@" in spec else spec
+    try:
+        release = release_spec(head)
+    except ArtuneError:
+        release = None
+    if release is not None:
+        return f"{head}/{files[release[0]]}"
+    engine, sep, root = head.partition(":")
+    if not (sep and engine in files and root):
+        return ""
+    if Path(root).is_file():
+        return root
+    layouts = [files[engine], f"python/{files[engine]}"]  # a wheel's, an SGLang checkout's
+    found = next((rel for rel in layouts if (Path(root) / rel).is_file()), layouts[0])
+    return os.path.normpath(os.path.join(root, found))
+
+
+def sarif(questions: Sequence[Question], cwd: Path | None = None, about: str = "") -> dict[str, Any]:
+    """A SARIF 2.1.0 log: artune as the tool, a rule per finding code, a result per question.
+
+    ``about`` (a file as artune labels it: ``table_file``) is the location of a question with no file of its own;
+    code scanning refuses a result without one."""
     from artune import __version__
 
     docs = docs_url()
@@ -135,6 +187,8 @@ def sarif(questions: Sequence[Question], cwd: Path | None = None) -> dict[str, A
         if q.code in KINDS:
             result["ruleIndex"] = codes.index(q.code)
         path, line = checkout_path(q.where, cwd)
+        if not path:
+            path, line = checkout_path(about, cwd)[0], None
         if path:
             location: dict[str, Any] = {"artifactLocation": {"uri": path}}
             if line:

@@ -3,10 +3,13 @@
 Evaluating a release's dispatch on every machine its tables describe takes
 seconds (``artune.formats.vllm.code``), and the answer depends only on the
 files read, the settings and artune's evaluator: so it is kept under
-``$ARTUNE_READINGS_DIR`` (default ``~/.cache/artune/readings``), one JSON file
-per source, named by a hash of the files' text, the settings and the source
-of the modules that evaluate them. A changed file, setting or evaluator is
-another name, so a stale reading is never used; a file that cannot be read
+``$ARTUNE_READINGS_DIR`` (default ``readings`` in artune's cache,
+``artune.settings.cache_root``), one JSON file per source, named by a hash of
+everything that changes a reading: the files' text, the settings, the
+interpreter (its version and implementation: they parse the files), artune's
+version and the source of the modules that evaluate and fingerprint them. A
+changed file, setting, interpreter or evaluator is another name, so a stale
+reading, or one made by another Python, is never used; a file that cannot be read
 back is ignored and the source evaluated again. What is kept: each outcome
 with its machine, mode and the facts it asked, what the evaluator could not
 follow, and the fingerprints of the functions that ran.
@@ -17,36 +20,45 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from artune import __version__
 from artune.formats.files import SourceFile
 from artune.formats.fingerprints import Evaluated
 from artune.formats.pyeval import Unmodelled
 from artune.formats.vllm.world import GpuGroup
+from artune.settings import cache_root
 
 FORMAT = 1
 
 
 def readings_dir() -> Path:
-    """Where readings are kept (``ARTUNE_READINGS_DIR``, default ``~/.cache/artune/readings``)."""
-    return Path(os.environ.get("ARTUNE_READINGS_DIR") or Path.home() / ".cache" / "artune" / "readings")
+    """Where readings are kept (``ARTUNE_READINGS_DIR``, default ``readings`` in ``artune.settings.cache_root``)."""
+    return Path(os.environ.get("ARTUNE_READINGS_DIR") or cache_root() / "readings")
 
 
 def _evaluator_source() -> bytes:
-    """The source of the modules whose code decides what a reading finds: the evaluator, the stand-ins, the
-    evaluation (by path: they import this module)."""
+    """The source of the modules whose code decides what a reading finds: the evaluator (every module of
+    ``pyeval``), the fingerprints, the stand-ins, the evaluation and this file (by path: they import this module)."""
     here = Path(__file__).parent
-    pyeval = here.parent / "pyeval"
-    paths = [pyeval / "values.py", pyeval / "expressions.py", pyeval / "statements.py"]
-    return b"".join(p.read_bytes() for p in [*paths, here / "world.py", here / "code.py"])
+    paths = sorted((here.parent / "pyeval").glob("*.py"))
+    paths += [here.parent / "fingerprints.py", here / "world.py", here / "code.py", Path(__file__)]
+    return b"".join(p.name.encode() + b"\0" + p.read_bytes() for p in paths)
+
+
+def interpreter() -> str:
+    """The Python that reads: its implementation and full version (a reading parses the files with it)."""
+    return f"{sys.implementation.name} {sys.version}"
 
 
 def name(files: list[SourceFile], settings: Mapping[str, str]) -> str:
     """The file name a reading of ``files`` with ``settings`` is kept under."""
     digest = hashlib.sha256(b"%d\0" % FORMAT)
+    digest.update(f"{interpreter()}\0artune {__version__}\0".encode())
     digest.update(hashlib.sha256(_evaluator_source()).digest())
     digest.update(json.dumps(sorted(settings.items())).encode())
     for source in files:
