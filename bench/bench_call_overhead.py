@@ -15,12 +15,19 @@ for it, in turns of ``--turn`` back-to-back calls, every way interleaved with th
   path every call: what every CUDA call and every gloo call paid before issue #54;
 - ``torch.distributed.all_reduce``: the process group called directly, as a user without artune does.
 
-Per turn the mean time per call (on CUDA, synchronised at the end of the turn: host time, the GPU waits on
-the host at this size); reported: the median over turns of the slowest rank's turn means, in us, and the
-Communicator's overhead above the route's bound call (``comm - bound``) and above the route as bound
-(``comm - (bound+agree)``). Run: ``python bench/bench_call_overhead.py [--size 4KiB] [--turns 200]
-[--device cpu|cuda|all]`` (``all``, the default: CPU, and CUDA where a GPU is present).
-``bench/gpu_check.py`` prints the same table on a GPU host.
+A route's turn is ``--turn`` calls, or fewer (at least 5) where a turn would last more than 4 ms (gloo's
+calls take milliseconds on a loaded machine). Per turn the mean time per call (on CUDA, synchronised at the
+end of the turn: host time, the GPU waits on the host at this size); reported: the median over turns of the
+slowest rank's turn means, in us, and the Communicator's overhead above the route's bound call
+(``comm - bound``) and above the route as bound (``comm - (bound+agree)``).
+
+Where a route's bound call is slow and noisy (gloo here, NCCL on a GPU), a second table times, inside each
+call, what lies outside the route's agreement and bound call: through the Communicator, called directly,
+and called directly after reading the tensor as the router does (``time_outside``).
+
+Run: ``python bench/bench_call_overhead.py [--size 4KiB] [--turns 200] [--device cpu|cuda|all]``
+(``all``, the default: CPU, and CUDA where a GPU is present). ``bench/gpu_check.py`` prints the same
+tables on a GPU host.
 """
 
 from __future__ import annotations
@@ -77,14 +84,40 @@ def ways_for(comm: Any, t: torch.Tensor) -> dict[tuple[str, str], Callable[[], o
     return ways
 
 
+def calls_per_turn(
+    ways: dict[tuple[str, str], Callable[[], object]], turn: int, sync: Callable[[], None], budget_us: float = 4000.0
+) -> dict[str, int]:
+    """Per route, its calls per turn: ``turn``, or fewer (at least 5) where its slowest way would take more
+    than ``budget_us`` a turn (gloo's calls take milliseconds on a loaded machine); every rank gets the
+    same counts (from the slowest rank's estimate), so the ranks keep making the same calls."""
+    clock = time.perf_counter_ns
+    estimates = []
+    for call in ways.values():
+        call()
+        sync()
+        start = clock()
+        for _ in range(3):
+            call()
+        sync()
+        estimates.append((clock() - start) / 3 / 1e3)
+    slowest_us = torch.tensor(estimates, dtype=torch.float64)
+    dist.all_reduce(slowest_us, op=dist.ReduceOp.MAX)
+    calls: dict[str, int] = {}
+    for (route, _), us in zip(ways, slowest_us.tolist(), strict=True):
+        calls[route] = min(calls.get(route, turn), max(5, min(turn, int(budget_us / max(us, 1e-3)))))
+    return calls
+
+
 def time_ways(
-    ways: dict[tuple[str, str], Callable[[], object]], turns: int, turn: int, sync: Callable[[], None]
+    ways: dict[tuple[str, str], Callable[[], object]], turns: int, calls: dict[str, int], sync: Callable[[], None]
 ) -> dict[tuple[str, str], list[float]]:
-    """Per way, its turn means in us: ``turns`` turns of ``turn`` calls, the ways interleaved in each turn."""
+    """Per way, its turn means in us: ``turns`` turns of its route's ``calls``, the ways interleaved in each
+    turn."""
     means: dict[tuple[str, str], list[float]] = {key: [] for key in ways}
     clock = time.perf_counter_ns
     for _ in range(turns):
         for key, call in ways.items():
+            turn = calls[key[0]]
             call()  # settles the ranks after the previous way
             sync()
             start = clock()
@@ -103,7 +136,9 @@ def slowest(means: dict[tuple[str, str], list[float]], group: Any = None) -> dic
     return {k: values[i].tolist() for i, k in enumerate(keys)}
 
 
-def time_outside(comm: Any, t: torch.Tensor, turns: int, turn: int, sync: Callable[[], None]) -> dict[str, list[float]]:
+def time_outside(
+    comm: Any, t: torch.Tensor, turns: int, calls: dict[str, int], sync: Callable[[], None]
+) -> dict[str, list[float]]:
     """Per route whose bound call is not a compiled step (gloo, NCCL, symmetric memory): per turn the
     median over its calls of the time a call spends outside its agreement and bound call, in us, through
     the Communicator (``comm``) and called directly (``direct``), alternating turns (a call's own median,
@@ -151,11 +186,12 @@ def time_outside(comm: Any, t: torch.Tensor, turns: int, turn: int, sync: Callab
             _ = (t.dtype, t.numel(), t.is_cpu, t.is_cuda, t.is_contiguous(), t.requires_grad)
             direct()
 
-        calls = {"comm": lambda name=name: comm.all_reduce(t, algorithm=name), "direct": direct, "read": described}
-        for way in calls:
+        three = {"comm": lambda name=name: comm.all_reduce(t, algorithm=name), "direct": direct, "read": described}
+        for way in three:
             out[f"{name} {way}"] = []
+        turn = calls.get(name, 5)
         for _ in range(turns):
-            for way, call in calls.items():
+            for way, call in three.items():
                 call()
                 sync()
                 each = []
@@ -171,13 +207,14 @@ def time_outside(comm: Any, t: torch.Tensor, turns: int, turn: int, sync: Callab
     return out
 
 
-def table(result: dict[tuple[str, str], list[float]]) -> list[str]:
-    """The Markdown table: per route, each way's median us per call and the Communicator's overheads."""
+def table(result: dict[tuple[str, str], list[float]], calls: dict[str, int]) -> list[str]:
+    """The Markdown table: per route, its calls per turn, each way's median us per call and the
+    Communicator's overheads."""
     med = {k: statistics.median(v) for k, v in result.items()}
     routes = list(dict.fromkeys(route for route, _ in result))
     lines = [
-        "| route | " + " | ".join(WAYS) + " | comm - bound | comm - (bound+agree) |",
-        "|---|" + "---:|" * (len(WAYS) + 2),
+        "| route | calls/turn | " + " | ".join(WAYS) + " | comm - bound | comm - (bound+agree) |",
+        "|---|" + "---:|" * (len(WAYS) + 3),
     ]
     for route in routes:
         cells = [f"{med[(route, w)]:.2f}" if (route, w) in med else "-" for w in WAYS]
@@ -185,7 +222,7 @@ def table(result: dict[tuple[str, str], list[float]]) -> list[str]:
         both = med.get((route, "bound+agree"), bound)
         over = f"{comm - bound:+.2f}" if comm is not None and bound is not None else "-"
         over_both = f"{comm - both:+.2f}" if comm is not None and both is not None else "-"
-        lines.append(f"| {route} | " + " | ".join(cells) + f" | {over} | {over_both} |")
+        lines.append(f"| {route} | {calls[route]} | " + " | ".join(cells) + f" | {over} | {over_both} |")
     return lines
 
 
@@ -199,20 +236,21 @@ def _rank(ctx: RankContext, device: str, nbytes: int, turns: int, turn: int) -> 
         t = torch.ones(nbytes // dtype.itemsize, dtype=dtype, device=device)
         ways = ways_for(comm, t)
         sync = torch.cuda.synchronize if device == "cuda" else lambda: None
-        result = slowest(time_ways(ways, turns, turn, sync))
+        calls = calls_per_turn(ways, turn, sync)
+        result = slowest(time_ways(ways, turns, calls, sync))
         stats = comm.route_stats
-        outside = time_outside(comm, t, turns, max(1, turn // 10), sync)
+        outside = time_outside(comm, t, turns, calls, sync)
         outside = {k[0]: v for k, v in slowest({(k, ""): v for k, v in outside.items()}).items()}
     head = (
         f"{format_size(nbytes)} {str(dtype)[6:]} SUM on {device}, world size {ctx.world_size}; us per call, "
-        f"median over {turns} turns of {turn} calls, slowest rank (routes: {stats})"
+        f"median over {turns} turns, slowest rank (routes: {stats})"
     )
-    lines = [head, "", *table(result)]
+    lines = [head, "", *table(result, calls)]
     if outside:
         lines += [
             "",
             "Time outside the route's agreement and bound call, us per call (timed inside each call; per turn",
-            f"the median of its {max(1, turn // 10)} calls, then the median over {turns} turns, slowest rank):",
+            f"the median of its calls, as many as above, then the median over {turns} turns, slowest rank):",
             "",
             "| route | through the Communicator | called directly | directly, after reading the tensor "
             "| comm - direct | comm - read |",

@@ -226,10 +226,11 @@ def _overhead(comm: Any, nbytes: int = 4096, calls: int = 200, turns: int = 9, d
     capturing = capture_test()
     if capturing is not None:
         ways[("the capture test alone (torch._C._cuda_isCurrentStreamCapturing)", "bound")] = capturing
-    result = bench.slowest(bench.time_ways(ways, turns, calls, sync))
-    lines = ["", f"Host time per eager call, {nbytes} B bf16, us, median of {turns} turns of {calls} calls:", ""]
-    lines += bench.table(result)
-    outside = bench.time_outside(comm, x, turns, calls // 10, sync)
+    per_turn = bench.calls_per_turn(ways, calls, sync)
+    result = bench.slowest(bench.time_ways(ways, turns, per_turn, sync))
+    lines = ["", f"Host time per eager call, {nbytes} B bf16, us, median of {turns} turns:", ""]
+    lines += bench.table(result, per_turn)
+    outside = bench.time_outside(comm, x, turns, per_turn, sync)
     outside = bench.slowest({(k, ""): v for k, v in outside.items()})
     lines += ["", "Time outside each route's agreement and bound call, us per call (median per turn, then over turns):"]
     lines += ["", "| route, way | us |", "|---|---:|"]
