@@ -374,7 +374,15 @@ def test_the_router_runs_cuda_routes_by_device_and_capture_state() -> None:
     with pytest.raises(RuntimeError, match="peers disagree"):
         router(x, "sum", None)
     assert ran == [] and not router.busy and router.hits == 3
+    # a capture test that clears the router mid-call: the call runs the route it matched, held meanwhile
+    clearing = native._module.Router(lambda: router2.clear())
+    router2 = clearing
+    assert clearing.add(torch.float32, "sum", None, 8, 0, None, part("held"), None)
+    assert clearing(x, "sum", None) and ran == ["held"] and not clearing.busy
+    assert clearing(x, "sum", None) is False  # cleared
     with pytest.raises(ValueError, match="no graph route"):
         router.add(torch.float32, "sum", None, 8, -1, None, part("run"), part("graph"))
     with pytest.raises(TypeError, match="run must be a Step of 8 elements or a callable"):
         router.add(torch.float32, "sum", None, 8, 0, None, 42, None)
+    with pytest.raises(TypeError, match="agree must be None, a Step of 0 elements or a callable"):
+        router.add(torch.float32, "sum", None, 8, 0, "agree", part("run"), None)

@@ -628,41 +628,48 @@ static PyObject *router_vectorcall(Router *rt, PyObject *const *args, size_t nar
         }
     }
     if (!r) Py_RETURN_FALSE;
+    /* the route's parts, held from here on: what runs below (a tensor subclass's methods, the capture
+     * test, the parts themselves) may clear or replace the table's entries */
+    const int cuda = r->device >= 0;
+    PyObject *agree = Py_XNewRef(r->agree), *run = Py_NewRef(r->run), *graph = Py_XNewRef(r->graph);
+    PyObject *result = NULL;
     PyObject *contiguous = call_method0(str_is_contiguous, args);
-    if (!contiguous) return NULL;
+    if (!contiguous) goto done;
     Py_DECREF(contiguous);
-    if (contiguous != Py_True) Py_RETURN_FALSE;
-    if (!Py_IS_TYPE(r->run, &StepType) || (r->graph && !Py_IS_TYPE(r->graph, &StepType))) {
+    if (contiguous != Py_True) goto decline;
+    if (!Py_IS_TYPE(run, &StepType) || (graph && !Py_IS_TYPE(graph, &StepType))) {
         int grad = tensor_flag(args[0], str_requires_grad);
-        if (grad) return grad < 0 ? NULL : Py_NewRef(Py_False); /* the general path runs it detached */
+        if (grad < 0) goto done;
+        if (grad) goto decline; /* the general path runs it detached */
     }
-    PyObject *agree = r->agree, *run = r->run;
-    if (r->device >= 0 && rt->capturing) {
+    if (cuda && rt->capturing) {
         PyObject *captured = PyObject_CallNoArgs(rt->capturing);
-        if (!captured) return NULL;
+        if (!captured) goto done;
         Py_DECREF(captured);
-        if (captured == Py_True) {
-            agree = NULL;
-            run = r->graph;
-            if (!run) Py_RETURN_FALSE;
+        if (captured == Py_True) { /* the graph route: nothing inside a capture talks to peers */
+            if (!graph) goto decline;
+            Py_CLEAR(agree);
+            Py_SETREF(run, Py_NewRef(graph));
         }
     }
     const int stepped = Py_IS_TYPE(run, &StepType);
     char *x = NULL;
-    if (stepped && !(x = tensor_address(args))) return NULL;
+    if (stepped && !(x = tensor_address(args))) goto done;
     int idle = 0;
-    if (!atomic_compare_exchange_strong(&rt->busy, &idle, 1)) Py_RETURN_FALSE; /* the caller's guard reports it */
-    /* held for the call: clear() from a callback must not free them mid-call */
-    Py_XINCREF(agree);
-    Py_INCREF(run);
+    if (!atomic_compare_exchange_strong(&rt->busy, &idle, 1)) goto decline; /* the caller's guard reports it */
     int rc = agree ? run_part(agree, NULL, NULL) : 0;
     if (rc == 0) rc = run_part(run, x, stepped ? NULL : args);
-    Py_XDECREF(agree);
-    Py_DECREF(run);
     if (rc == 0) rt->hits++;
     atomic_store(&rt->busy, 0);
-    if (rc < 0) return NULL;
-    Py_RETURN_TRUE;
+    if (rc == 0) result = Py_NewRef(Py_True);
+    goto done;
+decline:
+    result = Py_NewRef(Py_False);
+done:
+    Py_XDECREF(agree);
+    Py_DECREF(run);
+    Py_XDECREF(graph);
+    return result;
 }
 
 static int route_part(PyObject *part, const char *what, int none_ok, Py_ssize_t numel) {
@@ -689,6 +696,10 @@ static PyObject *router_add(Router *rt, PyObject *args) {
         return NULL;
     if (device < -1 || (device == -1 && graph != Py_None)) {
         PyErr_SetString(PyExc_ValueError, "Router.add(): device is -1 (CPU, no graph route) or a CUDA index");
+        return NULL;
+    }
+    if (device >= 0 && (Py_IS_TYPE(run, &StepType) || Py_IS_TYPE(graph, &StepType))) {
+        PyErr_SetString(PyExc_ValueError, "Router.add(): a Step reduces host memory, not a CUDA tensor's");
         return NULL;
     }
     int i = 0; /* the signature's own entry when it has one (routed again), else a free one, else the oldest */
