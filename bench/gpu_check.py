@@ -165,7 +165,7 @@ def _gpu_rank(ctx: RankContext) -> list[str]:
             out.append(f"- unseen call inside a capture: raised {type(err).__name__}: {err}"[:300])
         if cuda_names:
             try:
-                out += _overhead(comm, cuda_names)
+                out += _overhead(comm)
             except Exception as err:
                 out.append(f"- host time per call: raised {type(err).__name__}: {err}"[:300])
         # graph timing against event timing
@@ -204,44 +204,37 @@ def _gpu_rank(ctx: RankContext) -> list[str]:
     return out if ctx.rank == 0 else []
 
 
-def _overhead(
-    comm: Any, names: list[str], nbytes: int = 4096, calls: int = 200, turns: int = 9, device: str = "cuda"
-) -> list[str]:
-    """Host time per eager call, back to back (the GPU waits on the host at this size): each algorithm's
-    bound call alone against the same call through the Communicator, and the automatic one against NCCL
-    called directly. The median over turns of ``calls`` calls each, synchronised at the end of a turn."""
+def _overhead(comm: Any, nbytes: int = 4096, calls: int = 200, turns: int = 9, device: str = "cuda") -> list[str]:
+    """Host time per eager call, back to back (the GPU waits on the host at this size): the table of
+    ``bench/bench_call_overhead.py`` with CUDA tensors (each route's bound call, its agreement round, the
+    Communicator's call, the general path, NCCL called directly), plus the automatic call and the capture
+    test alone; then the time outside each route's agreement and bound call, timed inside each call."""
+    import importlib.util
     import statistics
 
-    import torch.distributed as dist
+    spec = importlib.util.spec_from_file_location("bench_call_overhead", ROOT / "bench" / "bench_call_overhead.py")
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    from artune.communicator.fastpath import capture_test
 
     x = torch.ones(nbytes // 2, dtype=torch.bfloat16, device=device)
-    ways: dict[str, Any] = {"torch.distributed.all_reduce (NCCL, no Communicator)": lambda: dist.all_reduce(x)}
-    for name in names:
-        bound = comm._algorithms.by_name[name].bind(x.shape, x.dtype, "sum", {})
-        ways[f"{name}: its bound call alone"] = lambda bound=bound: bound(x)
-        ways[f"{name}: comm.all_reduce(x, algorithm=...)"] = lambda name=name: comm.all_reduce(x, algorithm=name)
-    ways[f"comm.all_reduce(x) (automatic: {comm.decide(x).algorithm})"] = lambda: comm.all_reduce(x)
-    # the parts of the general path's cost: the capture test and the agreement round over shared memory
-    from artune.communicator import modes
-
-    ways["modes.capturing(x) alone"] = lambda: modes.capturing(x)
-    channel = comm._algorithms.channel
-    if channel is not None:
-        ways["the agreement round alone (channel.agree)"] = lambda: channel.agree(x.numel(), x.dtype, "sum", "nccl")
-    per: dict[str, list[float]] = {k: [] for k in ways}
-    for fn in ways.values():
-        fn()  # first sight: agreed, routed
-    torch.cuda.synchronize()
-    for _ in range(turns):
-        for label, fn in ways.items():  # interleaved, so drift hits every way alike
-            began = time.perf_counter()
-            for _ in range(calls):
-                fn()
-            torch.cuda.synchronize()
-            per[label].append((time.perf_counter() - began) / calls * 1e6)
-    lines = ["", f"Host time per eager call, {nbytes} B bf16, median of {turns} turns of {calls} calls:", ""]
-    lines += ["| way | us per call |", "|---|---:|"]
-    lines += [f"| {label} | {statistics.median(v):.2f} |" for label, v in per.items()]
+    sync = torch.cuda.synchronize if device == "cuda" else lambda: None
+    ways = bench.ways_for(comm, x)
+    comm.all_reduce(x)  # first sight of the automatic call
+    ways[(f"comm.all_reduce(x) (automatic: {comm.decide(x).algorithm})", "comm")] = lambda: comm.all_reduce(x)
+    capturing = capture_test()
+    if capturing is not None:
+        ways[("the capture test alone (torch._C._cuda_isCurrentStreamCapturing)", "bound")] = capturing
+    per_turn = bench.calls_per_turn(ways, calls, sync)
+    result = bench.slowest(bench.time_ways(ways, turns, per_turn, sync))
+    lines = ["", f"Host time per eager call, {nbytes} B bf16, us, median of {turns} turns:", ""]
+    lines += bench.table(result, per_turn)
+    outside = bench.time_outside(comm, x, turns, per_turn, sync)
+    outside = bench.slowest({(k, ""): v for k, v in outside.items()})
+    lines += ["", "Time outside each route's agreement and bound call, us per call (median per turn, then over turns):"]
+    lines += ["", "| route, way | us |", "|---|---:|"]
+    lines += [f"| {k[0]} | {statistics.median(v):.2f} |" for k, v in outside.items()]
     import cProfile
     import io
     import pstats
@@ -250,7 +243,7 @@ def _overhead(
     profile.enable()
     for _ in range(2000):
         comm.all_reduce(x)
-    torch.cuda.synchronize()
+    sync()
     profile.disable()
     text = io.StringIO()
     pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(18)

@@ -103,9 +103,10 @@ def test_repeated_calls_run_from_c_and_only_for_their_own_signature(path: str) -
         assert res["wrong"] == [], rank
         assert "closed" in res["closed"], rank
         if path == "n":
-            # five compiled signatures, twice each after their first sight; the strided view, the tensor
-            # that requires grad (same signature as the first: C takes it) and gloo add 1 more
-            assert res["ran"] == 11, rank
+            # six signatures (gloo's too, after its compiled agreement round), twice each after their first
+            # sight, and the tensor that requires grad (the first's signature, a step: C takes it); the
+            # strided view takes the general path
+            assert res["ran"] == 13, rank
         else:
             assert res["ran"] == 0, rank
         # the router counts what it ran itself; six signatures were decided (the meta tensor's raised), and
@@ -271,3 +272,117 @@ def test_first_sights_and_the_counters_are_in_the_debug_log() -> None:
         assert stats.misses == 3 and stats.fast + stats.hits == 1, (rank, stats)  # 2 unhashable + 1 first sight
         closed = [r for r in res["records"] if r.startswith("artune Communicator closed; routes: ")]
         assert closed == [f"artune Communicator closed; routes: {stats}"], res["records"]
+
+
+def _mismatch_on_repeats(ctx: RankContext, path: str) -> dict[str, Any]:
+    """Ranks that repeat different routed signatures: the agreement (gloo's compiled header round, the shm
+    step's own header) still raises CallMismatch on every rank, and the ranks stay in step."""
+    import artune
+
+    os.environ["ARTUNE_SHM_NATIVE"] = "1" if path == "n" else "0"
+    out: dict[str, Any] = {"mismatch": []}
+    with artune.Communicator(timeout=20) as comm:
+        calls = [(1024, "gloo"), (2048, "gloo"), (1024, "shm_one_shot")]
+        for numel, algorithm in calls:  # first sight, on both ranks alike
+            comm.all_reduce(torch.ones(numel), algorithm=algorithm)
+        pairs = [(0, 1), (0, 2), (2, 1)]  # rank 0's call and rank 1's: gloo/gloo, gloo/shm, shm/gloo
+        for mine in pairs:
+            numel, algorithm = calls[mine[ctx.rank]]
+            try:
+                comm.all_reduce(torch.ones(numel), algorithm=algorithm)
+                out["mismatch"].append("no error")
+            except artune.CallMismatch as err:
+                out["mismatch"].append(str(err))
+        t = torch.arange(1024, dtype=torch.float32) + ctx.rank
+        comm.all_reduce(t, algorithm="gloo")  # still usable, ranks still in step
+        out["after"] = torch.equal(t, _expected(ctx.world_size, 1024, torch.float32, "sum"))
+        out["stats"] = comm.route_stats
+    return out
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("path", PATHS)
+def test_a_mismatch_on_repeated_signatures_raises_on_every_rank(path: str) -> None:
+    for rank, res in enumerate(run_ranks(_mismatch_on_repeats, 2, path, timeout=100)):
+        assert len(res["mismatch"]) == 3, rank
+        for message in res["mismatch"]:
+            assert "ranks called all-reduce differently" in message and "rank 1: numel=" in message, message
+        assert "numel=1024" in res["mismatch"][0] and "numel=2048" in res["mismatch"][0]
+        assert "algorithm=gloo" in res["mismatch"][1] and "algorithm=shm_one_shot" in res["mismatch"][1]
+        assert res["after"], rank
+        stats = res["stats"]
+        # the mismatched calls raised, so only the last call counts as run: from C where it is built
+        assert (stats.fast, stats.misses) == ((1, 3) if path == "n" else (0, 3)), stats
+
+
+class _FakeCuda:
+    """Just what the router reads of a CUDA tensor, so its CUDA logic runs on a CPU-only host."""
+
+    def __init__(self, device: int = 0, contiguous: bool = True, grad: bool = False) -> None:
+        self.dtype, self.is_cpu, self.is_cuda, self.requires_grad = torch.float32, False, True, grad
+        self._device, self._contiguous = device, contiguous
+
+    def numel(self) -> int:
+        return 8
+
+    def get_device(self) -> int:
+        return self._device
+
+    def is_contiguous(self) -> bool:
+        return self._contiguous
+
+
+@pytest.mark.skipif(native._module is None, reason="the compiled router is not built here")
+def test_the_router_runs_cuda_routes_by_device_and_capture_state() -> None:
+    capture = {"on": False, "asked": 0}
+
+    def capturing() -> bool:
+        capture["asked"] += 1
+        return capture["on"]
+
+    ran: list[str] = []
+
+    def part(name: str) -> Any:
+        return lambda *tensor: ran.append(name)
+
+    router = native._module.Router(capturing)
+    assert router.add(torch.float32, "sum", None, 8, 0, part("agree"), part("run"), part("graph"))
+    x = _FakeCuda()
+    assert router(x, "sum", None) and ran == ["agree", "run"]  # eager: agreed, then run
+    capture["on"] = True
+    ran.clear()
+    assert router(x, "sum", None) and ran == ["graph"]  # in a capture: the graph route, nothing talks to peers
+    assert capture["asked"] == 2  # once per call
+    ran.clear()
+    for other in (_FakeCuda(device=1), _FakeCuda(contiguous=False), _FakeCuda(grad=True)):
+        assert router(other, "sum", None) is False  # another GPU's, a copy's, autograd's: the general path
+    assert router(x, "max", None) is False and router(x, "sum", "nccl") is False and ran == []
+    # a CPU route is never asked about captures
+    cpu = torch.ones(8)
+    assert router.add(torch.float32, "sum", None, 8, -1, None, part("cpu"), None)
+    asked = capture["asked"]
+    assert router(cpu, "sum", None) and ran == ["cpu"] and capture["asked"] == asked
+    assert router.hits == 3
+    # a failing agreement raises, runs nothing, and leaves the router idle
+    capture["on"] = False
+    ran.clear()
+
+    def refuse() -> None:
+        raise RuntimeError("peers disagree")
+
+    router.add(torch.float32, "sum", None, 8, 0, refuse, part("run"), part("graph"))
+    with pytest.raises(RuntimeError, match="peers disagree"):
+        router(x, "sum", None)
+    assert ran == [] and not router.busy and router.hits == 3
+    # a capture test that clears the router mid-call: the call runs the route it matched, held meanwhile
+    clearing = native._module.Router(lambda: router2.clear())
+    router2 = clearing
+    assert clearing.add(torch.float32, "sum", None, 8, 0, None, part("held"), None)
+    assert clearing(x, "sum", None) and ran == ["held"] and not clearing.busy
+    assert clearing(x, "sum", None) is False  # cleared
+    with pytest.raises(ValueError, match="no graph route"):
+        router.add(torch.float32, "sum", None, 8, -1, None, part("run"), part("graph"))
+    with pytest.raises(TypeError, match="run must be a Step of 8 elements or a callable"):
+        router.add(torch.float32, "sum", None, 8, 0, None, 42, None)
+    with pytest.raises(TypeError, match="agree must be None, a Step of 0 elements or a callable"):
+        router.add(torch.float32, "sum", None, 8, 0, "agree", part("run"), None)

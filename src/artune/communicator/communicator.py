@@ -13,9 +13,9 @@ Rules it follows (documented here because users rely on them):
   Across hosts, ``hier_shm`` uses shared memory inside each host, and plans
   are those for the number of hosts (``hosts``).
 - A signature (shape, dtype, device, op, algorithm, and the parameters a
-  call names) is decided and routed the first time it is seen; repeats
-  reuse the route, and one that is a compiled shm step runs from C without
-  Python in between (``artune.communicator.fastpath``).
+  call names) is decided and routed the first time it is seen; repeats go
+  from C straight to the route, its agreement round and its bound call,
+  whatever the device and algorithm (``artune.communicator.fastpath``).
 - Per call, ranks compare element count, dtype, op and algorithm before any
   data moves (inside the shared-memory round, or a header-only round before
   a process-group call); a mismatch raises ``CallMismatch`` on every rank.
@@ -353,7 +353,7 @@ class Communicator:
         ``params`` replace the table's parameters for it. Calls must not
         overlap: one from a second thread while another runs raises ``ArtuneError``.
         """
-        # the hot path: a call whose compiled route was bound before runs from C, nothing else in Python
+        # the hot path: a call whose route was bound before runs from C (agreement, then the bound call)
         if params is None or (algorithm is not None and not params):
             route_key: object = algorithm
         else:
@@ -399,7 +399,7 @@ class Communicator:
                 route = self._route(tensor, op, algorithm, params, self.mode)
             else:
                 route = self._first_sight(key, tensor, op, algorithm, params)
-            run, agree, _ = route
+            run, agree = route.run, route.agree
             data = tensor.detach() if tensor.requires_grad else tensor  # like torch.distributed: outside autograd
             work = data if data.is_contiguous() else data.contiguous()
             try:
@@ -442,13 +442,23 @@ class Communicator:
         route = self._route(tensor, op, algorithm, params, self.mode)  # type: ignore[arg-type]
         try:
             graph = self._route(tensor, op, algorithm, params, Mode.GRAPH)  # type: ignore[arg-type]
-            graph = graph._replace(agree=None)  # no agreement inside a capture
+            graph = graph._replace(agree=None, agree_step=None)  # no agreement inside a capture
         except ArtuneError as err:
             graph = Route(functools.partial(_raise, err), None, "")
         self._routes.add(key, route, graph)
-        compiled = route.agree is None and tensor.device.type == "cpu"  # no agreement round to run: C can take it
-        if compiled:
-            compiled = self._fast.add(tensor.dtype, op, key[-1], tensor.numel(), route.run)  # by the call's route key
+        device = tensor.device
+        compiled = device.type == "cpu" or (device.type == "cuda" and device.index is not None)
+        if compiled:  # by the call's route key; CPU work is never captured, so a CPU route has no graph run
+            compiled = self._fast.add(
+                tensor.dtype,
+                op,
+                key[-1],
+                tensor.numel(),
+                -1 if device.type == "cpu" else device.index,
+                route.agree_step if route.agree_step is not None else route.agree,
+                route.run,
+                None if device.type == "cpu" else graph.run,
+            )
         if log.isEnabledFor(logging.DEBUG):
             log.debug(
                 "artune route: %d x %s on %s, op %s, key %r -> %s%s (routes: %s)",
@@ -500,13 +510,15 @@ class Communicator:
             name, chosen_params = algorithm, params or {}
         runner = self._algorithms.by_name[name]
         channel = self._algorithms.channel
-        agree = None
+        agree = agree_step = None
+        call = (tensor.numel(), tensor.dtype, op_name, runner.name)
         if channel is not None and not runner.checks_calls:
-            agree = functools.partial(channel.agree, tensor.numel(), tensor.dtype, op_name, runner.name)
+            agree = functools.partial(channel.agree, *call)
+            agree_step = channel.agreement(*call)
         elif isinstance(runner, ProcessGroupAlgorithm) and tensor.device.type == "cpu":
             # no channel (ranks on several hosts): compare calls over the group, or gloo aborts on a mismatch
-            agree = functools.partial(runner.agree, tensor.numel(), tensor.dtype, op_name, runner.name)
-        return Route(runner.bind(tensor.shape, tensor.dtype, op_name, chosen_params), agree, name)
+            agree = functools.partial(runner.agree, *call)
+        return Route(runner.bind(tensor.shape, tensor.dtype, op_name, chosen_params), agree, name, agree_step)
 
     def _usable(self, tensor: torch.Tensor, op: str, mode: str = "eager") -> frozenset[str]:
         usable = self.available(tensor.dtype, op, tensor.device, mode)

@@ -16,8 +16,13 @@ from artune.table.types import Mode
 
 
 def capturing(tensor: torch.Tensor) -> bool:
-    """True while ``tensor``'s CUDA stream is capturing a graph; CPU tensors never are."""
-    return tensor.is_cuda and torch.cuda.is_current_stream_capturing()
+    """True while ``tensor``'s CUDA stream is capturing a graph; CPU tensors never are (and CUDA is not asked)."""
+    return tensor.is_cuda and _stream_capturing()
+
+
+# torch.cuda.is_current_stream_capturing without its Python wrapper (the same C function); a CPU-only torch
+# has no CUDA tensors, so its placeholder is never called
+_stream_capturing = torch._C._cuda_isCurrentStreamCapturing
 
 
 def call_mode(captured: bool, default: Mode) -> Mode:

@@ -35,12 +35,15 @@ class Route(NamedTuple):
     ``run`` is the algorithm bound to their shape, dtype, op and parameters;
     ``agree`` the round that compares the call across ranks before any data
     moves (``None``: the algorithm compares calls itself, or the route is for
-    a capture, where nothing may talk to peers); ``algorithm`` its name.
+    a capture, where nothing may talk to peers); ``algorithm`` its name;
+    ``agree_step`` the same round as a compiled header-only step, which the
+    compiled router runs on repeats (``None``: it calls ``agree``).
     """
 
     run: Callable[[torch.Tensor], object]
     agree: Callable[[], None] | None
     algorithm: str
+    agree_step: object = None
 
 
 @dataclass(frozen=True)

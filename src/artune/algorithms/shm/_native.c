@@ -45,8 +45,9 @@
  *
  * The reductions are reduce.c's: bit-identical to the Python round's.
  *
- * Router (at the end) is the Communicator's fast path: repeated calls whose
- * route is a Step go from Python straight into it.
+ * Router (at the end) is the Communicator's fast path: a repeated call goes
+ * from Python straight to the route bound on its first sight (a Step, or
+ * any bound callable, after its agreement round).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -518,19 +519,30 @@ static PyTypeObject StepType = {
 
 /* ------------------------------------------------------------------ router */
 
-/* The Communicator's fast path (artune.communicator.fastpath): up to ROUTES call signatures whose
- * route is a compiled Step, so that a repeated all-reduce goes from Python straight into the round
- * (more signatures than that replace the oldest; a miss only costs the general path). A route
- * matches on the identity of the call's dtype, op and algorithm objects and on the element count;
- * the tensor must also be a contiguous CPU tensor. Anything else returns False and the caller takes
- * its general path, which also added the route on first sight. The busy flag is the Communicator's
- * guard against overlapping calls from threads (a wait drops the GIL), for both paths. */
+/* The Communicator's fast path (artune.communicator.fastpath): up to ROUTES call signatures, each with
+ * the route the general path bound on its first sight, so that a repeated all-reduce goes from Python
+ * straight to its bound call, whatever runs it (more signatures than that replace the oldest; a miss
+ * only costs the general path). A route matches on the identity of the call's dtype, op and key, on
+ * the element count and on the device (a CPU tensor, or a CUDA tensor on the route's device); the
+ * tensor must be contiguous, and one that requires grad takes the general path unless a Step runs it
+ * (which reads its memory, outside autograd). Anything else returns False and the caller takes its
+ * general path, which also added the route on first sight.
+ *
+ * A route is: its agreement (NULL: the call compares itself, as a Step's header round does; a Step of
+ * no elements: a compiled header-only round; or a callable of no arguments), its run (a Step, or a
+ * callable of the tensor), and for CUDA routes the run inside a graph capture (no agreement: nothing
+ * inside a capture talks to peers). The capture test, the router's `capturing` callable, is made once
+ * per call of a CUDA route and never for a CPU one (CPU work is never captured). The busy flag is the
+ * Communicator's guard against overlapping calls from threads (a wait drops the GIL), for both paths. */
 #define ROUTES 16
 
 typedef struct {
-    PyObject *dtype, *op, *algorithm;
+    PyObject *dtype, *op, *key;
     Py_ssize_t numel;
-    Step *step;
+    int device;        /* -1: CPU tensors; >= 0: CUDA tensors on that device */
+    PyObject *agree;   /* NULL, a Step of no elements, or a callable of no arguments */
+    PyObject *run;     /* a Step, or a callable of the tensor */
+    PyObject *graph;   /* CUDA routes: the run inside a capture; NULL for CPU ones */
 } route_t;
 
 typedef struct {
@@ -539,10 +551,16 @@ typedef struct {
     atomic_int busy;
     int count, next; /* routes in use; the one a full table replaces next */
     unsigned long long hits; /* calls it ran; written only while busy, so one writer at a time */
+    PyObject *capturing;     /* () -> bool: the current CUDA stream captures a graph; NULL: never */
     route_t routes[ROUTES];
 } Router;
 
-static PyObject *str_dtype, *str_is_cpu, *str_is_contiguous;
+static PyObject *str_dtype, *str_is_cpu, *str_is_cuda, *str_is_contiguous, *str_requires_grad, *str_get_device;
+
+static void route_release(route_t *r) {
+    Py_XDECREF(r->dtype); Py_XDECREF(r->op); Py_XDECREF(r->key);
+    Py_XDECREF(r->agree); Py_XDECREF(r->run); Py_XDECREF(r->graph);
+}
 
 static int router_clear(Router *rt) {
     route_t old[ROUTES];
@@ -550,17 +568,41 @@ static int router_clear(Router *rt) {
     memcpy(old, rt->routes, sizeof old);
     memset(rt->routes, 0, sizeof rt->routes);
     rt->count = rt->next = 0;
-    for (int i = 0; i < n; i++) { /* released after the table is empty: a destructor sees no half-cleared entry */
-        Py_XDECREF(old[i].dtype); Py_XDECREF(old[i].op); Py_XDECREF(old[i].algorithm);
-        Py_XDECREF((PyObject *)old[i].step);
-    }
+    for (int i = 0; i < n; i++) route_release(&old[i]); /* after the table is empty: a destructor sees no half-cleared entry */
     return 0;
 }
 
-/* router(tensor, op, algorithm) -> True when it ran the all-reduce, False when the caller must */
+/* a tensor's boolean attribute: 1, 0, or -1 with an exception set */
+static inline int tensor_flag(PyObject *tensor, PyObject *name) {
+    PyObject *flag = PyObject_GetAttr(tensor, name);
+    if (!flag) return -1;
+    Py_DECREF(flag);
+    return flag == Py_True;
+}
+
+/* The CUDA device index of a tensor, -1 when it is not a CUDA tensor, -2 with an exception set. */
+static int cuda_device(PyObject *const *tensor) {
+    int cuda = tensor_flag(tensor[0], str_is_cuda);
+    if (cuda <= 0) return cuda - 1;
+    PyObject *index = call_method0(str_get_device, tensor);
+    if (!index) return -2;
+    long d = PyLong_AsLong(index);
+    Py_DECREF(index);
+    return d == -1 && PyErr_Occurred() ? -2 : (int)d;
+}
+
+/* run one part of a route: a Step over x (NULL: an agreement, no data), or a callable */
+static inline int run_part(PyObject *part, char *x, PyObject *const *tensor) {
+    if (Py_IS_TYPE(part, &StepType)) return step_run((Step *)part, x ? x : (char *)"") < 0 ? -1 : 0;
+    PyObject *r = tensor ? PyObject_CallOneArg(part, tensor[0]) : PyObject_CallNoArgs(part);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+/* router(tensor, op, key) -> True when it ran the all-reduce, False when the caller must */
 static PyObject *router_vectorcall(Router *rt, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     if (PyVectorcall_NARGS(nargsf) != 3 || kwnames) {
-        PyErr_SetString(PyExc_TypeError, "router(tensor, op, algorithm) takes three arguments");
+        PyErr_SetString(PyExc_TypeError, "router(tensor, op, key) takes three arguments");
         return NULL;
     }
     if (!rt->count) Py_RETURN_FALSE;
@@ -572,42 +614,97 @@ static PyObject *router_vectorcall(Router *rt, PyObject *const *args, size_t nar
     Py_ssize_t n = PyLong_AsSsize_t(numel);
     Py_DECREF(numel);
     if (n == -1 && PyErr_Occurred()) return NULL;
-    Step *step = NULL;
-    for (int i = 0; i < rt->count && !step; i++) {
-        const route_t *r = &rt->routes[i];
-        if (r->numel == n && r->dtype == dtype && r->op == args[1] && r->algorithm == args[2]) step = r->step;
+    const route_t *r = NULL;
+    int cpu = -1, device = -3; /* asked once, at the first route they decide */
+    for (int i = 0; i < rt->count && !r; i++) {
+        const route_t *c = &rt->routes[i];
+        if (c->numel != n || c->dtype != dtype || c->op != args[1] || c->key != args[2]) continue;
+        if (c->device < 0) {
+            if (cpu < 0 && (cpu = tensor_flag(args[0], str_is_cpu)) < 0) return NULL;
+            if (cpu) r = c;
+        } else {
+            if (device == -3 && (device = cuda_device(args)) == -2) return NULL;
+            if (device == c->device) r = c;
+        }
     }
-    if (!step) Py_RETURN_FALSE;
-    PyObject *flag = PyObject_GetAttr(args[0], str_is_cpu);
-    if (!flag) return NULL;
-    Py_DECREF(flag);
-    if (flag != Py_True) Py_RETURN_FALSE;
-    flag = call_method0(str_is_contiguous, args);
-    if (!flag) return NULL;
-    Py_DECREF(flag);
-    if (flag != Py_True) Py_RETURN_FALSE;
-    char *x = tensor_address(args);
-    if (!x) return NULL;
+    if (!r) Py_RETURN_FALSE;
+    /* the route's parts, held from here on: what runs below (a tensor subclass's methods, the capture
+     * test, the parts themselves) may clear or replace the table's entries */
+    const int cuda = r->device >= 0;
+    PyObject *agree = Py_XNewRef(r->agree), *run = Py_NewRef(r->run), *graph = Py_XNewRef(r->graph);
+    PyObject *result = NULL;
+    PyObject *contiguous = call_method0(str_is_contiguous, args);
+    if (!contiguous) goto done;
+    Py_DECREF(contiguous);
+    if (contiguous != Py_True) goto decline;
+    if (!Py_IS_TYPE(run, &StepType) || (graph && !Py_IS_TYPE(graph, &StepType))) {
+        int grad = tensor_flag(args[0], str_requires_grad);
+        if (grad < 0) goto done;
+        if (grad) goto decline; /* the general path runs it detached */
+    }
+    if (cuda && rt->capturing) {
+        PyObject *captured = PyObject_CallNoArgs(rt->capturing);
+        if (!captured) goto done;
+        Py_DECREF(captured);
+        if (captured == Py_True) { /* the graph route: nothing inside a capture talks to peers */
+            if (!graph) goto decline;
+            Py_CLEAR(agree);
+            Py_SETREF(run, Py_NewRef(graph));
+        }
+    }
+    const int stepped = Py_IS_TYPE(run, &StepType);
+    char *x = NULL;
+    if (stepped && !(x = tensor_address(args))) goto done;
     int idle = 0;
-    if (!atomic_compare_exchange_strong(&rt->busy, &idle, 1)) Py_RETURN_FALSE; /* the caller's guard reports it */
-    Py_INCREF(step); /* clear() from a callback must not free it mid-call */
-    int rc = step_run(step, x);
-    Py_DECREF(step);
-    if (rc >= 0) rt->hits++;
+    if (!atomic_compare_exchange_strong(&rt->busy, &idle, 1)) goto decline; /* the caller's guard reports it */
+    int rc = agree ? run_part(agree, NULL, NULL) : 0;
+    if (rc == 0) rc = run_part(run, x, stepped ? NULL : args);
+    if (rc == 0) rt->hits++;
     atomic_store(&rt->busy, 0);
-    if (rc < 0) return NULL;
-    Py_RETURN_TRUE;
+    if (rc == 0) result = Py_NewRef(Py_True);
+    goto done;
+decline:
+    result = Py_NewRef(Py_False);
+done:
+    Py_XDECREF(agree);
+    Py_DECREF(run);
+    Py_XDECREF(graph);
+    return result;
 }
 
-/* add(dtype, op, algorithm, numel, route) -> bool: remember a route that is a compiled Step */
+static int route_part(PyObject *part, const char *what, int none_ok, Py_ssize_t numel) {
+    if (part == Py_None) {
+        if (none_ok) return 0;
+    } else if (Py_IS_TYPE(part, &StepType)) {
+        if (((Step *)part)->n == numel) return 0;
+    } else if (PyCallable_Check(part)) {
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "Router.add(): %s must be %sa Step of %zd elements or a callable", what,
+                 none_ok ? "None, " : "", numel);
+    return -1;
+}
+
+/* add(dtype, op, key, numel, device, agree, run, graph) -> True: remember a signature's route */
 static PyObject *router_add(Router *rt, PyObject *args) {
-    PyObject *dtype, *op, *algorithm, *step;
+    PyObject *dtype, *op, *key, *agree, *run, *graph;
     Py_ssize_t numel;
-    if (!PyArg_ParseTuple(args, "OOOnO", &dtype, &op, &algorithm, &numel, &step)) return NULL;
-    if (!PyObject_TypeCheck(step, &StepType) || ((Step *)step)->n != numel) Py_RETURN_FALSE;
+    int device;
+    if (!PyArg_ParseTuple(args, "OOOniOOO", &dtype, &op, &key, &numel, &device, &agree, &run, &graph)) return NULL;
+    if (route_part(agree, "agree", 1, 0) < 0 || route_part(run, "run", 0, numel) < 0 ||
+        route_part(graph, "graph", 1, numel) < 0)
+        return NULL;
+    if (device < -1 || (device == -1 && graph != Py_None)) {
+        PyErr_SetString(PyExc_ValueError, "Router.add(): device is -1 (CPU, no graph route) or a CUDA index");
+        return NULL;
+    }
+    if (device >= 0 && (Py_IS_TYPE(run, &StepType) || Py_IS_TYPE(graph, &StepType))) {
+        PyErr_SetString(PyExc_ValueError, "Router.add(): a Step reduces host memory, not a CUDA tensor's");
+        return NULL;
+    }
     int i = 0; /* the signature's own entry when it has one (routed again), else a free one, else the oldest */
     while (i < rt->count && !(rt->routes[i].numel == numel && rt->routes[i].dtype == dtype &&
-                              rt->routes[i].op == op && rt->routes[i].algorithm == algorithm))
+                              rt->routes[i].op == op && rt->routes[i].key == key && rt->routes[i].device == device))
         i++;
     if (i == rt->count) {
         if (rt->count < ROUTES) {
@@ -620,11 +717,13 @@ static PyObject *router_add(Router *rt, PyObject *args) {
     route_t *r = &rt->routes[i], old = *r;
     r->dtype = Py_NewRef(dtype);
     r->op = Py_NewRef(op);
-    r->algorithm = Py_NewRef(algorithm);
+    r->key = Py_NewRef(key);
     r->numel = numel;
-    r->step = (Step *)Py_NewRef(step);
-    /* released last: a destructor they run sees a consistent table */
-    Py_XDECREF(old.dtype); Py_XDECREF(old.op); Py_XDECREF(old.algorithm); Py_XDECREF((PyObject *)old.step);
+    r->device = device;
+    r->agree = agree == Py_None ? NULL : Py_NewRef(agree);
+    r->run = Py_NewRef(run);
+    r->graph = graph == Py_None ? NULL : Py_NewRef(graph);
+    route_release(&old); /* last: a destructor it runs sees a consistent table */
     Py_RETURN_TRUE;
 }
 
@@ -653,29 +752,47 @@ static PyGetSetDef router_getset[] = {
     {NULL},
 };
 
+/* Router(capturing=None): capturing() says whether the current CUDA stream captures a graph */
 static PyObject *router_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    static char *names[] = {"capturing", NULL};
+    PyObject *capturing = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:Router", names, &capturing)) return NULL;
+    if (capturing != Py_None && !PyCallable_Check(capturing)) {
+        PyErr_SetString(PyExc_TypeError, "Router(capturing): a callable of no arguments, or None");
+        return NULL;
+    }
     Router *rt = (Router *)type->tp_alloc(type, 0); /* zeroed: no routes, idle */
-    if (rt) rt->vectorcall = (vectorcallfunc)router_vectorcall;
+    if (!rt) return NULL;
+    rt->vectorcall = (vectorcallfunc)router_vectorcall;
+    rt->capturing = capturing == Py_None ? NULL : Py_NewRef(capturing);
     return (PyObject *)rt;
 }
 
 static int router_traverse(Router *rt, visitproc visit, void *arg) {
+    Py_VISIT(rt->capturing);
     for (int i = 0; i < rt->count; i++) {
-        Py_VISIT(rt->routes[i].dtype); Py_VISIT(rt->routes[i].op);
-        Py_VISIT(rt->routes[i].algorithm); Py_VISIT(rt->routes[i].step);
+        const route_t *r = &rt->routes[i];
+        Py_VISIT(r->dtype); Py_VISIT(r->op); Py_VISIT(r->key);
+        Py_VISIT(r->agree); Py_VISIT(r->run); Py_VISIT(r->graph);
     }
     return 0;
 }
 
+static int router_gc_clear(Router *rt) {
+    Py_CLEAR(rt->capturing);
+    return router_clear(rt);
+}
+
 static void router_dealloc(Router *rt) {
     PyObject_GC_UnTrack(rt);
-    router_clear(rt);
+    router_gc_clear(rt);
     Py_TYPE(rt)->tp_free((PyObject *)rt);
 }
 
 static PyMethodDef router_methods[] = {
     {"add", (PyCFunction)router_add, METH_VARARGS,
-     "add(dtype, op, algorithm, numel, route) -> bool: take the route when it is a compiled Step"},
+     "add(dtype, op, key, numel, device, agree, run, graph) -> True: remember a signature's route "
+     "(device -1: CPU tensors, else the CUDA index; agree and graph may be None)"},
     {"clear", (PyCFunction)router_clear_method, METH_NOARGS, "Forget every route."},
     {"enter", (PyCFunction)router_enter, METH_NOARGS, "Mark a call as running: False when one already is."},
     {"leave", (PyCFunction)router_leave, METH_NOARGS, "Mark the running call as done."},
@@ -685,7 +802,7 @@ static PyMethodDef router_methods[] = {
 static PyTypeObject RouterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "artune.algorithms.shm._native.Router",
-    .tp_doc = "router(tensor, op, algorithm) -> bool: run a remembered compiled route, or say the caller must.",
+    .tp_doc = "router(tensor, op, key) -> bool: run a remembered route, or say the caller must.",
     .tp_basicsize = sizeof(Router),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(Router, vectorcall),
@@ -693,7 +810,7 @@ static PyTypeObject RouterType = {
     .tp_new = router_new,
     .tp_dealloc = (destructor)router_dealloc,
     .tp_traverse = (traverseproc)router_traverse,
-    .tp_clear = (inquiry)router_clear,
+    .tp_clear = (inquiry)router_gc_clear,
     .tp_methods = router_methods,
     .tp_getset = router_getset,
 };
@@ -773,7 +890,12 @@ PyMODINIT_FUNC PyInit__native(void) {
     str_dtype = PyUnicode_InternFromString("dtype");
     str_is_cpu = PyUnicode_InternFromString("is_cpu");
     str_is_contiguous = PyUnicode_InternFromString("is_contiguous");
-    if (!str_data_ptr || !str_numel || !str_dtype || !str_is_cpu || !str_is_contiguous) return NULL;
+    str_is_cuda = PyUnicode_InternFromString("is_cuda");
+    str_requires_grad = PyUnicode_InternFromString("requires_grad");
+    str_get_device = PyUnicode_InternFromString("get_device");
+    if (!str_data_ptr || !str_numel || !str_dtype || !str_is_cpu || !str_is_contiguous || !str_is_cuda ||
+        !str_requires_grad || !str_get_device)
+        return NULL;
     PyObject *m = PyModule_Create(&module);
     if (!m) return NULL;
     Py_INCREF(&ChannelType);

@@ -473,6 +473,16 @@ class ShmChannel:
             self.mark_broken(f"interrupted: {type(err).__name__}")
             raise
 
+    def agreement(self, numel: int, dtype: torch.dtype, op: str, algorithm_name: str) -> Any:
+        """``agree`` for one call signature as a compiled header-only round (a ``_native.Step`` of no
+        elements, whose header is ``agree``'s), or ``None`` where this rank runs the Python round."""
+        if self._native is None:
+            return None
+        from ._native import ONE_SHOT, step
+
+        codes = (dtype_code(dtype), op_code(op), algorithm_code(algorithm_name))
+        return step(self._native, ONE_SHOT, 0, 1, 1, numel, 0, *codes)
+
     def dead_peers(self) -> tuple[int, ...]:
         """Peers whose process is known to be gone (empty when liveness cannot be checked)."""
         return tuple(p for p in self._peers if not self._alive(p))
