@@ -65,14 +65,15 @@ def _limit_arguments(parser: argparse.ArgumentParser) -> None:
         type=_non_negative(float),
         default=limits.DEFAULT_TIMEOUT_S,
         metavar="SECONDS",
-        help=f"stop reading after this long, downloads aside (default {limits.DEFAULT_TIMEOUT_S:g})",
+        help=f"stop reading engine code after this many seconds of CPU time, or {limits.WALL_FACTOR} times as many "
+        f"of waiting, downloads aside (default {limits.DEFAULT_TIMEOUT_S:g})",
     )
     group.add_argument(
         "--max-memory",
         type=_non_negative(int),
         default=limits.DEFAULT_MAX_MEMORY_MIB,
         metavar="MIB",
-        help=f"stop reading when it needs more memory than this (default {limits.DEFAULT_MAX_MEMORY_MIB})",
+        help=f"stop reading engine code when it needs more memory than this (default {limits.DEFAULT_MAX_MEMORY_MIB})",
     )
 
 

@@ -528,6 +528,7 @@ class Evaluator:
             caller = self.filename
             if func.filename:
                 self.filename = func.filename  # errors inside name the function's own file
+                limits.reading(func.filename)
             self.functions.append(func.name)
             self.frames.append((func, frame))
             self.ran.setdefault((self.filename, func.name), func.node)
@@ -537,6 +538,7 @@ class Evaluator:
                 self.frames.pop()
                 self.functions.pop()
                 self.filename = caller
+                limits.reading(caller)
         if isinstance(func, Native):
             try:
                 return func.func(*args, **kwargs)
