@@ -126,9 +126,7 @@ def _command(args: argparse.Namespace, reading: bool = False) -> int:
     try:
         return int(args.run(args) or 0)
     except ArtuneError as err:
-        print(
-            f"artune {args.command}: error{_code(err, reading)}: {_CODED.sub('', str(err), count=1)}", file=sys.stderr
-        )
+        print(f"artune {args.command}: {error_text(err, reading)}", file=sys.stderr)
         return exit_status(err)
     except (KeyboardInterrupt, SystemExit):
         raise
@@ -143,6 +141,17 @@ def _command(args: argparse.Namespace, reading: bool = False) -> int:
 
 _CODED = re.compile(r"^[A-Z][0-9]{3}: ")
 UNREADABLE = "E420"  # engine code a reading could not evaluate
+
+
+def error_text(err: ArtuneError, reading: bool = True) -> str:
+    """``error E4xx: MESSAGE`` (``error: MESSAGE`` for an error without a code): how an error is printed."""
+    return f"error{_code(err, reading)}: {_CODED.sub('', str(err), count=1)}"
+
+
+def coded(err: ArtuneError) -> str:
+    """A source's error as ``check`` prints it beside the others: ``error E4xx: MESSAGE`` for a reading's
+    failure, the bare message for any other."""
+    return error_text(err) if _code(err, True) else str(err)
 
 
 def _code(err: ArtuneError, reading: bool) -> str:

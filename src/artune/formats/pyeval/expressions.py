@@ -46,7 +46,7 @@ from artune.formats.pyeval.values import (
 )
 
 MAX_STEPS = 2_000_000
-MAX_BUILT = 50_000_000  # items and characters of the strings, lists and dicts built, all together
+MAX_BUILT = 20_000_000  # items and characters of the strings, lists and dicts built, all together
 MAX_DEPTH = 64
 _BUILTIN_IDS = frozenset(id(v) for v in BUILTINS.values() if callable(v))
 _VIEWS = (type({}.items()), type({}.keys()), type({}.values()))  # what dict.items() & co. return
