@@ -159,7 +159,7 @@ DEFINITIONS = (
 MODULE_LEVEL = (
     ("module-loop", "for _a in range(100000):\n    for _b in range(100000):\n        pass", "steps|time limit"),
     ("module-int-squared", "_X = 1 << 65536\nfor _ in range(64):\n    _X = _X * _X", "too large"),
-    ("module-metaclass", "class _M(type):\n    pass\nclass _Y(metaclass=_M):\n    pass", ""),
+    ("module-metaclass", "class _M(type):\n    pass\nclass _Y(metaclass=_M):\n    pass", "metaclass=_M, which is not"),
     ("module-open", "_F = open('MARKER', 'w')", ""),
     ("unary-minus", "_Z = " + "-" * 200_000 + "1", "nested too deeply to parse"),
     ("parens", "_Z = " + "(" * 5000 + "1" + ")" * 5000, "nested too deeply|too many nested"),

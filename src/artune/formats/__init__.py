@@ -69,7 +69,7 @@ def read_engine(engine: str, path: str) -> EngineImport:
     except Unsupported as err:
         raise Unsupported(f"{err} ({_SUBSET})") from None
     except RecursionError:
-        raise TableError(f"{path}: expressions nested too deeply to read; is this the engine's table file?") from None
+        raise Unsupported(f"{path}: expressions nested too deeply to read; is this the engine's table file?") from None
 
 
 def engine_source(spec: str) -> tuple[str, str] | None:

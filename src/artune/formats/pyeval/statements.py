@@ -137,6 +137,9 @@ class Interpreter(Evaluator):
                     self.unmodelled = hook
                     self._tell(err, stmt, "it and every later statement of the module's top level are left out")
                 if defer and only_binds:
+                    if hook is not None and any(k.arg == "metaclass" for k in getattr(stmt, "keywords", ())):
+                        self.unmodelled = hook  # a class the evaluator will not build is said, not only unbound
+                        self._tell(err, stmt, "the class is left unbound")
                     for name in names:
                         self.unbound[name] = f"line {stmt.lineno}: {_PLACE.sub('', str(err), count=1)}"
                 elif defer and self.unmodelled is not None and self.steps <= MAX_STEPS:
