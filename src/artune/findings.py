@@ -255,6 +255,38 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "Run `artune verify-engine SOURCE`: it runs the engine's own code on every probe and prints where artune's "
         "reading differs. A reviewer reads the function's diff (`artune review` shows it).",
     ),
+    FindingKind(
+        "E420",
+        "Engine code outside what artune reads",
+        "A reading stopped at a construct artune's evaluator does not read, or at a value larger than a table "
+        "file builds (an integer of more than 65,536 bits, a string of more than a million characters, a list of "
+        "more than 100,000 items): nothing of the file was run. The command exits 2.",
+        "artune check: error E420: vllm:./vllm/distributed/device_communicators/all_reduce_utils.py:12: result "
+        "too large for a table value: an integer of 131072 bits (the most is 65536)",
+        "Point artune at the engine's own dispatch files; if they are, report the construct with the file.",
+    ),
+    FindingKind(
+        "E421",
+        "Reading stopped at its time or memory limit",
+        "Reading the engine's code ran past `--timeout` (seconds) or `--max-memory` (MiB), or failed inside "
+        "artune; the reading ran in a child process under those limits, and the line names the file it was "
+        "reading. The defaults are far above any release's reading (docs/results/bounded-readings.md). "
+        "The command exits 2.",
+        "artune check: error E421: reading vllm/distributed/device_communicators/custom_all_reduce.py ran past "
+        "the time limit of 30 s (--timeout); is this the engine's dispatch file?",
+        "Check the file named: a release reads in seconds. Raise `--timeout` or `--max-memory` only for a file "
+        "you trust.",
+    ),
+    FindingKind(
+        "E422",
+        "Path refused",
+        "A file of the engine's tree resolves outside the tree given (a symbolic link, `..`), or is a FIFO, a "
+        "socket, a device or a directory: artune does not open it and quotes nothing from outside the tree. The "
+        "command exits 2.",
+        "artune check: error E422: v/vllm/distributed/device_communicators/all_reduce_utils.py: refused: it "
+        "resolves outside the tree read (v); artune reads only files inside it",
+        "Give artune a checkout whose dispatch files are regular files inside it.",
+    ),
     # ---------------------------------------------------------------- V: vLLM
     FindingKind(
         "V101",

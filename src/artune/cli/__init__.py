@@ -16,12 +16,13 @@ import argparse
 import difflib
 import logging
 import os
+import re
 import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
 
-from artune.errors import ArtuneError, SourceUnavailable, Terminated
+from artune.errors import ArtuneError, SourceUnavailable, Terminated, Unsupported
 
 #: the exit status of an error: bad input, or what comes from outside not being here
 BAD_INPUT, UNAVAILABLE = 2, 3
@@ -50,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
                 raise
             continue
         module.register(commands)
+    for name in READINGS:
+        if name in commands.choices:
+            _limit_arguments(commands.choices[name])
     return parser
 
 
@@ -96,6 +100,44 @@ def arch_option(text: str) -> str:
         raise argparse.ArgumentTypeError(str(err)) from None
 
 
+#: the sub-commands that read engine code: each runs under the limits of ``artune.formats.limits``
+READINGS = ("check", "explain", "show", "diff", "export", "import", "review")
+
+
+def _limit_arguments(parser: argparse.ArgumentParser) -> None:
+    from artune.formats import limits
+
+    group = parser.add_argument_group("limits on reading engine code (0: no limit)")
+    group.add_argument(
+        "--timeout",
+        type=_non_negative(float),
+        default=limits.DEFAULT_TIMEOUT_S,
+        metavar="SECONDS",
+        help=f"stop reading engine code after this many seconds of CPU time, or {limits.WALL_FACTOR} times as many "
+        f"of waiting, downloads aside (default {limits.DEFAULT_TIMEOUT_S:g})",
+    )
+    group.add_argument(
+        "--max-memory",
+        type=_non_negative(int),
+        default=limits.DEFAULT_MAX_MEMORY_MIB,
+        metavar="MIB",
+        help=f"stop reading engine code when it needs more memory than this (default {limits.DEFAULT_MAX_MEMORY_MIB})",
+    )
+
+
+def _non_negative(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if value < 0:
+            raise argparse.ArgumentTypeError(f"{text} is negative; give 0 for no limit")
+        return value
+
+    return parse
+
+
 def exit_status(err: ArtuneError) -> int:
     """3 for what could not be had from outside (``SourceUnavailable``), 2 for any other error."""
     return UNAVAILABLE if isinstance(err, SourceUnavailable) else BAD_INPUT
@@ -111,13 +153,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     previous = _exit_on_sigterm()
     try:
-        return int(args.run(args) or 0)
-    except ArtuneError as err:
-        print(f"artune {args.command}: error: {err}", file=sys.stderr)
-        return exit_status(err)
-    except BrokenPipeError:  # the reader left (artune diff ... | head): the rest of the output goes nowhere
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (and not at exit, with a traceback)
-        return 128 + signal.SIGPIPE
+        if args.command in READINGS:
+            from artune.formats import limits
+
+            bounds = limits.Limits(args.timeout, args.max_memory)
+            return limits.run(lambda: _command(args, reading=True), bounds, args.command)
+        return _command(args)
     except KeyboardInterrupt as err:
         terminated = isinstance(err, Terminated)
         print(f"artune {args.command}: {'terminated' if terminated else 'interrupted'}", file=sys.stderr)
@@ -125,6 +166,45 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if previous is not None:
             signal.signal(signal.SIGTERM, previous)
+
+
+def _command(args: argparse.Namespace, reading: bool = False) -> int:
+    """The sub-command's exit status; an error is one line. A reading's unexpected failure (out of memory,
+    too deep, a fault inside artune) is one coded line with exit 2, never a traceback."""
+    try:
+        return int(args.run(args) or 0)
+    except ArtuneError as err:
+        print(f"artune {args.command}: {error_text(err, reading)}", file=sys.stderr)
+        return exit_status(err)
+    except BrokenPipeError:  # the reader left (artune diff ... | head): the rest of the output goes nowhere
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (and not at exit, with a traceback)
+        return 128 + signal.SIGPIPE
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as err:
+        if not reading:
+            raise
+        from artune.formats import limits
+
+        print(f"artune {args.command}: error {limits.CODE}: {limits.failure(err)}", file=sys.stderr)
+        return BAD_INPUT
+
+
+_CODED = re.compile(r"^[A-Z][0-9]{3}: ")
+UNREADABLE = "E420"  # engine code a reading could not evaluate
+
+
+def error_text(err: ArtuneError, reading: bool = True) -> str:
+    """``error E4xx: MESSAGE`` (``error: MESSAGE`` for an error without a code): how an error is printed."""
+    return f"error{_code(err, reading)}: {_CODED.sub('', str(err), count=1)}"
+
+
+def _code(err: ArtuneError, reading: bool) -> str:
+    """`` E4xx`` for an error that carries its code, and for engine code a reading could not evaluate."""
+    found = _CODED.match(str(err))
+    if found:
+        return " " + found.group(0)[:4]
+    return f" {UNREADABLE}" if reading and isinstance(err, Unsupported) else ""
 
 
 def _terminated(signum: int, frame: object) -> None:

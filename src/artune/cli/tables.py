@@ -19,7 +19,7 @@ from rich.text import Text
 
 from artune import catalog, rocm, settings
 from artune.catalog import DTYPES, SPECS
-from artune.cli import arch_option, exit_status
+from artune.cli import arch_option, error_text, exit_status
 from artune.errors import ArtuneError
 from artune.findings import parse_codes, selected
 from artune.formats.references import reference_set
@@ -193,7 +193,7 @@ def run_check(args: argparse.Namespace) -> int:
             if evidence is not None:
                 findings += _evidence_findings(source, evidence, args.arch)
         except ArtuneError as err:
-            print(f"artune check: error: {err}", file=sys.stderr)
+            print(f"artune check: {error_text(err)}", file=sys.stderr)
             unreadable.append(exit_status(err))
             continue
         for finding in selected(findings, select, ignore):

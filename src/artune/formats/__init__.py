@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from artune.errors import Raised, TableError, Unsupported
+from artune.formats import limits
 from artune.formats.engine import EngineImport
 from artune.formats.sglang import read as sglang_read
 from artune.formats.trtllm import read as trtllm_read
@@ -60,6 +61,7 @@ def engine_reader(engine: str) -> EngineReader:
 def read_engine(engine: str, path: str) -> EngineImport:
     """Read ``engine``'s tables from ``path`` (a checkout or the table file); ``TableError`` when it cannot."""
     read = engine_reader(engine).read
+    limits.reading(path)
     try:
         return read(path)
     except Raised:
@@ -67,7 +69,7 @@ def read_engine(engine: str, path: str) -> EngineImport:
     except Unsupported as err:
         raise Unsupported(f"{err} ({_SUBSET})") from None
     except RecursionError:
-        raise TableError(f"{path}: expressions nested too deeply to read; is this the engine's table file?") from None
+        raise Unsupported(f"{path}: expressions nested too deeply to read; is this the engine's table file?") from None
 
 
 def engine_source(spec: str) -> tuple[str, str] | None:
@@ -77,7 +79,8 @@ def engine_source(spec: str) -> tuple[str, str] | None:
 
     release = release_spec(spec)
     if release is not None:
-        return release[0], str(fetch_release(*release))
+        with limits.paused():  # the network's time is not the reading's
+            return release[0], str(fetch_release(*release))
     engine, sep, path = spec.partition(":")
     if sep and engine in ENGINES:
         if not path:

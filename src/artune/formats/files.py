@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +12,14 @@ from artune.errors import TableError
 from artune.formats.releases import display_path
 
 MAX_SOURCE_BYTES = 4 << 20
+REFUSED = "E422"  # a path artune will not read: outside its tree, or not a regular file
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISDIR, "a directory"),
+)
 
 
 @dataclass(frozen=True)
@@ -43,8 +53,36 @@ def git_commit(path: Path) -> str:
     return text if done.returncode == 0 and len(text) == 40 else ""
 
 
-def read_source(path: Path, commit: str | None = None) -> SourceFile:
-    """The text of one engine file; ``TableError`` naming it when it cannot be read."""
+def present(path: Path) -> bool:
+    """Whether anything is at ``path`` (a link to nothing too): what ``read_source`` then reads, or refuses."""
+    return os.path.lexists(path)
+
+
+def contain(path: Path, root: Path) -> None:
+    """``TableError`` (E422) naming ``path`` unless it is a regular file that resolves inside ``root`` (the
+    checkout, or the one file given): a link out of the tree, a FIFO, a socket or a device is never opened,
+    and nothing of what lies outside the tree is quoted."""
+    shown = display_path(path)
+    try:
+        real = path.resolve(strict=True)
+        top = root.resolve(strict=True)
+    except (OSError, RuntimeError):
+        raise TableError(f"{REFUSED}: {shown}: refused: a link to nothing, or a loop of links") from None
+    if real != top and not real.is_relative_to(top):
+        raise TableError(
+            f"{REFUSED}: {shown}: refused: it resolves outside the tree read ({display_path(root)}); "
+            "artune reads only files inside it"
+        )
+    mode = os.stat(real).st_mode
+    for test, kind in _KINDS:
+        if test(mode):
+            raise TableError(f"{REFUSED}: {shown}: refused: {kind}, not a regular file")
+
+
+def read_source(path: Path, commit: str | None = None, root: Path | None = None) -> SourceFile:
+    """The text of one engine file; ``TableError`` naming it when it cannot be read, or when it is not a
+    regular file inside ``root`` (``contain``; default: ``path`` is the tree, given by itself)."""
+    contain(path, path if root is None else root)
     try:
         size = path.stat().st_size
         if size > MAX_SOURCE_BYTES:
@@ -67,8 +105,10 @@ def find_files(root: str, candidates: tuple[str, ...], what: str) -> tuple[Path,
     if base.is_file():
         return base, [base]
     if not base.is_dir():
+        if present(base) and base.exists():
+            contain(base, base)  # a FIFO, a socket or a device given as the checkout: refused by name
         raise TableError(f"{root}: no such file or directory; give a {what} checkout or its table file")
-    found = [base / rel for rel in candidates if (base / rel).is_file()]
+    found = [base / rel for rel in candidates if present(base / rel)]
     if not found:
         raise TableError(f"{root}: not a {what} checkout: none of {', '.join(candidates)} is there")
     return base, found

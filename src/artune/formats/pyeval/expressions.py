@@ -18,9 +18,11 @@ from dataclasses import replace
 from typing import Any
 
 from artune.errors import OutsideCall, Raised, Unsupported
+from artune.formats import limits
 from artune.formats.pyeval.values import (
     BUILTINS,
     CONSTANT_NAMES,
+    MAX_CHARS,
     METHODS,
     BoundMethod,
     ClassValue,
@@ -36,10 +38,15 @@ from artune.formats.pyeval.values import (
     Symbol,
     is_number,
     is_pure_method,
+    oversized,
+    size_refusal,
+    spec_refusal,
+    text_size,
     too_big,
 )
 
 MAX_STEPS = 2_000_000
+MAX_BUILT = 20_000_000  # items and characters of the strings, lists and dicts built, all together
 MAX_DEPTH = 64
 _BUILTIN_IDS = frozenset(id(v) for v in BUILTINS.values() if callable(v))
 _VIEWS = (type({}.items()), type({}.keys()), type({}.values()))  # what dict.items() & co. return
@@ -79,6 +86,8 @@ def parse(source: str, filename: str) -> ast.Module:
         return ast.parse(source, filename)
     except SyntaxError as err:
         raise Unsupported(f"{filename}:{err.lineno}: not valid Python: {err.msg}") from None
+    except (MemoryError, RecursionError, SystemError) as err:  # CPython's parser on 200,000 nested operators
+        raise Unsupported(f"{filename}: nested too deeply to parse ({type(err).__name__})") from None
 
 
 class Evaluator:
@@ -86,9 +95,11 @@ class Evaluator:
 
     def __init__(self, filename: str, *, restricted: bool = False, fakes: Mapping[str, Any] | None = None) -> None:
         self.filename = filename
+        limits.reading(filename)
         self.restricted = restricted
         self.fakes = dict(fakes or {})
         self.steps = 0
+        self.built = 0  # items built so far (``sized``)
         self.calls: list[int] = []  # lines of the calls in progress, outermost first
         self.functions: list[str] = []  # the file's functions in progress, outermost first
         self._memo: dict[tuple[Any, ...], Any] = {}  # what each ``@cache`` function answered, by its arguments
@@ -171,6 +182,8 @@ class Evaluator:
             return method(node, scope)
         except TypeError as err:  # the file's values misused (an unhashable key, unpacking an int)
             raise self.fail(node, f"TypeError: {err}") from None
+        except RecursionError:  # expressions or calls nested deeper than Python's own stack allows
+            raise self.fail(node, "nested too deeply to evaluate") from None
         except Unsupported as err:
             if type(err) is Unsupported and not str(err).startswith(f"{self.filename}:"):
                 raise self.fail(node, str(err)) from None  # a value's own refusal (an opaque truth), placed
@@ -205,9 +218,22 @@ class Evaluator:
         if op in (operator.lshift, operator.pow, operator.mul) and too_big(op, left, right):
             raise self.fail(node, "result too large for a table value")
         try:
-            return op(left, right)
+            value = op(left, right)
         except (ZeroDivisionError, OverflowError, ValueError, TypeError) as err:
             raise self.fail(node, f"{type(err).__name__}: {err}") from None
+        return self.sized(node, value)
+
+    def sized(self, node: ast.AST | None, value: Any) -> Any:
+        """``value``, where it is no larger than a table file may build (``values.oversized``), and where all
+        that the evaluator built so far stays within ``MAX_BUILT`` items (many lists that are each small)."""
+        why = oversized(value)
+        if why:
+            raise self.fail(node, f"result too large for a table value: {why}")
+        if isinstance(value, (str, list, tuple, dict, set)):
+            self.built += len(value)
+            if self.built > MAX_BUILT:
+                raise self.fail(node, f"gave up after building {MAX_BUILT} items; is this a table?")
+        return value
 
     def _eval_BinOp(self, node: ast.BinOp, scope: Scope) -> Any:
         op = BINOPS.get(type(node.op))
@@ -381,11 +407,19 @@ class Evaluator:
 
     def _eval_JoinedStr(self, node: ast.JoinedStr, scope: Scope) -> str:
         self._no_restricted(node)
-        return "".join(str(self.eval(part, scope)) for part in node.values)
+        parts = [self.eval(part, scope) for part in node.values]
+        if text_size(parts) > MAX_CHARS:
+            raise self.fail(node, f"result too large for a table value: an f-string over {MAX_CHARS} characters")
+        return self.sized(node, "".join(str(part) for part in parts))
 
     def _eval_FormattedValue(self, node: ast.FormattedValue, scope: Scope) -> str:
         value = self.eval(node.value, scope)
         spec = "" if node.format_spec is None else self.eval(node.format_spec, scope)
+        why = spec_refusal(str(spec)) or (
+            f"a value over {MAX_CHARS} characters" if text_size(value) > MAX_CHARS else ""
+        )
+        if why:
+            raise self.fail(node, f"result too large for a table value: {why}")
         if node.conversion == ord("r"):
             value = repr(value)
         elif node.conversion in (ord("s"), ord("a")) or not isinstance(value, (int, float, str)):
@@ -494,6 +528,7 @@ class Evaluator:
             caller = self.filename
             if func.filename:
                 self.filename = func.filename  # errors inside name the function's own file
+                limits.reading(func.filename)
             self.functions.append(func.name)
             self.frames.append((func, frame))
             self.ran.setdefault((self.filename, func.name), func.node)
@@ -503,6 +538,7 @@ class Evaluator:
                 self.frames.pop()
                 self.functions.pop()
                 self.filename = caller
+                limits.reading(caller)
         if isinstance(func, Native):
             try:
                 return func.func(*args, **kwargs)
@@ -535,8 +571,11 @@ class Evaluator:
         builtin = id(func) in _BUILTIN_IDS
         known = builtin or is_pure_method(func) or any(func is v for v in self.fakes.values())
         if callable(func) and known:
+            why = size_refusal(func, args, kwargs)
+            if why:
+                raise self.fail(node, f"result too large for a table value: {why}")
             try:
-                return func(*args, **kwargs)
+                value = func(*args, **kwargs)
             except Unsupported as err:
                 if type(err) is Unsupported and builtin:
                     raise self.fail(node, str(err)) from None  # a builtin's refusal, at the line that asked
@@ -549,6 +588,10 @@ class Evaluator:
                 raise self.fail(node, f"TypeError: {err}") from None
             except Exception as err:
                 raise self.fail(node, f"{type(err).__name__}: {err}") from None
+            owner = getattr(func, "__self__", None)
+            if isinstance(owner, (list, dict, set)):
+                self.sized(node, owner)  # a method that grew its list (append, insert) in place
+            return self.sized(node, value)
         raise self.fail(node, f"{func!r} is not callable here")
 
     def _instantiate(self, cls: ClassValue, args: list[Any], kwargs: dict[str, Any], node: ast.AST | None) -> Any:

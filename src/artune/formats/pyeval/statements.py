@@ -122,6 +122,7 @@ class Interpreter(Evaluator):
         changes what an earlier statement bound: ``TABLE["10.7"] = ...``, ``TABLE.update(...)``) is told to
         the hook, as is what the file raises at its top level, and the run goes on.
         """
+        exhausted = False
         for stmt in self.tree.body:
             names = bound_names(stmt)
             only_binds = bool(names) and _only_binds(stmt)
@@ -131,7 +132,14 @@ class Interpreter(Evaluator):
             try:
                 self.exec_stmt(stmt, self.globals, top=True)
             except Unsupported as err:
+                if self.steps > MAX_STEPS and hook is not None and not exhausted:
+                    exhausted = True  # told once: this statement and every one after it at the top level
+                    self.unmodelled = hook
+                    self._tell(err, stmt, "it and every later statement of the module's top level are left out")
                 if defer and only_binds:
+                    if hook is not None and any(k.arg == "metaclass" for k in getattr(stmt, "keywords", ())):
+                        self.unmodelled = hook  # a class the evaluator will not build is said, not only unbound
+                        self._tell(err, stmt, "the class is left unbound")
                     for name in names:
                         self.unbound[name] = f"line {stmt.lineno}: {_PLACE.sub('', str(err), count=1)}"
                 elif defer and self.unmodelled is not None and self.steps <= MAX_STEPS:
@@ -437,7 +445,11 @@ class Interpreter(Evaluator):
 
     def class_def(self, stmt: ast.ClassDef, scope: Scope) -> Any:
         """A ``RecordType`` for a ``NamedTuple`` or dataclass; where ``objects`` is set, a ``ClassValue`` for a
-        class with behaviour; a ``Symbol`` for any other class (an enum: its members stay names)."""
+        class with behaviour; a ``Symbol`` for any other class (an enum: its members stay names). A class with
+        a ``metaclass=`` is not one the evaluator builds: a metaclass can make the class anything."""
+        meta = next((k for k in stmt.keywords if k.arg == "metaclass"), None)
+        if meta is not None:
+            raise self.fail(stmt, f"class {stmt.name} has metaclass={ast.unparse(meta.value)[:60]}, which is not run")
         bases = [ast.unparse(b) for b in stmt.bases]
         decorators = [ast.unparse(d) for d in stmt.decorator_list]
         is_record = any(b in _RECORD_BASES for b in bases) or any(d.startswith("dataclass") for d in decorators)

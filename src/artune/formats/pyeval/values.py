@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import operator
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -18,6 +19,8 @@ from artune.errors import Unsupported
 
 MAX_ITEMS = 100_000  # longest sequence a table file may build (range, repetition)
 MAX_BITS = 1 << 16  # largest integer, in bits
+MAX_CHARS = 1 << 20  # longest string a table file may build
+MAX_DIGITS = 4096  # the most digits ``round`` may be asked for, either way of the point
 
 
 @dataclass(frozen=True)
@@ -452,6 +455,85 @@ def too_big(op: Callable[[Any, Any], Any], left: Any, right: Any) -> bool:
     if isinstance(left, float) or isinstance(right, float):
         return False  # float power overflows to an error, it does not hang
     return right > 0 and max(1, abs(left).bit_length()) * right > MAX_BITS
+
+
+def oversized(value: Any) -> str:
+    """Why ``value`` is larger than a table file may build ("" where it is not): integers by bit length,
+    strings, lists, tuples, dicts and sets by length."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        bits = value.bit_length()
+        return f"an integer of {bits} bits (the most is {MAX_BITS})" if bits > MAX_BITS else ""
+    if isinstance(value, str):
+        return f"a string of {len(value)} characters (the most is {MAX_CHARS})" if len(value) > MAX_CHARS else ""
+    if isinstance(value, (list, tuple, dict, set, frozenset)) and len(value) > MAX_ITEMS:
+        return f"a {type(value).__name__} of {len(value)} items (the most is {MAX_ITEMS})"
+    return ""
+
+
+def text_size(value: Any, limit: int = MAX_CHARS) -> int:
+    """About how many characters ``str(value)`` has, counted up to just past ``limit`` (then it stops): what
+    printing a value would build, known before building it. Shared and cyclic parts count once."""
+    total, stack, seen = 0, [value], set()
+    while stack and total <= limit:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item) + 2
+        elif isinstance(item, int):
+            total += item.bit_length() // 3 + 2  # digits, near enough
+        elif isinstance(item, (list, tuple, set, frozenset, dict)):
+            if id(item) in seen:
+                total += 5
+                continue
+            seen.add(id(item))
+            total += 2 * len(item) + 2
+            stack.extend(item.items() if isinstance(item, dict) else item)
+        else:
+            total += 40  # a record, a symbol, a float: short
+    return total
+
+
+def size_refusal(func: Any, args: tuple[Any, ...] | list[Any], kwargs: Mapping[str, Any]) -> str:
+    """Why a call of a builtin or pure method would build more than a table file may, before it runs ("":
+    it would not); what runs then is checked by its result (``oversized``)."""
+    name = getattr(func, "__name__", "")
+    owner = getattr(func, "__self__", None)
+    if func is round and len(args) > 1 and isinstance(args[1], int) and abs(args[1]) > MAX_DIGITS:
+        return f"round() to {args[1]} digits (the most is {MAX_DIGITS} either way)"
+    if func is sum:
+        start = args[1] if len(args) > 1 else kwargs.get("start", 0)
+        if not is_number(start) and isinstance(args[0], (list, tuple)):
+            count = len(start) + sum(len(a) for a in args[0] if isinstance(a, (str, list, tuple)))
+            if count > MAX_ITEMS:
+                return f"sum() of sequences into {count} items (the most is {MAX_ITEMS})"
+    if func in (str, repr) and args and text_size(args[0]) > MAX_CHARS:
+        return f"str() of a value longer than {MAX_CHARS} characters"
+    if isinstance(owner, str) and name == "join" and args and isinstance(args[0], (list, tuple)):
+        count = sum(len(a) for a in args[0] if isinstance(a, str)) + len(owner) * len(args[0])
+        if count > MAX_CHARS:
+            return f"join() into {count} characters (the most is {MAX_CHARS})"
+    if isinstance(owner, str) and name == "replace" and len(args) >= 2:
+        old, new = args[0], args[1]
+        if isinstance(old, str) and isinstance(new, str):
+            count = len(owner) + (len(owner) + 1 if old == "" else owner.count(old)) * len(new)
+            if count > MAX_CHARS:
+                return f"replace() into {count} characters (the most is {MAX_CHARS})"
+    if isinstance(owner, (list, set, dict)) and name in ("extend", "update") and args:
+        grows = args[0]
+        count = len(owner) + (len(grows) if hasattr(grows, "__len__") else 0)
+        if count > MAX_ITEMS:
+            return f"{name}() into {count} items (the most is {MAX_ITEMS})"
+    return ""
+
+
+_WIDTH = re.compile(r"(\d+)")
+
+
+def spec_refusal(spec: str) -> str:
+    """Why a format spec would build more than a table file may ("": it would not): its width or precision."""
+    for digits in _WIDTH.findall(spec):
+        if len(digits) > 7 or int(digits) > MAX_CHARS:
+            return f"format spec {spec[:40]!r} asks for more than {MAX_CHARS} characters"
+    return ""
 
 
 def _range(*args: int) -> list[int]:

@@ -33,7 +33,7 @@ from typing import Any
 from artune import rocm
 from artune.errors import TableError
 from artune.formats.engine import EngineImport, FindingSink
-from artune.formats.files import SourceFile, describe, find_files, read_source
+from artune.formats.files import SourceFile, describe, find_files, present, read_source
 from artune.formats.fingerprints import Evaluated
 from artune.formats.pyeval import Record
 from artune.formats.sglang import hip
@@ -299,11 +299,11 @@ def _locate(path: str) -> Files | SourceFile:
         return Files(source) if f"class {CLASS}" in source.text else source
     for prefix in LAYOUTS:
         communicator = base / prefix / COMMUNICATOR
-        if communicator.is_file():
+        if present(communicator):
             optional = [base / prefix / rel for rel in (CONFIGS, ENVIRON, DISPATCHER, QUICK)]
-            configs, environ, dispatcher, quick = (read_source(p) if p.is_file() else None for p in optional)
-            source = read_source(communicator)
+            configs, environ, dispatcher, quick = (read_source(p, root=base) if present(p) else None for p in optional)
+            source = read_source(communicator, root=base)
             if f"class {CLASS}" in source.text:
                 return Files(source, configs, environ, dispatcher, quick)
             return configs or source
-    return read_source(found[0])
+    return read_source(found[0], root=base)

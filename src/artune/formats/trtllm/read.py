@@ -34,7 +34,7 @@ from pathlib import Path
 
 from artune.errors import TableError, Unsupported
 from artune.formats.engine import EngineImport
-from artune.formats.files import SourceFile, read_source
+from artune.formats.files import SourceFile, present, read_source
 from artune.formats.fingerprints import Evaluated, evaluated_text, unfamiliar
 from artune.formats.trtllm import syntax
 from artune.formats.trtllm.caller import FILE as CALLER_FILE
@@ -85,14 +85,16 @@ class Reading:
 def read_trtllm(path: str) -> EngineImport:
     """TensorRT-LLM's tables from a checkout or its ``customAllReduceUtils.h``; ``TableError`` when it cannot."""
     header_path, enum_path, ops_path, caller_path = _locate(path)
-    header_file, enum_file = read_source(header_path), read_source(enum_path)
+    root = Path(path).parent.parent if Path(path).is_file() else Path(path)  # the header's checkout
+    header_file = read_source(header_path, root=header_path if Path(path).is_file() else root)
+    enum_file = read_source(enum_path, root=root)
     files = [header_file, enum_file]
     gate = None
     if ops_path is not None:
-        ops = read_source(ops_path)
+        ops = read_source(ops_path, root=root)
         files.append(ops)
         gate = autotune_gate(ops)
-    caller = read_source(caller_path) if caller_path is not None else None
+    caller = read_source(caller_path, root=root) if caller_path is not None else None
     files += [caller] if caller is not None else []
     reading = read_files(header_file, enum_file, gate, caller)
     label = f"trtllm:{header_file.label}"
@@ -387,10 +389,10 @@ def _locate(path: str) -> tuple[Path, Path, Path | None, Path | None]:
         return base, near, None, None
     if not base.is_dir():
         raise TableError(f"{path}: no such file or directory; give a TensorRT-LLM checkout or its {HEADER}")
-    missing = [rel for rel in (HEADER, ENUM_FILE) if not (base / rel).is_file()]
+    missing = [rel for rel in (HEADER, ENUM_FILE) if not present(base / rel)]
     if missing:
         raise TableError(f"{path}: not a TensorRT-LLM checkout: {', '.join(missing)} not there")
-    optional = [(base / rel) if (base / rel).is_file() else None for rel in (OPS, CALLER_FILE)]
+    optional = [(base / rel) if present(base / rel) else None for rel in (OPS, CALLER_FILE)]
     return base / HEADER, base / ENUM_FILE, *optional  # type: ignore[return-value]
 
 

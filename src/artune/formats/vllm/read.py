@@ -31,7 +31,7 @@ from artune import rocm
 from artune.errors import TableError
 from artune.formats import fingerprints
 from artune.formats.engine import EngineImport
-from artune.formats.files import SourceFile, describe, find_files, read_source
+from artune.formats.files import SourceFile, describe, find_files, present, read_source
 from artune.formats.pyeval.values import ClassValue
 from artune.formats.vllm.checks import reader_findings, row_tables
 from artune.formats.vllm.code import CUDA, FILES, Met, ReleaseCode
@@ -440,9 +440,10 @@ def _files(path: str) -> list[SourceFile]:
     if base.is_file():
         siblings = [base.parent / Path(rel).name for rel in FILES]
         found += [p for p in siblings if p.is_file() and p != base]
-    elif not (base / UTILS).is_file() and not (base / CUSTOM_AR_FILE).is_file():
+        return [read_source(p, root=p if p == base else base.parent) for p in found]  # its folder is the tree
+    elif not present(base / UTILS) and not present(base / CUSTOM_AR_FILE):
         raise TableError(f"{path}: neither {UTILS} nor {CUSTOM_AR_FILE} is here; is this a vLLM checkout?")
-    return [read_source(p) for p in found]
+    return [read_source(p, root=base) for p in found]
 
 
 def reading(path: str, settings: Mapping[str, str] | None = None) -> tuple[EngineImport, ReleaseCode]:
