@@ -29,7 +29,7 @@ from artune.tune.bands import Shaping, rule_plan
 from artune.tune.compare import TIE_VERDICT, UNSURE, Pooled, spread, usable
 from artune.tune.config import Budget, TuneConfig
 from artune.tune.derive import BandCrossover, Pick
-from artune.tune.duel import Duel, duel, weigh
+from artune.tune.duel import Duel, duel
 from artune.tune.machine_states import MachineStates, states_of
 from artune.tune.measurer import WARMUP_SHARE, CachedMeasurer
 from artune.tune.regret import TUNED, RegretScore, regret_candidates, regret_from, single_rules
@@ -304,7 +304,7 @@ def _ship(state: TuneState, regret: RegretScore, record: Duel) -> Shipping:
     held_out = sorted(p.size for p in regret.points)
 
     def over(sizes: list[int]) -> Weigh:
-        return lambda a, b: weigh(state, tables[a], tables[b], sizes, a, b)
+        return lambda a, b: state.weigh(tables[a], tables[b], sizes, a, b)
 
     return choose(TUNED, plans, regret, {HELD_OUT: over(held_out), DUEL: over(list(record.sizes))})
 
