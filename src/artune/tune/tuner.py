@@ -8,8 +8,9 @@ every decision it takes depends only on measurements (identical on all
 ranks, the harness guarantees it) and on budgets counted from them, so every
 rank runs the same sequence of harness calls. The same property makes a run
 replayable from its log and journal (``artune.tune.replay``). See ``derive``
-and ``bands`` for the rules, ``compare`` for the one statistic they use, and
-``duel`` and ``verdict`` for the last checks before a table ships.
+and ``bands`` for the rules, ``compare`` for the two comparisons they use (one
+candidate against another at a size, one plan against another over sizes),
+and ``duel`` and ``verdict`` for the last checks before a table ships.
 """
 
 from __future__ import annotations
