@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -19,9 +20,11 @@ from artune.measure.records import Candidate, Measurement
 from artune.table.types import ParamValue
 from artune.tune.compare import (
     FASTER,
+    PLAN_TIE,
     SLOWER,
     TIE_VERDICT,
     UNSURE,
+    Comparison,
     FasterRule,
     Pooled,
     _sign_rank,
@@ -314,3 +317,37 @@ def test_a_machine_with_two_regimes_gets_the_robust_choice_in_48_of_50_trials() 
             for size in (256 << 10, 1 << 20, 3 << 20)
         )
     assert robust >= 48
+
+
+def _found(spent: float, typical: float, half: float = 0.02, rounds: int = 50) -> Comparison:
+    """A comparison of one plan's choice against another's at one size, with both statistics' intervals."""
+    a, b = Candidate("shm_two_shot"), Candidate("shm_one_shot")
+    return Comparison(
+        a, b, 4096, typical, typical * (1 - half), typical * (1 + half), rounds, UNSURE, spent=spent,
+        spent_low=spent * (1 - half), spent_high=spent * (1 + half),
+    )  # fmt: skip
+
+
+def test_weighing_plans_the_time_spent_decides_and_the_typical_call_vetoes() -> None:
+    """Over a plan's sizes the roles are the reverse of one size's: the geometric mean of the time spent (1 at
+    each size where both choose alike) decides beyond the plan tie, and a typical call behind vetoes."""
+    rule = FasterRule()
+    ahead = rule.weigh([_found(0.9, 0.95), _found(0.9, 0.95)], alike=2, rule="r", against="t")
+    assert ahead.sizes == 2 and ahead.ratio == pytest.approx(math.sqrt(0.9)) and ahead.low < ahead.ratio < ahead.high
+    assert ahead.typical is not None and ahead.typical[0] == pytest.approx(math.sqrt(0.95))
+    assert ahead.ahead(PLAN_TIE) and not ahead.ahead(0.06)  # ~5% ahead: beyond the plan tie, not beyond 6%
+    assert not rule.weigh([_found(0.9, 1.05), _found(0.9, 1.05)], alike=2).ahead(PLAN_TIE)  # the typical call's veto
+    unpaired = replace(_found(0.5, 0.5), rounds=0)  # no interval: tells nothing either way
+    assert rule.weigh([unpaired, _found(0.9, 0.95)], alike=0).sizes == 1
+
+
+def test_weighing_plans_a_choice_that_failed_loses_outright() -> None:
+    rule, ran = FasterRule(), _found(1.2, 1.2)
+    a, b = Candidate("shm_two_shot"), Candidate("shm_one_shot")
+    ours_failed = Comparison(a, b, 4096, 0.0, 0.0, 0.0, 0, FASTER)  # only the first plan's choice ran
+    theirs_failed = ours_failed.swapped()
+    first = rule.weigh([ran, ours_failed], alike=3)
+    assert first.failed and first.ratio == 0 and first.ahead(PLAN_TIE)
+    assert not rule.weigh([theirs_failed, ran], alike=3).ahead(PLAN_TIE)
+    both = rule.weigh([ours_failed, theirs_failed], alike=0)
+    assert both.failed and both.ratio == 1.0 and not both.ahead(PLAN_TIE)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
+from artune._version import __version__
 from artune.errors import (
     AgreementError,
     ArtuneError,
@@ -26,8 +27,6 @@ from artune.errors import (
     SourceUnavailable,
     TableError,
 )
-
-__version__ = "0.1.0"
 
 if "torch" in sys.modules:  # register the "artune" torch.distributed backend (torch's entry point does too)
     from artune.backend import register as _register_backend

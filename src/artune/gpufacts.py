@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass
 
 from artune import rocm
 from artune.errors import ArtuneError
-from artune.table.types import Platform
+from artune.platforms import Platform
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ import platform as _platform
 import socket
 from functools import cache
 
-from artune.table.types import Platform
+from artune.platforms import Platform
 
 
 def _cpu_model() -> str:

@@ -295,7 +295,7 @@ def bus_bandwidth(algbw_GBps: float, world_size: int) -> float:
 
 
 def _versions() -> dict[str, str]:
-    from artune import __version__
+    from artune._version import __version__
 
     versions = {"artune": __version__, "python": _platform.python_version()}
     for module in ("torch", "numpy"):

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from artune.report.document import Block, Grid, Heading, Para
 from artune.sizes import human_size
+from artune.tune.compare import PLAN_TIE
 from artune.tune.tuner import WorldResult
-from artune.tune.verdict import TIE
 
 #: swings listed in the report at most (the largest)
 SHOWN_SWINGS = 8
@@ -37,10 +37,10 @@ def duel_line(result: WorldResult) -> str:
         line += " Every fixed rule chose as the derived table did, or differed only where too few rounds fit to tell."
     if differ:
         best = min(differ, key=lambda o: o.ratio)
-        if best.ahead(TIE):
-            standing = f"ahead by more than {TIE:.0%} over its whole interval"
+        if best.ahead(PLAN_TIE):
+            standing = f"ahead by more than {PLAN_TIE:.0%} over its whole interval"
         elif best.ratio < 1.0:
-            standing = f"level (not ahead by more than {TIE:.0%} over its whole interval)"
+            standing = f"level (not ahead by more than {PLAN_TIE:.0%} over its whole interval)"
         else:
             standing = "not ahead"
         if best.failed:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from artune.report.document import Block, Bullets, Grid, Heading, Para
 from artune.sizes import format_span, human_size
 from artune.tune.bands import MIN_SIZES, MIN_WIDTH, BandAudit
+from artune.tune.compare import PLAN_TIE
 from artune.tune.tuner import WorldResult
-from artune.tune.verdict import TIE
 
 
 def shipping_line(result: WorldResult) -> str:
@@ -63,8 +63,8 @@ def verdict_blocks(result: WorldResult) -> list[Block]:
     blocks.append(
         Para(
             f"A plan is ahead of another on a check (the duel, the held-out sizes) when it is ahead by more than "
-            f"{TIE:.0%} over the whole interval of its weighing there (the geometric mean over the check's sizes of "
-            "the ratio of the time their choices spent) and its typical call is not behind. The derived table ships "
+            f"{PLAN_TIE:.0%} over the whole interval of its weighing there (the geometric mean over the check's sizes "
+            "of the ratio of the time their choices spent) and its typical call is not behind. The derived table ships "
             "unless a check puts a fixed rule ahead of it; then the fixed rule with the best held-out regret that no "
             "check puts another plan ahead of; when the checks contradict each other, nothing is vouched for and "
             "'artune tune' installs the table only with --force."

@@ -31,6 +31,7 @@ from functools import cached_property
 from typing import Any
 
 from artune.errors import TableError
+from artune.platforms import Platform  # the low layer's, so the machine need not import the table model
 from artune.sizes import MAX_SIZE
 
 KINDS = ("cuda", "rocm", "cpu")
@@ -87,18 +88,6 @@ NVLINK_DOMAINS = tuple(d.value for d in NVLinkDomain)
 def freeze_params(params: Mapping[str, Mapping[str, ParamValue]]) -> tuple[tuple[str, Params], ...]:
     """Per-algorithm parameter dicts as sorted, hashable tuples."""
     return tuple(sorted((name, tuple(sorted(values.items()))) for name, values in params.items()))
-
-
-@dataclass(frozen=True)
-class Platform:
-    """What a table is for: ``kind`` cuda/rocm/cpu, ``arch`` ("10.7", "x86_64"), optional device."""
-
-    kind: str
-    arch: str
-    device: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.kind} arch={self.arch}" + (f" ({self.device})" if self.device else "")
 
 
 @dataclass(frozen=True)

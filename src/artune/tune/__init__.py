@@ -1,23 +1,37 @@
 """Deriving a dispatch table from measurements: ``artune tune`` and ``artune verify``.
 
-The pipeline per world size (``tune_world``): a coarse sweep of every
-algorithm, the coarse sizes whose pick is unsure measured again, a search of
-each winning algorithm's declared tunables, bisection of every crossover, the
-plan held to the evidence at each band's own sizes, the duel against every
-fixed rule, the held-out regret, and the run's own verdict on what ships.
-The rules that make it safe (only correct candidates, never a flip for a
-difference the evidence cannot tell from a tie, no band without evidence,
-never a table its own checks say loses) are in ``artune.tune.derive``,
-``artune.tune.compare``, ``artune.tune.bands`` and ``artune.tune.verdict``;
-the budget split is in ``artune.tune.config``.
+**How a tune decides.** Every choice rests on candidates timed in turns within
+one harness call, and ``a`` is faster than ``b`` at a size only when the 99%
+interval of their typical call's ratio clears the 3% per-size tie (the
+defaults) and their time spent does not contradict it; anything closer is a
+tie or unsure, measured again while the budget lasts and then left to the
+incumbent. The winners of the coarse sweep, the tunables' search and the
+bisection of every crossover make a plan whose every band must be held up by
+the evidence at its own sizes. The duel times the plan's choices against every
+fixed rule at fresh sizes and repairs the plan where a rule's choice is
+confirmed faster. The plan is then weighed against every fixed rule over the
+duel's sizes and over held-out sizes no phase touched, by the geometric mean
+of the time their choices spent with the typical call's veto, and a plan is
+ahead only beyond the 1% plan tie over its whole interval. The derived table
+ships unless a check puts a fixed rule ahead of it, and a plan that some check
+puts another ahead of is never installed without ``--force``.
 
-Modules: ``compare`` (the rule for "faster": a paired interval and a tie
-band), ``measurer`` (where measurements come from, the resumable cache),
-``derive`` (winners, bisection, bands), ``bands`` (bands from evidence),
-``search`` (tunables), ``duel``, ``regret``, ``verdict`` (what ships),
-``tuner`` (orchestration), ``build`` (the table), ``verify``, ``session``
-(ranks, torchrun), ``replay``, ``synthetic`` (a modelled bench with a
-machine's noise, for tests and dry runs).
+The pipeline per world size is ``tune_world``; the rules that make it safe
+are in ``artune.tune.compare`` (both comparisons and both ties, stated
+once), ``artune.tune.derive``, ``artune.tune.bands`` and
+``artune.tune.verdict``; the budget split is in ``artune.tune.config``.
+
+Modules: ``compare`` (one candidate against another at a size, one plan
+against another over sizes), ``config`` (the settings and the budget split),
+``measurer`` (where measurements come from, the resumable cache), ``state``
+(what the phases share), ``derive`` (winners, bisection), ``bands`` (bands
+from evidence), ``search`` (tunables), ``duel``, ``regret``, ``verdict``
+(what ships), ``machine_states`` (where calls at different moments
+disagreed), ``tuner`` (orchestration), ``measured`` (the table from the
+results), ``shapes`` (a shape table from measurements), ``verify``,
+``session`` (ranks, torchrun), ``progress`` (the progress bar), ``replay``,
+``synthetic`` (a modelled bench with a machine's noise, for tests and dry
+runs).
 """
 
 from artune.tune.compare import Comparison, FasterRule, Pooled

@@ -2,8 +2,11 @@
 
 Every decision the tuner takes (which algorithm wins a size, where a band
 ends, whether a parameter value helps, whether a table still holds) asks one
-question: is ``a`` faster than ``b`` at this size? ``FasterRule.compare`` answers it,
-and nothing else in the tuner does.
+question: is ``a`` faster than ``b`` at this size? ``FasterRule.compare`` answers it.
+The run's last checks (the duel and the held-out regret) ask it of two plans over
+many sizes: is plan ``a`` ahead of plan ``b``? ``FasterRule.weigh`` answers that from
+the per-size comparisons. Every other rule of the tuner builds on these two
+(the held-out regret's score only ranks plans neither check puts ahead).
 
 **The unit is the round.** The harness times candidates in turns: round after
 round, each candidate runs ``burst`` timed calls (eager calls on a CPU or with
@@ -32,24 +35,36 @@ times over, which no interval over either call's rounds sees (the tuner
 measures such a pair together). Their ratio and the medians' intervals are
 kept for the record.
 
-**Tails: the time spent has a veto.** A typical call is not the time
-spent. On a loaded machine one algorithm can be quicker in a typical call
-and slower over the whole call, because its slow calls are slower or more
-frequent, and a workload calling back to back pays the mean. So each
-comparison also takes the ratio of the two candidates' time spent (the
-sums of their paired turns), and a verdict that the time spent contradicts
-beyond the tie band is ``unsure``: the tuner measures again, then keeps
-the incumbent. The time spent only vetoes; it does not decide: over turns
-of 3 calls it is the noisier statistic by far, since a few turns many
-times their median, which any algorithm meets on a shared machine, move
-it more than the differences it would decide. A turn counts at most ten
-times the pair's median turn (one cap for both, from their pooled turns),
-so a few millisecond hiccups that hit any algorithm do not decide the veto
-by where they landed, while an algorithm's own slow calls (two or three
-times its typical one) count in full. (A cap at a quantile, the slowest 5%
-of turns, fell inside such an algorithm's own slow calls: it biased the
-ratio and its noise hid in the cap.) ``artune.tune.machine_states`` reports where the
-two statistics disagreed.
+**Two statistics, two roles.** A typical call is not the time spent. On a
+loaded machine one algorithm can be quicker in a typical call and slower over
+the whole call, because its slow calls are slower or more frequent, and a
+workload calling back to back pays the mean. So each comparison takes both:
+the typical call (the median of the per-round ratios, above) and the ratio of
+the two candidates' time spent (the sums of their paired turns), each with its
+interval. Their roles are stated here once:
+
+- *At one size* (``FasterRule.compare``) the typical call decides and the
+  time spent vetoes: a verdict the time spent contradicts beyond the tie band
+  is ``unsure`` (the tuner measures again, then keeps the incumbent). Over
+  turns of a few calls the time spent is the noisier statistic by far: a few
+  turns many times their median, which any algorithm meets on a shared
+  machine, move it more than the differences it would decide.
+- *Over a plan's sizes* (``FasterRule.weigh``) the time spent decides and the
+  typical call vetoes: a plan serves calls back to back and pays their mean,
+  and an algorithm whose slow calls are slower or more frequent pays for them
+  at every size it is chosen; over a dozen sizes the hiccups that would decide
+  one size average out, and the interval carries what is left. A plan whose
+  typical call is behind is not ahead, and a lead by the typical call alone
+  does not count: as a second way to be ahead it lets the duel and the
+  held-out check, which weigh the same plans at other sizes, contradict each
+  other.
+
+A turn counts at most ``SPIKE`` (ten) times the pair's median turn (one cap
+for both, from their pooled turns), so a few millisecond hiccups that hit any
+algorithm do not decide by where they landed, while an algorithm's own slow
+calls (two or three times its typical one) count in full; a cap at a quantile
+of the turns would fall inside those and bias the ratio.
+``artune.tune.machine_states`` reports where the two statistics disagreed.
 
 **The tie band.** A difference is acted on only when the whole interval lies
 outside ``[1 / (1 + tie), 1 + tie]``. The interval covers the noise of the
@@ -61,10 +76,19 @@ rounds it saw, not two effects it cannot see:
 - the machine changing between calls: the same pair's ratio moves from call
   to call as other work comes and goes.
 
-So ``tie`` is 3%: above both effects, below the leads worth taking, and a tie
-costs at most 3% at that size. ``level`` is 99% (0.5% in each tail) because
-one tuning run takes a few tens of decisions. The measurements behind these
-choices are in ``docs/results/tune-evidence.md``.
+So the per-size tie (``SIZE_TIE``, the rule's ``tie``) is 3%: above both
+effects, below the leads worth taking, and a tie costs at most 3% at that
+size. ``level`` is 99% (0.5% in each tail) because one tuning run takes a few
+tens of decisions.
+
+**The plan tie.** One plan is ahead of another only when the whole interval of
+its weighing lies below ``1 / (1 + PLAN_TIE)``, 1%; inside, the two are level,
+and the report says so without calling it a loss. It is narrower than the
+per-size tie because the weighing averages a dozen sizes, where the two effects
+above fall on either side and the interval carries what is left, and because a
+plan's loss of a few per cent, paid at every size, is worth acting on where one
+size's is not. The measurements behind these choices are in
+``docs/results/tune-evidence.md``.
 
 **Across calls.** A decision may rest on several harness calls, taken at
 different moments (the tuner measures a close call again later, and an
@@ -103,7 +127,10 @@ import numpy as np
 from artune.measure.records import Candidate, Measurement
 from artune.measure.stats import summarize
 
-TIE = 0.03
+#: the per-size tie: at one size, a ratio within ``[1 / (1 + SIZE_TIE), 1 + SIZE_TIE]`` is a tie (**The tie band**)
+SIZE_TIE = 0.03
+#: the plan tie: over a check's sizes, a plan ahead of another by no more than this is level (**The plan tie**)
+PLAN_TIE = 0.01
 LEVEL = 0.99
 
 
@@ -272,7 +299,7 @@ class Comparison:
     rounds: int  # paired rounds behind the interval (0: unpaired, from the two medians' intervals)
     verdict: PairVerdict
     level: float = LEVEL
-    tie: float = TIE
+    tie: float = SIZE_TIE
     calls: tuple[tuple[float, PairVerdict], ...] = ()  # (ratio, verdict) per harness call, when more than one paired
     spent: float = math.nan  # a's time spent over b's, rare spikes capped (``spent_ratio``; nan: unpaired)
     spent_low: float = math.nan  # its interval (``spent_interval``)
@@ -328,6 +355,38 @@ class Comparison:
         over = f"over {self.rounds} rounds (time spent {self.spent:.3f}x)" if self.rounds else "unpaired"
         each = f" (per call: {', '.join(f'{r:.3f} {v}' for r, v in self.calls)})" if self.calls else ""
         return f"{self.a.key}/{self.b.key} {self.interval()} {over}{each}: {self.verdict}"
+
+
+@dataclass(frozen=True)
+class Overall:
+    """One plan against another over a check's sizes (``FasterRule.weigh``): ``rule``'s time spent over
+    ``against``'s, and its typical call's."""
+
+    rule: str
+    ratio: float  # geometric mean of the rule's choice's time spent over the other's (below 1: the rule is ahead)
+    low: float  # its interval (at the rule's level)
+    high: float
+    sizes: int  # the sizes where their choices differ and the evidence has an interval
+    against: str = ""  # the plan it was weighed against ("": the derived table)
+    failed: bool = False  # decided by choices that failed (the ratio is 0, inf or 1 where both sides failed)
+    typical: tuple[float, float, float] | None = None  # the same of the typical call: (ratio, low, high)
+
+    def ahead(self, tie: float) -> bool:
+        """True when ``rule`` is ahead by more than ``tie`` (``PLAN_TIE``) over the whole interval of the time
+        spent, and its typical call is not behind (the module's **Two statistics, two roles**)."""
+        ahead = self.high < 1.0 / (1.0 + tie)
+        return ahead if self.failed or self.typical is None else ahead and self.typical[0] <= 1.0
+
+    def interval(self) -> str:
+        """``time spent 0.975x [0.962, 0.988], typical call 0.990x [0.981, 0.999], over 9 differing sizes``."""
+        if self.failed:
+            side = "the other plan's" if self.ratio == 0 else "this plan's" if math.isinf(self.ratio) else "each plan's"
+            return f"{side} choice failed at {self.sizes} differing size(s) where the other's ran"
+        spent = f"{self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}]"
+        if self.typical is None:
+            return f"{spent} over {self.sizes} differing sizes"
+        typical = "{:.3f}x [{:.3f}, {:.3f}]".format(*self.typical)
+        return f"time spent {spent}, typical call {typical}, over {self.sizes} differing sizes"
 
 
 @functools.lru_cache(maxsize=4096)
@@ -431,9 +490,10 @@ def spent_interval(ta: np.ndarray, tb: np.ndarray, level: float = LEVEL) -> tupl
 
 @dataclass(frozen=True)
 class FasterRule:
-    """The rule for "faster": a ``level`` interval of the paired time ratio must clear the ``tie`` band."""
+    """The rule for "faster": a ``level`` interval of the paired time ratio must clear the ``tie`` band at one
+    size (``compare``); over a plan's sizes, ``weigh``."""
 
-    tie: float = TIE
+    tie: float = SIZE_TIE
     level: float = LEVEL
 
     def __post_init__(self) -> None:
@@ -524,6 +584,45 @@ class FasterRule:
         if SLOWER in verdicts:
             return SLOWER
         return pooled
+
+    def weigh(self, found: Sequence[Comparison], alike: int, rule: str = "", against: str = "") -> Overall:
+        """Plan ``rule`` against plan ``against`` over a check's sizes: ``found`` holds, at each size where their
+        choices differ and both were measured, ``compare`` of ``rule``'s choice against ``against``'s;
+        ``alike`` counts the sizes where both choose alike.
+
+        The estimate is the geometric mean over all those sizes of the ratio of the time the choices spent
+        (``Comparison.spent``; 1, known exactly, where both choose alike), its interval from the sizes' own
+        (their log half-widths added in quadrature); the typical call's is taken the same way, for its veto
+        (``Overall.ahead``). A size where the two differ counts only with an interval (too few rounds there
+        tell nothing either way). A choice that failed where the other ran loses outright: ``rule`` is ahead
+        (ratio 0) where only the other's failed, and never ahead where only its own did.
+        """
+        z = statistics.NormalDist().inv_cdf(1.0 - (1.0 - self.level) / 2)
+        logs: list[float] = []  # time spent
+        typical: list[float] = []
+        variance, typical_variance, ours_failed, theirs_failed = 0.0, 0.0, 0, 0
+        for c in found:
+            if not c.rounds and c.ratio in (0.0, math.inf):  # one choice failed where the other ran
+                ours_failed += c.ratio == 0.0
+                theirs_failed += math.isinf(c.ratio)
+                continue
+            if not c.rounds or not (c.low > 0 and c.high < math.inf):
+                continue  # (a median's interval needs more rounds than the time spent's: it has one, so has this)
+            logs.append(math.log(c.spent))
+            variance += ((math.log(c.spent_high) - math.log(c.spent_low)) / (2 * z)) ** 2
+            typical.append(math.log(c.ratio))
+            typical_variance += ((math.log(c.high) - math.log(c.low)) / (2 * z)) ** 2
+        if ours_failed or theirs_failed:
+            only_ours, only_theirs = ours_failed and not theirs_failed, theirs_failed and not ours_failed
+            outright = 0.0 if only_ours else math.inf if only_theirs else 1.0
+            return Overall(rule, outright, outright, outright, ours_failed + theirs_failed, against, failed=True)
+        n = max(1, alike + len(logs))
+        mean, half = math.fsum(logs) / n, z * math.sqrt(variance) / n
+        mid, spread = math.fsum(typical) / n, z * math.sqrt(typical_variance) / n
+        return Overall(
+            rule, math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs), against,
+            typical=(math.exp(mid), math.exp(mid - spread), math.exp(mid + spread)),
+        )  # fmt: skip
 
     def faster(self, a: Timed, b: Timed) -> bool:
         """True when ``a`` is faster than ``b`` beyond the tie band (a failed ``b`` is always beaten)."""

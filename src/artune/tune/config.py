@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from artune.grid import powers
-from artune.tune.compare import LEVEL, TIE, FasterRule
+from artune.tune.compare import LEVEL, SIZE_TIE, FasterRule
 
 PHASES: tuple[tuple[str, float], ...] = (
     ("sweep", 0.25),
@@ -105,7 +105,7 @@ class TuneConfig:
         data = {"grain" if k == "itemsize" else k: v for k, v in data.items()}  # journals before the rename
         kept = {k: v for k, v in data.items() if k in names}
         phases = tuple((str(n), float(w)) for n, w in data.get("phases", PHASES))
-        rule = FasterRule(float(data.get("tie", TIE)), float(data.get("level", LEVEL)))
+        rule = FasterRule(float(data.get("tie", SIZE_TIE)), float(data.get("level", LEVEL)))
         return cls(**kept, rule=rule, phases=phases)
 
     def describe(self) -> str:

@@ -29,27 +29,24 @@ single size is recorded as such (``Duel.standing``); the table is not cut
 into a band around one size.
 
 Small losses add up where single ones do not count, and single ones may be
-a passing state of the machine: so each rule is also weighed **over all the
-duel's sizes** (``weigh``): the geometric mean of the evidence rule's ratio
-of the rule's choice to the table's, one per duel size (1 where both choose
-alike), with its interval from the sizes' own (their log half-widths added
-in quadrature). That weighing, with the held-out regret
-(``artune.tune.regret``), is what decides whether the derived table ships
-or a fixed rule does (``artune.tune.verdict``).
+a passing state of the machine: so each rule is also weighed against the
+table **over all the duel's sizes** (``overall``, by the tuner's one
+plan-against-plan comparison, ``FasterRule.weigh`` in ``artune.tune.compare``).
+That weighing, with the same one over the held-out regret's sizes
+(``artune.tune.regret``), is what decides whether the derived table ships or
+a fixed rule does (``artune.tune.verdict``).
 """
 
 from __future__ import annotations
 
-import math
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 
 from artune.grid import off_grid_sizes
 from artune.measure.records import Candidate
-from artune.table.types import Plan, Table
-from artune.tune.compare import FASTER, Comparison, Pooled, usable
+from artune.table.types import Plan
+from artune.tune.compare import FASTER, Comparison, Overall, Pooled
 from artune.tune.regret import choice
 from artune.tune.state import TuneState, plan_table
 
@@ -106,38 +103,6 @@ class DuelRound:
     sizes: tuple[int, ...]
     losses: tuple[Loss, ...]
     fixes: tuple[Fix, ...]
-
-
-@dataclass(frozen=True)
-class Overall:
-    """One plan against another over a check's sizes: ``rule``'s time spent over ``against``'s, and its
-    typical call's (``weigh``)."""
-
-    rule: str
-    ratio: float  # geometric mean of the rule's choice's time spent over the other's (below 1: the rule is ahead)
-    low: float  # its interval (at the evidence rule's level)
-    high: float
-    sizes: int  # the sizes where their choices differ and the evidence has an interval
-    against: str = ""  # the plan it was weighed against ("": the derived table)
-    failed: bool = False  # decided by choices that failed (the ratio is 0, inf or 1 where both sides failed)
-    typical: tuple[float, float, float] | None = None  # the same of the typical call: (ratio, low, high)
-
-    def ahead(self, tie: float) -> bool:
-        """True when ``rule`` is ahead by more than ``tie`` over the whole interval of the time spent, and its
-        typical call is not behind (``weigh``)."""
-        ahead = self.high < 1.0 / (1.0 + tie)
-        return ahead if self.failed or self.typical is None else ahead and self.typical[0] <= 1.0
-
-    def interval(self) -> str:
-        """``time spent 0.975x [0.962, 0.988], typical call 0.990x [0.981, 0.999], over 9 differing sizes``."""
-        if self.failed:
-            side = "the other plan's" if self.ratio == 0 else "this plan's" if math.isinf(self.ratio) else "each plan's"
-            return f"{side} choice failed at {self.sizes} differing size(s) where the other's ran"
-        spent = f"{self.ratio:.3f}x [{self.low:.3f}, {self.high:.3f}]"
-        if self.typical is None:
-            return f"{spent} over {self.sizes} differing sizes"
-        typical = "{:.3f}x [{:.3f}, {:.3f}]".format(*self.typical)
-        return f"time spent {spent}, typical call {typical}, over {self.sizes} differing sizes"
 
 
 @dataclass(frozen=True)
@@ -213,66 +178,12 @@ def _repair(state: TuneState, loss: Loss, budget_s: float) -> Fix:
     return Fix(loss.size, Repair.BAND, f"{name} takes {loss.size} bytes (was {loss.table.algorithm})")
 
 
-def weigh(
-    state: TuneState, theirs: Table, ours: Table, sizes: Sequence[int], name: str = "", against: str = ""
-) -> Overall:
-    """``theirs`` against ``ours`` over ``sizes`` from what was measured there (nothing new): the geometric
-    mean of the ratio of the time their choice spent to ours (``Comparison.spent``, with its interval), 1
-    where both choose alike. A size where the two differ counts only with an interval (too few rounds
-    there tell nothing either way). A choice that failed where the other ran loses outright: ``theirs``
-    is ahead (ratio 0) where only ours failed, and never ahead where only theirs did.
-
-    The time spent decides, because a plan serves calls back to back and pays their mean, and an algorithm
-    whose slow calls are slower or more frequent pays for them at every size it is chosen (on the 2-core VM
-    one-shot's were: tables level with ``always shm_two_shot`` by the typical call over a dozen held-out
-    sizes were far behind it by the time spent, and behind it on the independent scorer of
-    ``bench/tune_robustness.py``). The typical call (the median of the per-round ratios) has a veto: a
-    plan whose typical call is behind is not ahead (``Overall.ahead``). The roles are the reverse of one
-    size's (``FasterRule.judge``), where a few hiccups in a few hundred turns would decide the time spent;
-    over a dozen sizes they average out, and the interval carries what is left. A lead by the typical call
-    alone does not count: taken as a second way to be ahead, it made the duel and the held-out check
-    contradict each other in 3 of 14 quiet runs (the time spent alone, in none of 31)."""
-    rule = state.config.rule
-    z = statistics.NormalDist().inv_cdf(1.0 - (1.0 - rule.level) / 2)
-    ws, hosts, names = state.bench.world_size, state.hosts, state.names
-    logs: list[float] = []  # time spent
-    typical: list[float] = []
-    variance, typical_variance, alike, ours_failed, theirs_failed = 0.0, 0.0, 0, 0, 0
-    for size in sizes:
-        a, b = choice(theirs, size, ws, names, hosts), choice(ours, size, ws, names, hosts)
-        if a == b:
-            alike += 1
-            continue
-        ea, eb = state.bench.get(a, size), state.bench.get(b, size)
-        if ea is not None and eb is not None and usable(ea) != usable(eb):
-            ours_failed += usable(ea)
-            theirs_failed += usable(eb)
-            continue
-        found = rule.compare(ea, eb) if ea is not None and eb is not None else None
-        if found is None or not found.rounds or not (found.low > 0 and found.high < math.inf):
-            continue  # (a median's interval needs more rounds than the time spent's: it has one, so has this)
-        logs.append(math.log(found.spent))
-        variance += ((math.log(found.spent_high) - math.log(found.spent_low)) / (2 * z)) ** 2
-        typical.append(math.log(found.ratio))
-        typical_variance += ((math.log(found.high) - math.log(found.low)) / (2 * z)) ** 2
-    if ours_failed or theirs_failed:
-        outright = 0.0 if ours_failed and not theirs_failed else math.inf if theirs_failed and not ours_failed else 1.0
-        return Overall(name, outright, outright, outright, ours_failed + theirs_failed, against, failed=True)
-    n = max(1, alike + len(logs))  # sizes where both choose alike count as 1, known exactly
-    mean, half = math.fsum(logs) / n, z * math.sqrt(variance) / n
-    mid, spread = math.fsum(typical) / n, z * math.sqrt(typical_variance) / n
-    return Overall(
-        name, math.exp(mean), math.exp(mean - half), math.exp(mean + half), len(logs), against,
-        typical=(math.exp(mid), math.exp(mid - spread), math.exp(mid + spread)),
-    )  # fmt: skip
-
-
 def overall(state: TuneState, plan: Plan, sizes: Sequence[int]) -> list[Overall]:
-    """Every fixed rule against ``plan`` over ``sizes`` (``weigh``)."""
+    """Every fixed rule against ``plan`` over ``sizes`` (``TuneState.weigh``)."""
     ours = plan_table(plan)
     for size in sizes:  # every choice of the plan timed with the rules' (the plan may have changed since)
         _evidence(state, plan, size, 0.0)
-    return [weigh(state, table, ours, sizes, name) for name, table in state.fixed]
+    return [state.weigh(table, ours, sizes, name) for name, table in state.fixed]
 
 
 def _round_sizes(state: TuneState, round_: int) -> list[int]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from collections.abc import Sequence
 
-from artune import __version__
+from artune._version import __version__
 from artune.table.types import Platform, Provenance, Table
 from artune.tune.tuner import WorldResult
 

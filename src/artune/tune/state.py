@@ -11,12 +11,13 @@ of it to the evidence at its own sizes (``artune.tune.bands``).
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from artune.measure.records import Candidate, Measurement
 from artune.table.types import Plan, Platform, Provenance, Table
 from artune.tune.bands import Ledger, Shaping, published_spans, shape
-from artune.tune.compare import Pooled, wrong
+from artune.tune.compare import Comparison, Overall, Pooled, wrong
 from artune.tune.config import Budget, TuneConfig
 from artune.tune.derive import BandCrossover, Pick, bisect_crossover, changes, pick_all, plan_from
 from artune.tune.measurer import CachedMeasurer
@@ -152,3 +153,19 @@ class TuneState:
         published = published_spans(self.fixed[0][1], bench.world_size, self.names, self.hosts)
         self.plan, self.shaping = shape(self.unshaped, self.ledger(), published, self.usable(), self.config.min_size)
         return self.plan != before
+
+    def weigh(self, theirs: Table, ours: Table, sizes: Sequence[int], name: str = "", against: str = "") -> Overall:
+        """``theirs`` against ``ours`` over ``sizes`` from what was measured there (nothing new), by the tuner's
+        one plan-against-plan comparison (``FasterRule.weigh``): what the duel and the held-out check ask."""
+        rule, ws, hosts, names = self.config.rule, self.bench.world_size, self.hosts, self.names
+        found: list[Comparison] = []
+        alike = 0
+        for size in sizes:
+            a, b = choice(theirs, size, ws, names, hosts), choice(ours, size, ws, names, hosts)
+            if a == b:
+                alike += 1
+                continue
+            ea, eb = self.bench.get(a, size), self.bench.get(b, size)
+            if ea is not None and eb is not None:
+                found.append(rule.compare(ea, eb))
+        return rule.weigh(found, alike, name, against)

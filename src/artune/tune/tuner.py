@@ -8,8 +8,9 @@ every decision it takes depends only on measurements (identical on all
 ranks, the harness guarantees it) and on budgets counted from them, so every
 rank runs the same sequence of harness calls. The same property makes a run
 replayable from its log and journal (``artune.tune.replay``). See ``derive``
-and ``bands`` for the rules, ``compare`` for the one statistic they use, and
-``duel`` and ``verdict`` for the last checks before a table ships.
+and ``bands`` for the rules, ``compare`` for the two comparisons they use (one
+candidate against another at a size, one plan against another over sizes),
+and ``duel`` and ``verdict`` for the last checks before a table ships.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from artune.tune.bands import Shaping, rule_plan
 from artune.tune.compare import TIE_VERDICT, UNSURE, Pooled, spread, usable
 from artune.tune.config import Budget, TuneConfig
 from artune.tune.derive import BandCrossover, Pick
-from artune.tune.duel import Duel, duel, weigh
+from artune.tune.duel import Duel, duel
 from artune.tune.machine_states import MachineStates, states_of
 from artune.tune.measurer import WARMUP_SHARE, CachedMeasurer
 from artune.tune.regret import TUNED, RegretScore, regret_candidates, regret_from, single_rules
@@ -304,7 +305,7 @@ def _ship(state: TuneState, regret: RegretScore, record: Duel) -> Shipping:
     held_out = sorted(p.size for p in regret.points)
 
     def over(sizes: list[int]) -> Weigh:
-        return lambda a, b: weigh(state, tables[a], tables[b], sizes, a, b)
+        return lambda a, b: state.weigh(tables[a], tables[b], sizes, a, b)
 
     return choose(TUNED, plans, regret, {HELD_OUT: over(held_out), DUEL: over(list(record.sizes))})
 

@@ -5,13 +5,14 @@ published rule and ``always <algorithm>`` for each algorithm) at sizes the
 derivation did not choose: the duel at its fresh sizes, and the held-out
 regret at sizes no other phase touched (``artune.tune.regret``), where every
 algorithm and every plan's choice ran together in one call per size. Each
-check weighs one plan against another the same way
-(``artune.tune.duel.weigh``): the geometric mean over its sizes of the
-ratio of the time their choices spent, with an interval. A plan is *ahead*
-on a check when it is ahead by more than ``TIE`` (1%) over the whole
-interval and its typical call is not behind; otherwise the two are level there, and the report says so
-without calling it a loss (a point estimate of the regret a per cent apart
-over a dozen noisy sizes is no verdict).
+check weighs one plan against another by the tuner's one plan-against-plan
+comparison (``FasterRule.weigh`` in ``artune.tune.compare``, reached through
+``TuneState.weigh``): the geometric mean over its sizes of the ratio of the
+time their choices spent, with an interval. A plan is *ahead* on a check
+when it is ahead by more than the plan tie (``PLAN_TIE``, 1%) over the whole
+interval and its typical call is not behind; otherwise the two are level
+there, and the report says so without calling it a loss (a point estimate of
+the regret a per cent apart over a dozen noisy sizes is no verdict).
 
 ``choose`` decides:
 
@@ -36,11 +37,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from artune.table.types import Plan
-from artune.tune.duel import Overall
+from artune.tune.compare import PLAN_TIE, Overall
 from artune.tune.regret import RegretScore
 
-#: a plan ahead of another by more than this (geometric mean over a check's sizes) is ahead; inside, level
-TIE = 0.01
 HELD_OUT = "held-out regret"
 DUEL = "duel"
 
@@ -84,7 +83,8 @@ class Shipping:
         """One line: what ships and why."""
         if not self.replaced and self.vouched:
             return (
-                f"Shipped the {self.derived}: no check of the run puts a fixed rule ahead of it by more than {TIE:.0%}."
+                f"Shipped the {self.derived}: no check of the run puts a fixed rule ahead of it by more than "
+                f"{PLAN_TIE:.0%}."
             )
         why = "; ".join(a.describe() for a in self.beaten)
         text = f"Shipped {self.shipped} instead of the {self.derived}: {why}." if self.replaced else ""
@@ -103,7 +103,7 @@ Weigh = Callable[[str, str], Overall | None]
 
 def _ahead(check: str, weigh: Weigh, regret: RegretScore, index: Mapping[str, int], a: str, b: str) -> Ahead | None:
     found = weigh(a, b)
-    if found is None or not found.ahead(TIE):
+    if found is None or not found.ahead(PLAN_TIE):
         return None
     detail = found.interval() if found.failed else f"{found.interval()}, its time over the other's"
     if check == HELD_OUT:
