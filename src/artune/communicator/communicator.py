@@ -52,7 +52,8 @@ from types import TracebackType
 import torch
 import torch.distributed as dist
 
-from artune import __version__, machine, settings
+from artune import machine, settings
+from artune._version import __version__
 from artune.algorithms import AlgorithmSet, ProcessGroupAlgorithm, open_algorithms
 from artune.algorithms.base import REDUCE_OPS, Algorithm
 from artune.algorithms.shm.segment import shm_problem

@@ -172,7 +172,7 @@ def sarif(questions: Sequence[Question], cwd: Path | None = None, about: str = "
 
     ``about`` (a file as artune labels it: ``table_file``) is the location of a question with no file of its own;
     code scanning refuses a result without one."""
-    from artune import __version__
+    from artune._version import __version__
 
     docs = docs_url()
     codes = list(KINDS)

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from artune import __version__
+from artune._version import __version__
 from artune.formats.files import SourceFile
 from artune.formats.fingerprints import Evaluated
 from artune.formats.pyeval import Unmodelled
