@@ -1,0 +1,74 @@
+"""``artune review`` over the engines' own history: its moves are the evaluated decisions of both sides.
+
+The releases are downloaded once and cached (skipped offline without them).
+A change no release has is made on a copy of vLLM 0.34.0's own files, by
+function name on their syntax tree (as ``tests/test_mutations_vllm.py``
+does), so its answer is known by construction.
+"""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+from artune.errors import ReleaseUnavailable
+from artune.formats.releases import fetch_release
+from artune.review import Review, build_review, open_side
+
+CUDA = "vllm/distributed/device_communicators/cuda_communicator.py"
+KiB = 1 << 10
+
+
+def _release(engine: str, version: str) -> Path:
+    try:
+        return fetch_release(engine, version)
+    except ReleaseUnavailable as err:
+        pytest.skip(f"{engine}=={version} is not cached and cannot be downloaded: {err}")
+
+
+def _review(before: str, after: str) -> Review:
+    try:
+        return build_review(open_side("BEFORE", before), open_side("AFTER", after))
+    except ReleaseUnavailable as err:
+        pytest.skip(f"the released wheels cannot be had here: {err}")
+
+
+def _early_return_below(release: Path, root: Path, nbytes: int) -> Path:
+    """vLLM's tree with ``CudaCommunicator.all_reduce`` returning pynccl's all-reduce below ``nbytes`` first."""
+    shutil.copytree(release / "vllm", root / "vllm")
+    path = root / CUDA
+    text = path.read_text()
+    tree = ast.parse(text)
+    cls = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "CudaCommunicator")
+    method = next(n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "all_reduce")
+    first = method.body[0]
+    indent = " " * first.col_offset
+    lines = text.splitlines(keepends=True)
+    lines[first.lineno - 1 : first.lineno - 1] = [
+        f"{indent}if input_.numel() * input_.element_size() < {nbytes}:\n",
+        f"{indent}    return self.pynccl_comm.all_reduce(input_)\n",
+    ]
+    path.write_text("".join(lines))
+    return root
+
+
+def test_an_early_return_to_nccl_below_64_kib_moves_every_path_below_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """#51's case: vLLM asks its process group first below 64 KiB, so every size below 64 KiB that ran another
+    path before runs nccl now, on every arch and world size with a path there, and nothing else moves."""
+    monkeypatch.setenv("ARTUNE_READINGS_DIR", str(tmp_path / "readings"))
+    release = _release("vllm", "0.34.0")
+    root = _early_return_below(release, tmp_path / "mutated", 64 * KiB)
+    review = _review("vllm==0.34.0", f"vllm:{root}")
+    assert review.moves, "the early return moves decisions"
+    assert all((m.lo, m.hi, m.after) == (0, 64 * KiB - 1, ("nccl",)) for m in review.moves), review.moves
+    assert all(m.before != ("nccl",) for m in review.moves)
+    one_host = {
+        (arch, ws) for m in review.moves if m.on_one_host for arch in m.arch.split(", ") for ws in m.world_sizes
+    }
+    assert {("9.0", 8), ("10.0", 2), ("default", 2)} <= one_host
+    assert review.exit_code == 1
