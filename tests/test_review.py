@@ -595,14 +595,31 @@ def _release_review(before: str, after: str, *extra: str) -> Review:
 def test_sglang_release_asks_for_the_10_0_evidence() -> None:
     review = _release_review("sglang==0.5.20", "sglang==0.5.23")
     assert review.verdict is Verdict.QUESTIONS and review.exit_code == 1
-    assert [(a.code, a.arch, a.world_size) for a in review.asks] == [("X111", "10.0", 4), ("X111", "10.0", 8)]
-    (ws4, ws8) = review.asks
+    one_host = [a for a in review.asks if a.hosts == 1]
+    assert [(a.code, a.arch, a.world_size) for a in one_host] == [("X111", "10.0", 4), ("X111", "10.0", 8)]
+    (ws4, ws8) = one_host
     assert ("graph", (640 << 10) + 1, 2304 << 10) in ws4.ranges and ("eager", (3 * MiB) + 1, 8 * MiB) in ws4.ranges
-    # one host's moves are asked about; those across a rack are shown in their own rows, not measured here
     assert len(ws4.ranges) + len(ws8.ranges) == len([m for m in review.moves if m.on_one_host]) == 9
-    for ask in review.asks:
+    for ask in one_host:
         engines = [c.engine for c in ask.commands]
         assert engines == ["sglang", "artune"] and not ask.commands[0].missing
+    # the moves across a rack are asked about too, each with SGLang's benchmark launched on every host
+    across = [a for a in review.asks if a.hosts > 1]
+    assert {(a.world_size, a.hosts, a.nvlink) for a in across} == {
+        (4, 2, "rack"),
+        (4, 4, "rack"),
+        (8, 2, "rack"),
+        (8, 4, "rack"),
+        (8, 8, "rack"),
+    }
+    for ask in across:
+        (command,) = ask.commands
+        assert command.argv[:3] == (
+            "torchrun",
+            f"--nnodes={ask.hosts}",
+            f"--nproc_per_node={ask.world_size // ask.hosts}",
+        )
+        assert "--rdzv_endpoint=$MASTER_ADDR:29500" in command.text.split()
     assert {q.code for q in review.concerns} == {"X113"}  # the model's predicted losses, asked about
     page = render_markdown(review)
     assert "<summary>Measurements asked for: " in page and "--nproc_per_node=8" in page
@@ -610,7 +627,7 @@ def test_sglang_release_asks_for_the_10_0_evidence() -> None:
 
 def test_vllm_release_asks_for_10_7_with_vllms_benchmark() -> None:
     review = _release_review("vllm==0.25.0", "vllm==0.33.0")
-    asked = {a.world_size: a for a in review.asks if a.arch == "10.7"}
+    asked = {a.world_size: a for a in review.asks if a.arch == "10.7" and a.hosts == 1}
     assert sorted(asked) == [2, 4, 6, 8]
     for ws, ask in asked.items():
         (command,) = ask.commands
@@ -651,8 +668,9 @@ def test_sglang_verdict_follows_the_measurements_both_ways(tmp_path: Path) -> No
     asked = _release_review("sglang==0.5.20", "sglang==0.5.23")
     wins = _sglang_logs(tmp_path / "wins", asked, after_us=8.0) if (tmp_path / "wins").mkdir() is None else []
     review = _release_review("sglang==0.5.20", "sglang==0.5.23", wins)
-    assert not review.asks and not review.concerns, render_markdown(review)
-    assert review.verdict is Verdict.APPROVE and review.exit_code == 0
+    # one host's moves are answered; the logs time no ranks across hosts, so those moves are still asked
+    assert review.asks and all(a.hosts > 1 for a in review.asks) and not review.concerns, render_markdown(review)
+    assert review.verdict is Verdict.QUESTIONS and review.exit_code == 1
     measured = [r for r in review.regret if r.basis == "measured"]
     assert len(measured) == 4 and all(r.after == 1.0 < r.before for r in measured)
     (tmp_path / "loses").mkdir()
@@ -857,11 +875,12 @@ def test_evidence_dir_reads_artune_logs_for_sglang(tmp_path: Path, capsys: pytes
     folder = tmp_path / "artune-evidence" / "10.0-artune"  # as `artune tune --out` leaves them
     folder.mkdir(parents=True)
     _sglang_logs(folder, asked, after_us=8.0)
-    assert (
-        main(["review", "sglang==0.5.20", "sglang==0.5.23", "--evidence-dir", str(tmp_path / "artune-evidence")]) == 0
-    )
-    page = capsys.readouterr().out
-    assert "**Verdict: approve.**" in page and "measured: measurements-ws8-eager.jsonl" in page
+    argv = ["review", "sglang==0.5.20", "sglang==0.5.23", "--evidence-dir", str(tmp_path / "artune-evidence")]
+    argv += ["--format", "json"]
+    assert main(argv) == 1  # the moves across hosts, which no log of one host answers
+    review = Review.from_dict(json.loads(capsys.readouterr().out))
+    assert review.asks and all(a.hosts > 1 for a in review.asks)
+    assert any(r.basis == "measured" and r.source.endswith("measurements-ws8-eager.jsonl") for r in review.regret)
 
 
 def test_prose_names_code_whole_even_inside_parentheses() -> None:

@@ -72,3 +72,35 @@ def test_an_early_return_to_nccl_below_64_kib_moves_every_path_below_it(
     }
     assert {("9.0", 8), ("10.0", 2), ("default", 2)} <= one_host
     assert review.exit_code == 1
+
+
+# ------------------------------------------------------------------ representative pairs of bench/review_history.py
+
+
+def test_moves_between_hosts_are_asked_each_with_a_multi_node_launch() -> None:
+    """vLLM 0.31.0 -> 0.32.0 moves only between hosts (9.0 in one NVLink domain): it was approved; now each
+    move is asked, with vLLM's benchmark launched on every host of the topology it moves on."""
+    from artune.review.asks import unasked
+
+    review = _review("vllm==0.31.0", "vllm==0.32.0")
+    assert review.moves and not any(m.on_one_host for m in review.moves)
+    assert review.exit_code == 1 and review.verdict.value == "questions"
+    assert unasked(review.moves, review.asks, "vllm") == ()
+    topologies = {(hosts, nvlink) for m in review.moves for hosts, nvlink in m.topologies}
+    assert {(a.hosts, a.nvlink) for a in review.asks} == topologies
+    for ask in review.asks:
+        (command,) = ask.commands
+        per_host = ask.world_size // ask.hosts
+        assert command.argv[:3] == ("torchrun", f"--nnodes={ask.hosts}", f"--nproc_per_node={per_host}")
+        assert "--rdzv_endpoint=$MASTER_ADDR:29500" in command.text.split()  # the shell expands it on each host
+    assert review.ranked[0].answer == review.asks[0].commands[0].text
+
+
+def test_a_pair_whose_decisions_are_identical_is_approved() -> None:
+    """vLLM 0.24.0 -> 0.25.0 decides alike everywhere; its one finding that changed words (V111 names one more
+    QuickReduce level) is the finding 0.24.0 had, matched by code, place and data, not by text."""
+    review = _review("vllm==0.24.0", "vllm==0.25.0")
+    assert not review.changed
+    assert review.questions == () and review.exit_code == 0
+    assert any(q.code == "V111" for q in review.inherited)
+    assert not any(q.code == "N101" for q in review.notes)  # its text names the release: no new note

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from artune import catalog
 from artune.catalog import SPECS
 from artune.errors import ArtuneError, TableError
-from artune.review.asks import covering, evidence_questions, modelled_losses, moved_spans
+from artune.review.asks import across_hosts, covering, evidence_questions, modelled_losses, moved_spans
 from artune.review.evidence import read_sweeps, score_sweeps
 from artune.review.measured import log_sweep, measured_losses
 from artune.review.questions import AnswerContext, ranked
@@ -270,7 +270,11 @@ def coverage(found: Sequence[tuple[str, Table, Table]]) -> tuple[Coverage, ...]:
 
 # ------------------------------------------------------------------ questions
 
-_FILE = re.compile(r"\S+\.py(:\d+)?")
+_FILE = re.compile(r"[^\s`(]+\.(py|h|hpp|cuh|cu|cpp|cc|toml|json)(:\d+)?")
+#: a release's version (``0.33.0``, ``0.5.10.post1``), named in a finding's text: not the finding's data
+_VERSION = re.compile(r"\b\d+\.\d+\.\d+(?:\.?(?:post|rc|dev)?\d+)*\b")
+#: what a finding says, as data: the code it names (in backticks) and its figures (sizes, world sizes, arches)
+_DATA = re.compile(r"`[^`]+`|\b\d+(?:\.\d+)?(?:\s?[KMG]i?B\b)?")
 
 
 def findings(source: Source) -> list[Finding]:
@@ -279,9 +283,13 @@ def findings(source: Source) -> list[Finding]:
 
 
 def _key(finding: Finding, rename: Callable[[str], str]) -> tuple:
-    """A finding without its file and line, which shift between revisions and releases."""
-    message = _FILE.sub("FILE", rename(finding.message))
-    return finding.severity, finding.arch, finding.world_size, finding.hosts, finding.mode, message
+    """A finding by its code, its place (arch, world size, hosts, mode, machine) and its data (the figures and
+    the engine's names it states), so that a finding is the same finding across releases: not by its words
+    (a word added is no new finding), its file and line (lines shift, files move) or a release's version."""
+    text = _VERSION.sub("", _FILE.sub("", rename(finding.message)))
+    data = tuple(_DATA.findall(text))
+    place = (finding.arch, finding.world_size, finding.hosts, finding.mode, finding.multicast)
+    return (finding.code or finding.severity, *place, data)
 
 
 def _questions(items: Sequence[Finding], rename: Callable[[str], str]) -> tuple[Question, ...]:
@@ -420,7 +428,8 @@ def build_review(
     scored = score_sweeps(read_sweeps(evidence, arch, spans), found, moved, spans)
     sweeps = [*(log_sweep(path) for path in logs), *scored.coverage]
     answered = {spot for spot, ranges in spans.items() if all(covering(spot, r, sweeps) for r in ranges)}
-    asks = evidence_questions(spans, sweeps, engine)
+    # a move across hosts is a question too: no sweep artune reads names its topology
+    asks = (*evidence_questions(spans, sweeps, engine), *across_hosts(shown, engine))
     logged = measured_losses(regret, moved)  # the rows so far are the logs' and the model's
     regret = (*regret, *scored.regret)
     concerns = (*scored.concerns, *logged, *modelled_losses(regret, answered, engine))

@@ -281,13 +281,12 @@ _TOOL = {  # how each benchmark's command is introduced: what it times, and how 
 def _asks(asks: Sequence[EvidenceQuestion]) -> list[str]:
     """The moved ranges no evidence covers, one table row per arch and world size, then the commands that
     measure them, one block per benchmark with a comment line per arch and world size."""
-    rows = [(f"**{a.code}**", a.arch, str(a.world_size), inline(_ranges(a))) for a in asks]
+    rows = [(f"**{a.code}**", a.arch, a.where.removeprefix("ws "), inline(_ranges(a))) for a in asks]
     out = [*_table(("Code", "Arch", "WS", "Moved ranges, by mode"), rows, right=(2,)), ""]
     lacking = [a for a in asks if a.why]
     for ask in lacking:
         out += _bullet(
-            f"**{ask.code}** arch {ask.arch}, ws {ask.world_size}: the evidence does not reach every bound: "
-            f"{inline(ask.why)}."
+            f"**{ask.code}** arch {ask.arch}, {ask.where}: the evidence does not reach every bound: {inline(ask.why)}."
         )
     out += [""] if lacking else []
     by_tool: dict[tuple[str, tuple[str, ...]], list[tuple[EvidenceQuestion, BenchCommand]]] = {}
@@ -298,13 +297,14 @@ def _asks(asks: Sequence[EvidenceQuestion]) -> list[str]:
         out += _paragraph(_TOOL[engine].format(modes=", ".join(modes)))
         out += ["", "```sh"]
         for ask, command in found:
-            out += [f"# arch {ask.arch}, world size {ask.world_size}", *_shell(command.text)]
+            each = "; on each host, with MASTER_ADDR the first host's address" if "$MASTER_ADDR" in command.text else ""
+            out += [f"# arch {ask.arch}, {ask.where.replace('ws ', 'world size ', 1)}{each}", *_shell(command.text)]
         out += ["```", ""]
         for ask, command in found:
             if command.missing:
                 lacks = ", ".join(command.missing)
                 out += _bullet(
-                    f"arch {ask.arch}, ws {ask.world_size}: its sizes cannot answer all of it ({lacks}); add "
+                    f"arch {ask.arch}, {ask.where}: its sizes cannot answer all of it ({lacks}); add "
                     "those sizes to its size list"
                 )
         out += [""] if any(c.missing for _, c in found) else []

@@ -164,16 +164,30 @@ def _unmeasured(asks: Sequence[EvidenceQuestion]) -> list[Question]:
     for code, arches in by.items():
         found = [a for asked in arches.values() for a in asked]
         count = sum(len(a.ranges) for a in found)
-        at = "; ".join(f"{arch} ws {world_sizes(a.world_size for a in asked)}" for arch, asked in arches.items())
+        at = "; ".join(_at(arch, asked) for arch, asked in arches.items())
         what = "no evidence covers" if code == "X111" else "the evidence does not reach both sides of"
         first = found[0]
         message = (
-            f"{count} moved range(s) that {what}, at {at}; the answer measures {first.arch} ws "
-            f"{first.world_size}, and Measurements asked for holds the command for each"
+            f"{count} moved range(s) that {what}, at {at}; the answer measures {first.arch} {first.where}, and "
+            "Measurements asked for holds the command for each"
         )
         sizes = tuple(dict.fromkeys(a.world_size for a in found))
         out.append(Question("warning", "", ", ".join(arches), "", message, code, sizes))
     return out
+
+
+def _at(arch: str, asked: Sequence[EvidenceQuestion]) -> str:
+    """``9.0 ws 2, 4 and across hosts ws 8 (2, 4 hosts)``: the world sizes on one host, then across hosts."""
+    one = [a.world_size for a in asked if a.hosts == 1]
+    across: dict[int, list[int]] = {}
+    for a in asked:
+        if a.hosts > 1:
+            across.setdefault(a.world_size, []).append(a.hosts)
+    parts = [f"ws {world_sizes(one)}"] if one else []
+    if across:
+        many = ", ".join(f"ws {ws} ({world_sizes(set(h))} hosts)" for ws, h in across.items())
+        parts.append(f"across hosts {many}")
+    return f"{arch} {' and '.join(parts)}"
 
 
 def ranked(

@@ -13,6 +13,7 @@ field, so a bot reading the JSON sees exactly what the page shows.
 from __future__ import annotations
 
 import dataclasses
+import re
 import shlex
 import types
 import typing
@@ -159,8 +160,13 @@ class BenchCommand:
 
     @property
     def text(self) -> str:
-        """The command as a shell line."""
-        return shlex.join(self.argv) + (f" > {shlex.quote(self.output)}" if self.stdout else "")
+        """The command as a shell line; an argument naming a variable each host sets (``$MASTER_ADDR``, as a
+        multi-node launch needs) is left for the shell to expand."""
+        line = " ".join(a if _VARIABLE.match(a) else shlex.quote(a) for a in self.argv)
+        return line + (f" > {shlex.quote(self.output)}" if self.stdout else "")
+
+
+_VARIABLE = re.compile(r"^--[\w-]+=\$\{?[A-Z_]+\}?(:\d+)?$")  # --rdzv_endpoint=$MASTER_ADDR:29500
 
 
 @dataclass(frozen=True)
@@ -178,6 +184,18 @@ class EvidenceQuestion:
     ranges: tuple[tuple[str, int, int | None], ...]
     commands: tuple[BenchCommand, ...]
     why: str = ""
+    #: where the ranks run: on one host (1), or across that many hosts in one NVLink domain (``nvlink``
+    #: "rack") or joined over a network ("host")
+    hosts: int = 1
+    nvlink: str = "host"
+
+    @property
+    def where(self) -> str:
+        """``ws 8``, or ``ws 8 across 2 hosts in one NVLink domain`` (``... over a network``)."""
+        if self.hosts == 1:
+            return f"ws {self.world_size}"
+        joined = "in one NVLink domain" if self.nvlink == "rack" else "over a network"
+        return f"ws {self.world_size} across {self.hosts} hosts {joined}"
 
 
 @dataclass(frozen=True)
