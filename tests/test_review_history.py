@@ -104,3 +104,16 @@ def test_a_pair_whose_decisions_are_identical_is_approved() -> None:
     assert review.questions == () and review.exit_code == 0
     assert any(q.code == "V111" for q in review.inherited)
     assert not any(q.code == "N101" for q in review.notes)  # its text names the release: no new note
+
+
+def test_the_seed_pull_request_asks_only_about_what_it_changes() -> None:
+    """SGLang 0.5.18 -> 0.5.19 (Rubin's rows): world sizes 9-15 ran nccl before and after, so "no config" there
+    is no question for this change; and both wheels give 1shot_push num_push_blocks=num_sm, so no block count
+    of it changes, on 10.7 (which 0.5.18 ran by 10.0's thresholds with its own SM count) or anywhere."""
+    review = _review("sglang==0.5.18", "sglang==0.5.19")
+    moved = {(arch, ws) for m in review.moves for arch in m.arch.split(", ") for ws in m.world_sizes}
+    assert not any(9 <= ws <= 15 for _, ws in moved)
+    assert not [q for q in review.ranked if q.code == "E201"]
+    assert [q for q in review.unmoved if q.code == "E201" and "9-15" in q.message]
+    assert not [p for p in review.params if p.algorithm == "1shot_push" and p.param == "blocks"], review.params
+    assert {(p.before, p.after) for p in review.params if p.algorithm == "2shot_pull"} == {("96", "min(192,sms)")}

@@ -339,6 +339,42 @@ def split_findings(
     )
 
 
+_SIZES = re.compile(r"\bworld sizes? ((?:\d+(?:-\d+)?(?:, | and )?)+)")
+
+
+def _world_sizes_named(question: Question) -> set[int]:
+    """The world sizes a question is about: its own, else those its message names ("world sizes 9-15")."""
+    if question.world_sizes:
+        return set(question.world_sizes)
+    found: set[int] = set()
+    for match in _SIZES.finditer(question.message):
+        for part in re.split(r", | and ", match.group(1)):
+            lo, _, hi = part.partition("-")
+            if lo.isdigit():
+                found.update(range(int(lo), int(hi or lo) + 1))
+    return found
+
+
+def about_moves(
+    questions: Sequence[Question], moved: Sequence[Move]
+) -> tuple[tuple[Question, ...], tuple[Question, ...]]:
+    """``(asked, unmoved)``: a new finding about world sizes whose decisions this change does not move at any of
+    its arches is no question for this change (SGLang 0.5.19's "world sizes 9-15 have no config" at 10.0, where
+    nccl ran before too); a finding that names no world size, or a moved one, is asked."""
+    at = {(arch, ws) for m in moved for arch in m.arch.split(", ") for ws in m.world_sizes}
+    every = {arch for arch, _ in at}
+    asked: list[Question] = []
+    unmoved: list[Question] = []
+    for q in questions:
+        sizes = _world_sizes_named(q)
+        mine = every if q.arch in ("*", "") else set(q.arch.split(", "))
+        if sizes and q.severity != "error" and not any((arch, ws) in at for arch in mine for ws in sizes):
+            unmoved.append(q)
+        else:
+            asked.append(q)
+    return tuple(asked), tuple(unmoved)
+
+
 # ------------------------------------------------------------------ evidence
 
 
@@ -422,6 +458,7 @@ def build_review(
     arches = arch_changes(before, after)
     params = param_changes(found)
     questions, inherited, resolved, notes = split_findings(before, after)
+    questions, unmoved = about_moves(questions, shown)
     regret, unmodelled = regrets(found, moved, logs)
     engine = after.engine or before.engine
     spans = moved_spans(moved, engine)
@@ -451,6 +488,7 @@ def build_review(
         ranked=ranked(questions, concerns, asks, context),
         questions=questions,
         inherited=inherited,
+        unmoved=unmoved,
         resolved=resolved,
         notes=notes,
         asks=asks,

@@ -335,6 +335,11 @@ def _findings(review: Review) -> list[str]:
     out: list[str] = []
     if review.inherited:
         out += _listed(f"{len(review.inherited)} finding(s) already in BEFORE, not introduced here:", review.inherited)
+    if review.unmoved:
+        out += _listed(
+            f"{len(review.unmoved)} finding(s) new in AFTER at world sizes whose decisions do not move here:",
+            review.unmoved,
+        )
     if review.resolved:
         out += _listed(f"{len(review.resolved)} finding(s) of BEFORE gone from AFTER:", review.resolved)
     if review.notes:
@@ -345,6 +350,7 @@ def _findings(review: Review) -> list[str]:
 def _findings_title(review: Review) -> str:
     parts = [
         f"{len(review.inherited)} already in BEFORE" if review.inherited else "",
+        f"{len(review.unmoved)} new where nothing moves" if review.unmoved else "",
         f"{len(review.resolved)} resolved here" if review.resolved else "",
         f"{len(review.notes)} note(s) new in AFTER" if review.notes else "",
     ]
@@ -498,7 +504,7 @@ def _folded(review: Review) -> list[str]:
         out += _details(f"Measurements asked for: {commands} command(s)", _measurements(review))
     if review.concerns:
         out += _details(f"Losses, predicted and measured: {len(review.concerns)}", _listed("", review.concerns))
-    if review.inherited or review.resolved or review.notes:
+    if review.inherited or review.unmoved or review.resolved or review.notes:
         out += _details(_findings_title(review), _findings(review))
     out += _details("Evidence: where each side's figures come from", _evidence(review))
     if review.regret:

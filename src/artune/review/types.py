@@ -316,6 +316,8 @@ class Review:
     ranked: tuple[Question, ...]
     questions: tuple[Question, ...]  # new in AFTER
     inherited: tuple[Question, ...]  # already in BEFORE: not introduced here
+    #: new in AFTER, about world sizes whose decisions this change does not move at its arches: not asked
+    unmoved: tuple[Question, ...]
     resolved: tuple[Question, ...]  # in BEFORE, gone from AFTER
     notes: tuple[Question, ...]  # AFTER's notes (information, not questions)
     asks: tuple[EvidenceQuestion, ...]  # moved ranges no evidence covers, per arch and world size
