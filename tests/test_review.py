@@ -408,12 +408,14 @@ def test_the_kept_reviews_are_current(before: str, after: str, page: str) -> Non
 
 
 def moves_rows(page: str) -> list[dict[str, str]]:
-    """The rows of the page's moves table, each as {column: cell}."""
+    """The rows of the page's moves tables (one per cause), each as {column: cell}."""
     section = page.split("<summary>What moves", 1)[1].split("</details>", 1)[0]
-    (block,) = [b for b in section.split("\n\n") if b.startswith("| Arch | World sizes |")][:1]
-    table = block.splitlines()
-    cells = [[c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]] for row in table]
-    return [dict(zip(cells[0], row, strict=True)) for row in cells[2:]]
+    out = []
+    tables = [b for b in section.split("\n\n") if b.startswith("| Arch | World sizes |")]
+    for block in [b for b in tables if "| Sizes |" in b.splitlines()[0]]:  # one per cause; not the parameters
+        cells = [[c.strip() for c in re.split(r"(?<!\\)\|", row)[1:-1]] for row in block.splitlines()]
+        out += [dict(zip(cells[0], row, strict=True)) for row in cells[2:]]
+    return out
 
 
 @pytest.mark.parametrize(

@@ -79,31 +79,55 @@ def test_an_early_return_to_nccl_below_64_kib_moves_every_path_below_it(
 
 def test_moves_between_hosts_are_asked_each_with_a_multi_node_launch() -> None:
     """vLLM 0.31.0 -> 0.32.0 moves only between hosts (9.0 in one NVLink domain): it was approved; now each
-    move is asked, with vLLM's benchmark launched on every host of the topology it moves on."""
+    move is asked, with vLLM's benchmark launched on every host of the topology it moves on (and with the
+    switch set where it moves only under a switch's other value)."""
     from artune.review.asks import unasked
 
     review = _review("vllm==0.31.0", "vllm==0.32.0")
-    assert review.moves and not any(m.on_one_host for m in review.moves)
+    default = [m for m in review.moves if not m.switch]
+    assert default and not any(m.on_one_host for m in default)
     assert review.exit_code == 1 and review.verdict.value == "questions"
     assert unasked(review.moves, review.asks, "vllm") == ()
-    topologies = {(hosts, nvlink) for m in review.moves for hosts, nvlink in m.topologies}
-    assert {(a.hosts, a.nvlink) for a in review.asks} == topologies
+    topologies = {(hosts, nvlink) for m in default for hosts, nvlink in m.topologies}
+    assert {(a.hosts, a.nvlink) for a in review.asks if not a.switch} == topologies
     for ask in review.asks:
         (command,) = ask.commands
-        per_host = ask.world_size // ask.hosts
-        assert command.argv[:3] == ("torchrun", f"--nnodes={ask.hosts}", f"--nproc_per_node={per_host}")
-        assert "--rdzv_endpoint=$MASTER_ADDR:29500" in command.text.split()  # the shell expands it on each host
-    assert review.ranked[0].answer == review.asks[0].commands[0].text
+        argv = command.argv[1:] if ask.switch else command.argv
+        assert command.argv[0] == ask.switch or not ask.switch
+        if ask.hosts > 1:
+            per_host = ask.world_size // ask.hosts
+            assert argv[:3] == ("torchrun", f"--nnodes={ask.hosts}", f"--nproc_per_node={per_host}")
+            assert "--rdzv_endpoint=$MASTER_ADDR:29500" in command.text.split()  # the shell expands it on each host
+    first = review.ranked[0]
+    assert first.code == "X111" and first.answer == next(a for a in review.asks if not a.switch).commands[0].text
 
 
-def test_a_pair_whose_decisions_are_identical_is_approved() -> None:
-    """vLLM 0.24.0 -> 0.25.0 decides alike everywhere; its one finding that changed words (V111 names one more
-    QuickReduce level) is the finding 0.24.0 had, matched by code, place and data, not by text."""
+def test_findings_are_matched_by_code_place_and_data() -> None:
+    """vLLM 0.24.0 -> 0.25.0: V111 names one more QuickReduce level (a word), N101 names the release: neither is
+    new. Its one move is under ``VLLM_ALLREDUCE_USE_FLASHINFER=1`` (off by default), caused by the rows it adds."""
     review = _review("vllm==0.24.0", "vllm==0.25.0")
-    assert not review.changed
-    assert review.questions == () and review.exit_code == 0
+    assert review.questions == ()
     assert any(q.code == "V111" for q in review.inherited)
-    assert not any(q.code == "N101" for q in review.notes)  # its text names the release: no new note
+    assert not any(q.code == "N101" for q in review.notes)
+    assert review.moves and all(m.switch == "VLLM_ALLREDUCE_USE_FLASHINFER=1" for m in review.moves)
+    assert all("FI_ALLREDUCE_FUSION_MAX_SIZE_MB['10.0'][16]` none -> 64 MB" in m.cause for m in review.moves)
+    assert review.exit_code == 1 and all(a.switch for a in review.asks)
+
+
+def test_a_pair_whose_decisions_are_identical_under_every_switch_is_approved() -> None:
+    review = _review("vllm==0.12.0", "vllm==0.13.0")
+    assert not review.changed and review.questions == ()
+    assert review.exit_code == 0
+
+
+def test_a_default_switch_is_named_as_the_cause() -> None:
+    """vLLM 0.28.0 -> 0.29.0 turns ``VLLM_ALLREDUCE_USE_FLASHINFER`` on by default: the moves to flashinfer_ar
+    are its; a question about them says so."""
+    review = _review("vllm==0.28.0", "vllm==0.29.0")
+    flashinfer = [m for m in review.moves if not m.switch and "flashinfer_ar" in m.after]
+    assert flashinfer and all(m.cause == "`VLLM_ALLREDUCE_USE_FLASHINFER`'s default, 0 -> 1" for m in flashinfer)
+    asked = [q for q in review.ranked if q.code == "X111" and "only with" not in q.message]
+    assert asked and "`VLLM_ALLREDUCE_USE_FLASHINFER`'s default, 0 -> 1" in asked[0].message
 
 
 def test_the_seed_pull_request_asks_only_about_what_it_changes() -> None:

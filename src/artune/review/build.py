@@ -14,20 +14,24 @@ rows with the cost model (``artune.review.regret``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from artune import catalog
 from artune.catalog import SPECS
 from artune.errors import ArtuneError, TableError
-from artune.review.asks import across_hosts, covering, evidence_questions, modelled_losses, moved_spans
+from artune.review.asks import across_hosts, covering, evidence_questions, modelled_losses, moved_spans, under_switch
+from artune.review.causes import cause, function_changes, row_changes
 from artune.review.evidence import read_sweeps, score_sweeps
 from artune.review.measured import log_sweep, measured_losses
 from artune.review.questions import AnswerContext, ranked
 from artune.review.regret import measured_regret, modelled_regret
+from artune.review.switches import Reader, engine_reader, switched
+from artune.review.switches import key as switch_key
 from artune.review.types import (
     ArchChange,
     Coverage,
+    EvidenceQuestion,
     Move,
     ParamChange,
     Question,
@@ -57,6 +61,8 @@ class Opened:
     label: str
     rename: Callable[[str], str] = field(default=lambda text: text)
     engine: str = ""  # the engine whose tables these are ("vllm", "sglang"), or "" for artune's own
+    #: the engine's files read again (under its switches, for its functions); None for artune's own tables
+    reader: Reader | None = None
 
 
 def engine_of(spec: str) -> str:
@@ -86,7 +92,7 @@ def open_side(role: str, spec: str, base: str | None = None) -> Opened:
     """
     try:
         if base is None:
-            return Opened(spec, open_source(spec), spec, engine=engine_of(spec))
+            return Opened(spec, open_source(spec), spec, engine=engine_of(spec), reader=_reader(spec))
         from artune.formats import ENGINES
         from artune.formats.gitrev import engine_members, revision_tree
 
@@ -95,12 +101,65 @@ def open_side(role: str, spec: str, base: str | None = None) -> Opened:
             raise TableError(f"--base reads an engine's git work tree: give {' or '.join(ENGINES)}:PATH, not {spec}")
         with revision_tree(path, base, engine_members(engine)) as tree:
             source = open_source(f"{engine}:{tree.path}")
-        return Opened(f"{spec} at {base}", source, f"commit {tree.commit[:12]}", tree.rename, engine)
+            reader = engine_reader(engine, str(tree.path))
+            reader = reader.fill() if reader is not None else None  # the revision's files go with the block
+        return Opened(f"{spec} at {base}", source, f"commit {tree.commit[:12]}", tree.rename, engine, reader)
     except ArtuneError as err:
         from artune.errors import ReleaseUnavailable
 
         kind = ReleaseUnavailable if isinstance(err, ReleaseUnavailable) else TableError
         raise kind(f"{role} side {spec}{f' at {base}' if base else ''} cannot be read: {err}") from None
+
+
+def differences(before: Source, after: Source) -> list[tuple[str, Difference]]:
+    """Every difference of what the two sources run, per arch either has (``pairs``)."""
+    return [(arch, d) for arch, ta, tb in pairs(before, after) for d in diff_tables(ta, tb)]
+
+
+def _causes(before: Reader | None, after: Reader | None) -> Callable[[Sequence[Move]], tuple[Move, ...]]:
+    """The moves with their cause named (``artune.review.causes``) where the switches did not already name it."""
+    rows: dict | None = None
+    functions: list[str] | None = None
+
+    def named(found: Sequence[Move]) -> tuple[Move, ...]:
+        nonlocal rows, functions
+        if found and rows is None:
+            rows, functions = row_changes(before, after), function_changes(before, after)
+        out = []
+        for m in found:
+            places = [(arch, ws) for arch in m.arch.split(", ") for ws in m.world_sizes]
+            out.append(replace(m, cause=cause(places, m.cause, rows or {}, functions or [])))
+        return tuple(out)
+
+    return named
+
+
+def _ask_causes(ask: EvidenceQuestion, found: Sequence[Move]) -> tuple[str, ...]:
+    """The causes of the moves an ask holds (same arch, world size, topology, switch)."""
+    topology = (ask.hosts, ask.nvlink) if ask.hosts > 1 else (1, "host")
+    return tuple(
+        dict.fromkeys(
+            m.cause
+            for m in found
+            if m.cause
+            and m.switch == ask.switch
+            and ask.arch in m.arch.split(", ")
+            and ask.world_size in m.world_sizes
+            and topology in m.topologies
+        )
+    )
+
+
+def _reader(spec: str) -> Reader | None:
+    """The engine's files of ``spec`` read again (``artune.review.switches``), where ``spec`` is an engine's."""
+    from artune.formats import engine_source
+
+    head = spec.rpartition("@")[0] if "@" in spec and not spec.startswith("@") else spec
+    try:
+        found = engine_source(head)
+    except ArtuneError:
+        return None
+    return engine_reader(*found) if found is not None else None
 
 
 # ------------------------------------------------------------------ pairs of tables
@@ -175,22 +234,27 @@ def _shape(d: Difference) -> str:
     return f"hidden {d.hidden} {d.fusion}" if d.hidden else ""
 
 
-def moves(found: Sequence[tuple[str, Difference]]) -> tuple[Move, ...]:
+def moves(
+    found: Sequence[tuple[str, Difference]], causes: Mapping[tuple, str] | None = None, switch: str = ""
+) -> tuple[Move, ...]:
     """The differences grouped over topologies, world sizes and modes, by arch, then by size.
 
     A difference that repeats at one world size and mode across host counts
     is one move naming its topologies; then world sizes and modes with the
     same topologies share a move, and arches that move alike share one.
+    ``causes`` (a difference's ``switches.key`` -> its cause) keeps apart
+    differences of different causes; ``switch`` is the setting they move under.
     """
     topologies: dict[tuple[tuple, int, str], set[tuple[int, str]]] = {}
     for arch, d in found:
-        key = (arch, d.lo, d.hi, d.a, d.b, d.multicast, _shape(d))
+        why = (causes or {}).get(switch_key(arch, d), "")
+        key = (arch, d.lo, d.hi, d.a, d.b, d.multicast, _shape(d), why)
         topologies.setdefault((key, d.world_size, d.mode), set()).add((d.hosts, d.nvlink.value))
     rows = _group(((*key, tuple(sorted(topos))), ws, mode) for (key, ws, mode), topos in topologies.items())
     archs: dict[tuple, list[str]] = {}
-    for (arch, lo, hi, a, b, multicast, shape, topos), ws, modes in rows:
-        archs.setdefault((ws, modes, lo, hi, a, b, multicast, topos, shape), []).append(arch)
-    out = [Move(", ".join(names), *key) for key, names in archs.items()]
+    for (arch, lo, hi, a, b, multicast, shape, why, topos), ws, modes in rows:
+        archs.setdefault((ws, modes, lo, hi, a, b, multicast, topos, shape, why), []).append(arch)
+    out = [Move(", ".join(names), *key, switch) for key, names in archs.items()]
     order = {arch: i for i, arch in enumerate(dict.fromkeys(arch for arch, _ in found))}
     first = lambda m: order[m.arch.split(", ")[0]]  # noqa: E731
     # the moves on one host first (what is weighed), then those only across hosts
@@ -451,8 +515,13 @@ def build_review(
     (default: ``artune review BEFORE AFTER``).
     """
     found = pairs(before.source, after.source)
-    diffs = [(arch, d) for arch, ta, tb in found for d in diff_tables(ta, tb)]
-    shown = moves(diffs)
+    diffs = differences(before.source, after.source)
+    engine = after.engine or before.engine
+    extra = switched(engine, before.reader, after.reader, diffs, differences, before.source, after.source)
+    why = _causes(before.reader, after.reader)
+    shown = why(moves(diffs, extra.causes))
+    # what moves only under a switch's other value: asked about with the switch set, never weighed
+    under = tuple(m for name, found_there in extra.moves.items() for m in why(moves(found_there, switch=name)))
     # the measurements and the model weigh one host's calls: the moves across hosts are shown, not weighed
     moved = tuple(m for m in shown if m.on_one_host)
     arches = arch_changes(before, after)
@@ -460,13 +529,18 @@ def build_review(
     questions, inherited, resolved, notes = split_findings(before, after)
     questions, unmoved = about_moves(questions, shown)
     regret, unmodelled = regrets(found, moved, logs)
-    engine = after.engine or before.engine
     spans = moved_spans(moved, engine)
     scored = score_sweeps(read_sweeps(evidence, arch, spans), found, moved, spans)
     sweeps = [*(log_sweep(path) for path in logs), *scored.coverage]
     answered = {spot for spot, ranges in spans.items() if all(covering(spot, r, sweeps) for r in ranges)}
     # a move across hosts is a question too: no sweep artune reads names its topology
     asks = (*evidence_questions(spans, sweeps, engine), *across_hosts(shown, engine))
+    for name in extra.moves:
+        mine = [m for m in under if m.switch == name]
+        asked = (*evidence_questions(moved_spans([m for m in mine if m.on_one_host], engine), [], engine),)
+        asks += under_switch((*asked, *across_hosts(mine, engine)), name)
+    asks = tuple(replace(a, causes=_ask_causes(a, (*shown, *under))) for a in asks)
+    shown = (*shown, *under)
     logged = measured_losses(regret, moved)  # the rows so far are the logs' and the model's
     regret = (*regret, *scored.regret)
     concerns = (*scored.concerns, *logged, *modelled_losses(regret, answered, engine))

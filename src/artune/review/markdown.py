@@ -150,20 +150,22 @@ def _moves(review: Review) -> list[str]:
         hosts = any(m.topologies != ((1, "host"),) for m in review.moves)  # a Hosts column where any leaves one
         new = {c.arch for c in review.arches if c.change == "new"}
         first = sorted(review.moves, key=lambda m: not set(m.arch.split(", ")) & new)  # the new arches lead
-        rows = [
-            (
-                ", ".join(a + (" (new)" if a in new else "") for a in m.arch.split(", ")),
-                world_sizes(m.world_sizes) + _machine(m.multicast),
-                *([_topologies(m.topologies)] if hosts else []),
-                *([] if both else [_modes(m.modes)]),
-                _sizes(m),
-                _route(m.before, fallback),
-                _route(m.after, fallback),
-            )
-            for m in first
-        ]
+        causes = list(dict.fromkeys(m.cause for m in first))
+        row = lambda m: (  # noqa: E731
+            ", ".join(a + (" (new)" if a in new else "") for a in m.arch.split(", ")),
+            world_sizes(m.world_sizes) + _machine(m.multicast) + (f" with {code(m.switch)}" if m.switch else ""),
+            *([_topologies(m.topologies)] if hosts else []),
+            *([] if both else [_modes(m.modes)]),
+            _sizes(m),
+            _route(m.before, fallback),
+            _route(m.after, fallback),
+        )
         header = ("Arch", "World sizes", *(["Hosts"] if hosts else []), *([] if both else ["Mode"]), "Sizes")
-        out += ["", *_table((*header, "Before", "After"), rows), ""]
+        for why in causes:  # one table per cause, under what moved its rows
+            if why or len(causes) > 1:
+                out += ["", *_paragraph(f"Moved by {inline(why)}:" if why else "Moved by what artune cannot name:")]
+            rows = [row(m) for m in first if m.cause == why]
+            out += ["", *_table((*header, "Before", "After"), rows), ""]
     for change in review.arches:
         verb = "New arch" if change.change == "new" else "Removed arch"
         other = "before" if change.change == "new" else "after"

@@ -76,9 +76,12 @@ def _measure_holes(question: Question, ctx: AnswerContext) -> str:
 
 
 def _benchmark(question: Question, ctx: AnswerContext) -> str:
-    """X111-X114: the engine's own benchmark at the (first) arch's first world size asked about."""
+    """X111-X114: the engine's own benchmark at the (first) arch's first world size asked about (with the switch
+    the question names set, where it names one)."""
     arch = question.arch.split(", ")[0]
     asked = [a for a in ctx.asks if a.arch == arch and a.commands]
+    named = [a for a in asked if a.switch and f"`{a.switch}` set" in question.message]
+    asked = named or [a for a in asked if not a.switch] or asked
     mine = [a for a in asked if a.world_size in question.world_sizes] or asked
     if not mine:
         return ""
@@ -156,20 +159,24 @@ def _per_arch(items: Sequence[Question], code: str, message: Callable[[str, str]
 
 
 def _unmeasured(asks: Sequence[EvidenceQuestion]) -> list[Question]:
-    """X111, X112: one question per code, its ranges counted over the arches and world sizes they move at."""
-    by: dict[str, dict[str, list[EvidenceQuestion]]] = {}
+    """X111, X112: one question per code (and per switch setting the ranges move under), its ranges counted
+    over the arches and world sizes they move at, and what moved them."""
+    by: dict[tuple[str, str], dict[str, list[EvidenceQuestion]]] = {}
     for ask in asks:
-        by.setdefault(ask.code, {}).setdefault(ask.arch, []).append(ask)
+        by.setdefault((ask.code, ask.switch), {}).setdefault(ask.arch, []).append(ask)
     out = []
-    for code, arches in by.items():
+    for (code, switch), arches in by.items():
         found = [a for asked in arches.values() for a in asked]
         count = sum(len(a.ranges) for a in found)
         at = "; ".join(_at(arch, asked) for arch, asked in arches.items())
         what = "no evidence covers" if code == "X111" else "the evidence does not reach both sides of"
+        under = f" only with `{switch}` set (not the release's default)" if switch else ""
         first = found[0]
+        causes = list(dict.fromkeys(c for a in found for c in a.causes))
+        moved_by = f"; moved by {'; '.join(causes)}" if causes else ""
         message = (
-            f"{count} moved range(s) that {what}, at {at}; the answer measures {first.arch} {first.where}, and "
-            "Measurements asked for holds the command for each"
+            f"{count} moved range(s){under} that {what}, at {at}{moved_by}; the answer measures {first.arch} "
+            f"{first.where}, and Measurements asked for holds the command for each"
         )
         sizes = tuple(dict.fromkeys(a.world_size for a in found))
         out.append(Question("warning", "", ", ".join(arches), "", message, code, sizes))

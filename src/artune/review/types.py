@@ -83,6 +83,10 @@ class Move:
     topologies: tuple[tuple[int, str], ...] = ((1, "host"),)
     #: a shape difference (tables that decide by shape): "hidden 4096 NONE", and lo, hi count tokens
     shape: str = ""
+    #: what moved it (``artune.review.causes``): a switch's new default, table rows or functions; "" unknown
+    cause: str = ""
+    #: the engine's switch setting it moves under ("VLLM_ALLREDUCE_USE_FLASHINFER=0"), "" with nothing set
+    switch: str = ""
 
     @property
     def on_one_host(self) -> bool:
@@ -188,14 +192,17 @@ class EvidenceQuestion:
     #: "rack") or joined over a network ("host")
     hosts: int = 1
     nvlink: str = "host"
+    switch: str = ""  # the engine's switch setting the ranges move under ("NAME=0"), "" with nothing set
+    causes: tuple[str, ...] = ()  # what moved them (``Move.cause``)
 
     @property
     def where(self) -> str:
         """``ws 8``, or ``ws 8 across 2 hosts in one NVLink domain`` (``... over a network``)."""
+        under = f" with {self.switch}" if self.switch else ""
         if self.hosts == 1:
-            return f"ws {self.world_size}"
+            return f"ws {self.world_size}{under}"
         joined = "in one NVLink domain" if self.nvlink == "rack" else "over a network"
-        return f"ws {self.world_size} across {self.hosts} hosts {joined}"
+        return f"ws {self.world_size} across {self.hosts} hosts {joined}{under}"
 
 
 @dataclass(frozen=True)
