@@ -487,7 +487,7 @@ def test_a_caveat_is_a_question_with_its_answer() -> None:
     found = ranked([clipped, caveat, copied], [], [], ctx)
     assert [q.code for q in found] == ["E101", "E401", "E301"]
     assert found[1].answer == "artune verify-engine vllm==0.27.0"
-    assert found[2].answer == "artune check vllm==0.27.0 --select E301"
+    assert found[2].answer == "artune show vllm==0.27.0@10.0"  # what runs there: not the finding again
     assert "--world-size 8" in found[0].answer
     on_a_file = ranked([caveat], [], [], AnswerContext("table.toml", "", (), (), {"10.0": (2, 4)}))
     assert on_a_file[0].answer == "artune explain --table table.toml --arch 10.0 --world-size 4 --size 1MiB"

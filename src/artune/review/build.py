@@ -24,7 +24,7 @@ from artune.review.asks import across_hosts, covering, evidence_questions, model
 from artune.review.causes import cause, function_changes, row_changes
 from artune.review.evidence import read_sweeps, score_sweeps
 from artune.review.measured import log_sweep, measured_losses
-from artune.review.questions import AnswerContext, ranked
+from artune.review.questions import AnswerContext, ranked, world_sizes_named
 from artune.review.regret import measured_regret, modelled_regret
 from artune.review.switches import Reader, engine_reader, switched
 from artune.review.switches import key as switch_key
@@ -403,22 +403,6 @@ def split_findings(
     )
 
 
-_SIZES = re.compile(r"\bworld sizes? ((?:\d+(?:-\d+)?(?:, | and )?)+)")
-
-
-def _world_sizes_named(question: Question) -> set[int]:
-    """The world sizes a question is about: its own, else those its message names ("world sizes 9-15")."""
-    if question.world_sizes:
-        return set(question.world_sizes)
-    found: set[int] = set()
-    for match in _SIZES.finditer(question.message):
-        for part in re.split(r", | and ", match.group(1)):
-            lo, _, hi = part.partition("-")
-            if lo.isdigit():
-                found.update(range(int(lo), int(hi or lo) + 1))
-    return found
-
-
 def about_moves(
     questions: Sequence[Question], moved: Sequence[Move]
 ) -> tuple[tuple[Question, ...], tuple[Question, ...]]:
@@ -430,7 +414,7 @@ def about_moves(
     asked: list[Question] = []
     unmoved: list[Question] = []
     for q in questions:
-        sizes = _world_sizes_named(q)
+        sizes = world_sizes_named(q)
         mine = every if q.arch in ("*", "") else set(q.arch.split(", "))
         if sizes and q.severity != "error" and not any((arch, ws) in at for arch in mine for ws in sizes):
             unmoved.append(q)

@@ -19,10 +19,12 @@ kind. A new kind of question is an entry in each.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from artune import rocm
 from artune.review.benchmarks import artune_command
 from artune.review.types import Coverage, EvidenceQuestion, Question, world_sizes
 from artune.table.types import MODES
@@ -43,9 +45,29 @@ class AnswerContext:
     planned: Mapping[str, tuple[int, ...]]  # per arch, AFTER's world sizes on one host
 
     def arch(self, question: Question) -> str:
-        """The question's first arch; for "every arch" ("*"), the first AFTER plans."""
+        """The question's first arch, as the platform names it (``gfx94*``: gfx942, never a CUDA arch); for
+        "every arch" ("*"), the first AFTER plans."""
         first = question.arch.split(", ")[0]
+        if rocm.is_gfx(first):
+            prefix = first.rstrip("*")
+            return next((gfx for gfx in rocm.archs() if gfx.startswith(prefix)), prefix)
         return first if first in self.planned else next(iter(self.planned), first)
+
+
+_SIZES = re.compile(r"\bworld sizes? ((?:\d+(?:-\d+)?(?:, | and )?)+)")
+
+
+def world_sizes_named(question: Question) -> set[int]:
+    """The world sizes a question is about: its own, else those its message names ("world sizes 9-15")."""
+    if question.world_sizes:
+        return set(question.world_sizes)
+    found: set[int] = set()
+    for match in _SIZES.finditer(question.message):
+        for part in re.split(r", | and ", match.group(1)):
+            lo, _, hi = part.partition("-")
+            if lo.isdigit():
+                found.update(range(int(lo), int(hi or lo) + 1))
+    return found
 
 
 def _tune(arch: str, world_sizes: Sequence[int]) -> str:
@@ -89,12 +111,15 @@ def _benchmark(question: Question, ctx: AnswerContext) -> str:
 
 
 def _explain(question: Question, ctx: AnswerContext) -> str:
-    """A finding at a world size: what AFTER runs there and why (``artune explain``, which marks what a
-    caveat leaves unverified); without one, every place of the finding (``artune check --select``)."""
-    if not question.world_sizes:
-        return shlex.join(["artune", "check", ctx.after, "--select", question.code]) if question.code else ""
-    argv = ["artune", "explain", "--table", ctx.after, "--arch", ctx.arch(question)]
-    argv += ["--world-size", str(question.world_sizes[0]), "--size", "1MiB"]
+    """A finding at a world size (its own, or one its message names): what AFTER runs there and why (``artune
+    explain``, which marks what a caveat leaves unverified); without one, what AFTER runs on its arch (``artune
+    show``): an answer, never the finding printed again."""
+    sizes = sorted(world_sizes_named(question))
+    source = ctx.after.rpartition("@")[0] if "@" in ctx.after else ctx.after
+    if not sizes:
+        return shlex.join(["artune", "show", f"{source}@{ctx.arch(question)}"])
+    argv = ["artune", "explain", "--table", source, "--arch", ctx.arch(question)]
+    argv += ["--world-size", str(sizes[0]), "--size", "1MiB"]
     mode = next((m for m in ("graph", "eager") if f"({m}" in question.scope), "")
     return shlex.join(argv + (["--mode", mode] if mode else []))
 
