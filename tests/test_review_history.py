@@ -162,3 +162,23 @@ def test_an_answer_answers_on_the_platforms_own_arch() -> None:
 
     for answer in answers.values():
         build_parser().parse_args(answer.split()[1:])
+
+
+def test_diffs_first_line_speaks_for_every_arch_and_names_arches_that_arrive(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """vLLM 0.10.2 adds tables for 9.0 and 10.0: the first line says so, and what differs or not on each arch."""
+    from artune.cli import main
+
+    _release("vllm", "0.10.1.1")
+    _release("vllm", "0.10.2")
+    assert main(["diff", "vllm==0.10.1.1", "vllm==0.10.2"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (
+        "vllm==0.10.1.1 -> vllm==0.10.2: identical on every arch compared; arch 9.0 arrives in B; "
+        "arch 10.0 arrives in B"
+    )
+    assert main(["diff", "vllm==0.28.0", "vllm==0.29.0"]) == 1
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("vllm==0.28.0 -> vllm==0.29.0: ") and "range(s) differ on arch 9.0 (" in first
+    assert "10.7 (" in first and "default (" in first
