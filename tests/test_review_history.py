@@ -110,7 +110,12 @@ def test_findings_are_matched_by_code_place_and_data() -> None:
     assert any(q.code == "V111" for q in review.inherited)
     assert not any(q.code == "N101" for q in review.notes)
     assert review.moves and all(m.switch == "VLLM_ALLREDUCE_USE_FLASHINFER=1" for m in review.moves)
-    assert all("FI_ALLREDUCE_FUSION_MAX_SIZE_MB['10.0'][16]` none -> 64 MB" in m.cause for m in review.moves)
+    for m in review.moves:
+        (arch,) = m.arch.split(", ")  # moves of different causes (each arch's own row) stay apart
+        assert m.cause == (
+            f"`FI_ALLREDUCE_FUSION_MAX_SIZE_MB['{arch}'][16]` none -> 64 MB (allreduce_rms_fusion.py:"
+            f"{100 if arch == '10.0' else 106})",
+        ), m.cause
     assert review.exit_code == 1 and all(a.switch for a in review.asks)
 
 
@@ -125,7 +130,7 @@ def test_a_default_switch_is_named_as_the_cause() -> None:
     are its; a question about them says so."""
     review = _review("vllm==0.28.0", "vllm==0.29.0")
     flashinfer = [m for m in review.moves if not m.switch and "flashinfer_ar" in m.after]
-    assert flashinfer and all(m.cause == "`VLLM_ALLREDUCE_USE_FLASHINFER`'s default, 0 -> 1" for m in flashinfer)
+    assert flashinfer and all(m.cause == ("`VLLM_ALLREDUCE_USE_FLASHINFER`'s default, 0 -> 1",) for m in flashinfer)
     asked = [q for q in review.ranked if q.code == "X111" and "only with" not in q.message]
     assert asked and "`VLLM_ALLREDUCE_USE_FLASHINFER`'s default, 0 -> 1" in asked[0].message
 
@@ -182,3 +187,55 @@ def test_diffs_first_line_speaks_for_every_arch_and_names_arches_that_arrive(
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith("vllm==0.28.0 -> vllm==0.29.0: ") and "range(s) differ on arch 9.0 (" in first
     assert "10.7 (" in first and "default (" in first
+
+
+def _on_a_terminal(argv: list[str], columns: int, lines: int) -> str:
+    """What ``artune ARGV`` shows on a terminal ``columns`` wide (a pseudo-terminal), its colours stripped."""
+    import os
+    import pty
+    import re
+    import select
+    import subprocess
+    import sys
+
+    main, child = pty.openpty()
+    env = {**os.environ, "COLUMNS": str(columns), "LINES": str(lines)}
+    done = subprocess.Popen([sys.executable, "-m", "artune", *argv], stdout=child, stderr=child, env=env)
+    os.close(child)
+    chunks = []
+    try:
+        while True:
+            ready, _, _ = select.select([main], [], [], 300)
+            if not ready:
+                done.kill()
+                raise AssertionError("artune review printed nothing for 300 s")
+            try:
+                chunk = os.read(main, 65536)
+            except OSError:  # the child closed its end
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(main)
+        done.wait(timeout=60)
+    text = b"".join(chunks).decode("utf-8", "replace").replace("\r\n", "\n")
+    return re.sub(r"\x1b\[[0-9;]*[A-Za-z]|\x1b\]8;[^\x1b]*\x1b\\\\", "", text)
+
+
+def test_the_review_on_a_terminal_opens_with_the_verdict_and_the_questions_in_vllms_words() -> None:
+    """#53: on a terminal no HTML, no line past its edge; the first screen holds the verdict and the questions,
+    naming vLLM's algorithms and commands; artune's own algorithm names are nowhere in a vLLM review's
+    questions or in what it asks to measure."""
+    _release("vllm", "0.26.0")
+    _release("vllm", "0.27.0")
+    shown = _on_a_terminal(["review", "vllm==0.26.0", "vllm==0.27.0"], 100, 50)
+    lines = shown.splitlines()
+    assert not [line for line in lines if "<details" in line or "<summary" in line or "</" in line]
+    assert max(len(line) for line in lines) <= 100
+    assert lines[2].startswith("Verdict: questions.")
+    screen = "\n".join(lines[:50])
+    assert "What decides it" in screen and " 1 warning E101" in screen and " 2 warning X111" in screen
+    assert "benchmark_device_communicators.py" in screen
+    for artune_name in ("1shot_push", "2shot_pull", "1shot_pull"):
+        assert artune_name not in screen and f"measure on Rubin {artune_name}" not in shown

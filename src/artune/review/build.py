@@ -116,22 +116,21 @@ def differences(before: Source, after: Source) -> list[tuple[str, Difference]]:
     return [(arch, d) for arch, ta, tb in pairs(before, after) for d in diff_tables(ta, tb)]
 
 
-def _causes(before: Reader | None, after: Reader | None) -> Callable[[Sequence[Move]], tuple[Move, ...]]:
-    """The moves with their cause named (``artune.review.causes``) where the switches did not already name it."""
+def _causes(
+    before: Reader | None, after: Reader | None, switched_causes: Mapping[tuple, tuple[str, ...]]
+) -> Callable[[str, Difference], tuple[str, ...]]:
+    """A difference's cause (``artune.review.causes``): a switch's new default where the switches name it, else
+    the rows at its arch and world size, else the functions that changed."""
     rows: dict | None = None
     functions: list[str] | None = None
 
-    def named(found: Sequence[Move]) -> tuple[Move, ...]:
+    def of(arch: str, d: Difference) -> tuple[str, ...]:
         nonlocal rows, functions
-        if found and rows is None:
+        if rows is None:
             rows, functions = row_changes(before, after), function_changes(before, after)
-        out = []
-        for m in found:
-            places = [(arch, ws) for arch in m.arch.split(", ") for ws in m.world_sizes]
-            out.append(replace(m, cause=cause(places, m.cause, rows or {}, functions or [])))
-        return tuple(out)
+        return cause([(arch, d.world_size)], switched_causes.get(switch_key(arch, d), ()), rows, functions or [])
 
-    return named
+    return of
 
 
 def _ask_causes(ask: EvidenceQuestion, found: Sequence[Move]) -> tuple[str, ...]:
@@ -139,13 +138,13 @@ def _ask_causes(ask: EvidenceQuestion, found: Sequence[Move]) -> tuple[str, ...]
     topology = (ask.hosts, ask.nvlink) if ask.hosts > 1 else (1, "host")
     return tuple(
         dict.fromkeys(
-            m.cause
+            part
             for m in found
-            if m.cause
-            and m.switch == ask.switch
+            if m.switch == ask.switch
             and ask.arch in m.arch.split(", ")
             and ask.world_size in m.world_sizes
             and topology in m.topologies
+            for part in m.cause
         )
     )
 
@@ -235,19 +234,21 @@ def _shape(d: Difference) -> str:
 
 
 def moves(
-    found: Sequence[tuple[str, Difference]], causes: Mapping[tuple, str] | None = None, switch: str = ""
+    found: Sequence[tuple[str, Difference]],
+    cause_of: Callable[[str, Difference], tuple[str, ...]] | None = None,
+    switch: str = "",
 ) -> tuple[Move, ...]:
     """The differences grouped over topologies, world sizes and modes, by arch, then by size.
 
     A difference that repeats at one world size and mode across host counts
     is one move naming its topologies; then world sizes and modes with the
     same topologies share a move, and arches that move alike share one.
-    ``causes`` (a difference's ``switches.key`` -> its cause) keeps apart
+    ``cause_of`` names each difference's cause, which keeps apart
     differences of different causes; ``switch`` is the setting they move under.
     """
     topologies: dict[tuple[tuple, int, str], set[tuple[int, str]]] = {}
     for arch, d in found:
-        why = (causes or {}).get(switch_key(arch, d), "")
+        why = cause_of(arch, d) if cause_of is not None else ()
         key = (arch, d.lo, d.hi, d.a, d.b, d.multicast, _shape(d), why)
         topologies.setdefault((key, d.world_size, d.mode), set()).add((d.hosts, d.nvlink.value))
     rows = _group(((*key, tuple(sorted(topos))), ws, mode) for (key, ws, mode), topos in topologies.items())
@@ -502,10 +503,10 @@ def build_review(
     diffs = differences(before.source, after.source)
     engine = after.engine or before.engine
     extra = switched(engine, before.reader, after.reader, diffs, differences, before.source, after.source)
-    why = _causes(before.reader, after.reader)
-    shown = why(moves(diffs, extra.causes))
+    why = _causes(before.reader, after.reader, extra.causes)
+    shown = moves(diffs, why)
     # what moves only under a switch's other value: asked about with the switch set, never weighed
-    under = tuple(m for name, found_there in extra.moves.items() for m in why(moves(found_there, switch=name)))
+    under = tuple(m for name, found_there in extra.moves.items() for m in moves(found_there, why, name))
     # the measurements and the model weigh one host's calls: the moves across hosts are shown, not weighed
     moved = tuple(m for m in shown if m.on_one_host)
     arches = arch_changes(before, after)
@@ -528,7 +529,7 @@ def build_review(
     logged = measured_losses(regret, moved)  # the rows so far are the logs' and the model's
     regret = (*regret, *scored.regret)
     concerns = (*scored.concerns, *logged, *modelled_losses(regret, answered, engine))
-    kind, line = verdict(shown, arches, params, questions, regret, asks, concerns)
+    kind, line = verdict(shown, arches, params, questions, asks, concerns)
     nccl = coverage(found)
     planned = {
         a: tuple(sorted({p.world_size for p in tb.plans if p.hosts == 1 and p.world_size > 1})) for a, _, tb in found

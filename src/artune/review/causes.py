@@ -76,18 +76,15 @@ def function_changes(before: Reader | None, after: Reader | None) -> list[str]:
 
 
 def cause(
-    places: Sequence[Place], default_switch: str, rows: Mapping[Place, list[str]], functions: Sequence[str]
-) -> str:
-    """The cause of a move at ``places``, in words (see the module's order); "" where none is known."""
+    places: Sequence[Place], default_switch: tuple[str, ...], rows: Mapping[Place, list[str]], functions: Sequence[str]
+) -> tuple[str, ...]:
+    """The cause of a move at ``places``, each part in words (see the module's order); () where none is known."""
     if default_switch:
         return default_switch
-    found = list(dict.fromkeys(r for place in places for r in rows.get(place, ())))
-    if found:
-        return "rows " + _few(found)
-    if functions:
-        return "code " + _few(list(functions))
-    return ""
+    found = tuple(dict.fromkeys(r for place in places for r in rows.get(place, ())))
+    return found or tuple(functions)
 
 
-def _few(items: list[str], most: int = 3) -> str:
+def few(items: Sequence[str], most: int = 3) -> str:
+    """``a; b; c; and 4 more``: the first ``most`` of ``items``."""
     return "; ".join(items[:most]) + (f"; and {len(items) - most} more" if len(items) > most else "")

@@ -21,6 +21,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from artune.review.causes import few
 from artune.review.types import (
     BenchCommand,
     BestScore,
@@ -163,7 +164,8 @@ def _moves(review: Review) -> list[str]:
         header = ("Arch", "World sizes", *(["Hosts"] if hosts else []), *([] if both else ["Mode"]), "Sizes")
         for why in causes:  # one table per cause, under what moved its rows
             if why or len(causes) > 1:
-                out += ["", *_paragraph(f"Moved by {inline(why)}:" if why else "Moved by what artune cannot name:")]
+                said = f"Moved by {inline(few(why, 6))}:" if why else "Moved by what artune cannot name:"
+                out += ["", *_paragraph(said)]
             rows = [row(m) for m in first if m.cause == why]
             out += ["", *_table((*header, "Before", "After"), rows), ""]
     for change in review.arches:

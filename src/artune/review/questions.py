@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 
 from artune import rocm
 from artune.review.benchmarks import artune_command
+from artune.review.causes import few
 from artune.review.types import Coverage, EvidenceQuestion, Question, world_sizes
 from artune.table.types import MODES
 
@@ -198,7 +199,7 @@ def _unmeasured(asks: Sequence[EvidenceQuestion]) -> list[Question]:
         under = f" only with `{switch}` set (not the release's default)" if switch else ""
         first = found[0]
         causes = list(dict.fromkeys(c for a in found for c in a.causes))
-        moved_by = f"; moved by {'; '.join(causes)}" if causes else ""
+        moved_by = f"; moved by {few(causes)}" if causes else ""
         message = (
             f"{count} moved range(s){under} that {what}, at {at}{moved_by}; the answer measures {first.arch} "
             f"{first.where}, and Measurements asked for holds the command for each"

@@ -122,7 +122,7 @@ class Switched:
     """What the switches add to a review: ``causes`` (a difference's key -> the default switch that causes it)
     and ``moves`` (``"NAME=VALUE"`` -> the differences under that value that the defaults do not show)."""
 
-    causes: Mapping[tuple[Any, ...], str]
+    causes: Mapping[tuple[Any, ...], tuple[str, ...]]
     moves: Mapping[str, tuple[tuple[str, Difference], ...]]
 
 
@@ -140,7 +140,7 @@ def switched(
     if before is None or after is None:
         return Switched({}, {})
     shown = {key(arch, d) for arch, d in found}
-    causes: dict[tuple[Any, ...], str] = {}
+    causes: dict[tuple[Any, ...], tuple[str, ...]] = {}
     moves: dict[str, tuple[tuple[str, Difference], ...]] = {}
     for name in SWITCHES.get(engine, ()):
         was, now = before.default(name), after.default(name)
@@ -150,7 +150,7 @@ def switched(
             held = after.source(((name, text(was)),))
             remain = {key(arch, d) for arch, d in differences(default_before, held)}
             for k in shown - remain:
-                causes.setdefault(k, f"`{name}`'s default, {text(was)} -> {text(now)}")
+                causes.setdefault(k, (f"`{name}`'s default, {text(was)} -> {text(now)}",))
             continue
         other = ((name, text(not now)),) if isinstance(now, bool) else None
         if other is None:

@@ -83,8 +83,8 @@ class Move:
     topologies: tuple[tuple[int, str], ...] = ((1, "host"),)
     #: a shape difference (tables that decide by shape): "hidden 4096 NONE", and lo, hi count tokens
     shape: str = ""
-    #: what moved it (``artune.review.causes``): a switch's new default, table rows or functions; "" unknown
-    cause: str = ""
+    #: what moved it (``artune.review.causes``): a switch's new default, table rows or functions; () unknown
+    cause: tuple[str, ...] = ()
     #: the engine's switch setting it moves under ("VLLM_ALLREDUCE_USE_FLASHINFER=0"), "" with nothing set
     switch: str = ""
 
@@ -193,7 +193,7 @@ class EvidenceQuestion:
     hosts: int = 1
     nvlink: str = "host"
     switch: str = ""  # the engine's switch setting the ranges move under ("NAME=0"), "" with nothing set
-    causes: tuple[str, ...] = ()  # what moved them (``Move.cause``)
+    causes: tuple[str, ...] = ()  # what moved them (``Move.cause``'s parts)
 
     @property
     def where(self) -> str:
