@@ -239,3 +239,11 @@ def test_the_review_on_a_terminal_opens_with_the_verdict_and_the_questions_in_vl
     assert "benchmark_device_communicators.py" in screen
     for artune_name in ("1shot_push", "2shot_pull", "1shot_pull"):
         assert artune_name not in screen and f"measure on Rubin {artune_name}" not in shown
+
+
+def test_prose_keeps_a_subscript_whole_inside_parentheses() -> None:
+    """#53: the Markdown broke at ``(KeyError in `graph_map[world_size`])``."""
+    from artune.review.markdown import inline
+
+    text = "__init__ raises (KeyError in graph_map[world_size]) at world sizes 9-16"
+    assert inline(text) == "`__init__` raises (KeyError in `graph_map[world_size]`) at world sizes 9-16"

@@ -61,8 +61,9 @@ def _word(token: str) -> str:
     match = _EDGES.match(token)
     assert match is not None  # every string matches
     before, core, after = match.groups()
-    while core.count("(") > core.count(")") and after.startswith(")"):  # a call's own parens: qr_max_size()
-        core, after = core + ")", after[1:]
+    for left, right in ("()", "[]"):  # a call's own parens, a subscript's brackets: qr_max_size(), m[ws]
+        while core.count(left) > core.count(right) and after.startswith(right):
+            core, after = core + right, after[1:]
     if core and _CODE_LIKE.search(core):
         return f"{before}`{core}`{after}"
     return token.replace("\\", "\\\\").replace("*", "\\*").replace("|", "\\|")
