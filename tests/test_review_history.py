@@ -98,8 +98,34 @@ def test_moves_between_hosts_are_asked_each_with_a_multi_node_launch() -> None:
             per_host = ask.world_size // ask.hosts
             assert argv[:3] == ("torchrun", f"--nnodes={ask.hosts}", f"--nproc_per_node={per_host}")
             assert "--rdzv_endpoint=$MASTER_ADDR:29500" in command.text.split()  # the shell expands it on each host
+        _runs_as_printed(command.text)
     first = review.ranked[0]
     assert first.code == "X111" and first.answer == next(a for a in review.asks if not a.switch).commands[0].text
+
+
+def _runs_as_printed(line: str) -> None:
+    """``line`` as each host's shell runs it: the variables it names expanded, a switch set before torchrun,
+    torchrun's own parser taking the launch and vLLM's benchmark parser (its excerpt) taking the rest."""
+    import argparse
+    import os
+    import shlex
+
+    from torch.distributed.run import get_args_parser
+
+    from artune.review.benchmarks import VLLM_BENCH
+    from test_review import _excerpt, _flexible, _torch  # the vLLM parser's excerpt, as tests/test_review.py
+
+    words = shlex.split(line.replace("$MASTER_ADDR", "10.0.0.1"))
+    while "=" in words[0] and not words[0].startswith("-"):
+        name, _, value = words.pop(0).partition("=")
+        assert name.isupper() and value in ("0", "1")
+    assert words[0] == "torchrun" and "$" not in line.replace("$MASTER_ADDR", "")
+    launch = get_args_parser().parse_args(words[1:])
+    assert launch.training_script == VLLM_BENCH
+    assert int(launch.nproc_per_node) * int(launch.nnodes) >= 1
+    bench = _excerpt("vllm_benchmark_device_communicators.txt", {"torch": _torch(), **_flexible(argparse)})
+    args = bench["parser"].parse_args(launch.training_script_args)  # type: ignore[attr-defined]
+    assert args.output_json.startswith("artune-evidence/") and os.path.basename(args.output_json).endswith(".json")
 
 
 def test_findings_are_matched_by_code_place_and_data() -> None:
