@@ -273,3 +273,19 @@ def test_prose_keeps_a_subscript_whole_inside_parentheses() -> None:
 
     text = "__init__ raises (KeyError in graph_map[world_size]) at world sizes 9-16"
     assert inline(text) == "`__init__` raises (KeyError in `graph_map[world_size]`) at world sizes 9-16"
+
+
+@pytest.mark.parametrize(("before", "after"), [("vllm==0.26.0", "vllm==0.27.0"), ("sglang==0.5.18", "sglang==0.5.19")])
+def test_each_question_about_a_move_names_its_cause(before: str, after: str) -> None:
+    """#55: a question about moved ranges (unmeasured, or a predicted loss) says what moved them; a finding's
+    question points at its file and line. SGLang 0.5.19's 10.7 moves are its new ``_sm107_configs``."""
+    review = _review(before, after)
+    assert review.ranked
+    for q in review.ranked:
+        if q.code.startswith("X"):
+            assert "; moved by " in q.message, q.message
+        else:
+            assert q.where, q
+    assert all(m.cause for m in review.moves)
+    if before.startswith("sglang"):
+        assert all(m.cause[0].startswith("`_sm107_configs` new") for m in review.moves), review.moves[0].cause

@@ -21,7 +21,7 @@ from artune import catalog
 from artune.catalog import SPECS
 from artune.errors import ArtuneError, TableError
 from artune.review.asks import across_hosts, covering, evidence_questions, modelled_losses, moved_spans, under_switch
-from artune.review.causes import cause, function_changes, row_changes
+from artune.review.causes import cause, few, function_changes, row_changes
 from artune.review.evidence import read_sweeps, score_sweeps
 from artune.review.measured import log_sweep, measured_losses
 from artune.review.questions import AnswerContext, ranked, world_sizes_named
@@ -147,6 +147,24 @@ def _ask_causes(ask: EvidenceQuestion, found: Sequence[Move]) -> tuple[str, ...]
             for part in m.cause
         )
     )
+
+
+def _concerns_with_causes(concerns: Sequence[Question], found: Sequence[Move]) -> tuple[Question, ...]:
+    """A loss the model predicts (X113) or a kernel the evidence lacks (X114) at moved ranges, with what moved
+    them: the causes of the moves at its arch and world sizes (the others as they are)."""
+    out = []
+    for q in concerns:
+        parts = [
+            part
+            for m in found
+            if q.code in ("X113", "X114")
+            and set(q.arch.split(", ")) & set(m.arch.split(", "))
+            and set(q.world_sizes) & set(m.world_sizes)
+            for part in m.cause
+        ]
+        parts = list(dict.fromkeys(parts))
+        out.append(replace(q, message=f"{q.message}; moved by {few(parts)}") if parts else q)
+    return tuple(out)
 
 
 def _reader(spec: str) -> Reader | None:
@@ -525,6 +543,7 @@ def build_review(
         asked = (*evidence_questions(moved_spans([m for m in mine if m.on_one_host], engine), [], engine),)
         asks += under_switch((*asked, *across_hosts(mine, engine)), name)
     asks = tuple(replace(a, causes=_ask_causes(a, (*shown, *under))) for a in asks)
+    by_default = shown
     shown = (*shown, *under)
     logged = measured_losses(regret, moved)  # the rows so far are the logs' and the model's
     regret = (*regret, *scored.regret)
@@ -544,7 +563,7 @@ def build_review(
         arches=arches,
         params=params,
         coverage=nccl,
-        ranked=ranked(questions, concerns, asks, context),
+        ranked=_concerns_with_causes(ranked(questions, concerns, asks, context), by_default),
         questions=questions,
         inherited=inherited,
         unmoved=unmoved,

@@ -82,7 +82,11 @@ def cause(
     if default_switch:
         return default_switch
     found = tuple(dict.fromkeys(r for place in places for r in rows.get(place, ())))
-    return found or tuple(functions)
+    if found:
+        return found
+    # an arch's own function first: SGLang builds each arch's configs in one (``_sm107_configs`` for 10.7)
+    marks = {f"sm{arch.replace('.', '')}" for arch, _ in places}
+    return tuple(sorted(functions, key=lambda f: not any(mark in f for mark in marks)))
 
 
 def few(items: Sequence[str], most: int = 3) -> str:

@@ -2,7 +2,8 @@
 switch's new default causes.
 
 A release computes its switches in its own ``envs.py`` (vLLM:
-``artune.formats.vllm.code.ReleaseCode.env``), and its reader takes the
+``artune.formats.vllm.code.ReleaseCode.env``; SGLang: its ``environ.py``,
+``artune.formats.sglang.rules.env_defaults``), and its reader takes the
 variables a user would set (``settings``). So each side is read again with a
 switch set, as its user would set it:
 
@@ -31,6 +32,7 @@ from artune.table.diff import Difference
 #: the on/off switches each engine's all-reduce dispatch reads to choose a path
 SWITCHES: Mapping[str, tuple[str, ...]] = {
     "vllm": ("VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_ALLREDUCE_USE_FLASHINFER"),
+    "sglang": ("SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2",),  # off: the v1 custom all-reduce (custom_ar_v1)
 }
 
 Settings = tuple[tuple[str, str], ...]
@@ -80,25 +82,34 @@ class Reader:
         return self._cache[settings]
 
     def default(self, name: str) -> Any:
-        if self.engine != "vllm":
-            return None
         if name not in self._defaults:
-            from artune.formats.vllm.read import reading
+            if self.engine == "vllm":
+                from artune.formats.vllm.read import reading
 
-            status, value = reading(self.path)[1].env(name)
-            self._defaults[name] = value if status == "value" else None
+                status, value = reading(self.path)[1].env(name)
+                self._defaults[name] = value if status == "value" else None
+            elif self.engine == "sglang":
+                from artune.formats.sglang.read import switch_defaults
+
+                self._defaults[name] = switch_defaults(self.path).get(name)
+            else:
+                self._defaults[name] = None
         return self._defaults[name]
 
     def evaluated(self) -> dict[str, Evaluated]:
-        """The dispatch functions the reading ran, by qualified name."""
+        """The dispatch functions the reading ran (and, for SGLang, the configs file's), by qualified name."""
         if self._evaluated is None:
             if self.engine == "vllm":
                 from artune.formats.vllm.read import evaluated
+
+                found = evaluated(self.path)
             elif self.engine == "sglang":
-                from artune.formats.sglang.read import evaluated
+                from artune.formats.sglang.read import config_functions, evaluated
+
+                found = [*evaluated(self.path), *config_functions(self.path)]  # its rows are built by functions
             else:
                 return {}
-            self._evaluated = {e.function: e for e in evaluated(self.path)}
+            self._evaluated = {e.function: e for e in found}
         return self._evaluated
 
 
