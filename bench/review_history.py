@@ -5,7 +5,7 @@ For each engine, each release the oracle lists (``artune.oracles.<engine>.RELEAS
 evidence. One row per pair: whether the decisions moved (ranges, arches, parameters), the verdict and
 exit code, the questions ranked, the check findings new in the newer release, the moved ranges asked
 about and those left unasked, and the seconds the review took (both readings included; a reading made
-earlier in the same run is reused, as in one CI job).
+earlier in the same run, or kept on disk by an earlier one, is reused, as in a CI job with its cache).
 
 Two properties must hold on every pair (exit 1 and the pair named otherwise):
 
@@ -98,7 +98,9 @@ def page(rows: list[Row], command: str) -> str:
         "*Moves* counts the rows of the review's moves table (a row groups world sizes, modes and topologies); "
         "*asked* and *unasked* count moved ranges per arch, world size, topology and mode; *new findings* are "
         "`artune check` findings of the newer release that the older one did not have (matched by code, place "
-        "and data); seconds include both readings.",
+        "and data); seconds are each review's wall time on a shared 2-core VM, both readings included, with the "
+        "readings artune keeps on disk (`ARTUNE_READINGS_DIR`) warm from an earlier run and those made earlier "
+        "in the same run reused, as in a CI job with its cache.",
         "",
     ]
     for engine in dict.fromkeys(r.engine for r in rows):
