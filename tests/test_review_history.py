@@ -67,11 +67,17 @@ def test_an_early_return_to_nccl_below_64_kib_moves_every_path_below_it(
     assert review.moves, "the early return moves decisions"
     assert all((m.lo, m.hi, m.after) == (0, 64 * KiB - 1, ("nccl",)) for m in review.moves), review.moves
     assert all(m.before != ("nccl",) for m in review.moves)
+    # the function that moved them, at its line
+    assert {m.cause for m in review.moves} == {("`CudaCommunicator.all_reduce` changed (cuda_communicator.py:389)",)}
     one_host = {
         (arch, ws) for m in review.moves if m.on_one_host for arch in m.arch.split(", ") for ws in m.world_sizes
     }
     assert {("9.0", 8), ("10.0", 2), ("default", 2)} <= one_host
     assert review.exit_code == 1
+    from artune.review import render_markdown
+
+    section = render_markdown(review).split("<summary>What moves", 1)[1].split("</details>", 1)[0]
+    assert "| [0, 64KiB) | `custom_ar` | `nccl` |" in section and "Moved by `CudaCommunicator.all_reduce`" in section
 
 
 # ------------------------------------------------------------------ representative pairs of bench/review_history.py
