@@ -136,5 +136,5 @@ def test_show_and_diff_name_the_platform(tmp_path, capsys: pytest.CaptureFixture
     assert "[rocm arch=gfx942 (8x MI300X)]" in capsys.readouterr().out  # a title's brackets are not markup
     assert main(["diff", str(a), str(b)]) == 1
     out = capsys.readouterr().out
-    assert out.startswith("arch=gfx942: A ") and "[rocm arch=gfx942 (8x MI300X)]; B" in out
+    assert out.splitlines()[1].startswith("arch=gfx942: A ") and "[rocm arch=gfx942 (8x MI300X)]; B" in out
     assert "A quick_ar_int4 > rccl | B quick_ar_fp > rccl" in out  # FP never runs behind INT4 (same conditions)

@@ -164,19 +164,39 @@ def run_diff(args: argparse.Namespace) -> int:
         family.setLevel(level)
 
 
+def _arrivals(a: Source, b: Source) -> list[str]:
+    """The arches with a table of their own in B only (they arrive) or in A only (they leave)."""
+    if a.table_set is None or b.table_set is None:
+        return []
+    mine, theirs = set(a.table_set.tables), set(b.table_set.tables)
+    arrive = [k for k in b.table_set.tables if k not in mine]
+    leave = [k for k in a.table_set.tables if k not in theirs]
+    return [f"arch {k} arrives in B" for k in arrive] + [f"arch {k} leaves in B" for k in leave]
+
+
 def _print_diff(a: Source, b: Source, args: argparse.Namespace) -> int:
-    differ = 0
-    for arch, ta, tb in _pairs(a, b, args.arch):
-        found = diff_tables(ta, tb, args.world_size, args.mode, hidden=args.hidden, tokens=args.tokens)
+    """One line over every arch first (what differs where, what is identical, which arches arrive or leave),
+    then each arch's ranges."""
+    found = [
+        (arch, ta, tb, diff_tables(ta, tb, args.world_size, args.mode, hidden=args.hidden, tokens=args.tokens))
+        for arch, ta, tb in _pairs(a, b, args.arch)
+    ]
+    differ = sum(len(d) for *_, d in found)
+    moved = ", ".join(f"{arch} ({len(d)})" for arch, _, _, d in found if d)
+    same = ", ".join(arch for arch, _, _, d in found if not d)
+    parts = [f"{differ} range(s) differ on arch {moved}" if differ else "identical on every arch compared"]
+    parts += [f"identical on arch {same}"] if differ and same else []
+    parts += _arrivals(a, b) if not args.arch else []
+    print(f"{args.a} -> {args.b}: " + "; ".join(parts))
+    for arch, ta, tb, ranges in found:
         header = f"arch={arch}: A {ta.name} [{ta.platform}]; B {tb.name} [{tb.platform}]"
-        if not found:
+        if not ranges:
             print(f"{header}: identical")
             print(f"  A provenance: {ta.provenance}")
             print(f"  B provenance: {tb.provenance}")
             continue
-        differ += len(found)
-        print(f"{header}: {len(found)} range(s) differ")
-        for d in found:
+        print(f"{header}: {len(ranges)} range(s) differ")
+        for d in ranges:
             span = format_span(d.lo, d.hi) if not d.hidden else f"tokens {d.lo}" + (f"..{d.hi}" if d.hi != d.lo else "")
             span = span if d.hi is not None or not d.hidden else f"tokens {d.lo}+"
             print(f"  {d.where} {span}: A {_route(d.a)} | B {_route(d.b)}")

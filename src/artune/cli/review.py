@@ -1,4 +1,5 @@
-"""``artune review BEFORE AFTER``: the review a dispatch-table pull request needs, as one Markdown comment.
+"""``artune review BEFORE AFTER``: the review a dispatch-table pull request needs, as one Markdown comment
+(on a terminal, that page rendered to its width, without HTML).
 
 Exit codes: 0 approve, 1 questions or request changes, 2 a side or an
 evidence file that cannot be read (one line naming it, no traceback), 3 a
@@ -45,8 +46,9 @@ def register(commands: Any) -> None:
         "--format",
         dest="output_format",
         choices=("text", "markdown", "json", "github", "sarif"),
-        default="text",
-        help="text (markdown: the same, the comment's Markdown), json (every field), github (a workflow "
+        default=None,
+        help="text (the page rendered to the terminal's width, no HTML; the default on a terminal), markdown "
+        "(the comment's Markdown, what CI posts; the default otherwise), json (every field), github (a workflow "
         "annotation per question at its file and line), sarif (SARIF 2.1.0)",
     )
     review.add_argument("--out", metavar="FILE", help="also write the review, in the same format, to FILE")
@@ -110,20 +112,24 @@ def run_review(args: argparse.Namespace) -> int:
     command += f" --evidence-dir {args.evidence_dir}" if args.evidence_dir else ""
     command += f" --arch {args.arch}" if args.arch else ""
     review = build_review(before, after, [*args.measured, *logs], command, files, args.arch or "")
-    text = _rendered(review, args.output_format, args.sides[-1])
+    terminal = sys.stdout.isatty()
+    output_format = args.output_format or ("text" if terminal else "markdown")
+    after_spec = args.sides[-1]  # the side the review is about
     if args.out:
         try:
-            Path(args.out).write_text(text, encoding="utf-8")
+            Path(args.out).write_text(_rendered(review, output_format, after_spec), encoding="utf-8")
         except OSError as err:
             raise ArtuneError(f"--out {args.out}: cannot write: {err.strerror or err}") from None
-    sys.stdout.write(text)
+    sys.stdout.write(_rendered(review, output_format, after_spec, colour=terminal))
     return review.exit_code
 
 
-def _rendered(review: Any, output_format: str, after: str) -> str:
-    """The review in ``output_format``: the page, its JSON, or its ranked questions as annotations or SARIF (a
-    question with no file of its own placed at ``after``'s table file, the side the review is about)."""
+def _rendered(review: Any, output_format: str, after: str, colour: bool = False) -> str:
+    """The review in ``output_format``: the page (for a terminal, or as Markdown), its JSON, or its ranked
+    questions as annotations or SARIF (a question with no file of its own placed at ``after``'s table file, the
+    side the review is about)."""
     import json
+    import shutil
 
     from artune.review import render_json, render_markdown
     from artune.review.annotations import github, sarif, table_file
@@ -134,4 +140,8 @@ def _rendered(review: Any, output_format: str, after: str) -> str:
         return github(review.ranked)
     if output_format == "sarif":
         return json.dumps(sarif(review.ranked, about=table_file(after)), indent=1) + "\n"
+    if output_format == "text":
+        from artune.review.terminal import render_text
+
+        return render_text(review, min(shutil.get_terminal_size().columns, 120), colour)
     return render_markdown(review)

@@ -17,7 +17,7 @@ answered, in graph mode.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from artune.review.benchmarks import commands, reach
 from artune.review.types import EvidenceQuestion, Move, Question, RegretEvidence
@@ -83,6 +83,51 @@ def evidence_questions(
     return tuple(sorted(out, key=lambda a: (_version(a.arch), a.world_size)))
 
 
+def across_hosts(moved: Sequence[Move], engine: str) -> tuple[EvidenceQuestion, ...]:
+    """X111 per ``(arch, world size, hosts, NVLink domain)`` for the moved ranges across hosts: nothing artune
+    reads times ranks across hosts (a sweep names no topology), so each is asked, with the engine's own
+    benchmark launched on every host."""
+    left: dict[tuple[str, int, int, str], list[tuple[str, int, int | None]]] = {}
+    for move in moved:
+        modes = ("graph",) if engine in MODELESS and set(move.modes) == set(MODES) else move.modes
+        for hosts, nvlink in move.topologies:
+            if hosts == 1:
+                continue
+            for arch in move.arch.split(", "):
+                for ws in move.world_sizes:
+                    ranges = left.setdefault((arch, ws, hosts, nvlink), [])
+                    ranges += [(mode, move.lo, move.hi) for mode in modes if (mode, move.lo, move.hi) not in ranges]
+    out = [
+        EvidenceQuestion(
+            "X111",
+            arch,
+            ws,
+            tuple(sorted(ranges, key=lambda r: (r[1], MODES.index(r[0])))),
+            commands(engine, arch, ws, ranges, hosts),
+            hosts=hosts,
+            nvlink=nvlink,
+        )
+        for (arch, ws, hosts, nvlink), ranges in left.items()
+    ]
+    return tuple(sorted(out, key=lambda a: (_version(a.arch), a.world_size, a.hosts, a.nvlink)))
+
+
+def under_switch(asks: Sequence[EvidenceQuestion], switch: str) -> tuple[EvidenceQuestion, ...]:
+    """``asks`` of ranges that move only with ``switch`` ("NAME=VALUE") set: each command runs with it set,
+    and writes its own file."""
+    out = []
+    for ask in asks:
+        suffix = "-" + switch.lower().replace("=", "")
+        commands = []
+        for c in ask.commands:
+            stem, dot, ext = c.output.rpartition(".")
+            output = f"{stem}{suffix}.{ext}" if dot and ext.isalnum() else c.output + suffix
+            argv = (switch, *(output if a == c.output else a for a in c.argv))
+            commands.append(replace(c, argv=argv, output=output))
+        out.append(replace(ask, switch=switch, commands=tuple(commands)))
+    return tuple(out)
+
+
 def _version(arch: str) -> tuple[int, ...]:
     """``"10.3"`` -> ``(10, 3)``, for ordering; an arch that is not a version ("default") last."""
     parts = arch.split(".")
@@ -119,3 +164,26 @@ def modelled_losses(regret: Sequence[RegretEvidence], answered: set[Spot], engin
             scope = f"ws {r.world_size} ({r.mode})"
             out.append(Question("warning", "", r.arch, scope, message, "X113", (r.world_size,), (r.mode,)))
     return tuple(out)
+
+
+def unasked(moved: Sequence[Move], asks: Sequence[EvidenceQuestion], engine: str) -> tuple[str, ...]:
+    """The moved ranges no question asks about, each as ``arch ws N [hosts H nvlink] mode [lo, hi]`` (and the
+    switch it moves under): a review that approves with any of these approves a move nothing measured
+    (evidence that covers a range answers its question, so with evidence a covered range is here too)."""
+    asked = {
+        (a.arch, a.world_size, a.hosts, a.nvlink if a.hosts > 1 else "host", a.switch, mode, lo, hi)
+        for a in asks
+        for mode, lo, hi in a.ranges
+    }
+    out: list[str] = []
+    for move in moved:
+        modes = ("graph",) if engine in MODELESS and set(move.modes) == set(MODES) else move.modes
+        for hosts, nvlink in move.topologies:
+            for arch in move.arch.split(", "):
+                for ws in move.world_sizes:
+                    for mode in modes:
+                        if (arch, ws, hosts, nvlink, move.switch, mode, move.lo, move.hi) not in asked:
+                            where = f" hosts {hosts} {nvlink}" if hosts > 1 else ""
+                            under = f" with {move.switch}" if move.switch else ""
+                            out.append(f"arch {arch} ws {ws}{where} {mode} [{move.lo}, {move.hi}]{under}")
+    return tuple(dict.fromkeys(out))

@@ -46,6 +46,33 @@ SGLANG_SIZES = tuple(1024 * kb for kb in (4, 16, 64, 128, 192, 256, 384, 512, 64
 SGLANG_SIZES += tuple(mib << 20 for mib in (4, 8, 16, 32))
 
 Range = tuple[int, int | None]
+#: the GPUs one host holds: more ranks than this run across hosts
+HOST_GPUS = 8
+RENDEZVOUS_PORT = 29500
+
+
+def hosts_for(world_size: int, hosts: int = 1) -> int:
+    """The hosts ``world_size`` ranks span: ``hosts``, or the fewest that split them evenly with no more than
+    ``HOST_GPUS`` on each where one host cannot hold them."""
+    if hosts > 1 or world_size <= HOST_GPUS:
+        return hosts
+    return next(h for h in range(2, world_size + 1) if world_size % h == 0 and world_size // h <= HOST_GPUS)
+
+
+def launch(world_size: int, hosts: int = 1) -> tuple[str, ...]:
+    """torchrun for ``world_size`` ranks over ``hosts`` hosts (``hosts_for``): across hosts, the same line on
+    each host, which meet at ``$MASTER_ADDR`` (the first host's address, which each host sets)."""
+    hosts = hosts_for(world_size, hosts)
+    if hosts == 1:
+        return ("torchrun", f"--nproc_per_node={world_size}")
+    return (
+        "torchrun",
+        f"--nnodes={hosts}",
+        f"--nproc_per_node={world_size // hosts}",
+        "--rdzv_backend=c10d",
+        f"--rdzv_endpoint=$MASTER_ADDR:{RENDEZVOUS_PORT}",
+        "--rdzv_id=artune",
+    )
 
 
 def reach(sizes: Sequence[int], ranges: Sequence[Range]) -> tuple[str, ...]:
@@ -83,17 +110,19 @@ def probes(ranges: Sequence[Range], step: int = VLLM_ROW) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def vllm_command(world_size: int, ranges: Sequence[Range], output: str) -> BenchCommand:
-    """vLLM's device-communicator benchmark over the probes of ``ranges`` (graph mode: it times CUDA graphs)."""
+def vllm_command(world_size: int, ranges: Sequence[Range], output: str, hosts: int = 1) -> BenchCommand:
+    """vLLM's device-communicator benchmark over the probes of ``ranges`` (graph mode: it times CUDA graphs),
+    its ranks on ``hosts`` hosts."""
     sizes = probes(ranges)
-    argv = ("torchrun", f"--nproc_per_node={world_size}", VLLM_BENCH, "--sequence-lengths")
+    argv = (*launch(world_size, hosts), VLLM_BENCH, "--sequence-lengths")
     argv += (*(str(n // VLLM_ROW) for n in sizes), "--output-json", output)
     return BenchCommand("vllm", argv, ("graph",), sizes, output, missing=reach(sizes, ranges))
 
 
-def sglang_command(world_size: int, ranges: Sequence[Range], output: str) -> BenchCommand:
-    """SGLang's custom all-reduce benchmark at ``world_size``: its own fixed sizes, graph mode, printed."""
-    argv = ("torchrun", f"--nproc_per_node={world_size}", SGLANG_BENCH, "--dtype", "bfloat16")
+def sglang_command(world_size: int, ranges: Sequence[Range], output: str, hosts: int = 1) -> BenchCommand:
+    """SGLang's custom all-reduce benchmark at ``world_size`` on ``hosts`` hosts: its own fixed sizes, graph
+    mode, printed."""
+    argv = (*launch(world_size, hosts), SGLANG_BENCH, "--dtype", "bfloat16")
     near = tuple(n for n in SGLANG_SIZES if any(_near(n, r) for r in ranges))
     return BenchCommand("sglang", argv, ("graph",), near, output, stdout=True, missing=reach(SGLANG_SIZES, ranges))
 
@@ -141,20 +170,25 @@ def artune_command(world_size: int, modes: Sequence[str], output: str) -> BenchC
 
 
 def commands(
-    engine: str, arch: str, world_size: int, ranges: Sequence[tuple[str, int, int | None]]
+    engine: str, arch: str, world_size: int, ranges: Sequence[tuple[str, int, int | None]], hosts: int = 1
 ) -> tuple[BenchCommand, ...]:
-    """The commands that answer ``ranges`` (``(mode, lo, hi)``) of ``engine`` at ``(arch, world_size)``.
+    """The commands that answer ``ranges`` (``(mode, lo, hi)``) of ``engine`` at ``(arch, world_size)``, the
+    ranks on ``hosts`` hosts.
 
-    Their output files are named ``artune-evidence/ARCH-wsN-ENGINE.EXT``:
-    the review reads the arch of an evidence file from that name.
+    Their output files are named ``artune-evidence/ARCH-wsN-ENGINE.EXT``
+    (``ARCH-wsN-hH-ENGINE.EXT`` across H hosts): the review reads the arch
+    of an evidence file from that name.
     """
     spans = sorted({(lo, hi) for _, lo, hi in ranges}, key=lambda r: r[0])
     modes = tuple(m for m in MODES if any(mode == m for mode, _, _ in ranges))
-    stem = f"artune-evidence/{arch}-ws{world_size}-{engine or 'artune'}"
+    across = f"-h{hosts}" if hosts > 1 else ""
+    stem = f"artune-evidence/{arch}-ws{world_size}{across}-{engine or 'artune'}"
     if engine == "vllm":
-        return (vllm_command(world_size, spans, stem + ".json"),)
+        return (vllm_command(world_size, spans, stem + ".json", hosts),)
     if engine == "sglang":
         graph = sorted({(lo, hi) for mode, lo, hi in ranges if mode == "graph"}, key=lambda r: r[0])
+        if hosts > 1:  # artune's tuner times one host's ranks: across hosts, the engine's benchmark answers
+            return (sglang_command(world_size, spans, stem + ".txt", hosts),)
         ours = artune_command(world_size, modes, f"artune-evidence/{arch}-ws{world_size}-artune")
         return (*([sglang_command(world_size, graph, stem + ".txt")] if graph else []), ours)
     if engine == "trtllm":

@@ -14,20 +14,24 @@ rows with the cost model (``artune.review.regret``).
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 
 from artune import catalog
 from artune.catalog import SPECS
 from artune.errors import ArtuneError, TableError
-from artune.review.asks import covering, evidence_questions, modelled_losses, moved_spans
+from artune.review.asks import across_hosts, covering, evidence_questions, modelled_losses, moved_spans, under_switch
+from artune.review.causes import cause, few, function_changes, row_changes
 from artune.review.evidence import read_sweeps, score_sweeps
 from artune.review.measured import log_sweep, measured_losses
-from artune.review.questions import AnswerContext, ranked
+from artune.review.questions import AnswerContext, ranked, world_sizes_named
 from artune.review.regret import measured_regret, modelled_regret
+from artune.review.switches import Reader, engine_reader, switched
+from artune.review.switches import key as switch_key
 from artune.review.types import (
     ArchChange,
     Coverage,
+    EvidenceQuestion,
     Move,
     ParamChange,
     Question,
@@ -57,6 +61,8 @@ class Opened:
     label: str
     rename: Callable[[str], str] = field(default=lambda text: text)
     engine: str = ""  # the engine whose tables these are ("vllm", "sglang"), or "" for artune's own
+    #: the engine's files read again (under its switches, for its functions); None for artune's own tables
+    reader: Reader | None = None
 
 
 def engine_of(spec: str) -> str:
@@ -86,7 +92,7 @@ def open_side(role: str, spec: str, base: str | None = None) -> Opened:
     """
     try:
         if base is None:
-            return Opened(spec, open_source(spec), spec, engine=engine_of(spec))
+            return Opened(spec, open_source(spec), spec, engine=engine_of(spec), reader=_reader(spec))
         from artune.formats import ENGINES
         from artune.formats.gitrev import engine_members, revision_tree
 
@@ -95,12 +101,82 @@ def open_side(role: str, spec: str, base: str | None = None) -> Opened:
             raise TableError(f"--base reads an engine's git work tree: give {' or '.join(ENGINES)}:PATH, not {spec}")
         with revision_tree(path, base, engine_members(engine)) as tree:
             source = open_source(f"{engine}:{tree.path}")
-        return Opened(f"{spec} at {base}", source, f"commit {tree.commit[:12]}", tree.rename, engine)
+            reader = engine_reader(engine, str(tree.path))
+            reader = reader.fill() if reader is not None else None  # the revision's files go with the block
+        return Opened(f"{spec} at {base}", source, f"commit {tree.commit[:12]}", tree.rename, engine, reader)
     except ArtuneError as err:
         from artune.errors import ReleaseUnavailable
 
         kind = ReleaseUnavailable if isinstance(err, ReleaseUnavailable) else TableError
         raise kind(f"{role} side {spec}{f' at {base}' if base else ''} cannot be read: {err}") from None
+
+
+def differences(before: Source, after: Source) -> list[tuple[str, Difference]]:
+    """Every difference of what the two sources run, per arch either has (``pairs``)."""
+    return [(arch, d) for arch, ta, tb in pairs(before, after) for d in diff_tables(ta, tb)]
+
+
+def _causes(
+    before: Reader | None, after: Reader | None, switched_causes: Mapping[tuple, tuple[str, ...]]
+) -> Callable[[str, Difference], tuple[str, ...]]:
+    """A difference's cause (``artune.review.causes``): a switch's new default where the switches name it, else
+    the rows at its arch and world size, else the functions that changed."""
+    rows: dict | None = None
+    functions: list[str] | None = None
+
+    def of(arch: str, d: Difference) -> tuple[str, ...]:
+        nonlocal rows, functions
+        if rows is None:
+            rows, functions = row_changes(before, after), function_changes(before, after)
+        return cause([(arch, d.world_size)], switched_causes.get(switch_key(arch, d), ()), rows, functions or [])
+
+    return of
+
+
+def _ask_causes(ask: EvidenceQuestion, found: Sequence[Move]) -> tuple[str, ...]:
+    """The causes of the moves an ask holds (same arch, world size, topology, switch)."""
+    topology = (ask.hosts, ask.nvlink) if ask.hosts > 1 else (1, "host")
+    return tuple(
+        dict.fromkeys(
+            part
+            for m in found
+            if m.switch == ask.switch
+            and ask.arch in m.arch.split(", ")
+            and ask.world_size in m.world_sizes
+            and topology in m.topologies
+            for part in m.cause
+        )
+    )
+
+
+def _concerns_with_causes(concerns: Sequence[Question], found: Sequence[Move]) -> tuple[Question, ...]:
+    """A loss the model predicts (X113) or a kernel the evidence lacks (X114) at moved ranges, with what moved
+    them: the causes of the moves at its arch and world sizes (the others as they are)."""
+    out = []
+    for q in concerns:
+        parts = [
+            part
+            for m in found
+            if q.code in ("X113", "X114")
+            and set(q.arch.split(", ")) & set(m.arch.split(", "))
+            and set(q.world_sizes) & set(m.world_sizes)
+            for part in m.cause
+        ]
+        parts = list(dict.fromkeys(parts))
+        out.append(replace(q, message=f"{q.message}; moved by {few(parts)}") if parts else q)
+    return tuple(out)
+
+
+def _reader(spec: str) -> Reader | None:
+    """The engine's files of ``spec`` read again (``artune.review.switches``), where ``spec`` is an engine's."""
+    from artune.formats import engine_source
+
+    head = spec.rpartition("@")[0] if "@" in spec and not spec.startswith("@") else spec
+    try:
+        found = engine_source(head)
+    except ArtuneError:
+        return None
+    return engine_reader(*found) if found is not None else None
 
 
 # ------------------------------------------------------------------ pairs of tables
@@ -175,22 +251,29 @@ def _shape(d: Difference) -> str:
     return f"hidden {d.hidden} {d.fusion}" if d.hidden else ""
 
 
-def moves(found: Sequence[tuple[str, Difference]]) -> tuple[Move, ...]:
+def moves(
+    found: Sequence[tuple[str, Difference]],
+    cause_of: Callable[[str, Difference], tuple[str, ...]] | None = None,
+    switch: str = "",
+) -> tuple[Move, ...]:
     """The differences grouped over topologies, world sizes and modes, by arch, then by size.
 
     A difference that repeats at one world size and mode across host counts
     is one move naming its topologies; then world sizes and modes with the
     same topologies share a move, and arches that move alike share one.
+    ``cause_of`` names each difference's cause, which keeps apart
+    differences of different causes; ``switch`` is the setting they move under.
     """
     topologies: dict[tuple[tuple, int, str], set[tuple[int, str]]] = {}
     for arch, d in found:
-        key = (arch, d.lo, d.hi, d.a, d.b, d.multicast, _shape(d))
+        why = cause_of(arch, d) if cause_of is not None else ()
+        key = (arch, d.lo, d.hi, d.a, d.b, d.multicast, _shape(d), why)
         topologies.setdefault((key, d.world_size, d.mode), set()).add((d.hosts, d.nvlink.value))
     rows = _group(((*key, tuple(sorted(topos))), ws, mode) for (key, ws, mode), topos in topologies.items())
     archs: dict[tuple, list[str]] = {}
-    for (arch, lo, hi, a, b, multicast, shape, topos), ws, modes in rows:
-        archs.setdefault((ws, modes, lo, hi, a, b, multicast, topos, shape), []).append(arch)
-    out = [Move(", ".join(names), *key) for key, names in archs.items()]
+    for (arch, lo, hi, a, b, multicast, shape, why, topos), ws, modes in rows:
+        archs.setdefault((ws, modes, lo, hi, a, b, multicast, topos, shape, why), []).append(arch)
+    out = [Move(", ".join(names), *key, switch) for key, names in archs.items()]
     order = {arch: i for i, arch in enumerate(dict.fromkeys(arch for arch, _ in found))}
     first = lambda m: order[m.arch.split(", ")[0]]  # noqa: E731
     # the moves on one host first (what is weighed), then those only across hosts
@@ -270,7 +353,11 @@ def coverage(found: Sequence[tuple[str, Table, Table]]) -> tuple[Coverage, ...]:
 
 # ------------------------------------------------------------------ questions
 
-_FILE = re.compile(r"\S+\.py(:\d+)?")
+_FILE = re.compile(r"[^\s`(]+\.(py|h|hpp|cuh|cu|cpp|cc|toml|json)(:\d+)?")
+#: a release's version (``0.33.0``, ``0.5.10.post1``), named in a finding's text: not the finding's data
+_VERSION = re.compile(r"\b\d+\.\d+\.\d+(?:\.?(?:post|rc|dev)?\d+)*\b")
+#: what a finding says, as data: the code it names (in backticks) and its figures (sizes, world sizes, arches)
+_DATA = re.compile(r"`[^`]+`|\b\d+(?:\.\d+)?(?:\s?[KMG]i?B\b)?")
 
 
 def findings(source: Source) -> list[Finding]:
@@ -279,9 +366,13 @@ def findings(source: Source) -> list[Finding]:
 
 
 def _key(finding: Finding, rename: Callable[[str], str]) -> tuple:
-    """A finding without its file and line, which shift between revisions and releases."""
-    message = _FILE.sub("FILE", rename(finding.message))
-    return finding.severity, finding.arch, finding.world_size, finding.hosts, finding.mode, message
+    """A finding by its code, its place (arch, world size, hosts, mode, machine) and its data (the figures and
+    the engine's names it states), so that a finding is the same finding across releases: not by its words
+    (a word added is no new finding), its file and line (lines shift, files move) or a release's version."""
+    text = _VERSION.sub("", _FILE.sub("", rename(finding.message)))
+    data = tuple(_DATA.findall(text))
+    place = (finding.arch, finding.world_size, finding.hosts, finding.mode, finding.multicast)
+    return (finding.code or finding.severity, *place, data)
 
 
 def _questions(items: Sequence[Finding], rename: Callable[[str], str]) -> tuple[Question, ...]:
@@ -329,6 +420,26 @@ def split_findings(
         listed(gone, before.rename),
         listed([f for f in new if f.note], after.rename),
     )
+
+
+def about_moves(
+    questions: Sequence[Question], moved: Sequence[Move]
+) -> tuple[tuple[Question, ...], tuple[Question, ...]]:
+    """``(asked, unmoved)``: a new finding about world sizes whose decisions this change does not move at any of
+    its arches is no question for this change (SGLang 0.5.19's "world sizes 9-15 have no config" at 10.0, where
+    nccl ran before too); a finding that names no world size, or a moved one, is asked."""
+    at = {(arch, ws) for m in moved for arch in m.arch.split(", ") for ws in m.world_sizes}
+    every = {arch for arch, _ in at}
+    asked: list[Question] = []
+    unmoved: list[Question] = []
+    for q in questions:
+        sizes = world_sizes_named(q)
+        mine = every if q.arch in ("*", "") else set(q.arch.split(", "))
+        if sizes and q.severity != "error" and not any((arch, ws) in at for arch in mine for ws in sizes):
+            unmoved.append(q)
+        else:
+            asked.append(q)
+    return tuple(asked), tuple(unmoved)
 
 
 # ------------------------------------------------------------------ evidence
@@ -407,24 +518,37 @@ def build_review(
     (default: ``artune review BEFORE AFTER``).
     """
     found = pairs(before.source, after.source)
-    diffs = [(arch, d) for arch, ta, tb in found for d in diff_tables(ta, tb)]
-    shown = moves(diffs)
+    diffs = differences(before.source, after.source)
+    engine = after.engine or before.engine
+    extra = switched(engine, before.reader, after.reader, diffs, differences, before.source, after.source)
+    why = _causes(before.reader, after.reader, extra.causes)
+    shown = moves(diffs, why)
+    # what moves only under a switch's other value: asked about with the switch set, never weighed
+    under = tuple(m for name, found_there in extra.moves.items() for m in moves(found_there, why, name))
     # the measurements and the model weigh one host's calls: the moves across hosts are shown, not weighed
     moved = tuple(m for m in shown if m.on_one_host)
     arches = arch_changes(before, after)
     params = param_changes(found)
     questions, inherited, resolved, notes = split_findings(before, after)
+    questions, unmoved = about_moves(questions, shown)
     regret, unmodelled = regrets(found, moved, logs)
-    engine = after.engine or before.engine
     spans = moved_spans(moved, engine)
     scored = score_sweeps(read_sweeps(evidence, arch, spans), found, moved, spans)
     sweeps = [*(log_sweep(path) for path in logs), *scored.coverage]
     answered = {spot for spot, ranges in spans.items() if all(covering(spot, r, sweeps) for r in ranges)}
-    asks = evidence_questions(spans, sweeps, engine)
+    # a move across hosts is a question too: no sweep artune reads names its topology
+    asks = (*evidence_questions(spans, sweeps, engine), *across_hosts(shown, engine))
+    for name in extra.moves:
+        mine = [m for m in under if m.switch == name]
+        asked = (*evidence_questions(moved_spans([m for m in mine if m.on_one_host], engine), [], engine),)
+        asks += under_switch((*asked, *across_hosts(mine, engine)), name)
+    asks = tuple(replace(a, causes=_ask_causes(a, (*shown, *under))) for a in asks)
+    by_default = shown
+    shown = (*shown, *under)
     logged = measured_losses(regret, moved)  # the rows so far are the logs' and the model's
     regret = (*regret, *scored.regret)
     concerns = (*scored.concerns, *logged, *modelled_losses(regret, answered, engine))
-    kind, line = verdict(shown, arches, params, questions, regret, asks, concerns)
+    kind, line = verdict(shown, arches, params, questions, asks, concerns)
     nccl = coverage(found)
     planned = {
         a: tuple(sorted({p.world_size for p in tb.plans if p.hosts == 1 and p.world_size > 1})) for a, _, tb in found
@@ -439,9 +563,10 @@ def build_review(
         arches=arches,
         params=params,
         coverage=nccl,
-        ranked=ranked(questions, concerns, asks, context),
+        ranked=_concerns_with_causes(ranked(questions, concerns, asks, context), by_default),
         questions=questions,
         inherited=inherited,
+        unmoved=unmoved,
         resolved=resolved,
         notes=notes,
         asks=asks,

@@ -21,6 +21,7 @@ import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from artune.review.causes import few
 from artune.review.types import (
     BenchCommand,
     BestScore,
@@ -60,8 +61,9 @@ def _word(token: str) -> str:
     match = _EDGES.match(token)
     assert match is not None  # every string matches
     before, core, after = match.groups()
-    while core.count("(") > core.count(")") and after.startswith(")"):  # a call's own parens: qr_max_size()
-        core, after = core + ")", after[1:]
+    for left, right in ("()", "[]"):  # a call's own parens, a subscript's brackets: qr_max_size(), m[ws]
+        while core.count(left) > core.count(right) and after.startswith(right):
+            core, after = core + right, after[1:]
     if core and _CODE_LIKE.search(core):
         return f"{before}`{core}`{after}"
     return token.replace("\\", "\\\\").replace("*", "\\*").replace("|", "\\|")
@@ -150,20 +152,23 @@ def _moves(review: Review) -> list[str]:
         hosts = any(m.topologies != ((1, "host"),) for m in review.moves)  # a Hosts column where any leaves one
         new = {c.arch for c in review.arches if c.change == "new"}
         first = sorted(review.moves, key=lambda m: not set(m.arch.split(", ")) & new)  # the new arches lead
-        rows = [
-            (
-                ", ".join(a + (" (new)" if a in new else "") for a in m.arch.split(", ")),
-                world_sizes(m.world_sizes) + _machine(m.multicast),
-                *([_topologies(m.topologies)] if hosts else []),
-                *([] if both else [_modes(m.modes)]),
-                _sizes(m),
-                _route(m.before, fallback),
-                _route(m.after, fallback),
-            )
-            for m in first
-        ]
+        causes = list(dict.fromkeys(m.cause for m in first))
+        row = lambda m: (  # noqa: E731
+            ", ".join(a + (" (new)" if a in new else "") for a in m.arch.split(", ")),
+            world_sizes(m.world_sizes) + _machine(m.multicast) + (f" with {code(m.switch)}" if m.switch else ""),
+            *([_topologies(m.topologies)] if hosts else []),
+            *([] if both else [_modes(m.modes)]),
+            _sizes(m),
+            _route(m.before, fallback),
+            _route(m.after, fallback),
+        )
         header = ("Arch", "World sizes", *(["Hosts"] if hosts else []), *([] if both else ["Mode"]), "Sizes")
-        out += ["", *_table((*header, "Before", "After"), rows), ""]
+        for why in causes:  # one table per cause, under what moved its rows
+            if why or len(causes) > 1:
+                said = f"Moved by {inline(few(why, 6))}:" if why else "Moved by what artune cannot name:"
+                out += ["", *_paragraph(said)]
+            rows = [row(m) for m in first if m.cause == why]
+            out += ["", *_table((*header, "Before", "After"), rows), ""]
     for change in review.arches:
         verb = "New arch" if change.change == "new" else "Removed arch"
         other = "before" if change.change == "new" else "after"
@@ -281,13 +286,12 @@ _TOOL = {  # how each benchmark's command is introduced: what it times, and how 
 def _asks(asks: Sequence[EvidenceQuestion]) -> list[str]:
     """The moved ranges no evidence covers, one table row per arch and world size, then the commands that
     measure them, one block per benchmark with a comment line per arch and world size."""
-    rows = [(f"**{a.code}**", a.arch, str(a.world_size), inline(_ranges(a))) for a in asks]
+    rows = [(f"**{a.code}**", a.arch, a.where.removeprefix("ws "), inline(_ranges(a))) for a in asks]
     out = [*_table(("Code", "Arch", "WS", "Moved ranges, by mode"), rows, right=(2,)), ""]
     lacking = [a for a in asks if a.why]
     for ask in lacking:
         out += _bullet(
-            f"**{ask.code}** arch {ask.arch}, ws {ask.world_size}: the evidence does not reach every bound: "
-            f"{inline(ask.why)}."
+            f"**{ask.code}** arch {ask.arch}, {ask.where}: the evidence does not reach every bound: {inline(ask.why)}."
         )
     out += [""] if lacking else []
     by_tool: dict[tuple[str, tuple[str, ...]], list[tuple[EvidenceQuestion, BenchCommand]]] = {}
@@ -298,13 +302,14 @@ def _asks(asks: Sequence[EvidenceQuestion]) -> list[str]:
         out += _paragraph(_TOOL[engine].format(modes=", ".join(modes)))
         out += ["", "```sh"]
         for ask, command in found:
-            out += [f"# arch {ask.arch}, world size {ask.world_size}", *_shell(command.text)]
+            each = "; on each host, with MASTER_ADDR the first host's address" if "$MASTER_ADDR" in command.text else ""
+            out += [f"# arch {ask.arch}, {ask.where.replace('ws ', 'world size ', 1)}{each}", *_shell(command.text)]
         out += ["```", ""]
         for ask, command in found:
             if command.missing:
                 lacks = ", ".join(command.missing)
                 out += _bullet(
-                    f"arch {ask.arch}, ws {ask.world_size}: its sizes cannot answer all of it ({lacks}); add "
+                    f"arch {ask.arch}, {ask.where}: its sizes cannot answer all of it ({lacks}); add "
                     "those sizes to its size list"
                 )
         out += [""] if any(c.missing for _, c in found) else []
@@ -335,6 +340,11 @@ def _findings(review: Review) -> list[str]:
     out: list[str] = []
     if review.inherited:
         out += _listed(f"{len(review.inherited)} finding(s) already in BEFORE, not introduced here:", review.inherited)
+    if review.unmoved:
+        out += _listed(
+            f"{len(review.unmoved)} finding(s) new in AFTER at world sizes whose decisions do not move here:",
+            review.unmoved,
+        )
     if review.resolved:
         out += _listed(f"{len(review.resolved)} finding(s) of BEFORE gone from AFTER:", review.resolved)
     if review.notes:
@@ -345,6 +355,7 @@ def _findings(review: Review) -> list[str]:
 def _findings_title(review: Review) -> str:
     parts = [
         f"{len(review.inherited)} already in BEFORE" if review.inherited else "",
+        f"{len(review.unmoved)} new where nothing moves" if review.unmoved else "",
         f"{len(review.resolved)} resolved here" if review.resolved else "",
         f"{len(review.notes)} note(s) new in AFTER" if review.notes else "",
     ]
@@ -498,7 +509,7 @@ def _folded(review: Review) -> list[str]:
         out += _details(f"Measurements asked for: {commands} command(s)", _measurements(review))
     if review.concerns:
         out += _details(f"Losses, predicted and measured: {len(review.concerns)}", _listed("", review.concerns))
-    if review.inherited or review.resolved or review.notes:
+    if review.inherited or review.unmoved or review.resolved or review.notes:
         out += _details(_findings_title(review), _findings(review))
     out += _details("Evidence: where each side's figures come from", _evidence(review))
     if review.regret:

@@ -19,11 +19,14 @@ kind. A new kind of question is an entry in each.
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from artune import rocm
 from artune.review.benchmarks import artune_command
+from artune.review.causes import few
 from artune.review.types import Coverage, EvidenceQuestion, Question, world_sizes
 from artune.table.types import MODES
 
@@ -43,9 +46,29 @@ class AnswerContext:
     planned: Mapping[str, tuple[int, ...]]  # per arch, AFTER's world sizes on one host
 
     def arch(self, question: Question) -> str:
-        """The question's first arch; for "every arch" ("*"), the first AFTER plans."""
+        """The question's first arch, as the platform names it (``gfx94*``: gfx942, never a CUDA arch); for
+        "every arch" ("*"), the first AFTER plans."""
         first = question.arch.split(", ")[0]
+        if rocm.is_gfx(first):
+            prefix = first.rstrip("*")
+            return next((gfx for gfx in rocm.archs() if gfx.startswith(prefix)), prefix)
         return first if first in self.planned else next(iter(self.planned), first)
+
+
+_SIZES = re.compile(r"\bworld sizes? ((?:\d+(?:-\d+)?(?:, | and )?)+)")
+
+
+def world_sizes_named(question: Question) -> set[int]:
+    """The world sizes a question is about: its own, else those its message names ("world sizes 9-15")."""
+    if question.world_sizes:
+        return set(question.world_sizes)
+    found: set[int] = set()
+    for match in _SIZES.finditer(question.message):
+        for part in re.split(r", | and ", match.group(1)):
+            lo, _, hi = part.partition("-")
+            if lo.isdigit():
+                found.update(range(int(lo), int(hi or lo) + 1))
+    return found
 
 
 def _tune(arch: str, world_sizes: Sequence[int]) -> str:
@@ -76,9 +99,12 @@ def _measure_holes(question: Question, ctx: AnswerContext) -> str:
 
 
 def _benchmark(question: Question, ctx: AnswerContext) -> str:
-    """X111-X114: the engine's own benchmark at the (first) arch's first world size asked about."""
+    """X111-X114: the engine's own benchmark at the (first) arch's first world size asked about (with the switch
+    the question names set, where it names one)."""
     arch = question.arch.split(", ")[0]
     asked = [a for a in ctx.asks if a.arch == arch and a.commands]
+    named = [a for a in asked if a.switch and f"`{a.switch}` set" in question.message]
+    asked = named or [a for a in asked if not a.switch] or asked
     mine = [a for a in asked if a.world_size in question.world_sizes] or asked
     if not mine:
         return ""
@@ -86,12 +112,15 @@ def _benchmark(question: Question, ctx: AnswerContext) -> str:
 
 
 def _explain(question: Question, ctx: AnswerContext) -> str:
-    """A finding at a world size: what AFTER runs there and why (``artune explain``, which marks what a
-    caveat leaves unverified); without one, every place of the finding (``artune check --select``)."""
-    if not question.world_sizes:
-        return shlex.join(["artune", "check", ctx.after, "--select", question.code]) if question.code else ""
-    argv = ["artune", "explain", "--table", ctx.after, "--arch", ctx.arch(question)]
-    argv += ["--world-size", str(question.world_sizes[0]), "--size", "1MiB"]
+    """A finding at a world size (its own, or one its message names): what AFTER runs there and why (``artune
+    explain``, which marks what a caveat leaves unverified); without one, what AFTER runs on its arch (``artune
+    show``): an answer, never the finding printed again."""
+    sizes = sorted(world_sizes_named(question))
+    source = ctx.after.rpartition("@")[0] if "@" in ctx.after else ctx.after
+    if not sizes:
+        return shlex.join(["artune", "show", f"{source}@{ctx.arch(question)}"])
+    argv = ["artune", "explain", "--table", source, "--arch", ctx.arch(question)]
+    argv += ["--world-size", str(sizes[0]), "--size", "1MiB"]
     mode = next((m for m in ("graph", "eager") if f"({m}" in question.scope), "")
     return shlex.join(argv + (["--mode", mode] if mode else []))
 
@@ -156,24 +185,42 @@ def _per_arch(items: Sequence[Question], code: str, message: Callable[[str, str]
 
 
 def _unmeasured(asks: Sequence[EvidenceQuestion]) -> list[Question]:
-    """X111, X112: one question per code, its ranges counted over the arches and world sizes they move at."""
-    by: dict[str, dict[str, list[EvidenceQuestion]]] = {}
+    """X111, X112: one question per code (and per switch setting the ranges move under), its ranges counted
+    over the arches and world sizes they move at, and what moved them."""
+    by: dict[tuple[str, str], dict[str, list[EvidenceQuestion]]] = {}
     for ask in asks:
-        by.setdefault(ask.code, {}).setdefault(ask.arch, []).append(ask)
+        by.setdefault((ask.code, ask.switch), {}).setdefault(ask.arch, []).append(ask)
     out = []
-    for code, arches in by.items():
+    for (code, switch), arches in by.items():
         found = [a for asked in arches.values() for a in asked]
         count = sum(len(a.ranges) for a in found)
-        at = "; ".join(f"{arch} ws {world_sizes(a.world_size for a in asked)}" for arch, asked in arches.items())
+        at = "; ".join(_at(arch, asked) for arch, asked in arches.items())
         what = "no evidence covers" if code == "X111" else "the evidence does not reach both sides of"
+        under = f" only with `{switch}` set (not the release's default)" if switch else ""
         first = found[0]
+        causes = list(dict.fromkeys(c for a in found for c in a.causes))
+        moved_by = f"; moved by {few(causes)}" if causes else ""
         message = (
-            f"{count} moved range(s) that {what}, at {at}; the answer measures {first.arch} ws "
-            f"{first.world_size}, and Measurements asked for holds the command for each"
+            f"{count} moved range(s){under} that {what}, at {at}{moved_by}; the answer measures {first.arch} "
+            f"{first.where}, and Measurements asked for holds the command for each"
         )
         sizes = tuple(dict.fromkeys(a.world_size for a in found))
         out.append(Question("warning", "", ", ".join(arches), "", message, code, sizes))
     return out
+
+
+def _at(arch: str, asked: Sequence[EvidenceQuestion]) -> str:
+    """``9.0 ws 2, 4 and across hosts ws 8 (2, 4 hosts)``: the world sizes on one host, then across hosts."""
+    one = [a.world_size for a in asked if a.hosts == 1]
+    across: dict[int, list[int]] = {}
+    for a in asked:
+        if a.hosts > 1:
+            across.setdefault(a.world_size, []).append(a.hosts)
+    parts = [f"ws {world_sizes(one)}"] if one else []
+    if across:
+        many = ", ".join(f"ws {ws} ({world_sizes(set(h))} hosts)" for ws, h in across.items())
+        parts.append(f"across hosts {many}")
+    return f"{arch} {' and '.join(parts)}"
 
 
 def ranked(

@@ -135,7 +135,9 @@ def modelled_regret(
     high = after * factor if factor is not None else float(np.percentile(now, 90))
     # where before's rows are within after's calibrated interval the model cannot tell them apart
     inside = after <= before_regret <= high
-    undecided = _undecided(model, arch, ws, mode, sizes, before_regret, after, high) if inside else ""
+    # the sweep that settles it times what the sides run, in the engine's words (custom_ar, not 1shot_push)
+    theirs = list(dict.fromkeys(n for side in sides for n in side))
+    undecided = _undecided(model, arch, ws, mode, sizes, before_regret, after, high, theirs) if inside else ""
     return RegretEvidence(
         arch,
         ws,
@@ -159,15 +161,25 @@ def _validation(model: Any) -> str:
     return score_line(model.fit.blind)
 
 
-def _undecided(model: Any, arch: str, ws: int, mode: str, sizes: Sequence[int], was: float, now: float, high: float):
-    """Why the model cannot tell before's rows from after's, and the sweep that would."""
+def _undecided(
+    model: Any,
+    arch: str,
+    ws: int,
+    mode: str,
+    sizes: Sequence[int],
+    was: float,
+    now: float,
+    high: float,
+    algs: Sequence[str],
+) -> str:
+    """Why the model cannot tell before's rows from after's, and the sweep of ``algs`` (what the sides run,
+    in the engine's words) that would."""
     from artune.grid import log_spaced
     from artune.sizes import human_size
 
     lo = max(min(sizes), 4 << 10)  # below 4 KiB every kernel is at its latency: nothing to settle there
     hi = max(max(sizes), 2 * lo)
     grid_sizes = log_spaced(lo, hi, 2, itemsize=2)
-    algs = model.candidates(ws, mode)
     return (
         f"arch {arch} ws {ws} {mode}: the model cannot tell the sides apart: before's {was:.2f} lies between "
         f"after's {now:.2f} and its calibrated p90 {high:.2f}; to settle it, measure on {model.device} "

@@ -13,6 +13,7 @@ field, so a bot reading the JSON sees exactly what the page shows.
 from __future__ import annotations
 
 import dataclasses
+import re
 import shlex
 import types
 import typing
@@ -82,6 +83,10 @@ class Move:
     topologies: tuple[tuple[int, str], ...] = ((1, "host"),)
     #: a shape difference (tables that decide by shape): "hidden 4096 NONE", and lo, hi count tokens
     shape: str = ""
+    #: what moved it (``artune.review.causes``): a switch's new default, table rows or functions; () unknown
+    cause: tuple[str, ...] = ()
+    #: the engine's switch setting it moves under ("VLLM_ALLREDUCE_USE_FLASHINFER=0"), "" with nothing set
+    switch: str = ""
 
     @property
     def on_one_host(self) -> bool:
@@ -159,8 +164,13 @@ class BenchCommand:
 
     @property
     def text(self) -> str:
-        """The command as a shell line."""
-        return shlex.join(self.argv) + (f" > {shlex.quote(self.output)}" if self.stdout else "")
+        """The command as a shell line; an argument naming a variable each host sets (``$MASTER_ADDR``, as a
+        multi-node launch needs) is left for the shell to expand."""
+        line = " ".join(a if _VARIABLE.match(a) else shlex.quote(a) for a in self.argv)
+        return line + (f" > {shlex.quote(self.output)}" if self.stdout else "")
+
+
+_VARIABLE = re.compile(r"^--[\w-]+=\$\{?[A-Z_]+\}?(:\d+)?$")  # --rdzv_endpoint=$MASTER_ADDR:29500
 
 
 @dataclass(frozen=True)
@@ -178,6 +188,21 @@ class EvidenceQuestion:
     ranges: tuple[tuple[str, int, int | None], ...]
     commands: tuple[BenchCommand, ...]
     why: str = ""
+    #: where the ranks run: on one host (1), or across that many hosts in one NVLink domain (``nvlink``
+    #: "rack") or joined over a network ("host")
+    hosts: int = 1
+    nvlink: str = "host"
+    switch: str = ""  # the engine's switch setting the ranges move under ("NAME=0"), "" with nothing set
+    causes: tuple[str, ...] = ()  # what moved them (``Move.cause``'s parts)
+
+    @property
+    def where(self) -> str:
+        """``ws 8``, or ``ws 8 across 2 hosts in one NVLink domain`` (``... over a network``)."""
+        under = f" with {self.switch}" if self.switch else ""
+        if self.hosts == 1:
+            return f"ws {self.world_size}{under}"
+        joined = "in one NVLink domain" if self.nvlink == "rack" else "over a network"
+        return f"ws {self.world_size} across {self.hosts} hosts {joined}{under}"
 
 
 @dataclass(frozen=True)
@@ -298,6 +323,8 @@ class Review:
     ranked: tuple[Question, ...]
     questions: tuple[Question, ...]  # new in AFTER
     inherited: tuple[Question, ...]  # already in BEFORE: not introduced here
+    #: new in AFTER, about world sizes whose decisions this change does not move at its arches: not asked
+    unmoved: tuple[Question, ...]
     resolved: tuple[Question, ...]  # in BEFORE, gone from AFTER
     notes: tuple[Question, ...]  # AFTER's notes (information, not questions)
     asks: tuple[EvidenceQuestion, ...]  # moved ranges no evidence covers, per arch and world size

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from artune.review.types import ArchChange, EvidenceQuestion, Move, ParamChange, Question, RegretEvidence, Verdict
+from artune.review.types import ArchChange, EvidenceQuestion, Move, ParamChange, Question, Verdict
 
 #: codes of the findings that are measured losses: they ask for changes, not answers
 LOSSES = ("X201", "X202")
@@ -26,22 +26,6 @@ _CONCERNS = {  # the other concerns, as the verdict's line counts them
 def _span(values: Sequence[float]) -> str:
     lo, hi = f"{min(values):.2f}", f"{max(values):.2f}"
     return lo if lo == hi else f"{lo}-{hi}"
-
-
-def _weighed(regret: Sequence[RegretEvidence]) -> list[str]:
-    """``modelled regret 1.10-1.15 -> 1.00`` per basis: before's and after's range over the rows weighed."""
-    out = []
-    for basis in ("measured", "modelled"):
-        rows = [r for r in regret if r.basis == basis]
-        if rows:
-            text = f"{basis} regret {_span([r.before for r in rows])} -> {_span([r.after for r in rows])}"
-            if basis == "modelled":
-                # a modelled figure is stated with its calibrated interval, and where it cannot tell, says so
-                text += f" (calibrated p90 up to {max(r.after_high for r in rows):.2f}"
-                undecided = sum(bool(r.undecided) for r in rows)
-                text += f"; cannot tell on {undecided} of {len(rows)})" if undecided else ")"
-            out.append(text)
-    return out
 
 
 def _count(n: int, noun: str) -> str:
@@ -69,11 +53,11 @@ def verdict(
     arches: Sequence[ArchChange],
     params: Sequence[ParamChange],
     questions: Sequence[Question],
-    regret: Sequence[RegretEvidence] = (),
     asks: Sequence[EvidenceQuestion] = (),
     concerns: Sequence[Question] = (),
 ) -> tuple[Verdict, str]:
-    """The verdict and its line (one sentence)."""
+    """The verdict and its line: one sentence, what changes, then what decides it (the figures are the
+    page's: Regret, Losses)."""
     losses = [c for c in concerns if c.code in LOSSES]
     if not (moved or arches or params):
         if questions:
@@ -83,20 +67,21 @@ def verdict(
     if losses:
         reasons.append(f"{_count(len(losses), 'measured loss')} ({', '.join(sorted({c.code for c in losses}))})")
     if asks:
-        ranges = sum(len(a.ranges) for a in asks)
-        reasons.append(f"{_count(ranges, 'moved range')} unmeasured at {_count(len(asks), 'arch and world size pair')}")
+        reasons.append(f"no evidence covers {'it' if len(asks) == 1 else 'them'} at {_count(len(asks), 'place')}")
     for code, what in _CONCERNS.items():
         found = [c for c in concerns if c.code == code]
         if found:
             reasons.append(f"{_count(len(found), what[0])} {what[1]}")
     if questions:
         errors = sum(q.severity == "error" for q in questions)
-        reasons.append(_count(len(questions), "check question") + (f" ({errors} errors)" if errors else ""))
-    what = "; ".join([_what(moved, arches, params), *_weighed(regret)])
+        news = _count(len(questions), "new finding") + (f" ({errors} errors)" if errors else "")
+        reasons.append(f"{news} {'needs' if len(questions) == 1 else 'need'} an answer")
+    what = _what(moved, arches, params)
     if losses:
         kind = Verdict.REQUEST_CHANGES
     elif reasons:
         kind = Verdict.QUESTIONS
     else:
         return Verdict.APPROVE, f"approve: evidence covers every move and no moved row loses; {what}."
-    return kind, f"{kind.value}: {', '.join(reasons)}; {what}."
+    said = reasons[0] if len(reasons) == 1 else f"{', '.join(reasons[:-1])} and {reasons[-1]}"
+    return kind, f"{kind.value}: {what}; {said}."

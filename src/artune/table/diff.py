@@ -104,7 +104,10 @@ def _pieces(plan: Plan | None, fallback: str) -> list[tuple[int, tuple[str, ...]
         return [(0, (fallback,))]
     out: list[tuple[int, tuple[str, ...]]] = []
     for lower, _upto, candidates in plan.spans():
-        names = [n for n in candidates if _usable(plan, n) and n != plan.fallback]
+        # the fallback runs wherever it is listed, so what follows it never runs: an engine's early return
+        # to its process group (vLLM's ``nccl`` before ``custom_ar``) is a band that starts with the fallback
+        listed = candidates[: candidates.index(plan.fallback)] if plan.fallback in candidates else candidates
+        names = [n for n in listed if _usable(plan, n)]
         out.append((lower, _reachable((*names, plan.fallback))))
     return out
 

@@ -307,3 +307,25 @@ def _locate(path: str) -> Files | SourceFile:
                 return Files(source, configs, environ, dispatcher, quick)
             return configs or source
     return read_source(found[0], root=base)
+
+
+def switch_defaults(path: str) -> dict[str, Any]:
+    """``SGLANG_...`` -> its default as the release at ``path`` computes it (``environ.py``), for the review's
+    switch dimension; {} for a configs file read alone."""
+    found = _locate(path)
+    return env_defaults(found.environ) if isinstance(found, Files) else {}
+
+
+def config_functions(path: str) -> list[Evaluated]:
+    """The top-level functions of the release's configs file (``_sm107_configs``), fingerprinted: where each
+    arch's rows are built, for the review to name the one that changed; [] without a configs file."""
+    import ast
+
+    from artune.formats.fingerprints import evaluated as record
+
+    found = _locate(path)
+    configs = found.configs if isinstance(found, Files) else found
+    if configs is None:
+        return []
+    tree = ast.parse(configs.text)
+    return [record(node.name, node, configs.path) for node in tree.body if isinstance(node, ast.FunctionDef)]

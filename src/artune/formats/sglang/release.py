@@ -276,8 +276,8 @@ class Release:
         key = reading.identity()
         twin = next((a for a, k in self.keys.items() if k == key), None)
         how = f"SGLang's own dispatch on the capability ({arch}) gives it"
-        if twin is not None:
-            table = self.tables[twin].with_changes(
+        if twin is not None:  # its rows, with the block counts it computes on this GPU (num_sm is its own)
+            table = self._table(self._read(arch, reading)).with_changes(
                 borrowed=(f"arch {arch} has no configs of its own in {self.origin}; {how} arch {twin}'s",)
             )
         elif key == self.default_key:
