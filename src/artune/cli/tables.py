@@ -24,7 +24,7 @@ from artune.formats.references import reference_set
 from artune.measure.records import DTYPE_BYTES
 from artune.sizes import format_size, format_span, parse_size
 from artune.sources import SOURCES, Source, open_source, open_tables, selected_source, source_findings
-from artune.table.check import Finding, modelled_summary
+from artune.table.check import Finding, modelled_summary, raises_at
 from artune.table.decide import Decision, decide
 from artune.table.io import dumps_table, table_to_dict
 from artune.table.overrides import apply_overrides, parse_overrides
@@ -256,13 +256,13 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
         if not args.arch:
             raise ArtuneError("explain: --reference needs --arch, e.g. --arch 10.7")
         return _same_vendor(reference_set(args.reference).resolve(args.arch), args.arch, args.reference)
-    if args.env:
-        return _under_env(args)
+    if args.env or (args.dtype and args.arch and args.table.startswith(("vllm:", "vllm=="))):
+        return _under_env(args)  # vLLM's code read for the message's dtype (and --env's switches)
     source = open_source(args.table)
     if source.table_set is not None and len(source.tables) > 1:
         if not args.arch:
             raise ArtuneError(f"explain: {args.table} holds tables for several arches; give --arch, e.g. --arch 10.7")
-        _refuse_where_it_raises(source.findings, args)
+        _refuse_where_it_raises(source.findings, args, source.table_set.tables)
         return _same_vendor(source.table_set.resolve(args.arch), args.arch, args.table)
     return source.tables[0]
 
@@ -279,7 +279,7 @@ def _engine_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
             "sglang==VERSION or ENGINE:PATH"
         )
     pairs = {}
-    for item in args.env:
+    for item in args.env or ():
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise ArtuneError(f"explain: --env {item!r}: give VAR=VALUE, e.g. VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT8")
@@ -289,7 +289,7 @@ def _engine_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
 
 def _under_env(args: argparse.Namespace) -> Table:
     """The table the engine's own code runs for ``--arch`` with ``--env``'s variables set (ROCm: its tables
-    alone)."""
+    alone); vLLM's read for ``--dtype``'s messages."""
     from artune.formats.vllm.read import read_vllm, rocm_tables
 
     if not args.arch:
@@ -300,15 +300,28 @@ def _under_env(args: argparse.Namespace) -> Table:
 
         reading = sglang.rocm_tables(path, pairs) if rocm.is_gfx(args.arch) else sglang.read_sglang(path, pairs)
         return reading.tables.resolve(args.arch)
+    dtype = args.dtype or "bfloat16"
     if rocm.is_gfx(args.arch):
-        reading = rocm_tables(path, pairs)
+        reading = rocm_tables(path, pairs, dtype)
         _refuse_where_it_raises(reading.findings, args)
         return reading.tables.resolve(args.arch)
-    return read_vllm(path, pairs).tables.resolve(args.arch)
+    reading = read_vllm(path, pairs, dtype)
+    _refuse_where_it_raises(reading.findings, args, reading.tables.tables)
+    return reading.tables.resolve(args.arch)
 
 
-def _refuse_where_it_raises(findings: Any, args: argparse.Namespace) -> None:
-    """An error where the engine raises at start-up on this AMD arch and world size (V110): no all-reduce runs."""
+def _refuse_where_it_raises(findings: Any, args: argparse.Namespace, named: Any = ()) -> None:
+    """An error where the engine raises at start-up on this AMD arch and world size (V110), or where its own
+    code raises on one host of this arch (E203; ``named``: the arches its tables name, any other read as
+    ``default``): no all-reduce runs."""
+    if args.arch and not rocm.is_gfx(args.arch) and args.hosts == 1:
+        arch = args.arch if args.arch in named else "default"
+        found = raises_at(list(findings), arch, args.world_size, not args.no_multicast, args.mode)
+        if found is not None:
+            raise ArtuneError(
+                f"explain: {found.message} ({found.source or found.table}); the engine does not run this all-reduce "
+                "there, so no algorithm does"
+            )
     gfx = rocm.gfx_arch(args.arch) if args.arch else None
     for found in findings:
         sizes = re.search(r"at world sizes? ([\d, ]+):", found.message) if found.code == "V110" else None
@@ -343,7 +356,7 @@ def _rocm_switches(args: argparse.Namespace, table: Table, algorithm: str) -> li
         return []
     out = [f"switches: {', '.join(str(v) for v in values.values())}", f"decided by: {decided_by(algorithm, values)}"]
     cast = values.get("VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16")
-    if (args.dtype or "bfloat16") != "bfloat16" and cast is not None and not cast.value:
+    if table.dtype != (args.dtype or "bfloat16") and cast is not None and not cast.value:
         out.append(
             f"unverified: the reading asks vLLM with bfloat16 messages; with {cast} a {args.dtype} message reads "
             "QuickReduce's own _QR_MIN_SIZE row for its dtype, which this table does not hold"
@@ -381,7 +394,8 @@ def run_explain(args: argparse.Namespace) -> int:
     nbytes, shape = _message(args, table, dtype)
     # the call a user of this table's platform makes: no multicast outside NVIDIA GPUs
     multicast = kind == "cuda" and not args.no_multicast
-    unavailable = _unavailable(args, kind, dtype, nbytes, multicast, env)
+    # a table read by the engine's code for this dtype holds what that code decides: no list of ours on top
+    unavailable = _unavailable(args, kind, None if table.dtype == dtype else dtype, nbytes, multicast, env)
     if not 1 <= args.hosts <= args.world_size:
         print(f"artune explain: --hosts must be from 1 to --world-size ({args.world_size})", file=sys.stderr)
         return 2
@@ -442,7 +456,7 @@ def _explain_table(args: argparse.Namespace, env: settings.Settings) -> Table:
 
 
 def _unavailable(
-    args: argparse.Namespace, kind: str, dtype: str, nbytes: int, multicast: bool, env: settings.Settings
+    args: argparse.Namespace, kind: str, dtype: str | None, nbytes: int, multicast: bool, env: settings.Settings
 ) -> dict[str, str]:
     """Algorithms the call cannot run, with why: the catalog's conditions, and on CPU what a Communicator here
     would find in /dev/shm."""
