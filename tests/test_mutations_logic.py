@@ -33,6 +33,7 @@ from artune.formats import read_engine
 from artune.formats.releases import fetch_release
 from artune.oracles import RAISES, Probe
 from artune.oracles import vllm as oracle
+from artune.sources import open_source
 from test_mutations_vllm import CUDA, CUSTOM, SYMM, VERSION, Edit, _mutated, inserted
 
 MiB = 1 << 20
@@ -258,6 +259,25 @@ def test_a_cap_halved_for_float32_is_read_for_float32(
         args = ["explain", "--table", f"vllm:{root}", "--arch", "9.0", "--world-size", "6", "--size", "6MiB"]
         assert main([*args, "--no-multicast", "--dtype", dtype]) == 0
         assert capsys.readouterr().out.startswith(expected)
+    # check reads fp32 too, and says where it decides otherwise than the bf16 tables; fp16 decides as bf16
+    notes = [f for f in open_source(f"vllm:{root}").findings if f.code == "V120"]
+    assert len(notes) == 1 and notes[0].message.startswith("for float32 messages") and "9.0 ws=6" in notes[0].message
+
+
+def test_a_raise_for_float32_only_is_checks_finding(release: Path, readings: Path) -> None:
+    root = _mutated(
+        release,
+        readings,
+        [(CUDA, inserted("CudaCommunicator", "all_reduce", "assert input_.dtype != torch.float32"))],
+    )
+    probes = _slice(root, (2,))
+    engine = _agree(root, probes)
+    # by construction: every fp32 all-reduce raises, no bf16 or fp16 one
+    assert {e for p, e in zip(probes, engine, strict=True) if p.dtype == "float32"} == {RAISES}
+    assert RAISES not in {e for p, e in zip(probes, engine, strict=True) if p.dtype != "float32"}
+    found = [f for f in open_source(f"vllm:{root}").findings if f.code == "E203"]
+    assert found and all(f.message.endswith("(for float32 messages)") for f in found)
+    assert {f.world_size for f in found} >= {2, 3, 4}
 
 
 def test_symmetric_memory_taking_fp16_is_not_vetoed_by_a_list(release: Path, readings: Path) -> None:
