@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import shutil
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -324,3 +325,41 @@ def test_sglang_a_table_builder_that_raises_is_a_caveat_naming_its_line(
     caveats = read_engine("sglang", str(copy)).tables.resolve("9.0").caveats
     named = [c for c in caveats if c.where == f"{copy}/{configs}:{line}"]
     assert named and all("raises AssertionError" in c.detail and c.assumed for c in named), caveats
+
+
+def test_a_switch_the_release_adds_is_read_from_its_own_envs(release: Path, readings: Path) -> None:
+    """A new ``VLLM_CUSTOM_AR_OFF`` in the release's ``envs.py`` (default off) that ``should_custom_ar`` tests.
+    By construction: at its default nothing moves; set to 1, custom all-reduce takes no size. The oracle runs
+    the release's own ``envs.py``, so it holds the new switch; artune reads it with the same settings."""
+    from artune.formats.vllm.read import read_vllm
+    from artune.oracles import decide_all
+
+    root = _mutated(
+        release,
+        readings,
+        [
+            (
+                "vllm/envs.py",
+                replaced(
+                    "environment_variables: dict[str, Callable[[], Any]] = {\n",
+                    "environment_variables: dict[str, Callable[[], Any]] = {\n"
+                    '    "VLLM_CUSTOM_AR_OFF": lambda: bool(int(os.getenv("VLLM_CUSTOM_AR_OFF", "0"))),\n',
+                ),
+            ),
+            (
+                CUSTOM,
+                replaced(
+                    "        if self.disabled or self.mnnvl_only or self.world_size > 8:\n            return False\n",
+                    "        if self.disabled or self.mnnvl_only or self.world_size > 8:\n            return False\n"
+                    "        if envs.VLLM_CUSTOM_AR_OFF:\n            return False\n",
+                ),
+            ),
+        ],
+    )
+    default = [p for p in _slice(root, (2, 6)) if p.dtype == "bfloat16"]
+    assert "custom_ar" in _agree(root, default)
+    on = [replace(p, env=(("VLLM_CUSTOM_AR_OFF", "1"),)) for p in default]
+    engine = oracle.engine_decisions(root, on)
+    assert "custom_ar" not in engine
+    found = read_vllm(str(root), {"VLLM_CUSTOM_AR_OFF": "1"})
+    assert decide_all(found.tables, on, found.findings) == engine
