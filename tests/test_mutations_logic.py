@@ -34,7 +34,7 @@ from artune.formats import read_engine
 from artune.formats.releases import fetch_release
 from artune.oracles import RAISES, Probe
 from artune.oracles import vllm as oracle
-from artune.sources import open_source
+from artune.sources import open_source, source_findings
 from test_mutations_vllm import CUDA, CUSTOM, SYMM, VERSION, Edit, _mutated, inserted
 
 MiB = 1 << 20
@@ -363,3 +363,43 @@ def test_a_switch_the_release_adds_is_read_from_its_own_envs(release: Path, read
     assert "custom_ar" not in engine
     found = read_vllm(str(root), {"VLLM_CUSTOM_AR_OFF": "1"})
     assert decide_all(found.tables, on, found.findings) == engine
+
+
+def test_a_test_the_evaluator_cannot_know_is_answered_both_ways(
+    release: Path, readings: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The issue's case: symmetric memory's size test kept as a ``functools.partial``, whose truth the evaluator
+    cannot know. By construction vLLM runs symm_mem_multimem at 16 MiB on 9.0 ws=6 (under its 9.0 row), so
+    artune's 'false' (nccl) is not the answer: explain says both, and which is which."""
+    root = _mutated(
+        release,
+        readings,
+        [
+            (SYMM, lambda text: "import functools\nimport operator\n" + text),
+            (
+                SYMM,
+                replaced(
+                    "        return inp_size <= self.max_size\n",
+                    "        fits = functools.partial(operator.le, inp_size)\n"
+                    "        if fits(self.max_size):\n"
+                    "            return True\n"
+                    "        return False\n",
+                ),
+            ),
+        ],
+    )
+    probe = next(
+        p
+        for p in _slice(root, (6,))
+        if (p.arch, p.dtype, p.mode, p.multicast, p.nbytes) == ("9.0", "bfloat16", "eager", True, 16 * MiB)
+    )
+    assert oracle.engine_decisions(root, [probe]) == ["symm_mem_multimem"]
+    args = ["explain", "--table", f"vllm:{root}", "--arch", "9.0", "--world-size", "6", "--size", "16MiB"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("nccl unverified")
+    assert "if `fits(self.max_size)` holds, vLLM runs symm_mem_multimem here; artune's nccl takes it as false" in out
+    # check names it as a caveat (E401), with what artune assumed
+    source = open_source(f"vllm:{root}")
+    e401 = [f for f in source_findings(source) if f.code == "E401" and "fits(self.max_size)" in f.message]
+    assert e401 and all("artune assumed the condition is false" in f.message for f in e401)

@@ -29,7 +29,7 @@ from artune.table.decide import Decision, decide
 from artune.table.io import dumps_table, table_to_dict
 from artune.table.overrides import apply_overrides, parse_overrides
 from artune.table.selection import select_table
-from artune.table.types import MODES, NVLINK_DOMAINS, Plan, ShapePlan, Table, TokenShape
+from artune.table.types import MODES, NVLINK_DOMAINS, CaveatKind, Plan, ShapePlan, Table, TokenShape
 
 
 def register(commands: Any) -> None:
@@ -418,6 +418,7 @@ def run_explain(args: argparse.Namespace) -> int:
     figures = _figures(table, decision.world_size, decision.mode, decision.multicast)
     # what the engine reading behind the table cannot vouch for, where it could touch this decision
     unverified = [c.describe() for c in table.caveats if c.touches(args.world_size)]
+    unverified += _other_outcome(args, table, decision.algorithm, nbytes, available, multicast)
     call = _Explained(
         nbytes, shape, dtype, multicast if kind == "cuda" else None, kernel, note, figures, steps, unverified
     )
@@ -426,6 +427,42 @@ def run_explain(args: argparse.Namespace) -> int:
     else:
         _print_explained(args, decision, call)
     return 0
+
+
+def _other_outcome(
+    args: argparse.Namespace, table: Table, answer: str, nbytes: int, available: frozenset[str], multicast: bool
+) -> list[str]:
+    """Where vLLM's code tests what the evaluator cannot know (artune took it as false) at this world size: the
+    answer with those tests taken as true, read by the same code, so the reader sees both outcomes."""
+    from artune.formats import engine_source
+    from artune.formats.pyeval.statements import FALSE
+
+    unknown = [
+        c
+        for c in table.caveats
+        if c.kind is CaveatKind.UNEVALUATED and c.assumed == FALSE and c.touches(args.world_size)
+    ]
+    found = engine_source(args.table) if args.table and unknown and table.rules == "vllm" else None
+    if found is None or found[0] != "vllm" or rocm.is_gfx(args.arch or ""):
+        return []
+    from artune.formats.vllm.read import reading
+
+    assume = frozenset((c.where.rpartition(":")[0], int(c.where.rpartition(":")[2])) for c in unknown)
+    other = reading(found[1], _engine_env(args)[1] if args.env else {}, table.dtype or "bfloat16", assume)[0]
+    decision = decide(
+        other.tables.resolve(args.arch),
+        nbytes,
+        args.world_size,
+        args.mode,
+        available,
+        args.hosts,
+        multicast,
+        args.nvlink_domain,
+    )
+    tests = "; ".join(sorted({c.detail.split(": ", 1)[0].removeprefix("if ").removesuffix(":") for c in unknown}))
+    if decision.algorithm == answer:
+        return [f"either outcome of `{tests}` runs {answer} here (read both ways)"]
+    return [f"if `{tests}` holds, vLLM runs {decision.algorithm} here; artune's {answer} takes it as false"]
 
 
 @dataclass(frozen=True)

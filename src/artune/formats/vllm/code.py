@@ -107,6 +107,7 @@ class ReleaseCode:
         settings: Mapping[str, str] | None = None,
         keep: bool = True,
         dtype: str = "bfloat16",
+        assume_true: frozenset[tuple[str, int]] = frozenset(),
     ) -> None:
         if dtype not in DTYPES:
             raise TableError(f"dtype {dtype!r}: vLLM's all-reduce is read for one of {', '.join(DTYPES)}")
@@ -120,6 +121,8 @@ class ReleaseCode:
         # a reading kept from an earlier process (artune.formats.vllm.memo): its outcomes need no evaluation
         # another dtype's reading is kept apart (a name no VLLM_* variable has stands for it among the settings)
         named = {**self.stage.settings, **({"(dtype)": dtype} if dtype != "bfloat16" else {})}
+        if assume_true:  # the other outcome of tests the evaluator cannot know: a reading of its own
+            named["(assume true)"] = repr(sorted(assume_true))
         self._kept = memo.readings_dir() / memo.name(files, named) if keep else None
         data = memo.load(self._kept) if self._kept is not None else None
         for what, machines in memo.met(data) if data else ():
@@ -137,6 +140,7 @@ class ReleaseCode:
             interp.fakes = self.fakes  # one world: each module sees what the others bound
             interp.opaque_calls = True
             interp.unmodelled = self._tell
+            interp.assume_true = set(assume_true)  # by (file, line): a function may run in another's interpreter
             interp.run_module(defer=True)
             self.modules[module] = interp
             self.sources[module] = source

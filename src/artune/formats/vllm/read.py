@@ -285,11 +285,15 @@ def _tables(
 
 
 def build(
-    files: list[SourceFile], settings: Mapping[str, str] | None = None, dtype: str = "bfloat16"
+    files: list[SourceFile],
+    settings: Mapping[str, str] | None = None,
+    dtype: str = "bfloat16",
+    assume_true: frozenset[tuple[str, int]] = frozenset(),
 ) -> tuple[EngineImport, ReleaseCode]:
     """vLLM's tables from ``files`` read by their own code (where the dispatch is among them) for messages of
-    ``dtype``, and the evaluated release."""
-    release = ReleaseCode(files, settings, dtype=dtype)
+    ``dtype``, and the evaluated release; ``assume_true``: the ``(file, line)`` of ``if`` tests the evaluator
+    cannot know, taken as true (their other outcome) instead of false."""
+    release = ReleaseCode(files, settings, dtype=dtype, assume_true=assume_true)
     figures = read_figures(release)
     met_caveats = tuple(_caveats(list(release.met.values()), figures))
     if not release.complete:
@@ -650,16 +654,19 @@ def _files(path: str) -> list[SourceFile]:
 
 
 def reading(
-    path: str, settings: Mapping[str, str] | None = None, dtype: str = "bfloat16"
+    path: str,
+    settings: Mapping[str, str] | None = None,
+    dtype: str = "bfloat16",
+    assume_true: frozenset[tuple[str, int]] = frozenset(),
 ) -> tuple[EngineImport, ReleaseCode]:
-    """The reading of ``path`` for messages of ``dtype`` and its evaluated release, once per content in this
-    process."""
+    """The reading of ``path`` for messages of ``dtype`` (with the tests ``assume_true`` names taken as true)
+    and its evaluated release, once per content in this process."""
     files = _files(path)
-    key = (*_key(path, files, settings), dtype)
+    key = (*_key(path, files, settings), dtype, assume_true)
     if key not in _READINGS:
         if len(_READINGS) >= _KEEP:
             _READINGS.pop(next(iter(_READINGS)))
-        _READINGS[key] = build(files, settings, dtype)
+        _READINGS[key] = build(files, settings, dtype, assume_true)
     return _READINGS[key]
 
 
