@@ -103,8 +103,13 @@ def test_the_engines_own_raise_is_a_finding_in_check_explain_and_verify(
     assert {e for p, e in zip(probes, engine, strict=True) if p.world_size in (3, 5)} == {RAISES}
     assert RAISES not in {e for p, e in zip(probes, engine, strict=True) if p.world_size not in (3, 5)}
 
-    found = [f for f in read_engine("vllm", str(root)).findings if f.code == "E203"]
+    findings = read_engine("vllm", str(root)).findings
+    found = [f for f in findings if f.code == "E203"]
     assert sorted(f.world_size for f in found) == [3, 5]
+    holes = [f for f in findings if f.code == "E201"]  # no longer 'nccl runs there' where vLLM raises
+    assert holes and all(
+        f.message.endswith("except at world sizes 3, 5, where vLLM raises instead (E203)") for f in holes
+    )
     for f in found:
         assert f.source == f"{root}/{CUSTOM}:{lookup}" and f.severity == "error"
         assert f"vLLM raises KeyError at world size {f.world_size} (custom_all_reduce.py:{lookup}" in f.message

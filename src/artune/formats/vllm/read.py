@@ -330,6 +330,14 @@ def build(
     if raised:  # the evaluated raise is the finding: the rules' account of the same place would say it twice
         said = {(arch, f.world_size) for f in raised for arch in f.arch.split(", ")}
         kept = [f for f in imported.findings if f.code != "E202" or (f.arch, f.world_size) not in said]
+        # the rules' holes (E201) say nccl runs there; where the code raises instead, E203 is the answer
+        sizes = _sizes({f.world_size for f in raised if f.world_size is not None})
+        kept = [
+            replace(f, message=f"{f.message}; except at world sizes {sizes}, where vLLM raises instead (E203)")
+            if f.code == "E201"
+            else f
+            for f in kept
+        ]
         imported = replace(imported, findings=tuple(kept))
     return _with_rocm(imported, evaluation, caveats_of, settings), release
 
