@@ -153,12 +153,14 @@ def _markdown(rows: list[Row]) -> None:
     racks = [n for n in names if n.endswith("rack")]
     networks = [n for n in names if n.endswith("network")]
     amd = [n for n in names if " gfx" in n]  # ROCm probes: "1 host gfx942 QR=INT8 AITER=on"
+    dtypes = [n for n in names if n.endswith(("float16", "float32"))]  # "1 host float32": bf16 is the others'
     print(
         "| engine | release | reads | probes | equal to the engine's code | 1 host (probes / equal) | "
         "across hosts, one NVLink domain (probes / equal) | across hosts, a network (probes / equal) | "
+        "1 host, fp16 and fp32 (probes / equal) | "
         "ROCm, every QuickReduce level, AITER on and off (probes / equal) | `artune check` lines | reading (s) |"
     )
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         reads = row.reads if row.reads == "yes" else row.reads.split(":", 1)[0]
         per = {name: (n, eq) for name, n, eq in row.topologies}
@@ -170,7 +172,7 @@ def _markdown(rows: list[Row]) -> None:
 
         print(
             f"| {row.engine} | {row.version} | {reads} | {row.probes} | {row.equal} | {cell(ones)} | {cell(racks)} "
-            f"| {cell(networks)} | {cell(amd)} | {row.findings} | {row.read_seconds:.1f} |"
+            f"| {cell(networks)} | {cell(dtypes)} | {cell(amd)} | {row.findings} | {row.read_seconds:.1f} |"
         )
     split = sorted({int(name.split()[0]) for name in racks + networks})
     print(f"\nAcross hosts the probes split each group over {', '.join(map(str, split))} hosts.")

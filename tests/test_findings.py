@@ -57,7 +57,7 @@ source = "measured"
 world_size = 3
 mode = "graph"
 fallback = "nccl"
-bands = [{ upto = "1MiB", algorithm = "custom_ar" }, { upto = "8MiB", algorithm = "1shot_push" }]
+bands = [{ upto = "1MiB", algorithm = "quick_ar_int3" }, { upto = "8MiB", algorithm = "1shot_push" }]
 [[plan]]
 world_size = 8
 mode = "eager"

@@ -134,9 +134,10 @@ def _library(name: str) -> tuple[Kernel, ...]:
 
 
 def _vllm_symm_mem(kind: str, summary: str, scheme: Scheme) -> AlgorithmSpec:
-    """vLLM's torch symmetric-memory path ``symm_mem_<kind>``: vLLM builds its communicator only for the world
-    sizes in its table and only where multicast works, for two-shot too."""
-    conditions = Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_BF16, align=4, multicast=True)
+    """vLLM's torch symmetric-memory path ``symm_mem_<kind>``: vLLM builds its communicator only where
+    multicast works, for two-shot too. Its world sizes are no condition here: the release's own code decides
+    them (its table, or a default it falls back on), and artune's reading evaluates that code."""
+    conditions = Conditions(dtypes=_BF16, align=4, multicast=True)
     kernels = (Kernel(f"symm_mem/{kind}", scheme, "torch"),)
     return AlgorithmSpec(f"symm_mem_{kind}", "vllm", summary, conditions=conditions, kernels=kernels, kinds=_CUDA)
 
@@ -238,7 +239,9 @@ SPECS: dict[str, AlgorithmSpec] = {
             "custom_ar",
             "vllm",
             "vLLM custom all-reduce over CUDA (or HIP) IPC peer memory",
-            conditions=Conditions(world_sizes=_VLLM_WORLD_SIZES, dtypes=_HALF_AND_FP32, align=16),
+            # its world sizes are the release's (_SUPPORTED_WORLD_SIZES, and what its own code admits), read by
+            # evaluating that code, never a list kept here
+            conditions=Conditions(dtypes=_HALF_AND_FP32, align=16),
             # it picks per call (artune.formats.vllm.rules.custom_ar_kernel)
             kernels=(
                 Kernel("custom_ar/1stage", Scheme.ONE_SHOT, "custom"),

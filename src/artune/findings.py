@@ -223,6 +223,18 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "Add the missing rows, or keep the communicator from admitting those world sizes.",
     ),
     FindingKind(
+        "E203",
+        "The engine's own code raises",
+        "Evaluated for this arch and world size on one host, the engine's own dispatch code raises (a `KeyError`, "
+        "a failed `assert`): the engine fails at start-up, or on its first all-reduce, and no table says what "
+        "runs there. `artune explain` says so at that world size; `artune verify-engine` counts it as the "
+        "engine's answer.",
+        "vllm/.../custom_all_reduce.py:323: error E203: arch=9.0 ws=3: vLLM raises KeyError at world size 3 "
+        "(custom_all_reduce.py:323: KeyError 3 in self._DEFAULT_MNNVL_ALL_GATHER_MAX_SIZES[world_size]): it "
+        "fails at start-up",
+        "Keep the code from admitting a world size its tables do not hold, or add the missing rows.",
+    ),
+    FindingKind(
         "E301",
         "Bound clipped by a workspace cap",
         "A row's bound is above a buffer or workspace the engine allocates by default (vLLM's 8 MiB custom "
@@ -402,6 +414,17 @@ KINDS: Mapping[str, FindingKind] = _kinds(
         "Raise the cap above the minimum, or choose a level whose minimum it clears.",
     ),
     # ---------------------------------------------------------------- S: SGLang
+    FindingKind(
+        "V120",
+        "vLLM decides another dtype otherwise",
+        "vLLM's code, read for fp16 or fp32 messages, decides otherwise than its bf16 tables do with the dtype "
+        "conditions artune's catalog keeps: a bound or a branch depends on the dtype. `artune explain --dtype` "
+        "reads the code for that dtype; a table that is exported or diffed holds bf16's decisions.",
+        "vllm/.../envs.py: note V120: arch=*: for float32 messages vLLM's code decides otherwise than its "
+        "bfloat16 tables (with artune's dtype conditions) at 9.0 ws=6 multicast=off: `artune explain --dtype "
+        "float32` reads what it runs there; a table exported or diffed holds bfloat16's",
+        "Nothing to fix where the dtype is meant to decide; otherwise make the branch the same for every dtype.",
+    ),
     FindingKind(
         "S101",
         "Configs file read alone (note)",

@@ -65,9 +65,12 @@ def _open(spec: str) -> Source:
         imported = read_engine(*engine) if engine is not None else None
     if imported is not None:
         tables = imported.tables
-        return Source(
-            [*tables.tables.values(), *([tables.default] if tables.default else [])], tables, imported.findings
-        )
+        findings = imported.findings
+        if engine[0] == "vllm":  # its code read for the other dtypes it tells apart, too
+            from artune.formats.vllm.read import dtype_findings
+
+            findings = (*findings, *dtype_findings(engine[1]))
+        return Source([*tables.tables.values(), *([tables.default] if tables.default else [])], tables, findings)
     if spec.startswith(REFERENCE_PREFIX):
         name = spec[len(REFERENCE_PREFIX) :]
         tables = reference_set(name)

@@ -26,12 +26,12 @@ from artune.formats.references import reference_set
 from artune.measure.records import DTYPE_BYTES
 from artune.sizes import format_size, format_span, parse_size
 from artune.sources import SOURCES, Source, open_source, open_tables, selected_source, source_findings
-from artune.table.check import Finding, modelled_summary
+from artune.table.check import Finding, modelled_summary, raises_at
 from artune.table.decide import Decision, decide
 from artune.table.io import dumps_table, table_to_dict
 from artune.table.overrides import apply_overrides, parse_overrides
 from artune.table.selection import select_table
-from artune.table.types import MODES, NVLINK_DOMAINS, Plan, ShapePlan, Table, TokenShape
+from artune.table.types import MODES, NVLINK_DOMAINS, CaveatKind, Plan, ShapePlan, Table, TokenShape
 
 
 def register(commands: Any) -> None:
@@ -267,13 +267,13 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
         if not args.arch:
             raise ArtuneError("explain: --reference needs --arch, e.g. --arch 10.7")
         return _same_vendor(reference_set(args.reference).resolve(args.arch), args.arch, args.reference)
-    if args.env:
-        return _under_env(args)
+    if args.env or (args.dtype and args.arch and args.table.startswith(("vllm:", "vllm=="))):
+        return _under_env(args)  # vLLM's code read for the message's dtype (and --env's switches)
     source = open_source(args.table)
     if source.table_set is not None and len(source.tables) > 1:
         if not args.arch:
             raise ArtuneError(f"explain: {args.table} holds tables for several arches; give --arch, e.g. --arch 10.7")
-        _refuse_where_it_raises(source.findings, args)
+        _refuse_where_it_raises(source.findings, args, source.table_set.tables)
         return _same_vendor(source.table_set.resolve(args.arch), args.arch, args.table)
     return source.tables[0]
 
@@ -290,7 +290,7 @@ def _engine_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
             "sglang==VERSION or ENGINE:PATH"
         )
     pairs = {}
-    for item in args.env:
+    for item in args.env or ():
         name, sep, value = item.partition("=")
         if not sep or not name:
             raise ArtuneError(f"explain: --env {item!r}: give VAR=VALUE, e.g. VLLM_ROCM_QUICK_REDUCE_QUANTIZATION=INT8")
@@ -300,7 +300,7 @@ def _engine_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
 
 def _under_env(args: argparse.Namespace) -> Table:
     """The table the engine's own code runs for ``--arch`` with ``--env``'s variables set (ROCm: its tables
-    alone)."""
+    alone); vLLM's read for ``--dtype``'s messages."""
     from artune.formats.vllm.read import read_vllm, rocm_tables
 
     if not args.arch:
@@ -311,15 +311,28 @@ def _under_env(args: argparse.Namespace) -> Table:
 
         reading = sglang.rocm_tables(path, pairs) if rocm.is_gfx(args.arch) else sglang.read_sglang(path, pairs)
         return reading.tables.resolve(args.arch)
+    dtype = args.dtype or "bfloat16"
     if rocm.is_gfx(args.arch):
-        reading = rocm_tables(path, pairs)
+        reading = rocm_tables(path, pairs, dtype)
         _refuse_where_it_raises(reading.findings, args)
         return reading.tables.resolve(args.arch)
-    return read_vllm(path, pairs).tables.resolve(args.arch)
+    reading = read_vllm(path, pairs, dtype)
+    _refuse_where_it_raises(reading.findings, args, reading.tables.tables)
+    return reading.tables.resolve(args.arch)
 
 
-def _refuse_where_it_raises(findings: Any, args: argparse.Namespace) -> None:
-    """An error where the engine raises at start-up on this AMD arch and world size (V110): no all-reduce runs."""
+def _refuse_where_it_raises(findings: Any, args: argparse.Namespace, named: Any = ()) -> None:
+    """An error where the engine raises at start-up on this AMD arch and world size (V110), or where its own
+    code raises on one host of this arch (E203; ``named``: the arches its tables name, any other read as
+    ``default``): no all-reduce runs."""
+    if args.arch and not rocm.is_gfx(args.arch) and args.hosts == 1:
+        arch = args.arch if args.arch in named else "default"
+        found = raises_at(list(findings), arch, args.world_size, not args.no_multicast, args.mode)
+        if found is not None:
+            raise ArtuneError(
+                f"explain: {found.message} ({found.source or found.table}); the engine does not run this all-reduce "
+                "there, so no algorithm does"
+            )
     gfx = rocm.gfx_arch(args.arch) if args.arch else None
     for found in findings:
         sizes = re.search(r"at world sizes? ([\d, ]+):", found.message) if found.code == "V110" else None
@@ -354,7 +367,7 @@ def _rocm_switches(args: argparse.Namespace, table: Table, algorithm: str) -> li
         return []
     out = [f"switches: {', '.join(str(v) for v in values.values())}", f"decided by: {decided_by(algorithm, values)}"]
     cast = values.get("VLLM_ROCM_QUICK_REDUCE_CAST_BF16_TO_FP16")
-    if (args.dtype or "bfloat16") != "bfloat16" and cast is not None and not cast.value:
+    if table.dtype != (args.dtype or "bfloat16") and cast is not None and not cast.value:
         out.append(
             f"unverified: the reading asks vLLM with bfloat16 messages; with {cast} a {args.dtype} message reads "
             "QuickReduce's own _QR_MIN_SIZE row for its dtype, which this table does not hold"
@@ -392,7 +405,8 @@ def run_explain(args: argparse.Namespace) -> int:
     nbytes, shape = _message(args, table, dtype)
     # the call a user of this table's platform makes: no multicast outside NVIDIA GPUs
     multicast = kind == "cuda" and not args.no_multicast
-    unavailable = _unavailable(args, kind, dtype, nbytes, multicast, env)
+    # a table read by the engine's code for this dtype holds what that code decides: no list of ours on top
+    unavailable = _unavailable(args, kind, None if table.dtype == dtype else dtype, nbytes, multicast, env)
     if not 1 <= args.hosts <= args.world_size:
         print(f"artune explain: --hosts must be from 1 to --world-size ({args.world_size})", file=sys.stderr)
         return 2
@@ -415,6 +429,7 @@ def run_explain(args: argparse.Namespace) -> int:
     figures = _figures(table, decision.world_size, decision.mode, decision.multicast)
     # what the engine reading behind the table cannot vouch for, where it could touch this decision
     unverified = [c.describe() for c in table.caveats if c.touches(args.world_size)]
+    unverified += _other_outcome(args, table, decision.algorithm, nbytes, available, multicast)
     call = _Explained(
         nbytes, shape, dtype, multicast if kind == "cuda" else None, kernel, note, figures, steps, unverified
     )
@@ -423,6 +438,42 @@ def run_explain(args: argparse.Namespace) -> int:
     else:
         _print_explained(args, decision, call)
     return 0
+
+
+def _other_outcome(
+    args: argparse.Namespace, table: Table, answer: str, nbytes: int, available: frozenset[str], multicast: bool
+) -> list[str]:
+    """Where vLLM's code tests what the evaluator cannot know (artune took it as false) at this world size: the
+    answer with those tests taken as true, read by the same code, so the reader sees both outcomes."""
+    from artune.formats import engine_source
+    from artune.formats.pyeval.statements import FALSE
+
+    unknown = [
+        c
+        for c in table.caveats
+        if c.kind is CaveatKind.UNEVALUATED and c.assumed == FALSE and c.touches(args.world_size)
+    ]
+    found = engine_source(args.table) if args.table and unknown and table.rules == "vllm" else None
+    if found is None or found[0] != "vllm" or rocm.is_gfx(args.arch or ""):
+        return []
+    from artune.formats.vllm.read import reading
+
+    assume = frozenset((c.where.rpartition(":")[0], int(c.where.rpartition(":")[2])) for c in unknown)
+    other = reading(found[1], _engine_env(args)[1] if args.env else {}, table.dtype or "bfloat16", assume)[0]
+    decision = decide(
+        other.tables.resolve(args.arch),
+        nbytes,
+        args.world_size,
+        args.mode,
+        available,
+        args.hosts,
+        multicast,
+        args.nvlink_domain,
+    )
+    tests = "; ".join(sorted({c.detail.split(": ", 1)[0].removeprefix("if ").removesuffix(":") for c in unknown}))
+    if decision.algorithm == answer:
+        return [f"either outcome of `{tests}` runs {answer} here (read both ways)"]
+    return [f"if `{tests}` holds, vLLM runs {decision.algorithm} here; artune's {answer} takes it as false"]
 
 
 @dataclass(frozen=True)
@@ -453,7 +504,7 @@ def _explain_table(args: argparse.Namespace, env: settings.Settings) -> Table:
 
 
 def _unavailable(
-    args: argparse.Namespace, kind: str, dtype: str, nbytes: int, multicast: bool, env: settings.Settings
+    args: argparse.Namespace, kind: str, dtype: str | None, nbytes: int, multicast: bool, env: settings.Settings
 ) -> dict[str, str]:
     """Algorithms the call cannot run, with why: the catalog's conditions, and on CPU what a Communicator here
     would find in /dev/shm."""

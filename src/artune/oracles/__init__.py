@@ -100,8 +100,10 @@ def decide_all(tables: TableSet, probes: Sequence[Probe], raising: Sequence[Find
     """artune's answer per probe from ``tables``: each arch resolved as the set resolves it, then ``decide``
     with what the catalog says can run for that call; ``RAISES`` where one of ``raising`` (the reader's
     findings that the engine raises at start-up: across hosts joined over a network, code N103; on one host
-    of an AMD arch, V110) names the probe's arch and world size there."""
-    from artune import catalog
+    of an AMD arch, V110; on one host where its own code raises, E203) names the probe's arch and world size
+    there."""
+    from artune import catalog, rocm
+    from artune.table.check import raises_at
     from artune.table.decide import decide
 
     resolved = {arch: tables.resolve(arch) for arch in {p.arch for p in probes}}
@@ -119,16 +121,29 @@ def decide_all(tables: TableSet, probes: Sequence[Probe], raising: Sequence[Find
         if f.code == "V110" and (found := re.search(r"at world sizes? ([\d, ]+):", f.message))
         for ws in found.group(1).split(", ")
     }
+    # E203: the engine's own code raises on one host of a CUDA arch (an arch no table names reads "default")
+    raised = [f for f in raising if f.code == "E203"]
+
+    def raises_on_one_host(p: Probe) -> bool:
+        if p.hosts > 1 or not raised or rocm.is_gfx(p.arch):
+            return False
+        arch = p.arch if p.arch in tables.tables else "default"
+        return raises_at(raised, arch, p.world_size, p.multicast, p.mode) is not None
+
     return [
         RAISES
         if (p.hosts > 1 and p.nvlink == "host" and (p.arch, p.world_size) in raises)
         or (p.hosts == 1 and (p.arch, p.world_size) in raises_here)
+        or raises_on_one_host(p)
         else decide(
             resolved[p.arch],
             p.nbytes,
             p.world_size,
             p.mode,
-            catalog.available(p.world_size, p.dtype, p.nbytes, p.multicast, p.hosts),
+            # a table read by the engine's code for the probe's dtype already holds what that code decides for it
+            catalog.available(
+                p.world_size, None if resolved[p.arch].dtype == p.dtype else p.dtype, p.nbytes, p.multicast, p.hosts
+            ),
             hosts=p.hosts,
             multicast=p.multicast,
             nvlink=p.nvlink if p.hosts > 1 else None,

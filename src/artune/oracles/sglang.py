@@ -545,11 +545,15 @@ class Engine:
                 return None
         return None if qr.disabled else qr
 
-    def answer(self, comm: Any, nbytes: int, graph: bool, quick: Any = None) -> str:
-        """What ``comm`` runs for one all-reduce of ``nbytes`` bytes (inside ``capture()`` when ``graph``); on
-        ROCm, where it declines, ``quick`` (GroupCoordinator's order: ``ca``, then ``qr``)."""
+    def answer(self, comm: Any, nbytes: int, graph: bool, quick: Any = None, dtype_name: str = "bfloat16") -> str:
+        """What ``comm`` runs for one all-reduce of ``nbytes`` bytes of ``dtype_name`` (bf16: uint8 for an odd
+        size) (inside ``capture()`` when ``graph``); on ROCm, where it declines, ``quick`` (GroupCoordinator's
+        order: ``ca``, then ``qr``)."""
         torch = self.torch
         dtype, size = (torch.bfloat16, 2) if nbytes % 2 == 0 else (torch.uint8, 1)
+        if dtype_name != "bfloat16":
+            dtype = getattr(torch, dtype_name)
+            size = torch.empty((), dtype=dtype).element_size()
         inp = torch.empty(nbytes // size, dtype=dtype, device="meta")
         self.state.capturing = graph
         self.state.launched.clear()
@@ -581,8 +585,9 @@ class Engine:
         hosts: int = 1,
         rack: bool = False,
         nvlink: bool = True,
+        dtype: str = "bfloat16",
     ) -> list[str]:
-        """The engine's answer for each size, at one world size, multicast, mode and topology."""
+        """The engine's answer for each size of ``dtype``, at one world size, multicast, mode and topology."""
         comm = self.build(world_size, multicast, hosts, rack, nvlink)
         quick = self.build_quick()
         if comm is None and quick is None:
@@ -593,12 +598,12 @@ class Engine:
                     raise OracleGap(f"{type(comm).__name__} has no capture(): graph mode cannot be run as SGLang does")
                 # GroupCoordinator.graph_capture: the custom all-reduce's capture(); QuickReduce needs none
                 with comm.capture() if comm is not None else contextlib.nullcontext():
-                    out = [self.answer(comm, n, True, quick) for n in sizes]
+                    out = [self.answer(comm, n, True, quick, dtype) for n in sizes]
                     self.state.capturing = False  # capture() checks the stream is no longer capturing
                     if isinstance(getattr(comm, "_graph_inputs", None), list):
                         comm._graph_inputs.clear()  # no peer memory to register the captured inputs with
                 return out
-            return [self.answer(comm, n, False, quick) for n in sizes]
+            return [self.answer(comm, n, False, quick, dtype) for n in sizes]
 
     def bounds(self, world_size: int) -> set[int]:
         """Every size the release's configs and sizing name at ``world_size`` (thresholds, ranges, workspace)."""
@@ -704,6 +709,11 @@ def _grid() -> list[int]:
     return sorted({p for k in range(4, 29) for p in (1 << k, 3 << (k - 1))} - {3 << 28})
 
 
+#: the dtypes besides bf16 the probes ask in on one host, with their element size: SGLang's paths take fp16, bf16
+#: and fp32 (its legacy kernel those only), so the engine's answer and artune's must agree for each
+OTHER_DTYPES = (("float16", 2), ("float32", 4))
+
+
 def probes(
     root: Path,
     archs: Iterable[str] = ARCHS,
@@ -723,6 +733,13 @@ def probes(
             for mode in MODES:
                 for multicast in (True, False):
                     out += [Probe(arch, ws, mode, multicast, n, hosts=hosts, nvlink=nvlink) for n in sizes]
+                    if hosts == 1:  # fp16 and fp32 on one host, at the sizes of whole elements
+                        out += [
+                            Probe(arch, ws, mode, multicast, n, dtype)
+                            for dtype, size in OTHER_DTYPES
+                            for n in sizes
+                            if n % size == 0
+                        ]
     return out
 
 
@@ -734,11 +751,13 @@ def engine_decisions(
     groups: dict[tuple[Any, ...], list[int]] = {}
     for index, p in enumerate(probes):
         frozen = tuple(sorted({**(env or {}), **dict(p.env)}.items()))
-        groups.setdefault((p.arch, p.world_size, p.mode, p.multicast, p.hosts, p.nvlink, frozen), []).append(index)
+        key = (p.arch, p.world_size, p.mode, p.multicast, p.hosts, p.nvlink, frozen, p.dtype)
+        groups.setdefault(key, []).append(index)
     out = [""] * len(probes)
-    for (arch, ws, mode, multicast, hosts, nvlink, frozen), indices in groups.items():
+    for (arch, ws, mode, multicast, hosts, nvlink, frozen, dtype), indices in groups.items():
         sizes = [probes[i].nbytes for i in indices]
-        answers = _engine(root, arch, frozen).decide(ws, multicast, mode, sizes, hosts, nvlink == "rack", not pcie)
+        engine = _engine(root, arch, frozen)
+        answers = engine.decide(ws, multicast, mode, sizes, hosts, nvlink == "rack", not pcie, dtype)
         for i, answer in zip(indices, answers, strict=True):
             out[i] = answer
     return out
@@ -833,8 +852,11 @@ def extra_probes(root: Path) -> list[Probe]:
 
 
 def topology(probe: Probe) -> str:
-    """A CUDA probe's topology; a ROCm probe's with its arch (``1 host gfx942``)."""
-    return f"{probe.topology} {probe.arch}" if rocm.is_gfx(probe.arch) else probe.topology
+    """A CUDA probe's topology (with its dtype where it is not bf16: ``1 host float32``); a ROCm probe's with its
+    arch (``1 host gfx942``)."""
+    if rocm.is_gfx(probe.arch):
+        return f"{probe.topology} {probe.arch}"
+    return probe.topology + ("" if probe.dtype == "bfloat16" else f" {probe.dtype}")
 
 
 def evaluated(root: Path) -> list[Evaluated]:

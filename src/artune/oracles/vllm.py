@@ -72,7 +72,7 @@ from artune import rocm
 from artune.errors import OracleGap
 from artune.formats.fingerprints import Evaluated
 from artune.formats.vllm.world import AITER_MAX_SIZE, AITER_WORLD_SIZES, QR_MAX_SIZE, QUICK_LEVELS
-from artune.oracles import MODES, RAISES, ROW, TOPOLOGIES, Probe, decide_all, read_decisions
+from artune.oracles import MODES, RAISES, ROW, TOPOLOGIES, Probe, decide_all
 from artune.oracles import rocm_probes as grid_of_rocm_probes
 
 # pip index versions vllm: every release from the first one with all_reduce_utils.py's size tables (0.10.2),
@@ -209,7 +209,7 @@ class Capability(tuple):
 
 
 class CudaInput(torch.Tensor):
-    """A bf16 tensor on the meta device that says it is on CUDA: it has a size and a dtype, and no memory."""
+    """A tensor (of the probe's dtype) on the meta device that says it is on CUDA: a size and a dtype, no memory."""
 
     @property
     def is_cuda(self) -> bool:  # type: ignore[override]
@@ -928,10 +928,15 @@ def _grid() -> list[int]:
     return [n for n in out if n <= 256 * MiB]
 
 
+#: the message dtypes the probes ask in: bf16 (what serving reduces) on every topology, and fp16 and fp32, which
+#: vLLM's paths tell apart (symmetric memory takes bf16 only; a bound may depend on the dtype), on one host
+DTYPES = ("bfloat16", "float16", "float32")
+
+
 def probes(root: Path, racks: bool = True) -> list[Probe]:
     """Every arch, each of ``TOPOLOGIES`` (one host only, without ``racks``), both modes, multicast on and
     off, at the whole rows around every bound and on a log grid (a message is whole rows of ``ROW`` bytes, as
-    every model's hidden states are)."""
+    every model's hidden states are), in bf16; on one host in each of ``DTYPES``."""
     sizes = {n // ROW * ROW for n in _grid()}
     for bound in _bounds(root):
         below = bound // ROW * ROW
@@ -939,9 +944,11 @@ def probes(root: Path, racks: bool = True) -> list[Probe]:
     sizes = sorted(n for n in sizes if n > 0)
     topologies = [t for t in TOPOLOGIES if racks or t[1] == 1]
     return [
-        Probe(arch, ws, mode, multicast, n, hosts=hosts, nvlink=nvlink)
+        Probe(arch, ws, mode, multicast, n, dtype, hosts=hosts, nvlink=nvlink)
+        for dtype in DTYPES
         for arch in ARCHS
         for ws, hosts, nvlink in topologies
+        if dtype == "bfloat16" or hosts == 1
         for multicast in (True, False)
         for mode in MODES
         for n in sizes
@@ -986,9 +993,10 @@ def rocm_probes(root: Path) -> list[Probe]:
 
 
 def topology(probe: Probe) -> str:
-    """A CUDA probe's topology; a ROCm probe's with its arch and its switches (``1 host gfx942 INT8 aiter``)."""
+    """A CUDA probe's topology (with its dtype where it is not bf16: ``1 host float32``); a ROCm probe's with its
+    arch and its switches (``1 host gfx942 INT8 aiter``)."""
     if not rocm.is_gfx(probe.arch):
-        return probe.topology
+        return probe.topology + ("" if probe.dtype == "bfloat16" else f" {probe.dtype}")
     env = dict(probe.env)
     level = env.get("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "NONE")
     return f"{probe.topology} {probe.arch} QR={level} AITER={'on' if env.get('VLLM_ROCM_USE_AITER') else 'off'}"
@@ -1003,7 +1011,8 @@ def _dtype(name: str) -> torch.dtype:
 
 def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
     """vLLM's own answer per probe: what its CudaCommunicator.all_reduce ran, or ``RAISES`` where building
-    the communicator raises (a release that does not catch what the machine's set-up raises)."""
+    the communicator or the all-reduce raises (a release that does not catch what the machine's set-up
+    raises, or whose own code raises: a ``KeyError`` on a table, a failed ``assert``)."""
     worlds: dict[tuple[Any, ...], World | None] = {}
     out: list[str] = []
     for probe in probes:
@@ -1012,29 +1021,53 @@ def engine_decisions(root: Path, probes: list[Probe]) -> list[str]:
             world = World(root, *key)
             try:
                 world.communicator()
-            except (RuntimeError, ValueError) as err:  # not OracleGap: what the release itself lets through
-                if isinstance(err, OracleGap):
+            except Exception as err:  # not OracleGap: what the release itself lets through
+                if not _releases_own(err, root, (RuntimeError, ValueError)):
                     raise
                 world = None
             worlds[key] = world
         world = worlds[key]
-        out.append(RAISES if world is None else world.all_reduce(probe.nbytes, probe.mode, _dtype(probe.dtype)))
+        if world is None:
+            out.append(RAISES)
+            continue
+        try:
+            out.append(world.all_reduce(probe.nbytes, probe.mode, _dtype(probe.dtype)))
+        except Exception as err:
+            if not _releases_own(err, root):
+                raise
+            out.append(RAISES)
     return out
+
+
+def _releases_own(err: Exception, root: Path, let_through: tuple[type[Exception], ...] = ()) -> bool:
+    """Whether ``err`` is the release's own answer: raised in one of its files (a ``KeyError`` on a table, a
+    failed ``assert``), or one of ``let_through`` that a stand-in raised as the machine would (a rendezvous
+    across NVLink domains) and the release does not catch. Never ``OracleGap``: a question the stand-ins
+    cannot answer is the oracle's gap, not vLLM's raise."""
+    if isinstance(err, OracleGap):
+        return False
+    if isinstance(err, let_through):
+        return True
+    frame = err.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    if frame is None:
+        return False
+    where = Path(frame.tb_frame.f_code.co_filename)
+    return where.is_relative_to(root.resolve()) or where.is_relative_to(root)
 
 
 def artune_decisions(root: Path, probes: list[Probe]) -> list[str]:
     """artune's answer per probe: the product's reader on the release (with the probe's variables set, as
-    ``explain --env`` reads it), and ``decide``."""
-    from artune.formats.vllm.read import rocm_tables
+    ``explain --env`` reads it, for the probe's dtype, as ``explain --dtype`` reads it), and ``decide``."""
+    from artune.formats.vllm.read import read_vllm, rocm_tables
 
     out: dict[int, str] = {}
-    for env, amd in dict.fromkeys((p.env, rocm.is_gfx(p.arch)) for p in probes):
-        mine = [i for i, p in enumerate(probes) if p.env == env and rocm.is_gfx(p.arch) == amd]
-        if amd:  # the ROCm tables alone, as explain --arch gfx942 --env reads them
-            amd_reading = rocm_tables(str(root), dict(env))
-            answers = decide_all(amd_reading.tables, [probes[i] for i in mine], amd_reading.findings)
-        else:
-            answers = read_decisions("vllm", root, [probes[i] for i in mine])
+    for env, amd, dtype in dict.fromkeys((p.env, rocm.is_gfx(p.arch), p.dtype) for p in probes):
+        mine = [i for i, p in enumerate(probes) if (p.env, rocm.is_gfx(p.arch), p.dtype) == (env, amd, dtype)]
+        # the ROCm tables alone, as explain --arch gfx942 --env reads them; each read for the probes' dtype
+        found = rocm_tables(str(root), dict(env), dtype) if amd else read_vllm(str(root), dict(env), dtype)
+        answers = decide_all(found.tables, [probes[i] for i in mine], found.findings)
         out.update(zip(mine, answers, strict=True))
     return [out[i] for i in range(len(probes))]
 

@@ -75,6 +75,22 @@ class Finding:
         return f"{self.source or self.table}: {kind}: {where}: {self.message}"
 
 
+def raises_at(
+    findings: Sequence[Finding], arch: str, world_size: int, multicast: bool | None = None, mode: str | None = None
+) -> Finding | None:
+    """The finding (E203) that says an engine's own code raises on one host at ``world_size`` on ``arch`` (a
+    table's arch; ``default`` stands for every arch no table names), for a machine with or without
+    ``multicast`` in ``mode`` (``None``: any), or ``None`` where none says so."""
+    for found in findings:
+        if found.code != "E203" or found.world_size != world_size or arch not in found.arch.split(", "):
+            continue
+        if multicast is not None and found.multicast is not None and found.multicast != multicast:
+            continue
+        if mode is None or found.mode is None or found.mode == mode:
+            return found
+    return None
+
+
 def modelled_summary(provenance: Provenance) -> str:
     """``modelled by TOOL, not measured (predicted regret ...)`` for a modelled provenance."""
     regret = [part for part in provenance.notes.split("; ") if "predicted regret" in part]

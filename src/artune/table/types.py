@@ -401,6 +401,9 @@ class Table:
     caveats: tuple[Caveat, ...] = field(default=(), compare=False)
     #: for an engine that decides by shape (tokens x hidden x fused op): its plans (``ShapePlan``); () otherwise
     shape_plans: tuple[ShapePlan, ...] = ()
+    #: for an engine reading: the messages' dtype the engine's code was evaluated with, so its plans already
+    #: hold what that code decides for it (the catalog's dtype conditions do not apply on top); "" otherwise
+    dtype: str = field(default="", compare=False)
 
     def cap(self, world_size: int) -> int:
         """The workspace cap in bytes at ``world_size`` (0: none)."""

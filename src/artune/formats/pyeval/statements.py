@@ -111,6 +111,9 @@ class Interpreter(Evaluator):
         #: ``if`` statements a reader asks about as if their test were false: what the code does when that
         #: branch declines (the next path of a dispatch)
         self.assume_false: set[ast.If] = set()
+        #: ``(file, line)`` of ``if`` tests the evaluator cannot know that a reader asks about as true (their
+        #: other outcome), where it would otherwise take them as false
+        self.assume_true: set[tuple[str, int]] = set()
 
     def run_module(self, skip_failures: bool = False, defer: bool = False) -> None:
         """Bind every top-level name; with ``skip_failures``, a binding that cannot be evaluated is left out
@@ -196,7 +199,7 @@ class Interpreter(Evaluator):
         except Unsupported as err:
             if not self._tolerated(err, stmt, FALSE, f"if {ast.unparse(stmt.test)}:"):
                 raise
-            return False
+            return (self.filename, stmt.lineno) in self.assume_true
 
     def exec_stmt(self, stmt: ast.stmt, scope: Scope, top: bool = False) -> None:
         self._tick(stmt)

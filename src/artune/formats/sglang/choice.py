@@ -103,8 +103,16 @@ class Choice:
         params = [a.arg for a in (*node.args.posonlyargs, *node.args.args, *node.args.kwonlyargs)]
         try:
             result = self.interp.call(self.dispatch, [], {p: args[p] for p in params if p in args})
-        except Raised:
-            return Chosen("", node.lineno)  # GroupCoordinator catches it: no custom all-reduce, nccl
+        except Raised as err:  # GroupCoordinator catches it: no custom all-reduce, nccl; said, never silent
+            place, _sep, what = str(err).partition(": ")
+            self.report(
+                DISPATCH,
+                place if what and ":" in place else self.where(node),
+                f"raises {err.kind} ({what or err}): SGLang's GroupCoordinator catches it and builds no custom "
+                "all-reduce",
+                "no custom all-reduce (nccl), as SGLang runs",
+            )
+            return Chosen("", node.lineno)
         except Unsupported as err:
             self.report(DISPATCH, self.where(node), f"the call ended with: {err}", "no custom all-reduce (nccl)")
             return Chosen("", node.lineno)

@@ -18,7 +18,8 @@ exactly that code: the release's files are interpreted with
 2. Per machine (``GpuGroup``: arch, world size, hosts, NVLink domain,
    multicast, platform) the release's own ``CudaCommunicator`` is built as
    vLLM builds its tensor-parallel group's.
-3. Its ``all_reduce`` runs on a bf16 input of whole 16-byte rows (a hidden
+3. Its ``all_reduce`` runs on an input of the reading's dtype (bf16 unless
+   another is asked: the code may decide each dtype otherwise), of whole 16-byte rows (a hidden
    state) whose sizes are ``Linear``: every comparison the code makes with
    them records where its answer can flip, so the answer is asked once
    between each two such sizes, until no new one appears
@@ -41,13 +42,13 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from artune.errors import Raised, Unsupported
+from artune.errors import Raised, TableError, Unsupported
 from artune.formats.files import SourceFile
 from artune.formats.fingerprints import Evaluated, evaluated
 from artune.formats.pyeval import BoundMethod, Interpreter, Namespace, Unmodelled
 from artune.formats.pyeval.values import ClassValue, Generator
 from artune.formats.vllm import memo
-from artune.formats.vllm.world import ROW, GpuGroup, Stage, StandIns, environ
+from artune.formats.vllm.world import DTYPES, ROW, GpuGroup, Stage, StandIns, environ
 from artune.sizes import MAX_SIZE
 
 COMM = "vllm/distributed/device_communicators/"
@@ -94,12 +95,23 @@ class Decisions:
     pieces: tuple[tuple[int, tuple[str, ...]], ...] = ()
     raises: str = ""
     at_start: bool = False  # the raise is the communicator's construction (else its first all-reduce)
+    kind: str = ""  # what the release raises (``KeyError``, ``AssertionError``), where it raises
 
 
 class ReleaseCode:
     """One source's vLLM files, evaluated: the modules once, then each machine's communicator and dispatch."""
 
-    def __init__(self, files: list[SourceFile], settings: Mapping[str, str] | None = None, keep: bool = True) -> None:
+    def __init__(
+        self,
+        files: list[SourceFile],
+        settings: Mapping[str, str] | None = None,
+        keep: bool = True,
+        dtype: str = "bfloat16",
+        assume_true: frozenset[tuple[str, int]] = frozenset(),
+    ) -> None:
+        if dtype not in DTYPES:
+            raise TableError(f"dtype {dtype!r}: vLLM's all-reduce is read for one of {', '.join(DTYPES)}")
+        self.dtype = dtype  # the messages' dtype: each reading asks the code with one
         self.stage = Stage(settings=dict(settings or {}))
         self.stand_ins = StandIns(self.stage)
         self.fakes = self.stand_ins.fakes
@@ -107,7 +119,11 @@ class ReleaseCode:
         self.stand_ins.envs = self._env_value
         self.met: dict[tuple[str, int, str], Met] = {}
         # a reading kept from an earlier process (artune.formats.vllm.memo): its outcomes need no evaluation
-        self._kept = memo.readings_dir() / memo.name(files, self.stage.settings) if keep else None
+        # another dtype's reading is kept apart (a name no VLLM_* variable has stands for it among the settings)
+        named = {**self.stage.settings, **({"(dtype)": dtype} if dtype != "bfloat16" else {})}
+        if assume_true:  # the other outcome of tests the evaluator cannot know: a reading of its own
+            named["(assume true)"] = repr(sorted(assume_true))
+        self._kept = memo.readings_dir() / memo.name(files, named) if keep else None
         data = memo.load(self._kept) if self._kept is not None else None
         for what, machines in memo.met(data) if data else ():
             self.met[(what.filename, what.line, what.construct)] = Met(what, set(machines))
@@ -124,6 +140,7 @@ class ReleaseCode:
             interp.fakes = self.fakes  # one world: each module sees what the others bound
             interp.opaque_calls = True
             interp.unmodelled = self._tell
+            interp.assume_true = set(assume_true)  # by (file, line): a function may run in another's interpreter
             interp.run_module(defer=True)
             self.modules[module] = interp
             self.sources[module] = source
@@ -235,7 +252,7 @@ class ReleaseCode:
                 cls, [group], {"device": device, "device_group": group, "unique_name": "tp:0"}
             )
         except Raised as err:
-            built = Decisions(raises=str(err), at_start=True)
+            built = Decisions(raises=str(err), at_start=True, kind=err.kind)
         except Unsupported as err:  # what the evaluator cannot follow where no statement can be passed over
             self._unfollowed("CudaCommunicator.__init__", err, "no communicator is built: every size runs nccl")
             built = Decisions(((0, ("nccl",)),))
@@ -244,15 +261,15 @@ class ReleaseCode:
         return built
 
     def ask(self, machine: GpuGroup, nbytes: int, graph: bool) -> tuple[str, ...]:
-        """What ``CudaCommunicator.all_reduce`` runs for one bf16 message of ``nbytes`` bytes, and what it would
-        run next were each path before declined: the paths that take the message, in the order vLLM asks them
-        (what ``decide`` falls through where the catalog rules the first out: another dtype, an alignment).
+        """What ``CudaCommunicator.all_reduce`` runs for one message of ``nbytes`` bytes of the reading's dtype,
+        and what it would run next were each path before declined: the paths that take the message, in the order
+        vLLM asks them (what ``decide`` falls through where the catalog rules the first out: an alignment).
 
         The next path is found by asking again with the branch of ``all_reduce`` that launched the kernel taken
         as declined, until a kernel launches outside any branch (pynccl: the fallback)."""
         comm = self.communicator(machine)
         if isinstance(comm, Decisions):
-            raise Raised("RuntimeError", comm.raises)
+            raise Raised(comm.kind or "RuntimeError", comm.raises)
         assert self.main is not None
         _found, method = comm.attribute("all_reduce")
         if not isinstance(method, BoundMethod):
@@ -280,7 +297,7 @@ class ReleaseCode:
         stage.sites.clear()
         stage.site = lambda: tuple(self.main.taken)  # type: ignore[union-attr]
         self.main.steps = 0
-        tensor = self.stand_ins.tensor(nbytes, self.stand_ins.dtypes["bfloat16"])
+        tensor = self.stand_ins.tensor(nbytes, self.stand_ins.dtypes[self.dtype])
 
         def call(_value: Any = None) -> Any:
             return self.main.call(method, [tensor], {})  # type: ignore[union-attr]
@@ -333,7 +350,7 @@ class ReleaseCode:
                 for rep in todo:
                     answers[rep] = self.ask(machine, rep, graph)
         except Raised as err:
-            return Decisions(raises=str(err))
+            return Decisions(raises=str(err), kind=err.kind)
         pieces: list[tuple[int, tuple[str, ...]]] = []
         cuts = _cuts(flips)
         for start, rep in zip(cuts, _representatives(cuts), strict=True):

@@ -71,6 +71,8 @@ class ArchPlans:
     plans: list[Plan] = field(default_factory=list)
     raises: dict[tuple[int, int, bool], str] = field(default_factory=dict)  # (ws, hosts, rack) -> message
     at_start: set[tuple[int, int, bool]] = field(default_factory=set)  # of ``raises``: building the communicator
+    #: on one host, each machine and mode where vLLM raises: ``(world size, multicast, mode)`` -> what it raises
+    raised: dict[tuple[int, bool, str], Decisions] = field(default_factory=dict)
     unknown: set[str] = field(default_factory=set)  # kernels that ran which artune's catalog has no name for
 
 
@@ -98,6 +100,8 @@ class Evaluation:
             reading.raises.setdefault(where, outcome.raises)
             if outcome.at_start:
                 reading.at_start.add(where)
+            if machine.hosts == 1:
+                reading.raised[(machine.world_size, machine.multicast, mode)] = outcome
             return None
         return _bands(outcome, reading.unknown, fallback)
 

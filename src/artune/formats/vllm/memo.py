@@ -85,11 +85,11 @@ def load(path: Path) -> dict[str, Any] | None:
 
 
 def outcomes(data: dict[str, Any]) -> list[tuple[GpuGroup, str, frozenset[str], Any]]:
-    """Each kept outcome: ``(group, mode, facts, (pieces, raises, at_start))``."""
+    """Each kept outcome: ``(group, mode, facts, (pieces, raises, at_start, kind))``."""
     out = []
     for item in data.get("outcomes", []):
         pieces = tuple((start, tuple(names)) for start, names in item["pieces"])
-        kept = (pieces, item["raises"], item["at_start"])
+        kept = (pieces, item["raises"], item["at_start"], item.get("kind", ""))
         out.append((_machine(item["machine"]), item["mode"], frozenset(item["facts"]), kept))
     return out
 
@@ -122,6 +122,7 @@ def save(
                 "pieces": [[start, list(names)] for start, names in outcome.pieces],
                 "raises": outcome.raises,
                 "at_start": outcome.at_start,
+                "kind": outcome.kind,
             }
             for machine, mode, facts, outcome in found
         ],

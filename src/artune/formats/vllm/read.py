@@ -27,14 +27,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from artune import rocm
-from artune.errors import TableError
+from artune import catalog, rocm
+from artune.errors import ReleaseUnavailable, TableError
 from artune.formats import fingerprints
 from artune.formats.engine import EngineImport
 from artune.formats.files import SourceFile, describe, find_files, present, read_source
 from artune.formats.pyeval.values import ClassValue
+from artune.formats.releases import fetch_release
 from artune.formats.vllm.checks import reader_findings, row_tables
-from artune.formats.vllm.code import CUDA, FILES, Met, ReleaseCode
+from artune.formats.vllm.code import CUDA, FILES, Decisions, Met, ReleaseCode
 from artune.formats.vllm.dispatch import Evaluation, explained, fit, order
 from artune.formats.vllm.figures import CUSTOM_AR_FILE, UTILS, Figures, read_figures
 from artune.formats.vllm.rack import rack_plans
@@ -43,7 +44,7 @@ from artune.formats.vllm.rocm_checks import rocm_findings
 from artune.formats.vllm.rules import Dispatch, default_path, planned_archs, table_set
 from artune.table.check import Finding, copied_archs
 from artune.table.family import TableSet
-from artune.table.types import Caveat, CaveatKind, Platform, Provenance, Table
+from artune.table.types import Caveat, CaveatKind, Plan, Platform, Provenance, Table
 
 CUSTOM_AR_WORLD_SIZES = (2, 4, 6, 8)  # vLLM's _SUPPORTED_WORLD_SIZES where its file is not read
 #: the release whose rules a reading of the tables alone assumes: the reference's (``reference:vllm``), verified
@@ -237,12 +238,14 @@ def _tables(
     caveats: tuple[Caveat, ...],
     caveats_of: Any,
     findings: tuple[Finding, ...] = (),
+    dtype: str = "",
 ) -> EngineImport:
-    """The tables of ``d`` (each arch's plans passed through ``plans_of``), their provenance and findings."""
+    """The tables of ``d`` (each arch's plans passed through ``plans_of``), their provenance and findings;
+    ``dtype``: the messages' dtype the code was evaluated with ("" where no code was)."""
     origin = f"vllm:{files[0].label}"
     copies = {arch: (parent, equal, total) for arch, parent, equal, total in copied_archs(row_tables(figures))}
     read = _describe(files)
-    runs = f"what {d.release} runs by default"
+    runs = f"what {d.release} runs by default" + (f" for {dtype} messages" if dtype not in ("", "bfloat16") else "")
     extra = f"; {'; '.join(assumed)}" if assumed else ""
 
     def provenance(arch: str) -> Provenance:
@@ -263,26 +266,34 @@ def _tables(
     )
     base = table_set(d, origin, provenance, default, across_hosts=rack_plans)
     tables = {
-        arch: replace(table, plans=plans_of(arch, table.plans), caveats=caveats_of(arch))
+        arch: replace(table, plans=plans_of(arch, table.plans), caveats=caveats_of(arch), dtype=dtype)
         for arch, table in base.tables.items()
     }
     assert base.default is not None
-    fallback = replace(base.default, plans=plans_of("default", base.default.plans), caveats=caveats_of("default"))
+    fallback = replace(
+        base.default, plans=plans_of("default", base.default.plans), caveats=caveats_of("default"), dtype=dtype
+    )
 
     def engine_arch(arch: str) -> Table:
         table = base.engine_arch(arch) if base.engine_arch is not None else fallback
         assert table is not None
-        return replace(table, plans=plans_of(arch, table.plans), caveats=caveats_of(arch))
+        return replace(table, plans=plans_of(arch, table.plans), caveats=caveats_of(arch), dtype=dtype)
 
     found = (*reader_findings(figures, d, origin, files[0].path), *findings)
     tableset = TableSet(base.name, "cuda", MappingProxyType(tables), fallback, rules="vllm", engine_arch=engine_arch)
     return EngineImport("vllm", tableset, found, tuple(files))
 
 
-def build(files: list[SourceFile], settings: Mapping[str, str] | None = None) -> tuple[EngineImport, ReleaseCode]:
-    """vLLM's tables from ``files`` read by their own code (where the dispatch is among them), and the
-    evaluated release."""
-    release = ReleaseCode(files, settings)
+def build(
+    files: list[SourceFile],
+    settings: Mapping[str, str] | None = None,
+    dtype: str = "bfloat16",
+    assume_true: frozenset[tuple[str, int]] = frozenset(),
+) -> tuple[EngineImport, ReleaseCode]:
+    """vLLM's tables from ``files`` read by their own code (where the dispatch is among them) for messages of
+    ``dtype``, and the evaluated release; ``assume_true``: the ``(file, line)`` of ``if`` tests the evaluator
+    cannot know, taken as true (their other outcome) instead of false."""
+    release = ReleaseCode(files, settings, dtype=dtype, assume_true=assume_true)
     figures = read_figures(release)
     met_caveats = tuple(_caveats(list(release.met.values()), figures))
     if not release.complete:
@@ -294,6 +305,8 @@ def build(files: list[SourceFile], settings: Mapping[str, str] | None = None) ->
     seed = replace(seed, order=order(evaluation, archs) or seed.order)
     d, unexplained = fit(seed, evaluation, archs)
     unfamiliar = tuple(fingerprints.unfamiliar("vllm", release.evaluated()))
+    if unfamiliar:
+        unfamiliar = _against_nearest(unfamiliar, release, evaluation, archs, settings, dtype)
 
     def plans_of(arch: str, modelled: tuple[Any, ...]) -> tuple[Any, ...]:
         rules = {(p.world_size, p.mode, p.multicast, p.hosts, p.nvlink): p for p in modelled}
@@ -307,8 +320,25 @@ def build(files: list[SourceFile], settings: Mapping[str, str] | None = None) ->
         unread = [c for c in met_caveats if c.function in {u.name for u in figures.unread}]
         return (*met, *unread, *_unknown_kernels(evaluation.arch(arch).unknown, arch), *unfamiliar)
 
-    notes = (*_unexplained(unexplained, d, files[0].path), *_unverified(name, release, unfamiliar, files[0].path))
-    imported = _tables(figures, files, d, assumed, plans_of, met_caveats, caveats_of, notes)
+    raised = _raised(evaluation, archs, name, f"vllm:{files[0].label}")
+    notes = (
+        *raised,
+        *_unexplained(unexplained, d, files[0].path),
+        *_unverified(name, release, unfamiliar, files[0].path),
+    )
+    imported = _tables(figures, files, d, assumed, plans_of, met_caveats, caveats_of, notes, dtype)
+    if raised:  # the evaluated raise is the finding: the rules' account of the same place would say it twice
+        said = {(arch, f.world_size) for f in raised for arch in f.arch.split(", ")}
+        kept = [f for f in imported.findings if f.code != "E202" or (f.arch, f.world_size) not in said]
+        # the rules' holes (E201) say nccl runs there; where the code raises instead, E203 is the answer
+        sizes = _sizes({f.world_size for f in raised if f.world_size is not None})
+        kept = [
+            replace(f, message=f"{f.message}; except at world sizes {sizes}, where vLLM raises instead (E203)")
+            if f.code == "E201"
+            else f
+            for f in kept
+        ]
+        imported = replace(imported, findings=tuple(kept))
     return _with_rocm(imported, evaluation, caveats_of, settings), release
 
 
@@ -352,6 +382,7 @@ def _rocm_set(
                 rules="vllm",
                 origin=origin,
                 caveats=tuple(caveats_of(arch)),
+                dtype=evaluation.release.dtype,
             )
         return made[arch]
 
@@ -360,14 +391,14 @@ def _rocm_set(
     return EngineImport("vllm", tables, found, tuple(files))
 
 
-def rocm_tables(path: str, settings: Mapping[str, str] | None = None) -> EngineImport:
+def rocm_tables(path: str, settings: Mapping[str, str] | None = None, dtype: str = "bfloat16") -> EngineImport:
     """vLLM's ``rocm`` tables and their findings from ``path``, read by its own code under ``settings`` (its
-    ``VLLM_*`` variables), without reading its CUDA tables: what ``read_vllm(path, settings)`` answers for a
-    gfx arch."""
+    ``VLLM_*`` variables) for messages of ``dtype``, without reading its CUDA tables: what
+    ``read_vllm(path, settings, dtype)`` answers for a gfx arch."""
     files = _files(path)
-    key = ("rocm", *_key(path, files, settings))
+    key = ("rocm", *_key(path, files, settings), dtype)
     if key not in _ROCM_READINGS:
-        release = ReleaseCode(files, settings)
+        release = ReleaseCode(files, settings, dtype=dtype)
         if not release.complete:
             raise TableError(f"{path}: cuda_communicator.py is not among the files read; no ROCm dispatch to read")
         figures = read_figures(release)
@@ -376,6 +407,191 @@ def rocm_tables(path: str, settings: Mapping[str, str] | None = None) -> EngineI
             files, evaluation, lambda arch: _caveats(evaluation.met(arch), figures), settings
         )
     return _ROCM_READINGS[key]
+
+
+def _raised(evaluation: Evaluation, archs: list[str], name: str, table: str) -> tuple[Finding, ...]:
+    """E202 where the release's own code raises on one host: one finding per world size and place (its arches
+    listed), naming what it raises, its file and line, and whether vLLM fails at start-up or on its first
+    all-reduce (with the machines, multicast on or off, and the mode, where only some raise)."""
+    engine = name if name.startswith("vLLM ") else "vLLM"
+    found: dict[tuple[int, str, bool | None, str | None], list[str]] = {}
+    outcomes: dict[tuple[int, str, bool | None, str | None], Decisions] = {}
+    for arch in archs:
+        by_size: dict[int, list[tuple[bool, str, Decisions]]] = {}
+        for (ws, multicast, mode), outcome in evaluation.arch(arch).raised.items():
+            by_size.setdefault(ws, []).append((multicast, mode, outcome))
+        for ws, seen in by_size.items():
+            multicasts = {m for m, _mode, _o in seen}
+            modes = {mode for _m, mode, _o in seen}
+            key = (
+                ws,
+                seen[0][2].raises,
+                next(iter(multicasts)) if len(multicasts) == 1 else None,
+                next(iter(modes)) if len(modes) == 1 else None,
+            )
+            found.setdefault(key, []).append(arch)
+            outcomes[key] = seen[0][2]
+    out = []
+    for key in sorted(found, key=lambda k: (k[0], k[1], str(k[2]), str(k[3]))):
+        ws, raises, multicast, mode = key
+        outcome = outcomes[key]
+        where, _sep, what = raises.partition(": ")
+        place = where.rsplit("/", 1)[-1] if what else "its dispatch"
+        when = "it fails at start-up" if outcome.at_start else "its first all-reduce fails"
+        only = [f"with NVLink multicast {'on' if multicast else 'off'}"] if multicast is not None else []
+        only += [f"in {mode} mode"] if mode is not None else []
+        out.append(
+            Finding(
+                table,
+                ", ".join(found[key]),
+                f"{engine} raises {outcome.kind or 'an error'} at world size {ws} ({place}: {what or raises}): "
+                f"{when}" + (f" ({', '.join(only)} only)" if only else ""),
+                ws,
+                mode,
+                source=where if what else "",
+                severity="error",
+                multicast=multicast,
+                code="E203",
+            )
+        )
+    return tuple(out)
+
+
+_COMPARING: set[str] = set()  # the nearest releases being read to compare with (their reading never compares)
+
+
+def _nearest(release: ReleaseCode) -> str:
+    """The verified release that shares the most of ``release``'s evaluated fingerprints (ties: the newest)."""
+    verified = fingerprints.load_verified("vllm")
+    shared: dict[str, int] = {}
+    for item in release.evaluated():
+        for kept in verified.get(item.function, {}).get(item.fingerprint, ()):
+            shared[kept] = shared.get(kept, 0) + 1
+    return max(shared, key=lambda r: (shared[r], fingerprints.version_key(r)), default="")
+
+
+def _against_nearest(
+    unfamiliar: tuple[Caveat, ...],
+    release: ReleaseCode,
+    evaluation: Evaluation,
+    archs: list[str],
+    settings: Mapping[str, str] | None,
+    dtype: str,
+) -> tuple[Caveat, ...]:
+    """``unfamiliar`` (E402) with the decisions that differ from the nearest verified release's, both evaluated
+    for ``dtype`` under ``settings``: each arch and plan whose bands differ, and each world size where one of
+    them raises and the other does not."""
+    nearest = _nearest(release)
+    if not nearest or nearest in _COMPARING:
+        return unfamiliar
+    try:
+        root = fetch_release("vllm", nearest)
+    except ReleaseUnavailable as err:
+        said = f"; its decisions are not compared with vLLM {nearest}'s, which cannot be had: {err}"
+        return tuple(replace(c, detail=c.detail + said) for c in unfamiliar)
+    _COMPARING.add(nearest)
+    try:
+        theirs = read_vllm(str(root), settings, dtype)
+    finally:
+        _COMPARING.discard(nearest)
+    differ: list[str] = []
+    for arch in archs:
+        mine = {p.key: p.bands for p in evaluation.arch(arch).plans}
+        table = theirs.tables.tables.get(arch) or theirs.tables.resolve(arch)
+        other = {p.key: p.bands for p in table.plans}
+        raised = {ws for ws, _m, _mode in evaluation.arch(arch).raised}
+        raised_there = {f.world_size for f in theirs.findings if f.code == "E203" and arch in f.arch.split(", ")}
+        keys = {k for k in mine.keys() | other.keys() if mine.get(k) != other.get(k)}
+        one = {k[0] for k in keys if k[2] == 1} | (raised ^ raised_there)
+        across = {k[0] for k in keys if k[2] > 1}
+        if one or across:
+            where = [f"ws {_sizes(one)} on one host"] if one else []
+            where += [f"ws {_sizes(across)} across hosts"] if across else []
+            differ.append(f"{arch} {' and '.join(where)}")
+    if not differ:
+        said = f"; every decision read is vLLM {nearest}'s (both evaluated)"
+    else:
+        said = f"; the decisions differ from vLLM {nearest}'s (both evaluated) at {'; '.join(differ)}"
+    return tuple(replace(c, detail=c.detail + said) for c in unfamiliar)
+
+
+def _sizes(world_sizes: set[int]) -> str:
+    """``3, 5, 9-16``: world sizes in order, runs joined."""
+    runs: list[list[int]] = []
+    for ws in sorted(world_sizes):
+        if runs and ws == runs[-1][-1] + 1:
+            runs[-1].append(ws)
+        else:
+            runs.append([ws])
+    return ", ".join(str(r[0]) if len(r) == 1 else f"{r[0]}-{r[-1]}" for r in runs)
+
+
+#: the dtypes besides bf16 that vLLM's paths tell apart (symmetric memory takes bf16 only; the others fp16, bf16
+#: and fp32), each read by the code as bf16 is: ``check`` says where they decide otherwise
+OTHER_DTYPES = ("float16", "float32")
+
+
+def dtype_findings(path: str, settings: Mapping[str, str] | None = None) -> tuple[Finding, ...]:
+    """The reading of ``path`` for each of ``OTHER_DTYPES``, against the bf16 reading's tables: where the code
+    raises only for that dtype (E203), and a note (V120) naming the plans where it decides otherwise than the
+    bf16 tables do with the catalog's dtype conditions (what a bf16 table, exported or diffed, holds)."""
+    base = read_vllm(path, settings)
+    if not any(t.dtype for t in base.tables.tables.values()):
+        return ()  # no dispatch code read: nothing evaluated for any dtype
+    raised = {(f.arch, f.world_size) for f in base.findings if f.code == "E203"}
+    out: list[Finding] = []
+    for dtype in OTHER_DTYPES:
+        other = read_vllm(path, settings, dtype)
+        out += [
+            replace(f, message=f"{f.message} (for {dtype} messages)")
+            for f in other.findings
+            if f.code == "E203" and (f.arch, f.world_size) not in raised
+        ]
+        moved = sorted(
+            {
+                f"{arch} {plan.topology}"
+                for arch, table in other.tables.tables.items()
+                for plan in table.plans
+                if _firsts(plan, None) != _firsts(base.tables.tables[arch].plan(*_at(plan)), dtype)
+            }
+        )
+        if moved:
+            first = next(iter(base.tables.tables.values())).origin
+            out.append(
+                Finding(
+                    first,
+                    "*",
+                    f"for {dtype} messages vLLM's code decides otherwise than its bfloat16 tables (with artune's "
+                    f"dtype conditions) at {', '.join(moved[:8])}{' ...' if len(moved) > 8 else ''}: "
+                    f"`artune explain --dtype {dtype}` reads what it runs there; a table exported or diffed holds "
+                    "bfloat16's",
+                    severity="note",
+                    code="V120",
+                )
+            )
+    return tuple(out)
+
+
+def _at(plan: Plan) -> tuple[Any, ...]:
+    return (plan.world_size, plan.mode, plan.hosts, plan.multicast, plan.nvlink)
+
+
+def _firsts(plan: Plan | None, dtype: str | None) -> list[tuple[int | None, str]]:
+    """What ``plan`` runs, band by band, for messages of ``dtype`` (``None``: as it stands): each band's first
+    candidate the catalog's dtype conditions admit, equal neighbours merged."""
+    if plan is None:
+        return []
+    ruled_out = catalog.unavailable(plan.world_size, dtype, 0, True, plan.hosts) if dtype else {}
+    out: list[tuple[int | None, str]] = []
+    for band in plan.bands:
+        first = next((c for c in band.candidates if c not in ruled_out), plan.fallback)
+        if out and out[-1][1] == first:
+            out[-1] = (band.upto, first)
+        else:
+            out.append((band.upto, first))
+    while out and out[-1][1] == plan.fallback and out[-1][0] is not None:
+        out.pop()
+    return out
 
 
 def _unverified(name: str, release: ReleaseCode, unfamiliar: tuple[Caveat, ...], first: str) -> tuple[Finding, ...]:
@@ -446,21 +662,27 @@ def _files(path: str) -> list[SourceFile]:
     return [read_source(p, root=base) for p in found]
 
 
-def reading(path: str, settings: Mapping[str, str] | None = None) -> tuple[EngineImport, ReleaseCode]:
-    """The reading of ``path`` and its evaluated release, once per content in this process."""
+def reading(
+    path: str,
+    settings: Mapping[str, str] | None = None,
+    dtype: str = "bfloat16",
+    assume_true: frozenset[tuple[str, int]] = frozenset(),
+) -> tuple[EngineImport, ReleaseCode]:
+    """The reading of ``path`` for messages of ``dtype`` (with the tests ``assume_true`` names taken as true)
+    and its evaluated release, once per content in this process."""
     files = _files(path)
-    key = _key(path, files, settings)
+    key = (*_key(path, files, settings), dtype, assume_true)
     if key not in _READINGS:
         if len(_READINGS) >= _KEEP:
             _READINGS.pop(next(iter(_READINGS)))
-        _READINGS[key] = build(files, settings)
+        _READINGS[key] = build(files, settings, dtype, assume_true)
     return _READINGS[key]
 
 
-def read_vllm(path: str, settings: Mapping[str, str] | None = None) -> EngineImport:
+def read_vllm(path: str, settings: Mapping[str, str] | None = None, dtype: str = "bfloat16") -> EngineImport:
     """vLLM's tables from a checkout, a release folder or one of its files (``settings``: ``VLLM_*``
-    variables set, as vLLM reads them)."""
-    return reading(path, settings)[0]
+    variables set, as vLLM reads them), for messages of ``dtype`` (the code decides each dtype itself)."""
+    return reading(path, settings, dtype)[0]
 
 
 def evaluated(path: str, settings: Mapping[str, str] | None = None) -> list[fingerprints.Evaluated]:
