@@ -29,9 +29,9 @@ from artune.formats.releases import fetch_release
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_cases as corpus
 
-#: CPU seconds (a fresh reading of these releases takes 1-3) and MiB: far below the defaults, so that the loops
+#: CPU seconds (a fresh reading of these releases takes 3-10: vLLM is read for three dtypes) and MiB: far below the defaults, so that the loops
 #: end at the limit, not at the step budget
-SUITE_LIMITS = ["--timeout", "8", "--max-memory", "512"]
+SUITE_LIMITS = ["--timeout", "20", "--max-memory", "512"]
 SECRET = "SECRET_TOKEN_0123"
 
 
