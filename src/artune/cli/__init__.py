@@ -191,7 +191,6 @@ def _command(args: argparse.Namespace, reading: bool = False) -> int:
 
 
 _CODED = re.compile(r"^[A-Z][0-9]{3}: ")
-UNREADABLE = "E420"  # engine code a reading could not evaluate
 
 
 def error_text(err: ArtuneError, reading: bool = True) -> str:
@@ -204,6 +203,8 @@ def _code(err: ArtuneError, reading: bool) -> str:
     found = _CODED.match(str(err))
     if found:
         return " " + found.group(0)[:4]
+    from artune.formats.files import UNREADABLE  # here: the engine readers load only when an error is printed
+
     return f" {UNREADABLE}" if reading and isinstance(err, Unsupported) else ""
 
 

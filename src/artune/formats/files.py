@@ -13,6 +13,7 @@ from artune.formats.releases import display_path
 
 MAX_SOURCE_BYTES = 4 << 20
 REFUSED = "E422"  # a path artune will not read: outside its tree, or not a regular file
+UNREADABLE = "E420"  # a file artune will not evaluate: too large, not text
 _KINDS = (
     (stat.S_ISFIFO, "a FIFO"),
     (stat.S_ISSOCK, "a socket"),
@@ -86,12 +87,14 @@ def read_source(path: Path, commit: str | None = None, root: Path | None = None)
     try:
         size = path.stat().st_size
         if size > MAX_SOURCE_BYTES:
-            raise TableError(f"{path}: {size} bytes, more than {MAX_SOURCE_BYTES}; is it the engine's table file?")
+            raise TableError(
+                f"{UNREADABLE}: {path}: {size} bytes, more than {MAX_SOURCE_BYTES}; is it the engine's table file?"
+            )
         text = path.read_text(encoding="utf-8")
     except OSError as err:
         raise TableError(f"{path}: cannot read: {err.strerror or err}") from err
     except UnicodeDecodeError as err:
-        raise TableError(f"{path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
+        raise TableError(f"{UNREADABLE}: {path}: not UTF-8 text ({err.reason} at byte {err.start})") from err
     return SourceFile(display_path(path), text, git_commit(path) if commit is None else commit)
 
 

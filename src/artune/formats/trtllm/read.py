@@ -96,7 +96,11 @@ def read_trtllm(path: str) -> EngineImport:
         gate = autotune_gate(ops)
     caller = read_source(caller_path, root=root) if caller_path is not None else None
     files += [caller] if caller is not None else []
-    reading = read_files(header_file, enum_file, gate, caller)
+    try:
+        reading = read_files(header_file, enum_file, gate, caller)
+    except RecursionError:  # the parser and the brace reader recurse: deeper than Python's stack is not a table
+        names = " or ".join(f.path for f in (header_file, caller) if f is not None)
+        raise Unsupported(f"{names}: nested too deeply to read; is this TensorRT-LLM's header?") from None
     label = f"trtllm:{header_file.label}"
     table_set = TableSet(
         label,
