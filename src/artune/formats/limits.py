@@ -4,7 +4,8 @@ The evaluators (``artune.formats.pyeval``, ``artune.formats.trtllm.evaluate``)
 account for the work and the size of what they build, so a hostile file
 fails at the line that asks too much. What that accounting misses the
 operating system catches: ``run`` forks, and the child does the whole
-command under ``RLIMIT_AS`` (``--max-memory``: MiB of address space) and
+command under ``RLIMIT_AS`` (``--max-memory``: MiB of address space beyond what the process held when the
+reading began) and
 ``RLIMIT_CPU`` (``--timeout``: seconds of the reading's own CPU time, which
 other work on a loaded machine does not use up), while the parent keeps a
 wall-clock deadline ``WALL_FACTOR`` times as long, paused while a release is
@@ -52,7 +53,8 @@ _shared: mmap.mmap | None = None
 @dataclass(frozen=True)
 class Limits:
     """How long (seconds of the reading's CPU time; ``WALL_FACTOR`` times that of wall-clock time, downloads
-    aside) and how much memory (MiB of address space) a reading may take; 0 for either: no limit of that kind."""
+    aside) and how much memory (MiB of address space, beyond the process's own) a reading may take; 0 for either:
+    no limit of that kind."""
 
     timeout_s: float = DEFAULT_TIMEOUT_S
     max_memory_mib: int = DEFAULT_MAX_MEMORY_MIB
@@ -143,7 +145,7 @@ def _child(
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches both: the parent answers it
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         if limits.max_memory_mib:
-            size = limits.max_memory_mib << 20
+            size = _address_space() + (limits.max_memory_mib << 20)
             resource.setrlimit(resource.RLIMIT_AS, (size, size))
         if limits.timeout_s:
             cpu = max(1, int(limits.timeout_s + 0.999))
@@ -166,6 +168,17 @@ def _child(
                 _send(b"O", out.getvalue())
                 _send(b"E", err.getvalue())
         os._exit(status)
+
+
+def _address_space() -> int:
+    """Bytes of address space this process holds already (0 where ``/proc`` does not say): the limit is the
+    reading's own, on top of it, since a caller that imported torch holds gigabytes of it before reading
+    anything, and an absolute limit would then fail any reading at its first allocation."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as statm:
+            return int(statm.read().split()[0]) * resource.getpagesize()
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 def failure(exc: BaseException) -> str:
