@@ -89,6 +89,15 @@ def review_pair(engine: str, before: str, after: str) -> Row:
     )
 
 
+def machine() -> str:
+    """This machine in a few words: its cores, its CPU model and its memory."""
+    import os
+
+    from artune.machine import _cpu_model, _memory_gib
+
+    return f"a {os.cpu_count()}-core VM ({_cpu_model()}, {_memory_gib()} GiB)"
+
+
 def page(rows: list[Row], command: str) -> str:
     """The results page: one table per engine, each pair a row, then the two properties' outcome."""
     out = [
@@ -101,6 +110,8 @@ def page(rows: list[Row], command: str) -> str:
         "and data); seconds are each review's wall time on a shared 2-core VM, both readings included, with the "
         "readings artune keeps on disk (`ARTUNE_READINGS_DIR`) warm from an earlier run and those made earlier "
         "in the same run reused, as in a CI job with its cache.",
+        "",
+        f"Machine: {machine()}, shared with other work; run {time.strftime('%Y-%m-%d', time.gmtime())}.",
         "",
     ]
     for engine in dict.fromkeys(r.engine for r in rows):

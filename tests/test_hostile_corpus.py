@@ -29,8 +29,8 @@ from artune.formats.releases import fetch_release
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_cases as corpus
 
-#: CPU seconds (a fresh reading of these releases takes 3-10: vLLM is read for three dtypes) and MiB: far below the defaults, so that the loops
-#: end at the limit, not at the step budget
+#: CPU seconds (a fresh reading of these releases takes 3-10: vLLM is read for three dtypes) and MiB: far below
+#: the defaults, so that the loops end at the limit, not at the step budget
 SUITE_LIMITS = ["--timeout", "20", "--max-memory", "512"]
 SECRET = "SECRET_TOKEN_0123"
 

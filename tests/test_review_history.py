@@ -232,7 +232,9 @@ def _on_a_terminal(argv: list[str], columns: int, lines: int) -> str:
 
     main, child = pty.openpty()
     env = {**os.environ, "COLUMNS": str(columns), "LINES": str(lines)}
-    done = subprocess.Popen([sys.executable, "-m", "artune", *argv], stdout=child, stderr=child, env=env)
+    # the page is stdout's: stderr off the terminal, where the spinner shown while a release is read would
+    # interleave its frames with the page in what the pseudo-terminal hands back (a terminal erases them)
+    done = subprocess.Popen([sys.executable, "-m", "artune", *argv], stdout=child, stderr=subprocess.DEVNULL, env=env)
     os.close(child)
     chunks = []
     try:
