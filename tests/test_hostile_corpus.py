@@ -29,9 +29,12 @@ from artune.formats.releases import fetch_release
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import hostile_cases as corpus
 
-#: CPU seconds (a fresh reading of these releases takes 3-10: vLLM is read for three dtypes) and MiB: far below
-#: the defaults, so that the loops end at the limit, not at the step budget
-SUITE_LIMITS = ["--timeout", "20", "--max-memory", "512"]
+#: CPU seconds and MiB, far below the defaults. A case that must end at a limit (a loop) gets a short CPU limit, so
+#: that it ends there soon, not at the step budget; every other case gets ten times the CPU a fresh reading of its
+#: release takes (vLLM, read for three dtypes: 7-10 s quiet, twice that on a loaded machine), so that whatever the
+#: machine's speed it ends at the line that asks too much, not at the limit
+SUITE_LIMITS = ["--timeout", "100", "--max-memory", "512"]
+LOOP_LIMITS = ["--timeout", "8"]
 SECRET = "SECRET_TOKEN_0123"
 
 
@@ -64,7 +67,7 @@ def test_a_hostile_change_ends_coded_and_runs_nothing(
     monkeypatch.setenv("ARTUNE_READINGS_DIR", str(tmp_path / "readings"))
     marker = tmp_path / "ran"
     tree = corpus.make_tree(corpus.marked(case, tmp_path, marker), releases[case.engine], tmp_path)
-    code, text = _check(tree, case.engine, capsys)
+    code, text = _check(tree, case.engine, capsys, *(LOOP_LIMITS if "time limit" in case.expect else ()))
     assert "Traceback" not in text, text[-2000:]
     assert not marker.exists(), f"{case.name}: the file's code ran"
     assert SECRET not in text, f"{case.name}: a file outside the tree was quoted"
