@@ -103,7 +103,7 @@ def page(rows: list[Row], command: str) -> str:
     out = [
         "# `artune review` over the engines' release history",
         "",
-        f"Made by `{command}`: each release against the one before it, no evidence given. "
+        f"Command: `{command}`. Each release is reviewed against the one before it, no evidence given. "
         "*Moves* counts the rows of the review's moves table (a row groups world sizes, modes and topologies); "
         "*asked* and *unasked* count moved ranges per arch, world size, topology and mode; *new findings* are "
         "`artune check` findings of the newer release that the older one did not have (matched by code, place "
