@@ -103,7 +103,7 @@ Weigh = Callable[[str, str], Overall | None]
 
 def _ahead(check: str, weigh: Weigh, regret: RegretScore, index: Mapping[str, int], a: str, b: str) -> Ahead | None:
     found = weigh(a, b)
-    if found is None or not found.ahead(PLAN_TIE):
+    if found is None or not found.ahead():
         return None
     detail = found.interval() if found.failed else f"{found.interval()}, its time over the other's"
     if check == HELD_OUT:
