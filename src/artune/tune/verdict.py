@@ -14,6 +14,14 @@ interval and its typical call is not behind; otherwise the two are level
 there, and the report says so without calling it a loss (a point estimate of
 the regret a per cent apart over a dozen noisy sizes is no verdict).
 
+The two checks are weighed apart, never pooled into one weighing: the duel's
+sizes are where the plan was repaired (a size a fixed rule won there joins
+the evidence the plan is derived from), so they lean the plan's way, while
+no phase chose anything at the held-out sizes. Pooled, the duel's sizes
+would dilute the one check the plan was not fitted to; apart, a plan ahead
+on either check is ahead, and checks that put different plans ahead are
+reported as contradicting each other, not averaged away.
+
 ``choose`` decides:
 
 1. the derived table ships when no check puts a fixed rule ahead of it;
