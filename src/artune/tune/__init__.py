@@ -19,13 +19,13 @@ puts another ahead of is never installed without ``--force``.
 The pipeline per world size is ``tune_world``; the rules that make it safe
 are in ``artune.tune.compare`` (both comparisons and both ties, stated
 once), ``artune.tune.derive``, ``artune.tune.bands`` and
-``artune.tune.verdict``; the budget split is in ``artune.tune.config``.
+``artune.tune.shipping``; the budget split is in ``artune.tune.config``.
 
 Modules: ``compare`` (one candidate against another at a size, one plan
 against another over sizes), ``config`` (the settings and the budget split),
 ``measurer`` (where measurements come from, the resumable cache), ``state``
 (what the phases share), ``derive`` (winners, bisection), ``bands`` (bands
-from evidence), ``search`` (tunables), ``duel``, ``regret``, ``verdict``
+from evidence), ``search`` (tunables), ``duel``, ``regret``, ``shipping``
 (what ships), ``machine_states`` (where calls at different moments
 disagreed), ``tuner`` (orchestration), ``measured`` (the table from the
 results), ``shapes`` (a shape table from measurements), ``verify``,

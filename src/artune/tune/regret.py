@@ -12,7 +12,7 @@ The rules scored, in order: the tuned table, the fixed published rule
 fixed single-algorithm rule (``always shm_one_shot``: one algorithm with its
 default parameters at every size). They need no measurement of their own:
 every algorithm is measured at every off-grid size anyway. With the duel's,
-these sizes are where the run's own verdict (``artune.tune.verdict``) weighs
+these sizes are where the run's checks (``artune.tune.shipping``) weigh
 each plan against another (``FasterRule.weigh``): a fixed rule a check puts
 ahead of the tuned table ships instead, and this score ranks the fixed rules
 that no check puts another plan ahead of.
