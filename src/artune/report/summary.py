@@ -65,7 +65,7 @@ def _interval(c: Comparison | None) -> str:
 
 
 def regret_line(result: WorldResult) -> str:
-    """The one-line regret verdict of one world size: the tuned table, the published rule, the best fixed rule."""
+    """The one-line regret summary of one world size: the tuned table, the published rule, the best fixed rule."""
     g = result.regret
     worst_t, worst_f = g.worst_point(True), g.worst_point(False)
     at_t = f" at {human_size(worst_t.size)}" if worst_t else ""
