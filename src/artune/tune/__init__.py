@@ -25,13 +25,15 @@ Modules: ``compare`` (one candidate against another at a size, one plan
 against another over sizes), ``config`` (the settings and the budget split),
 ``measurer`` (where measurements come from, the resumable cache), ``state``
 (what the phases share), ``derive`` (winners, bisection), ``bands`` (bands
-from evidence), ``search`` (tunables), ``duel``, ``regret``, ``shipping``
-(what ships), ``machine_states`` (where calls at different moments
-disagreed), ``tuner`` (orchestration), ``measured`` (the table from the
-results), ``shapes`` (a shape table from measurements), ``verify``,
-``session`` (ranks, torchrun), ``progress`` (the progress bar), ``replay``,
-``synthetic`` (a modelled bench with a machine's noise, for tests and dry
-runs).
+from evidence), ``search`` (tunables), ``duel`` (the plan against every
+fixed rule at fresh sizes, and its repair), ``regret`` (the held-out
+sizes' score), ``shipping`` (what ships), ``machine_states`` (where calls
+at different moments disagreed), ``tuner`` (orchestration), ``measured``
+(the table from the results), ``shapes`` (a shape table from
+measurements), ``verify`` (``artune verify``: does a table still hold),
+``session`` (ranks, torchrun), ``progress`` (the progress bar), ``replay``
+(a run derived again from its log and journal), ``synthetic`` (a modelled
+bench with a machine's noise, for tests and dry runs).
 """
 
 from artune.tune.compare import Comparison, FasterRule, Pooled
