@@ -43,7 +43,6 @@ import platform
 import sys
 import time
 from pathlib import Path
-from statistics import geometric_mean
 
 import numpy as np
 
@@ -51,6 +50,7 @@ from artune.costmodel import blind, gpu, hardware, validate
 from artune.costmodel import calibrate as cal
 from artune.costmodel.plan import build_plan
 from artune.costmodel.presets import load_preset, preset_names
+from artune.measure.stats import geomean
 from artune.sizes import human_size
 
 FIT_FILE = Path(__file__).resolve().parents[1] / "src" / "artune" / "costmodel" / gpu.FIT_FILE
@@ -103,7 +103,7 @@ def print_blind(folds: list[blind.ArchFold], weight: float, totals: dict[float, 
         return hybrid[score.sweep.id][w] if w.startswith("hybrid") else score.geomean(w)
 
     def line(label: str, scores: list) -> str:
-        cells = " | ".join(f"{geometric_mean([value(s, w) for s in scores]):.3f}" for w in who)
+        cells = " | ".join(f"{geomean([value(s, w) for s in scores]):.3f}" for w in who)
         return f"{label} | {sum(len(s.rows) for s in scores)} | {cells} |"
 
     for fold in folds:

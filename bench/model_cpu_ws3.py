@@ -23,7 +23,6 @@ ranks per core), fitted on world size 4 (two ranks per core).
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import subprocess
 import sys
@@ -34,13 +33,10 @@ import numpy as np
 from artune.costmodel.cost import fit_logs, fit_points, points_from_logs
 from artune.costmodel.fit import Points
 from artune.costmodel.plan import build_plan
+from artune.measure.stats import geomean
 from artune.sizes import format_bound, human_size
 from artune.table.decide import decide
 from artune.table.io import load_table
-
-
-def _geo(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def _by_size(points: dict[str, Points], world_size: int) -> dict[int, dict[str, float]]:
@@ -62,7 +58,7 @@ def _regret(choose, measured: dict[int, dict[str, float]]) -> tuple[float, float
         if r > 1.05:
             misses.append(f"{human_size(n)} {pick} {r:.2f}")
     worst = max(regrets)
-    return _geo(regrets), worst, len(regrets), misses
+    return geomean(regrets), worst, len(regrets), misses
 
 
 def main() -> None:

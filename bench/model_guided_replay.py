@@ -40,6 +40,7 @@ from artune.algorithms.shm.algorithms import DEFAULT_CHUNK_BYTES
 from artune.costmodel.cost import CostModel, fit_points
 from artune.costmodel.fit import Points
 from artune.measure.records import MeasurementLog
+from artune.measure.stats import geomean
 from artune.sizes import human_size
 from artune.tune.config import TuneConfig
 
@@ -160,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(options.logs) > 1:
         print(f"over {len(options.logs)} logs (--start-every {options.start_every}, --disagree {options.disagree}):")
         for name, values in totals.items():
-            geo = math.exp(sum(math.log(r) for _, r in values) / len(values))
+            geo = geomean(r for _, r in values)
             print(f"  {name}: {sum(n for n, _ in values)} measurements, held-out regret {geo:.3f} geomean of the logs'")
     return 0
 

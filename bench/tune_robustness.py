@@ -66,6 +66,7 @@ from typing import Any
 
 from artune.machine import cpu_times as _cpu_times
 from artune.machine import steal_share as _steal
+from artune.measure.stats import geomean
 from artune.sizes import human_size
 
 SIZES = 12
@@ -215,8 +216,7 @@ def score(table_path: Path, world: int, seed: int, work: Path) -> dict[str, Any]
 
 def _regret(times: dict[int, dict[str, float]], choice: dict[int, str], sizes: list[int]) -> float:
     """The geometric mean over ``sizes`` of the choice's time over the fastest candidate's there."""
-    logs = [math.log(times[s][choice[s]] / min(times[s].values())) for s in sizes]
-    return math.exp(sum(logs) / len(logs))
+    return geomean(times[s][choice[s]] / min(times[s].values()) for s in sizes)
 
 
 def margin_interval(

@@ -190,8 +190,9 @@ def test_the_table_layer_imports_nothing_above_it() -> None:
 #: grid, settings, machine, gpufacts); the command line sits on top of both.
 RUNTIME = ("table", "algorithms", "communicator", "backend", "measure", "tune", "launch", "report")
 ANALYSIS = ("formats", "evidence", "costmodel", "review", "sources", "oracles")
-#: what the analysis may read of the runtime: the table layer and the measurement log's records
-RUNTIME_FOR_ANALYSIS = ("artune.table", "artune.measure.records")
+#: what the analysis may read of the runtime: the table layer, the measurement log's records and the pure
+#: statistics of numbers (one geometric mean for the whole house)
+RUNTIME_FOR_ANALYSIS = ("artune.table", "artune.measure.records", "artune.measure.stats")
 
 
 def test_the_runtime_never_imports_the_engine_analysis() -> None:

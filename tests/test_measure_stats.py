@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ast
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from artune.measure.records import Candidate, Measurement, bus_bandwidth
-from artune.measure.stats import EMPTY, summarize
+from artune.measure.stats import EMPTY, geomean, summarize
 
 
 def test_known_samples() -> None:
@@ -52,6 +54,79 @@ def test_quantiles_are_ordered(samples: list[float]) -> None:
     s = summarize(samples)
     assert s.minimum <= s.p20 <= s.median <= s.p80 <= s.p99 <= s.maximum
     assert s.median == pytest.approx(float(np.median(samples)))
+
+
+def test_geomean_averages_ratios() -> None:
+    assert geomean([2.0, 0.5]) == pytest.approx(1.0)
+    assert geomean(iter([1.0, 4.0, 16.0])) == pytest.approx(4.0)
+    assert geomean([3.0]) == pytest.approx(3.0)
+    assert math.isnan(geomean([]))
+    assert math.isinf(geomean([1.0, math.inf]))
+
+
+@pytest.mark.parametrize("bad", [0.0, -1.0])
+def test_geomean_refuses_a_value_without_a_logarithm(bad: float) -> None:
+    with pytest.raises(ValueError, match="must be positive"):
+        geomean([1.0, bad])
+
+
+@given(st.lists(st.floats(min_value=1e-6, max_value=1e6), min_size=1, max_size=50))
+def test_geomean_lies_between_the_extremes_and_inverts(values: list[float]) -> None:
+    g = geomean(values)
+    assert min(values) * (1 - 1e-12) <= g <= max(values) * (1 + 1e-12)
+    assert geomean([1 / v for v in values]) == pytest.approx(1 / g, rel=1e-9)
+
+
+def _geomeans_by_hand(source: str) -> list[int]:
+    """The lines of ``source`` that take a geometric mean other than by ``geomean``: ``exp`` of a sum of
+    logarithms over a count, or of a whole array's mean of logarithms (a mean along an axis, one per
+    replicate, is another operation), or the standard library's ``geometric_mean`` called directly."""
+
+    def name(node: ast.AST) -> str:
+        return node.attr if isinstance(node, ast.Attribute) else getattr(node, "id", "")
+
+    def has_log(node: ast.AST) -> bool:
+        return any(isinstance(n, ast.Call) and name(n.func) == "log" for n in ast.walk(node))
+
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and name(node.func) == "geometric_mean":  # the library's, beside geomean
+            found.append(node.lineno)
+        if not (isinstance(node, ast.Call) and name(node.func) == "exp" and len(node.args) == 1):
+            continue
+        arg = node.args[0]
+        summed = (
+            isinstance(arg, ast.BinOp)
+            and isinstance(arg.op, ast.Div)
+            and isinstance(arg.left, ast.Call)
+            and name(arg.left.func) in {"sum", "fsum"}
+            and has_log(arg.left)
+        )
+        averaged = isinstance(arg, ast.Call) and name(arg.func) == "mean" and not arg.args and not arg.keywords
+        if summed or (averaged and has_log(arg)):
+            found.append(node.lineno)
+    return found
+
+
+def test_one_geometric_mean_in_the_house() -> None:
+    """Every geometric mean is ``geomean``: none written out again in the package or the benchmarks."""
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.joinpath("src", "artune").rglob("*.py"), *root.joinpath("bench").rglob("*.py")]
+    files = [f for f in files if f.parts[-2:] != ("measure", "stats.py")]  # geomean's own home
+    found = [f"{f.relative_to(root)}:{n}" for f in files for n in _geomeans_by_hand(f.read_text(encoding="utf-8"))]
+    assert not found, "geometric means written out by hand (use artune.measure.stats.geomean): " + "; ".join(found)
+
+
+def test_the_geometric_mean_check_sees_one_written_out() -> None:
+    by_hand = [
+        "g = math.exp(sum(math.log(r) for r in rs) / len(rs))",
+        "g = exp(math.fsum(-log(c.ratio) for c in found) / n)",
+        "g = float(np.exp(np.log(regret[:, a:b]).mean()))",
+        "g = statistics.geometric_mean(regrets)",
+    ]
+    assert [_geomeans_by_hand(s) for s in by_hand] == [[1], [1], [1], [1]]
+    fine = "g = np.exp(np.log(t / best).mean(axis=1))\nx = math.exp(-half)\ny = math.exp(sum(xs) / n)"
+    assert _geomeans_by_hand(fine) == []
 
 
 def test_busbw_formula() -> None:

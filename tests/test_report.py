@@ -75,7 +75,7 @@ def test_a_failed_choice_reads_failed_not_inf() -> None:
     assert (_r(float("inf")), _r(float("nan")), _r(1.23456)) == ("failed", "-", "1.235")
 
 
-def test_the_verdict_is_said_and_a_table_its_checks_say_loses_is_flagged_loudly(
+def test_what_ships_is_said_and_a_table_its_checks_say_loses_is_flagged_loudly(
     result: WorldResult, tmp_path: Path
 ) -> None:
     """The held-out regret puts ``always two`` ahead of the tuned table: it ships, and the report says why. When
@@ -87,7 +87,7 @@ def test_the_verdict_is_said_and_a_table_its_checks_say_loses_is_flagged_loudly(
     from artune.table.types import Band, Plan
     from artune.tune.duel import Overall
     from artune.tune.regret import RegretPoint, RegretScore
-    from artune.tune.verdict import DUEL, HELD_OUT, choose
+    from artune.tune.shipping import DUEL, HELD_OUT, choose
 
     one, two = Candidate("shm_one_shot"), Candidate("shm_two_shot")
     # at both sizes the tuned table chose the slower algorithm; always two-shot chose right

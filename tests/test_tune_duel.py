@@ -1,4 +1,4 @@
-"""The final duel (``artune.tune.duel``) and the run's own verdict (``artune.tune.verdict``): on a machine
+"""The final duel (``artune.tune.duel``) and what ships (``artune.tune.shipping``): on a machine
 whose state flips between calls, a table its own checks say loses is never vouched for, judged from the run's
 measurements alone."""
 
@@ -10,7 +10,7 @@ from collections.abc import Mapping
 import pytest
 
 from artune.measure.records import Candidate, Measurement
-from artune.report.verdict import shipping_line
+from artune.report.shipping import shipping_line
 from artune.table.types import ParamValue, Table
 from artune.tune.compare import FASTER, FasterRule, Pooled
 from artune.tune.config import TuneConfig

@@ -363,7 +363,7 @@ def _print_summary(
 ) -> None:
     from artune.report import loss_warning, regret_line, shipping_line
     from artune.report.duel import duel_line
-    from artune.report.verdict import near_tie_lines
+    from artune.report.shipping import near_tie_lines
     from artune.sizes import format_span
 
     for r in results:

@@ -36,13 +36,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import geometric_mean
 
 import numpy as np
 
 from artune import rocm
 from artune.costmodel import calibrate as cal
 from artune.costmodel import gpu, validate
+from artune.measure.stats import geomean
 from artune.table.types import Table
 
 KiB, MiB = 1 << 10, 1 << 20
@@ -109,7 +109,7 @@ def _predicted_regret(predicted, score: validate.SweepScore) -> float:
         measured = [k for k, t in zip(s.kernels, times, strict=True) if not math.isnan(t)]
         pred = {k: float(predicted(k, [row.nbytes])[0]) for k in measured}
         regrets.append(pred[row.choices["model"]] / min(pred.values()))
-    return geometric_mean(regrets)
+    return geomean(regrets)
 
 
 def _arch_order(arch: str) -> tuple[bool, float, str]:
@@ -154,7 +154,7 @@ def choose_claim_weight(
     totals = {}
     for w in weights:
         folds = leave_one_arch_out(cal.Data(data.sweeps, data.crossovers, w))
-        totals[w] = geometric_mean([s.geomean("model") for f in folds if not is_amd(f) for s in f.scores])
+        totals[w] = geomean([s.geomean("model") for f in folds if not is_amd(f) for s in f.scores])
     best = min(totals, key=lambda w: (round(totals[w], 4), w))
     return best, totals
 
@@ -219,8 +219,8 @@ def copy_rules(folds: Sequence[ArchFold]) -> tuple[CopyRule, ...]:
     """Every region (world size, mode, size range) where the best copy beat the model on the blind folds."""
     out = []
     for (ws, mode, band), rows in sorted(_region_rows(folds).items()):
-        model = geometric_mean([r.regrets["model"] for _, r in rows])
-        copies = {who: geometric_mean([r.regrets[who] for _, r in rows]) for who in COPIES}
+        model = geomean([r.regrets["model"] for _, r in rows])
+        copies = {who: geomean([r.regrets[who] for _, r in rows]) for who in COPIES}
         who = min(copies, key=copies.__getitem__)
         if copies[who] < model * (1 - MARGIN) and len(rows) >= MIN_POINTS:
             lo, hi = BANDS[band]
@@ -250,8 +250,8 @@ def hybrid_scores(folds: Sequence[ArchFold]) -> dict[str, dict[str, float]]:
         nested = copy_rules([f for f in folds if f.arch != fold.arch])
         for score in fold.scores:
             out[score.sweep.id] = {
-                "hybrid": geometric_mean(hybrid_regrets(score, every)),
-                "hybrid, nested": geometric_mean(hybrid_regrets(score, nested)),
+                "hybrid": geomean(hybrid_regrets(score, every)),
+                "hybrid, nested": geomean(hybrid_regrets(score, nested)),
             }
     return out
 
@@ -325,8 +325,8 @@ def stored_summary(folds: Sequence[ArchFold], weight: float, totals: Mapping[flo
     cal_ = calibrate(folds)
     hybrid = hybrid_scores(folds)
     scores = [s for f in folds if not is_amd(f) for s in f.scores]
-    score = {who: geometric_mean([s.geomean(who) for s in scores]) for who in ("model", *COPIES, *ENGINES)}
-    score |= {k: geometric_mean([hybrid[s.sweep.id][k] for s in scores]) for k in ("hybrid", "hybrid, nested")}
+    score = {who: geomean([s.geomean(who) for s in scores]) for who in ("model", *COPIES, *ENGINES)}
+    score |= {k: geomean([hybrid[s.sweep.id][k] for s in scores]) for k in ("hybrid", "hybrid, nested")}
     return {
         "claim_weight": weight,
         "claim_weights": {f"{w:g}": round(t, 4) for w, t in totals.items()},
@@ -359,13 +359,13 @@ def amd_summary(folds: Sequence[ArchFold]) -> dict:
         "covered": cal_.covered,
         "arch_covered": cal_.arch_covered,
         "factor": round(cal_.factor, 4),
-        "score": {"model": round(geometric_mean([s.geomean("model") for s in scores]), 4)},
+        "score": {"model": round(geomean([s.geomean("model") for s in scores]), 4)},
         "rccl_sweeps": len(against),
     }
     if against:
         out["score"] |= {
-            "model, where RCCL was measured": round(geometric_mean([s.geomean("model") for s in against]), 4),
-            "rccl": round(geometric_mean([s.geomean("rccl") for s in against]), 4),
+            "model, where RCCL was measured": round(geomean([s.geomean("model") for s in against]), 4),
+            "rccl": round(geomean([s.geomean("rccl") for s in against]), 4),
         }
     return out
 

@@ -34,6 +34,7 @@ from artune.costmodel.cost import VERSION
 from artune.costmodel.plan import SWITCH_MARGIN, Copy
 from artune.costmodel.presets import Hardware
 from artune.grid import log_spaced
+from artune.measure.stats import geomean
 from artune.sizes import human_size
 
 LEVEL = 0.9
@@ -288,7 +289,7 @@ def uncertain_sizes(
     for i in where:
         counts = np.bincount(rep_pick[:, i], minlength=len(names)) / rep_pick.shape[0]
         algs |= {j for j in np.flatnonzero(counts >= DISAGREE)}
-    expected = float(np.exp(np.log(regret[:, first : last + 1]).mean()))
+    expected = geomean(regret[:, first : last + 1].ravel())
     return SuggestedSweep(
         world_size, mode, tuple(span), tuple(names[j] for j in sorted(algs)), float(other.max()), expected
     )

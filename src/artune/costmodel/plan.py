@@ -18,13 +18,13 @@ from __future__ import annotations
 import datetime
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from statistics import geometric_mean
 from typing import Protocol
 
 import numpy as np
 
 from artune.errors import ArtuneError, ModelRefusal
 from artune.grid import log_spaced, quantize
+from artune.measure.stats import geomean
 from artune.table.types import Band, ParamValue, Plan, Platform, Provenance, Table, freeze_params
 
 GRID_PER_OCTAVE = 8
@@ -228,7 +228,7 @@ def modelled_table(
             plans.append(build_plan(model, ws, mode, lo, hi, params))
     if not plans:
         raise ArtuneError("the model refused every world size asked for: " + "; ".join(refused))
-    geo = geometric_mean(p.regret.median for p in plans)
+    geo = geomean(p.regret.median for p in plans)
     worst = max(p.regret.p90 for p in plans)
     table_prov = modelled_provenance(model, extra=f"plans' predicted regret {geo:.3f} geomean, p90 up to {worst:.3f}")
     table = Table(Platform(model.kind, model.arch, model.device), table_prov, tuple(p.plan for p in plans))

@@ -31,7 +31,6 @@ import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from statistics import geometric_mean
 
 import numpy as np
 
@@ -40,6 +39,7 @@ from artune.costmodel import calibrate as cal
 from artune.costmodel import gpu
 from artune.costmodel.plan import SWITCH_MARGIN
 from artune.costmodel.published import Sweep
+from artune.measure.stats import geomean
 from artune.table.types import Table
 
 ENGINES = ("vllm", "sglang")
@@ -143,7 +143,7 @@ class SweepScore:
     rows: tuple[Row, ...]
 
     def geomean(self, who: str) -> float:
-        return geometric_mean(r.regrets[who] for r in self.rows)
+        return geomean(r.regrets[who] for r in self.rows)
 
     def worst(self, who: str) -> float:
         return max(r.regrets[who] for r in self.rows)
@@ -218,7 +218,7 @@ def leave_one_sweep_out(data: cal.Data, terms: Sequence[str] = (), start: cal.Re
 
 def total(scores: Sequence[SweepScore], who: str) -> tuple[float, float]:
     """Over sweeps, each counting once: the geomean of their geomean regrets, and the worst size."""
-    geo = geometric_mean(s.geomean(who) for s in scores)
+    geo = geomean(s.geomean(who) for s in scores)
     return geo, max(s.worst(who) for s in scores)
 
 

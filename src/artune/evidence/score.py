@@ -15,12 +15,12 @@ named, never filled from another column.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from statistics import geometric_mean
 from typing import Any
 
 from artune import catalog
 from artune.evidence.kernels import kernel_of, why_kernel
 from artune.evidence.sweep import BenchmarkSweep
+from artune.measure.stats import geomean
 from artune.sizes import format_size
 from artune.table.decide import decide
 from artune.table.types import Table
@@ -82,12 +82,12 @@ class EvidenceScore:
     def geomean(self) -> float | None:
         """The geometric mean of the scored sizes' regrets; ``None`` when none was scored."""
         regrets = [s.regret for s in self.scored if s.regret is not None]
-        return geometric_mean(regrets) if regrets else None
+        return geomean(regrets) if regrets else None
 
     def geomean_at(self, sizes: set[int] | frozenset[int]) -> float | None:
         """The geometric mean of the regrets at ``sizes`` (those of them scored here); ``None`` when none is."""
         regrets = [s.regret for s in self.scored if s.size in sizes and s.regret is not None]
-        return geometric_mean(regrets) if regrets else None
+        return geomean(regrets) if regrets else None
 
     @property
     def worst(self) -> SizeScore | None:

@@ -1,15 +1,19 @@
-"""Summaries of raw timing samples: median, p20, p80, p99, cv%, count.
+"""Summaries of raw timing samples: median, p20, p80, p99, cv%, count; and how ratios average.
 
 Pure functions on sequences of numbers. Quantiles use linear interpolation
 between order statistics (numpy's default), so a summary of one sample is
 that sample for every quantile. An empty sequence summarises to ``nan``
 everywhere with ``count == 0``: callers decide what a missing figure means.
+Ratios (regrets, speedups, one time over another) average by ``geomean``,
+the one geometric mean of the house, the runtime's and the engine analysis's
+alike (a leaf: it imports nothing of artune).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+import statistics
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,3 +85,15 @@ def summarize(samples: Sequence[float] | np.ndarray) -> Summary:
 def median(samples: Sequence[float] | np.ndarray) -> float:
     """The median of ``samples`` (``nan`` when empty)."""
     return summarize(samples).median
+
+
+def geomean(values: Iterable[float]) -> float:
+    """The geometric mean of positive ``values``: ``nan`` for none, ``inf`` when one is infinite. Ratios average
+    this way, so ``x`` and ``1 / x`` cancel. A value of 0 or below has no logarithm: ``ValueError``, on every
+    Python (``statistics.geometric_mean`` returns 0 for a 0 from 3.12 on)."""
+    values = list(values)
+    if not values:
+        return NAN
+    if any(v <= 0 for v in values):
+        raise ValueError(f"geomean(): the values must be positive, got {min(values)}")
+    return statistics.geometric_mean(values)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from artune.report.document import to_html, to_markdown
 from artune.report.plots import write_plots
+from artune.report.shipping import loss_warning, shipping_line
 from artune.report.summary import RunInfo, regret_line, report_blocks
-from artune.report.verdict import loss_warning, shipping_line
 from artune.table.check import Finding
 from artune.table.types import Table
 from artune.tune.tuner import WorldResult

@@ -37,7 +37,7 @@ def duel_line(result: WorldResult) -> str:
         line += " Every fixed rule chose as the derived table did, or differed only where too few rounds fit to tell."
     if differ:
         best = min(differ, key=lambda o: o.ratio)
-        if best.ahead(PLAN_TIE):
+        if best.ahead():
             standing = f"ahead by more than {PLAN_TIE:.0%} over its whole interval"
         elif best.ratio < 1.0:
             standing = f"level (not ahead by more than {PLAN_TIE:.0%} over its whole interval)"

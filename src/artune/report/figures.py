@@ -14,8 +14,9 @@ import math
 from dataclasses import dataclass
 
 from artune.measure.records import Candidate
+from artune.measure.stats import geomean
 from artune.tune.compare import usable
-from artune.tune.regret import choice, geomean
+from artune.tune.regret import choice
 from artune.tune.tuner import WorldResult, plan_table
 
 

@@ -6,7 +6,7 @@ fixed published rule and of every fixed single-algorithm rule on sizes the
 tuner never measured, the pick at every coarse size and every crossover with
 how sure it is (the paired time ratio, its interval and the verdict of
 ``artune.tune.compare``), and the parameters found; then what ships and why,
-with every band's evidence (``artune.report.verdict``), and a loud warning
+with every band's evidence (``artune.report.shipping``), and a loud warning
 where the run's own checks contradict each other.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from artune.report.document import Alert, Block, Bullets, Grid, Heading, Image, Para
 from artune.report.duel import duel_blocks, states_blocks
 from artune.report.figures import speedup_summary, speedups
-from artune.report.verdict import loss_warning, verdict_blocks
+from artune.report.shipping import loss_warning, shipping_blocks
 from artune.sizes import format_size, format_span, human_size
 from artune.table.check import Finding
 from artune.table.types import Table
@@ -65,7 +65,7 @@ def _interval(c: Comparison | None) -> str:
 
 
 def regret_line(result: WorldResult) -> str:
-    """The one-line regret verdict of one world size: the tuned table, the published rule, the best fixed rule."""
+    """The one-line regret summary of one world size: the tuned table, the published rule, the best fixed rule."""
     g = result.regret
     worst_t, worst_f = g.worst_point(True), g.worst_point(False)
     at_t = f" at {human_size(worst_t.size)}" if worst_t else ""
@@ -348,7 +348,7 @@ def report_blocks(
         )
     for result in results:
         blocks.extend(world_blocks(result))
-        blocks.extend(verdict_blocks(result))
+        blocks.extend(shipping_blocks(result))
         blocks.extend(duel_blocks(result))
         blocks.extend(states_blocks(result))
     return blocks

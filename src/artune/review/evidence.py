@@ -11,7 +11,6 @@ error that says how to name it.
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from artune.errors import ArtuneError, EvidenceError
+from artune.measure.stats import geomean
 from artune.review.asks import Span, Spot, SweepCover
 from artune.review.types import (
     BestScore,
@@ -95,7 +95,7 @@ def _only(sweep: Any, spans: dict[Spot, list[Span]]) -> str:
 def _side(scores: Sequence[Any]) -> SideScore:
     """A side's geomean and worst regret over ``artune.evidence.score.SizeScore`` rows (unscored ones named)."""
     regrets = [(s.regret, s.size) for s in scores if s.regret is not None]
-    geo = math.exp(sum(math.log(r) for r, _ in regrets) / len(regrets)) if regrets else None
+    geo = geomean(r for r, _ in regrets) if regrets else None
     worst = max(regrets, default=None)
     unscored = tuple(s.size for s in scores if s.regret is None)
     return SideScore(
@@ -194,7 +194,7 @@ def _all_best(rows: Sequence[FileScore]) -> BestScore:
     found = [r.best for r in rows if r.best.geomean is not None]
     if not found:
         return BestScore(None, None, "", "; ".join(dict.fromkeys(r.best.why for r in rows)))
-    geo = math.exp(sum(math.log(b.geomean or 1.0) for b in found) / len(found))
+    geo = geomean(b.geomean or 1.0 for b in found)
     worst = max((b.worst or 1.0) for b in found)
     return BestScore(geo, worst, "\n".join(b.row for b in found))
 
@@ -237,7 +237,7 @@ def _answer(
     if not pairs:
         return [], []
     arch, ws, mode = score.arch, score.world_size, score.mode
-    geo = [math.exp(sum(math.log(p[k].regret) for p in pairs) / len(pairs)) for k in (0, 1)]
+    geo = [geomean(p[k].regret for p in pairs) for k in (0, 1)]
     fastest = Counter(b.fastest for _, b in pairs).most_common(1)[0][0]
     worst = max(b.regret for _, b in pairs)
     lo, hi = pairs[0][0].size, pairs[-1][0].size

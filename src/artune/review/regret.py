@@ -29,6 +29,7 @@ from typing import Any
 
 from artune import catalog
 from artune.errors import ArtuneError
+from artune.measure.stats import geomean
 from artune.review.types import RegretEvidence
 from artune.sizes import MAX_SIZE
 from artune.table.decide import decide
@@ -231,7 +232,7 @@ def measured_regret(
                 fastest = min(at, key=at.__getitem__)
                 rows.append((n, at[was] / at[fastest], at[now] / at[fastest], fastest))
         if rows:
-            was_geo, now_geo = (math.exp(sum(math.log(r[k]) for r in rows) / len(rows)) for k in (1, 2))
+            was_geo, now_geo = (geomean(r[k] for r in rows) for k in (1, 2))
             lo, hi, worst = rows[0][0], rows[-1][0], max(r[2] for r in rows)
             fastest = _common([r[3] for r in rows])
             out.append(

@@ -19,19 +19,21 @@ puts another ahead of is never installed without ``--force``.
 The pipeline per world size is ``tune_world``; the rules that make it safe
 are in ``artune.tune.compare`` (both comparisons and both ties, stated
 once), ``artune.tune.derive``, ``artune.tune.bands`` and
-``artune.tune.verdict``; the budget split is in ``artune.tune.config``.
+``artune.tune.shipping``; the budget split is in ``artune.tune.config``.
 
 Modules: ``compare`` (one candidate against another at a size, one plan
 against another over sizes), ``config`` (the settings and the budget split),
 ``measurer`` (where measurements come from, the resumable cache), ``state``
 (what the phases share), ``derive`` (winners, bisection), ``bands`` (bands
-from evidence), ``search`` (tunables), ``duel``, ``regret``, ``verdict``
-(what ships), ``machine_states`` (where calls at different moments
-disagreed), ``tuner`` (orchestration), ``measured`` (the table from the
-results), ``shapes`` (a shape table from measurements), ``verify``,
-``session`` (ranks, torchrun), ``progress`` (the progress bar), ``replay``,
-``synthetic`` (a modelled bench with a machine's noise, for tests and dry
-runs).
+from evidence), ``search`` (tunables), ``duel`` (the plan against every
+fixed rule at fresh sizes, and its repair), ``regret`` (the held-out
+sizes' score), ``shipping`` (what ships), ``machine_states`` (where calls
+at different moments disagreed), ``tuner`` (orchestration), ``measured``
+(the table from the results), ``shapes`` (a shape table from
+measurements), ``verify`` (``artune verify``: does a table still hold),
+``session`` (ranks, torchrun), ``progress`` (the progress bar), ``replay``
+(a run derived again from its log and journal), ``synthetic`` (a modelled
+bench with a machine's noise, for tests and dry runs).
 """
 
 from artune.tune.compare import Comparison, FasterRule, Pooled

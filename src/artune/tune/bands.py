@@ -263,7 +263,7 @@ def published_spans(table: Table, world_size: int, available: Collection[str], h
 def rule_plan(
     table: Table, world_size: int, mode: str, available: Collection[str], fallback: str, hosts: int = 1
 ) -> Plan:
-    """A fixed rule's choices as a plan for ``world_size`` (what ships when the run's verdict picks the rule)."""
+    """A fixed rule's choices as a plan for ``world_size`` (what ships when the run's checks pick the rule)."""
     spans = published_spans(table, world_size, available, hosts)
     return Plan(world_size, mode, _bands(spans, fallback), fallback, hosts=hosts)
 

@@ -59,12 +59,13 @@ interval. Their roles are stated here once:
   held-out check, which weigh the same plans at other sizes, contradict each
   other.
 
-A turn counts at most ``SPIKE`` (ten) times the pair's median turn (one cap
-for both, from their pooled turns), so a few millisecond hiccups that hit any
-algorithm do not decide by where they landed, while an algorithm's own slow
-calls (two or three times its typical one) count in full; a cap at a quantile
-of the turns would fall inside those and bias the ratio.
-``artune.tune.machine_states`` reports where the two statistics disagreed.
+**Tails.** A turn counts at most ``SPIKE`` (ten) times the pair's median
+turn (one cap for both, from their pooled turns), so a few millisecond
+hiccups that hit any algorithm do not decide by where they landed, while an
+algorithm's own slow calls (two or three times its typical one) count in
+full; a cap at a quantile of the turns would fall inside those and bias the
+ratio. ``artune.tune.machine_states`` reports where the two statistics
+disagreed.
 
 **The tie band.** A difference is acted on only when the whole interval lies
 outside ``[1 / (1 + tie), 1 + tie]``. The interval covers the noise of the
@@ -371,8 +372,8 @@ class Overall:
     failed: bool = False  # decided by choices that failed (the ratio is 0, inf or 1 where both sides failed)
     typical: tuple[float, float, float] | None = None  # the same of the typical call: (ratio, low, high)
 
-    def ahead(self, tie: float) -> bool:
-        """True when ``rule`` is ahead by more than ``tie`` (``PLAN_TIE``) over the whole interval of the time
+    def ahead(self, tie: float = PLAN_TIE) -> bool:
+        """True when ``rule`` is ahead by more than ``tie`` (the plan tie) over the whole interval of the time
         spent, and its typical call is not behind (the module's **Two statistics, two roles**)."""
         ahead = self.high < 1.0 / (1.0 + tie)
         return ahead if self.failed or self.typical is None else ahead and self.typical[0] <= 1.0

@@ -19,7 +19,7 @@ leaves its share to the later phases; one that overran leaves less.
 
 ``TuneConfig.full()``: powers of 4 from 256 B to 64 MiB, crossovers to
 within 2^(1/4) (19%), 8 duel sizes a round, 12 held-out sizes, 60 s.
-``TuneConfig.quick()``: powers of 16 from 256 B to 16 MiB, within 2^(1/2),
+``TuneConfig.quick_run()``: powers of 16 from 256 B to 16 MiB, within 2^(1/2),
 6 duel sizes a round, 8 held-out sizes, 15 s.
 """
 

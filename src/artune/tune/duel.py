@@ -34,7 +34,7 @@ table **over all the duel's sizes** (``overall``, by the tuner's one
 plan-against-plan comparison, ``FasterRule.weigh`` in ``artune.tune.compare``).
 That weighing, with the same one over the held-out regret's sizes
 (``artune.tune.regret``), is what decides whether the derived table ships or
-a fixed rule does (``artune.tune.verdict``).
+a fixed rule does (``artune.tune.shipping``).
 """
 
 from __future__ import annotations
@@ -199,7 +199,7 @@ def _round_sizes(state: TuneState, round_: int) -> list[int]:
 
 def duel(state: TuneState) -> Duel:
     """Duel the state's plan against every fixed rule and repair it (see the module); ``state.plan`` is then
-    the derived plan the verdict weighs."""
+    the derived plan that the run's checks weigh."""
     bench = state.bench
     bench.phase("duel")
     began = bench.spent_s

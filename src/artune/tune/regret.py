@@ -12,7 +12,7 @@ The rules scored, in order: the tuned table, the fixed published rule
 fixed single-algorithm rule (``always shm_one_shot``: one algorithm with its
 default parameters at every size). They need no measurement of their own:
 every algorithm is measured at every off-grid size anyway. With the duel's,
-these sizes are where the run's own verdict (``artune.tune.verdict``) weighs
+these sizes are where the run's checks (``artune.tune.shipping``) weigh
 each plan against another (``FasterRule.weigh``): a fixed rule a check puts
 ahead of the tuned table ships instead, and this score ranks the fixed rules
 that no check puts another plan ahead of.
@@ -21,11 +21,11 @@ that no check puts another plan ahead of.
 from __future__ import annotations
 
 import math
-import statistics
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from artune.measure.records import Candidate
+from artune.measure.stats import geomean
 from artune.table.decide import decide
 from artune.table.types import Band, Plan, Platform, Provenance, Table
 from artune.tune.compare import Timed, usable
@@ -76,12 +76,6 @@ class RegretPoint:
     def fixed_regret(self) -> float:
         """``fixed_us / best_us`` (inf when the choice failed)."""
         return self.regret(1)
-
-
-def geomean(values: Iterable[float]) -> float:
-    """The geometric mean (``nan`` for no values, ``inf`` if any is infinite)."""
-    values = list(values)
-    return statistics.geometric_mean(values) if values else math.nan
 
 
 @dataclass(frozen=True)

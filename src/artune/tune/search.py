@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from artune.grid import midpoint
 from artune.measure.records import Candidate
+from artune.measure.stats import geomean
 from artune.table.types import ParamValue
 from artune.tune.compare import FASTER, SLOWER, UNSURE, Comparison, FasterRule, PairVerdict, Timed, usable, wrong
 from artune.tune.derive import Pick, Sampler
@@ -93,7 +94,7 @@ def _trial(value: ParamValue, pairs: Sequence[tuple[Timed, Timed]], rule: Faster
     if not all(usable(b) for b, _ in pairs):
         return Trial(value, math.inf)
     found = tuple(rule.compare(m, b) for b, m in pairs)
-    gain = math.exp(sum(-math.log(c.ratio) for c in found) / len(found))
+    gain = geomean(1.0 / c.ratio for c in found)
     return Trial(value, gain, found)
 
 

@@ -1,6 +1,6 @@
 """Tuning one world size: sweep, probes between coarse sizes, re-measuring unsure sizes, parameter search,
 bisection, plan (its bands held to their evidence), the duel that repairs it, the held-out regret, and the
-run's own verdict on what ships.
+choice of what ships.
 
 ``tune_world`` is collective when the bench is: every rank calls it with the
 same configuration and a bench holding the same known measurements, and
@@ -10,7 +10,7 @@ rank runs the same sequence of harness calls. The same property makes a run
 replayable from its log and journal (``artune.tune.replay``). See ``derive``
 and ``bands`` for the rules, ``compare`` for the two comparisons they use (one
 candidate against another at a size, one plan against another over sizes),
-and ``duel`` and ``verdict`` for the last checks before a table ships.
+and ``duel`` and ``shipping`` for the last checks before a table ships.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from artune.tune.machine_states import MachineStates, states_of
 from artune.tune.measurer import WARMUP_SHARE, CachedMeasurer
 from artune.tune.regret import TUNED, RegretScore, regret_candidates, regret_from, single_rules
 from artune.tune.search import ParamSearch, search_algorithm, search_sizes
+from artune.tune.shipping import DUEL, HELD_OUT, Shipping, Weigh, choose
 from artune.tune.state import TuneState, plan_table
-from artune.tune.verdict import DUEL, HELD_OUT, Shipping, Weigh, choose
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +57,7 @@ class WorldResult:
     baseline: str
     algorithms: tuple[str, ...]
     config: TuneConfig
-    plan: Plan  # the plan that ships: the derived one, or the fixed rule the run's verdict chose
+    plan: Plan  # the plan that ships: the derived one, or the fixed rule the run's checks chose
     picks: tuple[Pick, ...]
     crossovers: tuple[BandCrossover, ...]
     searches: tuple[ParamSearch, ...]
@@ -77,7 +77,7 @@ class WorldResult:
     states: MachineStates | None = field(default=None, compare=False)  # where calls at different moments disagreed
     derived: Plan | None = None  # the plan derived and held to its evidence, whether or not it ships
     shaping: Shaping | None = None  # the derived plan's bands with their evidence, merges and near-ties
-    shipping: Shipping | None = None  # what ships and why (the run's own verdict)
+    shipping: Shipping | None = None  # what ships and why
 
     @property
     def vouched(self) -> bool:
@@ -291,7 +291,7 @@ def tune_world(
 
 
 def _ship(state: TuneState, regret: RegretScore, record: Duel) -> Shipping:
-    """The run's own verdict (``artune.tune.verdict``): the derived plan, or the fixed rule its checks put ahead."""
+    """What ships (``artune.tune.shipping``): the derived plan, or the fixed rule its checks put ahead."""
     assert state.plan is not None
     bench = state.bench
     tables = {TUNED: plan_table(state.plan), **dict(state.fixed)}

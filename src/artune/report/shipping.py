@@ -1,8 +1,8 @@
-"""The report's account of what ships and why: the run's own verdict, and every band with its evidence.
+"""The report's account of what ships and why, and of every band with its evidence.
 
 Per world size: which plan ships (the derived table, or the fixed rule a
 check of the run put ahead of it) and which checks decided it
-(``artune.tune.verdict``); then every band of the derived table with the
+(``artune.tune.shipping``); then every band of the derived table with the
 sizes inside it where it was faster than its rivals, level with one, or
 slower, and why it stands; the bands the evidence rules removed, and the
 near-ties with the choice that resolved them (``artune.tune.bands``).
@@ -57,7 +57,7 @@ def _row(a: BandAudit) -> tuple[str, ...]:
     )
 
 
-def verdict_blocks(result: WorldResult) -> list[Block]:
+def shipping_blocks(result: WorldResult) -> list[Block]:
     """The section of one world size: what ships, then the derived table's bands and their evidence."""
     blocks: list[Block] = [Heading(f"What ships and why (ws={result.world_size})", 3), Para(shipping_line(result))]
     blocks.append(

@@ -1,4 +1,4 @@
-"""The run's own verdict binds: which plan ships, the derived table or a fixed rule, and whether it is vouched for.
+"""What ships: the derived table or a fixed rule, as the run's own checks decide, and whether it is vouched for.
 
 Two checks of a run time the derived table against every fixed rule (the
 published rule and ``always <algorithm>`` for each algorithm) at sizes the
@@ -12,7 +12,15 @@ time their choices spent, with an interval. A plan is *ahead* on a check
 when it is ahead by more than the plan tie (``PLAN_TIE``, 1%) over the whole
 interval and its typical call is not behind; otherwise the two are level
 there, and the report says so without calling it a loss (a point estimate of
-the regret a per cent apart over a dozen noisy sizes is no verdict).
+the regret a per cent apart over a dozen noisy sizes decides nothing).
+
+The two checks are weighed apart, never pooled into one weighing: the duel's
+sizes are where the plan was repaired (a size a fixed rule won there joins
+the evidence the plan is derived from), so they lean the plan's way, while
+no phase chose anything at the held-out sizes. Pooled, the duel's sizes
+would dilute the one check the plan was not fitted to; apart, a plan ahead
+on either check is ahead, and checks that put different plans ahead are
+reported as contradicting each other, not averaged away.
 
 ``choose`` decides:
 
@@ -103,7 +111,7 @@ Weigh = Callable[[str, str], Overall | None]
 
 def _ahead(check: str, weigh: Weigh, regret: RegretScore, index: Mapping[str, int], a: str, b: str) -> Ahead | None:
     found = weigh(a, b)
-    if found is None or not found.ahead(PLAN_TIE):
+    if found is None or not found.ahead():
         return None
     detail = found.interval() if found.failed else f"{found.interval()}, its time over the other's"
     if check == HELD_OUT:

@@ -1,4 +1,4 @@
-"""The run's own verdict binds (``artune.tune.verdict``): a derived table that its checks put behind a fixed
+"""What ships (``artune.tune.shipping``) binds: a derived table that its checks put behind a fixed
 rule is replaced by the rule; a table whose checks contradict each other is installed only with ``--force``;
 a noisy machine's tables keep one crossover, and a near-tie is named and resolved to the published rule."""
 
