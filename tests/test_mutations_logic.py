@@ -450,29 +450,29 @@ def test_the_variables_the_dispatch_read_are_kept_with_its_reading(release: Path
     assert kept.variables() == fresh.variables()
 
 
+#: symmetric memory's size test kept as a ``functools.partial``, whose truth the evaluator cannot know
+PARTIAL: list[Edit] = [
+    (SYMM, lambda text: "import functools\nimport operator\n" + text),
+    (
+        SYMM,
+        replaced(
+            "        return inp_size <= self.max_size\n",
+            "        fits = functools.partial(operator.le, inp_size)\n"
+            "        if fits(self.max_size):\n"
+            "            return True\n"
+            "        return False\n",
+        ),
+    ),
+]
+
+
 def test_a_test_the_evaluator_cannot_know_is_answered_both_ways(
     release: Path, readings: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The issue's case: symmetric memory's size test kept as a ``functools.partial``, whose truth the evaluator
     cannot know. By construction vLLM runs symm_mem_multimem at 16 MiB on 9.0 ws=6 (under its 9.0 row), so
     artune's 'false' (nccl) is not the answer: explain says both, and which is which."""
-    root = _mutated(
-        release,
-        readings,
-        [
-            (SYMM, lambda text: "import functools\nimport operator\n" + text),
-            (
-                SYMM,
-                replaced(
-                    "        return inp_size <= self.max_size\n",
-                    "        fits = functools.partial(operator.le, inp_size)\n"
-                    "        if fits(self.max_size):\n"
-                    "            return True\n"
-                    "        return False\n",
-                ),
-            ),
-        ],
-    )
+    root = _mutated(release, readings, PARTIAL)
     probe = next(
         p
         for p in _slice(root, (6,))
@@ -488,3 +488,29 @@ def test_a_test_the_evaluator_cannot_know_is_answered_both_ways(
     source = open_source(f"vllm:{root}")
     e401 = [f for f in source_findings(source) if f.code == "E401" and "fits(self.max_size)" in f.message]
     assert e401 and all("artune assumed the condition is false" in f.message for f in e401)
+
+
+def test_the_review_asks_what_a_test_the_evaluator_cannot_know_decides(release: Path, readings: Path) -> None:
+    """The same ``functools.partial`` mutation, reviewed against the release. By construction vLLM runs
+    symm_mem_multimem at 16 MiB on 9.0 ws=6 where artune's reading, taking the test as false, runs nccl: the
+    review's E401 question names that range with the answer under each outcome, never the false one alone."""
+    from artune.review.build import build_review, open_side
+    from artune.sizes import parse_size
+
+    root = _mutated(release, readings, PARTIAL)
+    probe = Probe("9.0", 6, "eager", True, 16 * MiB)
+    assert oracle.engine_decisions(root, [probe]) == ["symm_mem_multimem"]
+    review = build_review(open_side("BEFORE", f"vllm=={VERSION}"), open_side("AFTER", f"vllm:{root}"))
+    asked = [q for q in review.ranked if q.code == "E401" and "fits(self.max_size)" in q.message]
+    assert len(asked) == 1 and 6 in asked[0].world_sizes, asked
+    spans = re.findall(
+        r"9\.0 ws 6 ([\[(])(\S+), (\S+)([\])]) \(([^)]*)\): (\S+)[^;]*? if it is false, (\S+)[^;]*? if it holds",
+        asked[0].message,
+    )
+    around = [
+        (modes, false, true)
+        for left, lo, hi, right, modes, false, true in spans
+        if parse_size(lo) + (left == "(") <= 16 * MiB and (hi == "inf" or 16 * MiB < parse_size(hi) + (right == "]"))
+    ]
+    assert around == [("graph, eager", "nccl", "symm_mem_multimem")], asked[0].message
+    assert asked[0].answer == f"artune verify-engine vllm:{root}"

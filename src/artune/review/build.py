@@ -442,6 +442,49 @@ def about_moves(
     return tuple(asked), tuple(unmoved)
 
 
+#: the moves of one unknown test a question names before it counts the rest
+_UNKNOWN_SHOWN = 6
+
+
+def unknown_outcomes(questions: Sequence[Question], after: Opened) -> tuple[Question, ...]:
+    """Each question about an ``if`` test AFTER's evaluator cannot know (E401, taken as false) with what that
+    decision decides: AFTER read again with the test taken as true, and the ranges where the two readings run
+    otherwise, each with the answer under both outcomes (at most ``_UNKNOWN_SHOWN``, on one host first, then
+    counted); or that either outcome runs the same everywhere. Never the false outcome alone, unsaid."""
+    if after.reader is None or not any(q.code == "E401" for q in questions):
+        return tuple(questions)
+    readings = {after.rename(where): found for where, found in after.reader.unknowns().items()}
+    out = []
+    for q in questions:
+        other = readings.get(q.where) if q.code == "E401" else None
+        if other is None:
+            out.append(q)
+            continue
+        found = moves(differences(after.source, other))
+        if not found:
+            out.append(replace(q, message=f"{q.message}; either outcome runs the same at every size (read both ways)"))
+            continue
+        shown = "; ".join(_outcomes(m) for m in found[:_UNKNOWN_SHOWN])
+        rest = f"; and {len(found) - _UNKNOWN_SHOWN} more range(s)" if len(found) > _UNKNOWN_SHOWN else ""
+        sizes = tuple(sorted({ws for m in found for ws in m.world_sizes}))
+        message = f"{q.message}; AFTER read both ways, the test decides at {shown}{rest}"
+        out.append(replace(q, message=message, world_sizes=q.world_sizes or sizes))
+    return tuple(out)
+
+
+def _outcomes(m: Move) -> str:
+    """``9.0 ws 6 (16MiB, 32MiB] (graph, eager): nccl if it is false, symm_mem_multimem > nccl if it holds``."""
+    from artune.sizes import format_span
+
+    hosts = sorted({h for h, _ in m.topologies if h > 1})
+    where = f" across {world_sizes(hosts)} hosts" if hosts and not m.on_one_host else ""
+    machine = "" if m.multicast is None else f", multicast {'on' if m.multicast else 'off'}"
+    return (
+        f"{m.arch} ws {world_sizes(m.world_sizes)}{where} {format_span(m.lo, m.hi)} ({', '.join(m.modes)}{machine}): "
+        f"{' > '.join(m.before)} if it is false, {' > '.join(m.after)} if it holds"
+    )
+
+
 # ------------------------------------------------------------------ evidence
 
 
@@ -530,6 +573,7 @@ def build_review(
     arches = arch_changes(before, after)
     params = param_changes(found)
     questions, inherited, resolved, notes = split_findings(before, after)
+    questions = unknown_outcomes(questions, after)
     questions, unmoved = about_moves(questions, shown)
     regret, unmodelled = regrets(found, moved, logs)
     spans = moved_spans(moved, engine)
