@@ -8,10 +8,10 @@ the wheel is downloaded once (``artune.formats.releases``: ``pip download
 probe in a stand-in world, artune's reading decides the same probes, and the
 answers are compared per topology (``artune.oracles.TOPOLOGIES``: one host at
 world sizes 2-16, and every split across hosts that ``check`` describes, in
-one NVLink domain and over a network), and for vLLM under each value other
-than the default of each switch its dispatch tests (a sample of sizes,
-``artune.oracles.vllm.switch_probes``; a value the oracle cannot run is named,
-not probed). It also counts the lines ``artune
+one NVLink domain and over a network), and under each value other than the
+default of each switch the release's dispatch tests (a sample of sizes:
+``switch_probes`` of ``artune.oracles.vllm`` and ``artune.oracles.sglang``; a
+value the oracle cannot run is named, not probed). It also counts the lines ``artune
 check`` prints and the seconds artune's reading took (``read s``: a fresh
 reading, nothing kept from an earlier run). One row per release:
 

@@ -965,7 +965,7 @@ SWITCH_TOPOLOGIES: tuple[tuple[int, int, str], ...] = tuple(t for t in TOPOLOGIE
 def switch_probes(root: Path) -> list[Probe]:
     """The probes under each value other than the default of each switch the release's dispatch tests on CUDA
     (``artune.formats.vllm.switches.tested``: its ``bool`` and ``Literal`` variables, discovered from the
-    evaluated code, not listed here), one variable set at a time, but those the oracle cannot run
+    evaluated code, not listed here), each setting ``tested`` gives, but those the oracle cannot run
     (``unprobed``). A sample beside the defaults' full grid: every arch, ``SWITCH_TOPOLOGIES``, both modes,
     multicast on and off, bf16, at the whole rows either side of every bound (``_bounds``) and each power of four
     from 16 B to 256 MiB."""
@@ -977,7 +977,7 @@ def switch_probes(root: Path) -> list[Probe]:
         below = bound // ROW * ROW
         sizes |= {below, below + ROW}
     return [
-        Probe(arch, ws, mode, multicast, n, hosts=hosts, nvlink=nvlink, env=(setting,))
+        Probe(arch, ws, mode, multicast, n, hosts=hosts, nvlink=nvlink, env=setting)
         for setting in settings
         for arch in ARCHS
         for ws, hosts, nvlink in SWITCH_TOPOLOGIES
@@ -996,13 +996,13 @@ def unprobed(root: Path) -> list[str]:
     """Each switch value the release's dispatch tests that ``switch_probes`` leaves out, with why: the release
     then builds what the oracle's stand-ins do not hold (``FlashInferPcieIpcAllReduce``, whose workspace vLLM's
     worker tunes and prepares for its graph-capture sizes outside the communicator)."""
-    return [f"{name}={value}: {gap}" for (name, value), gap in _switches(root) if gap]
+    return [f"{' '.join(f'{n}={v}' for n, v in setting)}: {gap}" for setting, gap in _switches(root) if gap]
 
 
 @cache
-def _switches(root: Path) -> tuple[tuple[tuple[str, str], str], ...]:
-    """``((variable, value), gap)`` for each switch value ``tested`` finds: ``gap`` what the oracle's stand-ins
-    do not hold where the release runs under it (tried on one host and across hosts in a rack), else ""."""
+def _switches(root: Path) -> tuple[tuple[tuple[tuple[str, str], ...], str], ...]:
+    """``(setting, gap)`` for each setting of switch values ``tested`` finds: ``gap`` what the oracle's
+    stand-ins do not hold where the release runs under it (tried on one host and across hosts in a rack)."""
     from artune.formats.vllm.switches import tested
 
     out = []
@@ -1010,7 +1010,7 @@ def _switches(root: Path) -> tuple[tuple[tuple[str, str], str], ...]:
         gap = ""
         for arch, ws, hosts, nvlink in (("9.0", 2, 1, "host"), ("10.0", 8, 2, "rack")):
             try:
-                World(root, arch, ws, True, hosts, nvlink, (setting,)).all_reduce(1 << 20, "graph")
+                World(root, arch, ws, True, hosts, nvlink, setting).all_reduce(1 << 20, "graph")
             except OracleGap as err:
                 gap = str(err)
                 break

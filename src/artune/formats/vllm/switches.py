@@ -49,24 +49,38 @@ def switches(path: str, settings: Mapping[str, str] | None = None) -> dict[str, 
     return out
 
 
-def tested(path: str, platform: str = "cuda") -> tuple[tuple[str, str], ...]:
-    """Every ``(variable, value)`` that sets a switch the release at ``path`` tests in its dispatch on
-    ``platform`` to a value other than its default: the variables its communicators and all-reduce read while
-    the reading evaluated them (``ReleaseCode.variables``) that ``envs.py`` declares ``bool`` (set as ``1`` and
-    ``0``) or ``Literal[...]`` (each value it lists); a free value (a size, a path) is no switch. Only the values
-    that change what ``envs.NAME`` gives are kept, in the declaration's order."""
+#: variables set, as ``(name, value)`` pairs
+Setting = tuple[tuple[str, str], ...]
+
+
+def tested(path: str, platform: str = "cuda") -> tuple[Setting, ...]:
+    """Each setting of the switches the release at ``path`` tests in its dispatch on ``platform`` to a value other
+    than its default: the variables its communicators and all-reduce read while the reading evaluated them
+    (``ReleaseCode.variables``) that ``envs.py`` declares ``bool`` (set as ``1`` and ``0``) or ``Literal[...]``
+    (each value it lists); a free value (a size, a path) is no switch. Only the values that change what
+    ``envs.NAME`` gives are kept. One variable a setting, and then, under each, every value of a switch that
+    only that setting makes the dispatch read, with it (one level: a switch a branch off by default tests)."""
     release = reading(path)[1]
     source = release.sources.get("vllm.envs")
     if source is None:
         return ()
     declared = _declared(source.text)
-    out: list[tuple[str, str]] = []
-    for name in sorted(release.variables(platform)):
-        status, default = release.env(name)
-        if status != "value" or name not in declared:
-            continue
-        out += [(name, text) for text in declared[name] if _under(release, name, text) != ("value", default)]
+    first = release.variables(platform)
+    out: list[Setting] = [(pair,) for pair in _values(release, declared, first)]
+    for setting in list(out):
+        under = reading(path, dict(setting))[1]
+        out += [(*setting, pair) for pair in _values(under, declared, under.variables(platform) - first)]
     return tuple(out)
+
+
+def _values(release: ReleaseCode, declared: Mapping[str, tuple[str, ...]], names: set[str]) -> list[tuple[str, str]]:
+    """``(name, value)`` for each of ``names`` ``declared`` and each of its values but its default there."""
+    out: list[tuple[str, str]] = []
+    for name in sorted(names):
+        status, default = release.env(name)
+        if status == "value" and name in declared:
+            out += [(name, text) for text in declared[name] if _under(release, name, text) != ("value", default)]
+    return out
 
 
 def _declared(text: str) -> dict[str, tuple[str, ...]]:
