@@ -8,7 +8,10 @@ the wheel is downloaded once (``artune.formats.releases``: ``pip download
 probe in a stand-in world, artune's reading decides the same probes, and the
 answers are compared per topology (``artune.oracles.TOPOLOGIES``: one host at
 world sizes 2-16, and every split across hosts that ``check`` describes, in
-one NVLink domain and over a network). It also counts the lines ``artune
+one NVLink domain and over a network), and under each value other than the
+default of each switch the release's dispatch tests (a sample of sizes:
+``switch_probes`` of ``artune.oracles.vllm`` and ``artune.oracles.sglang``; a
+value the oracle cannot run is named, not probed). It also counts the lines ``artune
 check`` prints and the seconds artune's reading took (``read s``: a fresh
 reading, nothing kept from an earlier run). One row per release:
 
@@ -56,6 +59,7 @@ class Row:
     #: per topology ("1 host", "4 hosts rack", "2 hosts network"): (probes, equal)
     topologies: tuple[tuple[str, int, int], ...] = ()
     recorded: bool = False
+    unprobed: tuple[str, ...] = ()  # switch values the oracle cannot run, each with why
 
     @property
     def ok(self) -> bool:
@@ -115,6 +119,7 @@ def run_release(engine: str, version: str, record: bool = False) -> Row:
         read_seconds,
         result.topologies,
         bool(result.recorded),
+        result.unprobed,
     )
 
 
@@ -136,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{engine:7} {version:12} reads={row.reads[:60]:6} probes={row.probes:7} equal={row.equal:7} "
                 f"findings={row.findings:3} read {row.read_seconds:5.1f}s all {row.seconds:5.1f}s "
-                f"{'recorded ' if row.recorded else ''}{per} {row.first_difference}",
+                f"{'recorded ' if row.recorded else ''}{per} {row.first_difference}"
+                + "".join(f" [not probed: {why}]" for why in row.unprobed),
                 file=sys.stderr if args.markdown else sys.stdout,
                 flush=True,
             )
@@ -154,13 +160,14 @@ def _markdown(rows: list[Row]) -> None:
     networks = [n for n in names if n.endswith("network")]
     amd = [n for n in names if " gfx" in n]  # ROCm probes: "1 host gfx942 QR=INT8 AITER=on"
     dtypes = [n for n in names if n.endswith(("float16", "float32"))]  # "1 host float32": bf16 is the others'
+    switched = [n for n in names if "=" in n and " gfx" not in n]  # CUDA under a switch: "1 host VLLM_X=1"
     print(
         "| engine | release | reads | probes | equal to the engine's code | 1 host (probes / equal) | "
         "across hosts, one NVLink domain (probes / equal) | across hosts, a network (probes / equal) | "
-        "1 host, fp16 and fp32 (probes / equal) | "
+        "1 host, fp16 and fp32 (probes / equal) | each value of each switch the dispatch tests (probes / equal) | "
         "ROCm, every QuickReduce level, AITER on and off (probes / equal) | `artune check` lines | reading (s) |"
     )
-    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for row in rows:
         reads = row.reads if row.reads == "yes" else row.reads.split(":", 1)[0]
         per = {name: (n, eq) for name, n, eq in row.topologies}
@@ -172,10 +179,14 @@ def _markdown(rows: list[Row]) -> None:
 
         print(
             f"| {row.engine} | {row.version} | {reads} | {row.probes} | {row.equal} | {cell(ones)} | {cell(racks)} "
-            f"| {cell(networks)} | {cell(dtypes)} | {cell(amd)} | {row.findings} | {row.read_seconds:.1f} |"
+            f"| {cell(networks)} | {cell(dtypes)} | {cell(switched)} | {cell(amd)} | {row.findings} "
+            f"| {row.read_seconds:.1f} |"
         )
     split = sorted({int(name.split()[0]) for name in racks + networks})
     print(f"\nAcross hosts the probes split each group over {', '.join(map(str, split))} hosts.")
+    for row in rows:
+        for why in row.unprobed:
+            print(f"\n{row.engine} {row.version} leaves one switch value unprobed: {why}.")
 
 
 if __name__ == "__main__":

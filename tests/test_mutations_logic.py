@@ -127,6 +127,7 @@ def test_the_engines_own_raise_is_a_finding_in_check_explain_and_verify(
     # verify-engine on that tree (its probes on one host, to keep the test short): it counts the raise
     kept = _slice(root, (2, 3, 4))
     monkeypatch.setattr(oracle, "probes", lambda root, racks=True: kept)
+    monkeypatch.setattr(oracle, "extra_probes", lambda root: [])  # the switches' probes: a test of their own
     status = main(["verify-engine", f"vllm:{root}", "--platform", "cuda"])
     out = capsys.readouterr()
     assert status in (0, 1) and "Traceback" not in out.out + out.err, out
@@ -370,29 +371,108 @@ def test_a_switch_the_release_adds_is_read_from_its_own_envs(release: Path, read
     assert decide_all(found.tables, on, found.findings) == engine
 
 
+#: a switch the release adds (declared ``bool`` in ``envs.py``, as vLLM declares each) that ``should_custom_ar``
+#: tests: set to 1, custom all-reduce takes no size
+CUSTOM_AR_OFF: list[Edit] = [
+    (
+        "vllm/envs.py",
+        replaced(
+            "environment_variables: dict[str, Callable[[], Any]] = {\n",
+            "environment_variables: dict[str, Callable[[], Any]] = {\n"
+            '    "VLLM_CUSTOM_AR_OFF": lambda: bool(int(os.getenv("VLLM_CUSTOM_AR_OFF", "0"))),\n',
+        ),
+    ),
+    ("vllm/envs.py", replaced("if TYPE_CHECKING:\n", "if TYPE_CHECKING:\n    VLLM_CUSTOM_AR_OFF: bool = False\n")),
+    (
+        CUSTOM,
+        replaced(
+            "        if self.disabled or self.mnnvl_only or self.world_size > 8:\n            return False\n",
+            "        if self.disabled or self.mnnvl_only or self.world_size > 8:\n            return False\n"
+            "        if envs.VLLM_CUSTOM_AR_OFF:\n            return False\n",
+        ),
+    ),
+]
+
+
+def test_verify_engine_probes_each_value_of_a_switch_the_dispatch_tests(
+    release: Path, readings: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The new ``VLLM_CUSTOM_AR_OFF`` is found in the evaluated dispatch (no list names it) and probed at its
+    other value. By construction vLLM runs custom_ar at its default and never with it set: verify-engine agrees
+    while artune reads the switch, and counts every probe where custom_ar ran as a difference under
+    ``VLLM_CUSTOM_AR_OFF=1`` (and none elsewhere) once artune's reading ignores it."""
+    from artune.formats.vllm import read as reader
+    from artune.formats.vllm.switches import tested
+    from artune.oracles.verify import verify
+
+    root = _mutated(release, readings, CUSTOM_AR_OFF)
+    setting = (("VLLM_CUSTOM_AR_OFF", "1"),)
+    assert setting in tested(str(root))
+    assert (("VLLM_ALLREDUCE_USE_SYMM_MEM", "0"),) in tested(str(root))  # the release's own switches too
+    default = [p for p in _slice(root, (2, 6)) if p.dtype == "bfloat16" and p.arch == "9.0"]
+    switched = [
+        p
+        for p in oracle.switch_probes(root)
+        if p.env == setting and p.arch == "9.0" and p.hosts == 1 and p.world_size in (2, 6)
+    ]
+    engine_default = oracle.engine_decisions(root, [replace(p, env=()) for p in switched])
+    assert switched and "custom_ar" in engine_default and "custom_ar" not in oracle.engine_decisions(root, switched)
+    monkeypatch.setattr(oracle, "probes", lambda root, racks=True: default)
+    monkeypatch.setattr(oracle, "extra_probes", lambda root: switched)
+
+    result = verify(f"vllm:{root}", platform="cuda")
+    assert result.agree, result.differences
+    assert ("1 host VLLM_CUSTOM_AR_OFF=1", len(switched), len(switched)) in result.topologies
+
+    real = reader.read_vllm
+    monkeypatch.setattr(reader, "read_vllm", lambda path, settings=None, dtype="bfloat16": real(path, None, dtype))
+    ignored = verify(f"vllm:{root}", platform="cuda", keep=1000)
+    flipped = engine_default.count("custom_ar")
+    assert ignored.differ == flipped
+    assert ("1 host VLLM_CUSTOM_AR_OFF=1", len(switched), len(switched) - flipped) in ignored.topologies
+    assert ("1 host", len(default), len(default)) in ignored.topologies
+    assert all("VLLM_CUSTOM_AR_OFF" in probe and ours == "custom_ar" for probe, _e, ours in ignored.differences)
+
+
+def test_the_variables_the_dispatch_read_are_kept_with_its_reading(release: Path, readings: Path) -> None:
+    """A reading kept on disk (``artune.formats.vllm.memo``) says which variables the dispatch read, as the
+    evaluation that made it did: a kept reading runs no dispatch, and its switches would be lost otherwise."""
+    from artune.formats.vllm.code import GpuGroup, ReleaseCode
+    from artune.formats.vllm.read import _files
+
+    files = _files(str(release))
+    fresh = ReleaseCode(files)
+    fresh.outcome(GpuGroup("10.0", 8), "graph")
+    fresh.keep()
+    assert {"VLLM_ALLREDUCE_USE_SYMM_MEM", "VLLM_ALLREDUCE_USE_FLASHINFER"} <= fresh.variables()
+    assert fresh.variables("rocm") == set()  # no ROCm machine was read
+    kept = ReleaseCode(files)
+    assert kept.variables() == fresh.variables()
+
+
+#: symmetric memory's size test kept as a ``functools.partial``, whose truth the evaluator cannot know
+PARTIAL: list[Edit] = [
+    (SYMM, lambda text: "import functools\nimport operator\n" + text),
+    (
+        SYMM,
+        replaced(
+            "        return inp_size <= self.max_size\n",
+            "        fits = functools.partial(operator.le, inp_size)\n"
+            "        if fits(self.max_size):\n"
+            "            return True\n"
+            "        return False\n",
+        ),
+    ),
+]
+
+
 def test_a_test_the_evaluator_cannot_know_is_answered_both_ways(
     release: Path, readings: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The issue's case: symmetric memory's size test kept as a ``functools.partial``, whose truth the evaluator
     cannot know. By construction vLLM runs symm_mem_multimem at 16 MiB on 9.0 ws=6 (under its 9.0 row), so
     artune's 'false' (nccl) is not the answer: explain says both, and which is which."""
-    root = _mutated(
-        release,
-        readings,
-        [
-            (SYMM, lambda text: "import functools\nimport operator\n" + text),
-            (
-                SYMM,
-                replaced(
-                    "        return inp_size <= self.max_size\n",
-                    "        fits = functools.partial(operator.le, inp_size)\n"
-                    "        if fits(self.max_size):\n"
-                    "            return True\n"
-                    "        return False\n",
-                ),
-            ),
-        ],
-    )
+    root = _mutated(release, readings, PARTIAL)
     probe = next(
         p
         for p in _slice(root, (6,))
@@ -408,3 +488,29 @@ def test_a_test_the_evaluator_cannot_know_is_answered_both_ways(
     source = open_source(f"vllm:{root}")
     e401 = [f for f in source_findings(source) if f.code == "E401" and "fits(self.max_size)" in f.message]
     assert e401 and all("artune assumed the condition is false" in f.message for f in e401)
+
+
+def test_the_review_asks_what_a_test_the_evaluator_cannot_know_decides(release: Path, readings: Path) -> None:
+    """The same ``functools.partial`` mutation, reviewed against the release. By construction vLLM runs
+    symm_mem_multimem at 16 MiB on 9.0 ws=6 where artune's reading, taking the test as false, runs nccl: the
+    review's E401 question names that range with the answer under each outcome, never the false one alone."""
+    from artune.review.build import build_review, open_side
+    from artune.sizes import parse_size
+
+    root = _mutated(release, readings, PARTIAL)
+    probe = Probe("9.0", 6, "eager", True, 16 * MiB)
+    assert oracle.engine_decisions(root, [probe]) == ["symm_mem_multimem"]
+    review = build_review(open_side("BEFORE", f"vllm=={VERSION}"), open_side("AFTER", f"vllm:{root}"))
+    asked = [q for q in review.ranked if q.code == "E401" and "fits(self.max_size)" in q.message]
+    assert len(asked) == 1 and 6 in asked[0].world_sizes, asked
+    spans = re.findall(
+        r"9\.0 ws 6 ([\[(])(\S+), (\S+)([\])]) \(([^)]*)\): (\S+)[^;]*? if it is false, (\S+)[^;]*? if it holds",
+        asked[0].message,
+    )
+    around = [
+        (modes, false, true)
+        for left, lo, hi, right, modes, false, true in spans
+        if parse_size(lo) + (left == "(") <= 16 * MiB and (hi == "inf" or 16 * MiB < parse_size(hi) + (right == "]"))
+    ]
+    assert around == [("graph, eager", "nccl", "symm_mem_multimem")], asked[0].message
+    assert asked[0].answer == f"artune verify-engine vllm:{root}"

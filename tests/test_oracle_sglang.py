@@ -72,6 +72,25 @@ def test_the_class_sglang_picks_follows_the_environment_as_the_release_reads_it(
     assert algorithms <= set(engine) and (("custom_ar_v1" in engine) == ("custom_ar_v1" in algorithms))
 
 
+def test_verify_engine_probes_each_switch_the_dispatch_tests_and_memory_saver_graphs_run_eager() -> None:
+    """0.5.23's dispatch tests two ``EnvBool`` switches, found in the evaluated code (no list names them), and
+    verify-engine probes each at its other value. By construction ``SGLANG_MEMORY_SAVER_CUDA_GRAPH=1`` turns
+    ``_is_graph_mode_supported`` off, so a graph-captured call runs what an eager one does: artune's reading took
+    graph mode's rows there (2shot_pull where SGLang runs 1shot_push at 9.0 ws=3, 1.25 MiB) until it read that."""
+    root = release("0.5.23")
+    saver, legacy = (("SGLANG_MEMORY_SAVER_CUDA_GRAPH", "1"),), (("SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2", "0"),)
+    assert set(oracle._switches(root)) == {(saver, ""), (legacy, "")} and oracle.unprobed(root) == []
+    probes = [p for p in oracle.switch_probes(root) if p.arch == "9.0" and p.hosts == 1 and p.world_size in (3, 8)]
+    assert {p.env for p in probes} == {saver, legacy}
+    engine = oracle.engine_decisions(root, probes)
+    assert oracle.artune_decisions(root, probes) == engine
+    answers = dict(zip(((p.world_size, p.mode, p.multicast, p.nbytes, p.env) for p in probes), engine, strict=True))
+    saved = [k for k in answers if k[4] == saver and k[1] == "graph"]
+    assert saved and all(answers[k] == answers[(k[0], "eager", *k[2:])] for k in saved)
+    assert answers[(3, "graph", True, 1310736, saver)] == "1shot_push"
+    assert oracle.topology(probes[0]).startswith("1 host SGLANG_")
+
+
 def test_the_legacy_class_runs_where_v2_declines_as_the_release_picks_it() -> None:
     """0.5.23 with SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2=0: the legacy class's own gates, as the release runs them."""
     root = release("0.5.23")

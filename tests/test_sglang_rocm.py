@@ -74,7 +74,10 @@ def test_every_switch_setting_decides_as_the_release_on_rocm() -> None:
 def test_rocm_probes_stay_out_of_cudas() -> None:
     root = release()
     assert not any(p.arch.startswith("gfx") for p in oracle.probes(root, ["10.0"], [2], ()))
-    assert {p.arch for p in oracle.extra_probes(root)} == set(oracle.ROCM_ARCHS)
+    # the extra probes: the ROCm ones, and CUDA's under the switches' other values (each with its setting)
+    extra = oracle.extra_probes(root)
+    assert {p.arch for p in extra if p.arch.startswith("gfx")} == set(oracle.ROCM_ARCHS)
+    assert all(p.env for p in extra if not p.arch.startswith("gfx"))
 
 
 def test_explain_names_the_platform_algorithm_kernel_and_switch(capsys: pytest.CaptureFixture[str]) -> None:

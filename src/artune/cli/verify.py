@@ -67,6 +67,8 @@ def run_verify(args: argparse.Namespace) -> int:
         print(f"  {name}: {n} probes, {same} agree")
     answers = ", ".join(f"{name} {n}" for name, n in sorted(result.engine_answers.items()))
     print(f"  the engine ran: {answers}")
+    for why in result.unprobed:
+        print(f"  not probed: {why}")
     for probe, engine_answer, artune_answer in result.differences:
         print(f"  differs: {probe}: engine {engine_answer}, artune {artune_answer}")
     if result.differ > len(result.differences):

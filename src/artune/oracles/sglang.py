@@ -767,8 +767,13 @@ def artune_decisions(root: Path, probes: list[Probe], env: dict[str, str] | None
     """artune's answer per probe: the product's reader on the release, and ``decide`` (``env``: variables set,
     which the reader takes as the engine does). A ROCm probe is decided by the release's ``rocm`` tables alone
     under its own variables, as ``explain --arch gfx942 --env`` reads them."""
-    if any(rocm.is_gfx(p.arch) for p in probes):
+    if any(rocm.is_gfx(p.arch) or p.env for p in probes):  # each platform and setting read apart
         return _by_platform(root, probes, env)
+    return _cuda_decisions(root, probes, env or {})
+
+
+def _cuda_decisions(root: Path, probes: list[Probe], env: dict[str, str]) -> list[str]:
+    """artune's answer per CUDA probe, read under ``env`` (the probes' own variables are in it)."""
     if not env:
         return read_decisions("sglang", root, probes)
     from artune.formats.sglang.read import read_sglang
@@ -788,7 +793,7 @@ def _by_platform(root: Path, probes: list[Probe], env: dict[str, str] | None) ->
             reading = rocm_tables(str(_files(root)), {**(env or {}), **dict(variables)})
             answers = decide_all(reading.tables, chosen, reading.findings)
         else:
-            answers = artune_decisions(root, chosen, {**(env or {}), **dict(variables)} or None)
+            answers = _cuda_decisions(root, chosen, {**(env or {}), **dict(variables)})
         out.update(zip(mine, answers, strict=True))
     return [out[i] for i in range(len(probes))]
 
@@ -846,17 +851,74 @@ def rocm_probes(root: Path, archs: Iterable[str] = ROCM_ARCHS) -> list[Probe]:
     return grid_of_rocm_probes(rocm_envs(), list(archs), bounds, _grid())
 
 
+#: where the probes under a switch's other value run: across hosts, every split of 8 and 16 ranks (and on one host
+#: every world size 2-16)
+SWITCH_RACKS: tuple[tuple[int, int, str], ...] = tuple(t for t in RACK_TOPOLOGIES if t[0] in (8, 16))
+
+
+def switch_probes(root: Path) -> list[Probe]:
+    """The probes under each setting of the switches SGLang's CUDA dispatch tests, at values other than their
+    defaults (``artune.formats.sglang.read.tested``: its ``EnvBool`` variables, discovered from the evaluated
+    code, not listed here), but those the oracle cannot run (``unprobed``). A sample beside the defaults' full
+    grid: every arch, world sizes 2-16 on one host and ``SWITCH_RACKS`` across hosts, both modes, multicast on
+    and off, bf16, at each bound of the release under the setting, 16 bytes either side, and each power of four
+    from 16 B to 256 MiB."""
+    out: list[Probe] = []
+    for setting, gap in _switches(root):
+        if gap:
+            continue
+        for arch in ARCHS:
+            engine = _engine(root, arch, tuple(sorted(setting)))
+            for ws, hosts, nvlink in [(ws, 1, "host") for ws in WORLD_SIZES] + list(SWITCH_RACKS):
+                around = {b + d for b in engine.bounds(ws) for d in (-16, 0, 16)}
+                sizes = sorted(n for n in around | {4**k for k in range(2, 15)} if n > 0)
+                out += [
+                    Probe(arch, ws, mode, multicast, n, hosts=hosts, nvlink=nvlink, env=setting)
+                    for mode in MODES
+                    for multicast in (True, False)
+                    for n in sizes
+                ]
+    return out
+
+
+def unprobed(root: Path) -> list[str]:
+    """Each setting of switch values ``switch_probes`` leaves out, with what the oracle's stand-ins lack."""
+    return [f"{' '.join(f'{n}={v}' for n, v in setting)}: {gap}" for setting, gap in _switches(root) if gap]
+
+
+@cache
+def _switches(root: Path) -> tuple[tuple[tuple[tuple[str, str], ...], str], ...]:
+    """``(setting, gap)`` for each setting ``tested`` finds: ``gap`` what the oracle's stand-ins do not hold
+    where the release runs under it (tried on one host and across hosts in a rack), else ""."""
+    from artune.formats.sglang.read import tested
+
+    out = []
+    for setting in tested(str(_files(root))):
+        gap = ""
+        for arch, ws, hosts in (("9.0", 8, 1), ("10.0", 8, 2)):
+            try:
+                _engine(root, arch, tuple(sorted(setting))).decide(ws, True, "graph", [1 << 20], hosts, True, True)
+            except OracleGap as err:
+                gap = str(err)
+                break
+        out.append((setting, gap))
+    return tuple(out)
+
+
 def extra_probes(root: Path) -> list[Probe]:
-    """The probes ``verify-engine`` adds to ``probes(root)``, which stays CUDA's: the ROCm ones."""
-    return rocm_probes(root)
+    """The probes ``verify-engine`` adds to ``probes(root)``, which stays CUDA's at the defaults: the ROCm ones,
+    and those under the switches' other values (``switch_probes``)."""
+    return rocm_probes(root) + switch_probes(root)
 
 
 def topology(probe: Probe) -> str:
-    """A CUDA probe's topology (with its dtype where it is not bf16: ``1 host float32``); a ROCm probe's with its
-    arch (``1 host gfx942``)."""
+    """A CUDA probe's topology (with its dtype where it is not bf16: ``1 host float32``; with the variables set
+    where any are: ``1 host SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2=0``); a ROCm probe's with its arch (``1 host
+    gfx942``)."""
     if rocm.is_gfx(probe.arch):
         return f"{probe.topology} {probe.arch}"
-    return probe.topology + ("" if probe.dtype == "bfloat16" else f" {probe.dtype}")
+    setting = "".join(f" {name}={value}" for name, value in probe.env)
+    return probe.topology + ("" if probe.dtype == "bfloat16" else f" {probe.dtype}") + setting
 
 
 def evaluated(root: Path) -> list[Evaluated]:

@@ -13,7 +13,9 @@ class):
   do not hold, ``OracleUnavailable`` where a tool is missing);
 - ``artune_decisions(root, probes)``: artune's reading of the same source;
 - optionally ``extra_probes(root)``: probes added to ``probes(root)`` for the command (SGLang's ROCm ones,
-  kept out of ``probes(root)``, whose other callers expect CUDA's alone);
+  kept out of ``probes(root)``, whose other callers expect CUDA's alone; vLLM's under its switches' values);
+- optionally ``unprobed(root)``: what the probes leave out, each with why (a switch value the oracle cannot
+  run), which the command prints;
 - ``evaluated(root)``: the dispatch functions that reading evaluated,
   fingerprinted (what ``--record`` keeps).
 
@@ -72,6 +74,7 @@ class Verification:
     seconds: float
     recorded: str = ""  # where --record kept the fingerprints
     engine_answers: dict[str, int] = field(default_factory=dict)  # answer -> how many probes it was
+    unprobed: tuple[str, ...] = ()  # what the probes leave out, each with why (the oracle's ``unprobed``)
 
     @property
     def agree(self) -> bool:
@@ -88,6 +91,7 @@ class Verification:
             "topologies": {name: [n, same] for name, n, same in self.topologies},
             "differences": [{"probe": p, "engine": e, "artune": a} for p, e, a in self.differences],
             "engine_answers": self.engine_answers,
+            "unprobed": list(self.unprobed),
             "recorded": self.recorded or None,
             "seconds": round(self.seconds, 1),
         }
@@ -154,6 +158,7 @@ def verify(spec: str, record: bool = False, keep: int = 10, platform: str | None
         probes = [p for p in probes if rocm.is_gfx(str(getattr(p, "arch", ""))) == (platform == "rocm")]
         if not probes:
             raise TableError(f"{spec}: has no {platform} probes (its code has no {platform} path artune reads)")
+    left_out = getattr(module, "unprobed", None)  # what the probes leave out (on CUDA), said beside the counts
     theirs = list(module.engine_decisions(found.root, probes))
     ours = list(module.artune_decisions(found.root, probes))
     counts: Counter[str] = Counter()
@@ -177,6 +182,7 @@ def verify(spec: str, record: bool = False, keep: int = 10, platform: str | None
         differ,
         time.perf_counter() - start,
         engine_answers=dict(Counter(str(a) for a in theirs)),
+        unprobed=tuple(left_out(found.root)) if callable(left_out) and platform != "rocm" else (),
     )
     if record and result.agree:
         evaluated = getattr(module, "evaluated", None)

@@ -436,7 +436,9 @@ class World:
             """A communicator vLLM's defaults do not build on CUDA: built anyway, the oracle stops."""
 
             def __init__(self, *args: Any, **kwargs: Any) -> None:
-                raise OracleGap(f"the release built {type(self).__name__} with default settings on CUDA")
+                raise OracleGap(
+                    f"the release built {type(self).__name__} on CUDA, which the oracle's stand-ins do not hold"
+                )
 
         class PyNccl:
             def __init__(self, group: Any, device: Any) -> None:
@@ -955,6 +957,69 @@ def probes(root: Path, racks: bool = True) -> list[Probe]:
     ] + rocm_probes(root)
 
 
+#: where the probes under a switch's other value run: one host (world sizes 2-16) and every split of 8 and 16 ranks
+#: over hosts, in one NVLink domain and over a network
+SWITCH_TOPOLOGIES: tuple[tuple[int, int, str], ...] = tuple(t for t in TOPOLOGIES if t[1] == 1 or t[0] in (8, 16))
+
+
+def switch_probes(root: Path) -> list[Probe]:
+    """The probes under each value other than the default of each switch the release's dispatch tests on CUDA
+    (``artune.formats.vllm.switches.tested``: its ``bool`` and ``Literal`` variables, discovered from the
+    evaluated code, not listed here), each setting ``tested`` gives, but those the oracle cannot run
+    (``unprobed``). A sample beside the defaults' full grid: every arch, ``SWITCH_TOPOLOGIES``, both modes,
+    multicast on and off, bf16, at the whole rows either side of every bound (``_bounds``) and each power of four
+    from 16 B to 256 MiB."""
+    settings = [setting for setting, gap in _switches(root) if not gap]
+    if not settings:
+        return []
+    sizes = {4**k for k in range(2, 15)}
+    for bound in _bounds(root):
+        below = bound // ROW * ROW
+        sizes |= {below, below + ROW}
+    return [
+        Probe(arch, ws, mode, multicast, n, hosts=hosts, nvlink=nvlink, env=setting)
+        for setting in settings
+        for arch in ARCHS
+        for ws, hosts, nvlink in SWITCH_TOPOLOGIES
+        for multicast in (True, False)
+        for mode in MODES
+        for n in sorted(s for s in sizes if s > 0)
+    ]
+
+
+def extra_probes(root: Path) -> list[Probe]:
+    """What ``verify-engine`` probes beside ``probes(root)``: the switches' other values (``switch_probes``)."""
+    return switch_probes(root)
+
+
+def unprobed(root: Path) -> list[str]:
+    """Each switch value the release's dispatch tests that ``switch_probes`` leaves out, with why: the release
+    then builds what the oracle's stand-ins do not hold (``FlashInferPcieIpcAllReduce``, whose workspace vLLM's
+    worker tunes and prepares for its graph-capture sizes outside the communicator)."""
+    return [f"{' '.join(f'{n}={v}' for n, v in setting)}: {gap}" for setting, gap in _switches(root) if gap]
+
+
+@cache
+def _switches(root: Path) -> tuple[tuple[tuple[tuple[str, str], ...], str], ...]:
+    """``(setting, gap)`` for each setting of switch values ``tested`` finds: ``gap`` what the oracle's
+    stand-ins do not hold where the release runs under it (tried on one host and across hosts in a rack)."""
+    from artune.formats.vllm.switches import tested
+
+    out = []
+    for setting in tested(str(root)):
+        gap = ""
+        for arch, ws, hosts, nvlink in (("9.0", 2, 1, "host"), ("10.0", 8, 2, "rack")):
+            try:
+                World(root, arch, ws, True, hosts, nvlink, setting).all_reduce(1 << 20, "graph")
+            except OracleGap as err:
+                gap = str(err)
+                break
+            except Exception:  # the release's own raise: an answer the probes compare
+                continue
+        out.append((setting, gap))
+    return tuple(out)
+
+
 #: the AMD archs the ROCm probes run on (QuickReduce's arch check admits gfx94* and gfx95*; gfx90a is CDNA2)
 ROCM_ARCHS = ("gfx942", "gfx950", "gfx90a")
 #: every value of ``VLLM_ROCM_QUICK_REDUCE_QUANTIZATION`` (``QuickReduceRegime``'s members; INT3 from the
@@ -993,10 +1058,12 @@ def rocm_probes(root: Path) -> list[Probe]:
 
 
 def topology(probe: Probe) -> str:
-    """A CUDA probe's topology (with its dtype where it is not bf16: ``1 host float32``); a ROCm probe's with its
-    arch and its switches (``1 host gfx942 INT8 aiter``)."""
+    """A CUDA probe's topology (with its dtype where it is not bf16: ``1 host float32``; with the variable set
+    where one is: ``1 host VLLM_BATCH_INVARIANT=1``); a ROCm probe's with its arch and its switches (``1 host
+    gfx942 QR=INT8 AITER=on``)."""
     if not rocm.is_gfx(probe.arch):
-        return probe.topology + ("" if probe.dtype == "bfloat16" else f" {probe.dtype}")
+        setting = "".join(f" {name}={value}" for name, value in probe.env)
+        return probe.topology + ("" if probe.dtype == "bfloat16" else f" {probe.dtype}") + setting
     env = dict(probe.env)
     level = env.get("VLLM_ROCM_QUICK_REDUCE_QUANTIZATION", "NONE")
     return f"{probe.topology} {probe.arch} QR={level} AITER={'on' if env.get('VLLM_ROCM_USE_AITER') else 'off'}"

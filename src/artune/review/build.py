@@ -442,6 +442,52 @@ def about_moves(
     return tuple(asked), tuple(unmoved)
 
 
+#: the moves of one unknown test a question names before it counts the rest
+_UNKNOWN_SHOWN = 6
+
+
+def unknown_outcomes(
+    questions: Sequence[Question], unmoved: Sequence[Question], after: Opened
+) -> tuple[tuple[Question, ...], tuple[Question, ...]]:
+    """``(asked, unmoved)`` with each question about an ``if`` test AFTER's evaluator cannot know (E401, taken
+    as false) saying what that decision decides: AFTER read again with the test taken as true, and the ranges
+    where the two readings run otherwise, each with the answer under both outcomes (at most
+    ``_UNKNOWN_SHOWN``, on one host first, then counted), or that either outcome runs the same everywhere. One
+    that decides some range is asked, even where this change moves nothing there: never the false outcome
+    alone, unsaid."""
+    if after.reader is None or not any(q.code == "E401" for q in (*questions, *unmoved)):
+        return tuple(questions), tuple(unmoved)
+    readings = {after.rename(where): found for where, found in after.reader.unknowns().items()}
+    asked: list[Question] = []
+    rest: list[Question] = []
+    for q, was_asked in [*((q, True) for q in questions), *((q, False) for q in unmoved)]:
+        other = readings.get(q.where) if q.code == "E401" else None
+        found = moves(differences(after.source, other)) if other is not None else ()
+        if other is not None and not found:
+            q = replace(q, message=f"{q.message}; either outcome runs the same at every size (read both ways)")
+        elif found:
+            shown = "; ".join(_outcomes(m) for m in found[:_UNKNOWN_SHOWN])
+            more = f"; and {len(found) - _UNKNOWN_SHOWN} more range(s)" if len(found) > _UNKNOWN_SHOWN else ""
+            sizes = tuple(sorted({ws for m in found for ws in m.world_sizes}))
+            message = f"{q.message}; AFTER read both ways, the test decides at {shown}{more}"
+            q = replace(q, message=message, world_sizes=q.world_sizes or sizes)
+        (asked if was_asked or found else rest).append(q)
+    return tuple(asked), tuple(rest)
+
+
+def _outcomes(m: Move) -> str:
+    """``9.0 ws 6 (16MiB, 32MiB] (graph, eager): nccl if it is false, symm_mem_multimem > nccl if it holds``."""
+    from artune.sizes import format_span
+
+    hosts = sorted({h for h, _ in m.topologies if h > 1})
+    where = f" across {world_sizes(hosts)} hosts" if hosts and not m.on_one_host else ""
+    machine = "" if m.multicast is None else f", multicast {'on' if m.multicast else 'off'}"
+    return (
+        f"{m.arch} ws {world_sizes(m.world_sizes)}{where} {format_span(m.lo, m.hi)} ({', '.join(m.modes)}{machine}): "
+        f"{' > '.join(m.before)} if it is false, {' > '.join(m.after)} if it holds"
+    )
+
+
 # ------------------------------------------------------------------ evidence
 
 
@@ -531,6 +577,7 @@ def build_review(
     params = param_changes(found)
     questions, inherited, resolved, notes = split_findings(before, after)
     questions, unmoved = about_moves(questions, shown)
+    questions, unmoved = unknown_outcomes(questions, unmoved, after)
     regret, unmodelled = regrets(found, moved, logs)
     spans = moved_spans(moved, engine)
     scored = score_sweeps(read_sweeps(evidence, arch, spans), found, moved, spans)

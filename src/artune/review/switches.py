@@ -51,6 +51,7 @@ class Reader:
     _defaults: dict[str, Any] = field(default_factory=dict)
     _evaluated: dict[str, Evaluated] | None = None
     _figures: Any = None
+    _unknowns: dict[str, Source] | None = None
 
     def figures(self) -> Any:
         """vLLM's size tables as the release holds them (``artune.formats.vllm.figures.Figures``), else None."""
@@ -65,6 +66,7 @@ class Reader:
         """Every reading the review may ask for, made now: for files that are gone after (a git revision's)."""
         self.evaluated()
         self.figures()
+        self.unknowns()
         for name in SWITCHES.get(self.engine, ()):
             for value in (True, False):
                 self.source(((name, text(value)),))
@@ -95,6 +97,31 @@ class Reader:
             else:
                 self._defaults[name] = None
         return self._defaults[name]
+
+    def unknowns(self) -> dict[str, Source]:
+        """Per ``if`` test the evaluator cannot know (an E401 caveat of the reading with nothing set, which took
+        it as false), by its ``FILE:LINE``: the tables read again with that test alone taken as true (vLLM's
+        ``assume_true``); {} for another engine, which takes no such reading."""
+        if self._unknowns is None:
+            self._unknowns = {}
+            if self.engine == "vllm":
+                from artune.formats.pyeval.statements import FALSE
+                from artune.formats.vllm.read import reading
+                from artune.table.types import CaveatKind
+
+                found = self.source(())
+                wheres = {
+                    c.where
+                    for t in found.tables
+                    for c in t.caveats
+                    if c.kind is CaveatKind.UNEVALUATED and c.assumed == FALSE
+                }
+                for where in sorted(wheres):
+                    filename, _sep, line = where.rpartition(":")
+                    imported = reading(self.path, {}, "bfloat16", frozenset({(filename, int(line))}))[0]
+                    tables = [*imported.tables.tables.values(), *filter(None, [imported.tables.default])]
+                    self._unknowns[where] = Source(tables, imported.tables, imported.findings)
+        return self._unknowns
 
     def evaluated(self) -> dict[str, Evaluated]:
         """The dispatch functions the reading ran (and, for SGLang, the configs file's), by qualified name."""

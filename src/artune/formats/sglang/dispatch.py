@@ -154,7 +154,9 @@ class ArchReading:
     def __post_init__(self) -> None:
         self.caveats = Caveats()
         self.at: int | None = None  # the world size being read (None: a module's top level)
-        fakes = rules.fakes(self.cap, self.num_sm, self.state, rules.Env(self.env, self.settings), self.settings)
+        self.variables: set[str] = set()  # the environment variables the files read (``envs``, get_bool_env_var)
+        envs = rules.Env(self.env, self.settings, self.variables)
+        fakes = rules.fakes(self.cap, self.num_sm, self.state, envs, self.settings)
         if self.gfx:
             fakes.update(hip.fakes(self.gfx, self.state, self.settings))
         self.fakes = fakes

@@ -25,6 +25,7 @@ as read.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
@@ -314,6 +315,49 @@ def switch_defaults(path: str) -> dict[str, Any]:
     switch dimension; {} for a configs file read alone."""
     found = _locate(path)
     return env_defaults(found.environ) if isinstance(found, Files) else {}
+
+
+def tested(path: str) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """Each setting of the switches SGLang's CUDA dispatch at ``path`` tests to a value other than its default:
+    the variables its files read while the reading ran them (``envs.NAME``, ``get_bool_env_var``) that
+    ``environ.py`` declares ``EnvBool`` (set as ``1`` and ``0``, the values that change what ``envs.NAME.get()``
+    gives); a free value (a size) is no switch. One variable a setting, and then, under each, every value of a
+    switch that only that setting makes the files read, with it (one level: the legacy class's switches under
+    ``SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2=0``). () without ``environ.py``."""
+    found = _locate(path)
+    if not isinstance(found, Files) or found.environ is None:
+        return ()
+    environ = found.environ
+    declared = _bools(environ)
+
+    def read(settings: Mapping[str, str]) -> set[str]:
+        return {name for reading in Release(found, settings).readings for name in reading.variables} & declared
+
+    def values(names: set[str], settings: Mapping[str, str]) -> list[tuple[str, str]]:
+        defaults = env_defaults(environ, settings)
+        return [
+            (name, text)
+            for name in sorted(names)
+            for text in ("1", "0")
+            if env_defaults(environ, {**settings, name: text})[name] != defaults[name]
+        ]
+
+    first = read({})
+    out: list[tuple[tuple[str, str], ...]] = [(pair,) for pair in values(first, {})]
+    for setting in list(out):
+        out += [(*setting, pair) for pair in values(read(dict(setting)) - first, dict(setting))]
+    return tuple(out)
+
+
+def _bools(environ: SourceFile) -> set[str]:
+    """The variables ``environ.py``'s ``Envs`` declares ``EnvBool(...)``."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(environ.text)):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+            func = node.value.func
+            if isinstance(func, ast.Name) and func.id == "EnvBool":
+                out |= {t.id for t in node.targets if isinstance(t, ast.Name)}
+    return out
 
 
 def config_functions(path: str) -> list[Evaluated]:

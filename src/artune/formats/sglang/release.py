@@ -159,8 +159,10 @@ class Release:
         found = ArchFound(arch, reading, reading.supported())
         for sized in found.sized:
             if sized.status == "on":
+                # graph capture off (SGLANG_MEMORY_SAVER_CUDA_GRAPH): graph-captured calls run the eager path
+                graph_ok = sized.comm is None or sized.comm.values.get("_is_graph_mode_supported") is not False
                 for mode in MODES:
-                    found.outcomes[(sized.world_size, mode)] = reading.outcome(sized, mode == "graph")
+                    found.outcomes[(sized.world_size, mode)] = reading.outcome(sized, mode == "graph" and graph_ok)
         return found
 
     def _note(self, sized: Sized) -> str:

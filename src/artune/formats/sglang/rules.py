@@ -135,14 +135,18 @@ def _parse_setting(kind: str, name: str, text: str) -> Any:
 
 class Env(Namespace):
     """``envs``: each ``envs.NAME.get()`` answers its value (the default, where the variable is unset), and
-    ``envs.NAME.is_set()`` whether the user set it (``settings``)."""
+    ``envs.NAME.is_set()`` whether the user set it (``settings``); each name asked is noted in ``asked``."""
 
-    def __init__(self, defaults: dict[str, Any], settings: Mapping[str, str] = NO_SETTINGS) -> None:
+    def __init__(
+        self, defaults: dict[str, Any], settings: Mapping[str, str] = NO_SETTINGS, asked: set[str] | None = None
+    ) -> None:
         super().__init__("sglang.srt.environ.envs")
         self.defaults = defaults
         self.settings = settings
+        self.asked = asked if asked is not None else set()
 
     def attribute(self, name: str) -> tuple[bool, Any]:
+        self.asked.add(name)
         if name not in self.defaults:
             return False, None
         value, given = self.defaults[name], name in self.settings
@@ -178,6 +182,8 @@ def fakes(
 
     def bool_env(name: str, default: str = "false") -> bool:
         # sglang/srt/utils/common.py get_bool_env_var: the variable, or the default, is "true" or "1"
+        if isinstance(envs, Env):
+            envs.asked.add(name)
         return str(settings.get(name, default)).lower() in ("true", "1")
 
     def same_node(*_args: Any, **_kwargs: Any) -> list[bool]:

@@ -128,6 +128,7 @@ class ReleaseCode:
         for what, machines in memo.met(data) if data else ():
             self.met[(what.filename, what.line, what.construct)] = Met(what, set(machines))
         self._ran_before = memo.evaluated(data) if data else []
+        self.stage.variables.update(memo.variables(data) if data else ())
         self.modules: dict[str, Interpreter] = {}
         self.sources: dict[str, SourceFile] = {}
         self._loading = True
@@ -161,7 +162,8 @@ class ReleaseCode:
     def keep(self) -> None:
         """Keep what was read so far for the next process (where anything new was read)."""
         if self._kept is not None and len(self._outcomes) != self._saved_count:
-            memo.save(self._kept, self._outcomes, [(m.what, m.machines) for m in self.met.values()], self.evaluated())
+            met = [(m.what, m.machines) for m in self.met.values()]
+            memo.save(self._kept, self._outcomes, met, self.evaluated(), self.stage.variables)
             self._saved_count = len(self._outcomes)
 
     @property
@@ -189,6 +191,11 @@ class ReleaseCode:
         except Unsupported as err:  # the file's own error too: the default is what cannot be had
             return "unknown", str(err)
         return "value", values[name]
+
+    def variables(self, platform: str = "cuda") -> set[str]:
+        """The environment variables the dispatch read on ``platform``'s machines (building each communicator
+        and its all-reduce, through ``envs.py`` or ``os``), over every machine read so far."""
+        return {name for name, where in self.stage.variables if where == platform}
 
     def _env_value(self, name: str) -> Any:
         """``envs.NAME``'s value for a stand-in that asks it (``None`` where it cannot be had)."""
@@ -247,6 +254,7 @@ class ReleaseCode:
         cls = self.main.globals.values["CudaCommunicator"]
         group = self.stand_ins.group
         device = Namespace("torch.device", {"type": "cuda", "index": 0})
+        self.stage.watching = True
         try:
             built: Namespace | Decisions = self.main.call(
                 cls, [group], {"device": device, "device_group": group, "unique_name": "tp:0"}
@@ -256,6 +264,8 @@ class ReleaseCode:
         except Unsupported as err:  # what the evaluator cannot follow where no statement can be passed over
             self._unfollowed("CudaCommunicator.__init__", err, "no communicator is built: every size runs nccl")
             built = Decisions(((0, ("nccl",)),))
+        finally:
+            self.stage.watching = False
         self._comms = {machine: built}  # one machine at a time: module state is the machine's
         self._built = frozenset(self.stage.read)
         return built
@@ -276,6 +286,7 @@ class ReleaseCode:
             raise Unsupported(f"{self.sources[CUDA].path}: CudaCommunicator has no all_reduce method")
         chain: list[str] = []
         declined: set[Any] = set()
+        self.stage.watching = True
         try:
             for _path in range(MAX_PATHS):
                 self.main.assume_false = declined
@@ -287,6 +298,7 @@ class ReleaseCode:
                 declined = declined | {branch}
         finally:
             self.main.assume_false = set()
+            self.stage.watching = False
         return tuple(chain)
 
     def _launch(self, comm: Namespace, method: BoundMethod, nbytes: int, graph: bool) -> tuple[str, Any]:

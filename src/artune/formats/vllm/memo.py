@@ -12,7 +12,7 @@ changed file, setting, interpreter or evaluator is another name, so a stale
 reading, or one made by another Python, is never used; a file that cannot be read
 back is ignored and the source evaluated again. What is kept: each outcome
 with its machine, mode and the facts it asked, what the evaluator could not
-follow, and the fingerprints of the functions that ran.
+follow, the fingerprints of the functions that ran and the environment variables the dispatch read.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import json
 import os
 import sys
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -105,11 +105,17 @@ def evaluated(data: dict[str, Any]) -> list[Evaluated]:
     return [Evaluated(*item) for item in data.get("evaluated", [])]
 
 
+def variables(data: dict[str, Any]) -> set[tuple[str, str]]:
+    """The environment variables the dispatch read, each with the platform it was read on."""
+    return {(name, platform) for name, platform in data.get("variables", [])}
+
+
 def save(
     path: Path,
     found: list[tuple[GpuGroup, str, frozenset[str], Any]],
     unmodelled: list[tuple[Unmodelled, set[GpuGroup | None]]],
     ran: list[Evaluated],
+    read: Iterable[tuple[str, str]] = (),
 ) -> None:
     """Keep a reading (best effort: a cache that cannot be written is no error)."""
     data = {
@@ -128,6 +134,7 @@ def save(
         ],
         "met": [{"what": _unmodelled(what), "machines": _machines(machines)} for what, machines in unmodelled],
         "evaluated": [[e.function, e.fingerprint, e.where] for e in ran],
+        "variables": sorted([name, platform] for name, platform in read),
     }
     try:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -175,6 +175,14 @@ class Stage:
         self.sites: list[Any] = []
         self.site: Callable[[], Any] = lambda: ()
         self.flips: set[float] = set()
+        #: while the dispatch runs (``watching``): each variable it read, with the platform it was read on
+        self.watching = False
+        self.variables: set[tuple[str, str]] = set()
+
+    def asked(self, name: str) -> None:
+        """Note that the dispatch read environment variable ``name`` (through ``envs.py`` or ``os``)."""
+        if self.watching:
+            self.variables.add((name, self.current.platform))
 
     @property
     def machine(self) -> GpuGroup:
@@ -630,6 +638,7 @@ class StandIns:
 
     def setting(self, name: str, default: str | None = None) -> str | None:
         """The value of environment variable ``name`` on this machine (``settings``; unset: ``default``)."""
+        self.stage.asked(name)
         return self.stage.settings.get(name, default)
 
     # ---------------------------------------------------------------- FlashInfer
@@ -681,10 +690,20 @@ class StandIns:
 
 
 def environ(stage: Stage) -> Namespace:
-    """``os`` as ``envs.py`` reads it: ``getenv`` and ``environ`` hold ``settings`` only."""
+    """``os`` as ``envs.py`` reads it: ``getenv`` and ``environ`` hold ``settings`` only; each variable read
+    while the dispatch runs is noted (``Stage.asked``)."""
 
     def getenv(name: str, default: Any = None) -> Any:
+        stage.asked(name)
         return stage.settings.get(name, default)
+
+    def contains(name: str) -> bool:
+        stage.asked(name)
+        return name in stage.settings
+
+    def lookup(name: str) -> str:
+        stage.asked(name)
+        return _lookup(stage.settings, name)
 
     return _namespace(
         "os",
@@ -694,8 +713,8 @@ def environ(stage: Stage) -> Namespace:
                 "os.environ",
                 {
                     "get": _native("os.environ.get", getenv),
-                    "__contains__": _native("os.environ.__contains__", lambda name: name in stage.settings),
-                    "__getitem__": _native("os.environ[]", lambda name: _lookup(stage.settings, name)),
+                    "__contains__": _native("os.environ.__contains__", contains),
+                    "__getitem__": _native("os.environ[]", lookup),
                 },
             ),
             "path": _namespace("os.path", {}),
