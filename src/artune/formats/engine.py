@@ -44,7 +44,8 @@ class FindingSink:
         world_size: int | None = None,
         mode: str | None = None,
         severity: str = "warning",
-        code: str = "",
+        *,
+        code: str,
         hosts: int = 1,
     ) -> None:
         """One finding at ``source`` ("file:line"); ``code`` its kind (``artune.findings``), ``hosts`` the
@@ -57,9 +58,7 @@ class FindingSink:
         """An arch whose rows equal ``parent``'s (``copied_archs``): the reviewer asks whether it was measured."""
         self.add(source, arch, f"{arch} = {parent} in {equal} of {total} tables: measured, or inherited?", code="E101")
 
-    def grouped(
-        self, source: str, arch: str, message: str, world_size: int, mode: str | None = None, code: str = ""
-    ) -> None:
+    def grouped(self, source: str, arch: str, message: str, world_size: int, mode: str | None, code: str) -> None:
         """A finding that repeats across world sizes and modes: ``done`` writes one line per (arch, message)."""
         self.groups.setdefault((arch, message, code), []).append((source, world_size, mode))
 

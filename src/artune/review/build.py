@@ -372,7 +372,7 @@ def _key(finding: Finding, rename: Callable[[str], str]) -> tuple:
     text = _VERSION.sub("", _FILE.sub("", rename(finding.message)))
     data = tuple(_DATA.findall(text))
     place = (finding.arch, finding.world_size, finding.hosts, finding.mode, finding.multicast)
-    return (finding.code or finding.severity, *place, data)
+    return (finding.code, *place, data)
 
 
 def _questions(items: Sequence[Finding], rename: Callable[[str], str]) -> tuple[Question, ...]:

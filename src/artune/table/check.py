@@ -24,7 +24,7 @@ hosts, ``hier_shm`` on one host) is flagged.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from artune.catalog import SPECS, Conditions
 from artune.findings import KINDS
@@ -48,11 +48,12 @@ class Finding:
     severity: str = "warning"
     hosts: int = 1
     multicast: bool | None = None  # the plan's machine (Plan.multicast); None: any
-    #: the finding's kind, stable across releases, as a linter's rule codes are (``check --ignore CODE``)
-    code: str = ""
+    #: the finding's kind, stable across releases, as a linter's rule codes are (``check --ignore CODE``);
+    #: required, and one that ``artune.findings.KINDS`` holds, with its docs text
+    code: str = field(kw_only=True)
 
     def __post_init__(self) -> None:
-        if self.code and self.code not in KINDS:  # a code without its entry in the registry is a bug here
+        if self.code not in KINDS:  # a finding without a code, or one without its entry in the registry, is a bug
             raise ValueError(f"finding code {self.code!r} is not in artune.findings.KINDS")
 
     @property
@@ -71,8 +72,7 @@ class Finding:
         if self.mode is not None:
             where += f" mode={self.mode}"
         # a finding in an engine's file names the file and line instead of the table; the code after the severity
-        kind = f"{self.severity} {self.code}" if self.code else self.severity
-        return f"{self.source or self.table}: {kind}: {where}: {self.message}"
+        return f"{self.source or self.table}: {self.severity} {self.code}: {where}: {self.message}"
 
 
 def raises_at(
