@@ -47,11 +47,23 @@ class FindingSink:
         *,
         code: str,
         hosts: int = 1,
+        world_sizes: Sequence[int] = (),
     ) -> None:
         """One finding at ``source`` ("file:line"); ``code`` its kind (``artune.findings``), ``hosts`` the
-        ranks' hosts where it is about a topology across hosts."""
+        ranks' hosts where it is about a topology across hosts, ``world_sizes`` those its message names."""
         self.findings.append(
-            Finding(self.table, arch, message, world_size, mode, source, severity, hosts=hosts, code=code)
+            Finding(
+                self.table,
+                arch,
+                message,
+                world_size,
+                mode,
+                source,
+                severity,
+                hosts=hosts,
+                code=code,
+                world_sizes=tuple(world_sizes),
+            )
         )
 
     def copied(self, source: str, arch: str, parent: str, equal: int, total: int) -> None:
@@ -72,7 +84,8 @@ class FindingSink:
             if modes:
                 where += f" ({', '.join(modes)})"
             ws = sizes[0] if len(sizes) == 1 else None
-            out.append(Finding(self.table, arch, f"{message}; at {where}", ws, None, places[0][0], code=code))
+            at = f"{message}; at {where}"
+            out.append(Finding(self.table, arch, at, ws, None, places[0][0], code=code, world_sizes=tuple(sizes)))
         return tuple(out)
 
     def rules(self, source: str, arch: str, world_size: int, mode: str | None, rules: Sequence[SizeRule]) -> None:

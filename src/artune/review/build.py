@@ -379,22 +379,22 @@ def _questions(items: Sequence[Finding], rename: Callable[[str], str]) -> tuple[
     """One question per message and place, its world sizes and modes merged; arches with the same merged."""
     rows = _group(
         (
-            (f.severity, rename(f.source or f.table), f.arch, f.hosts, rename(f.message), f.code),
+            (f.severity, rename(f.source or f.table), f.arch, f.hosts, rename(f.message), f.code, f.world_sizes),
             f.world_size or 0,
             f.mode or "",
         )
         for f in items
     )
     by_arch: dict[tuple, list[str]] = {}
-    for (severity, where, arch, hosts, message, code), sizes, modes in rows:
+    for (severity, where, arch, hosts, message, code, named), sizes, modes in rows:
         scope = f"ws {world_sizes(s for s in sizes if s)}" if any(sizes) else ""
         scope += f" across {hosts} hosts" if hosts > 1 else ""
         scope += f" ({', '.join(m for m in modes if m)})" if any(modes) else ""
         at = (tuple(s for s in sizes if s), tuple(m for m in modes if m))
-        by_arch.setdefault((severity, where, scope.strip(), message, code, at), []).append(arch)
+        by_arch.setdefault((severity, where, scope.strip(), message, code, at, named), []).append(arch)
     out = [
-        Question(sev, where, ", ".join(archs), scope, message, code, *at)
-        for (sev, where, scope, message, code, at), archs in by_arch.items()
+        Question(sev, where, ", ".join(archs), scope, message, code, *at, named=named)
+        for (sev, where, scope, message, code, at, named), archs in by_arch.items()
     ]
     return tuple(sorted(out, key=lambda q: (_SEVERITY.get(q.severity, 3), q.where, q.arch)))
 

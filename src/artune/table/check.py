@@ -51,6 +51,9 @@ class Finding:
     #: the finding's kind, stable across releases, as a linter's rule codes are (``check --ignore CODE``);
     #: required, and one that ``artune.findings.KINDS`` holds, with its docs text
     code: str = field(kw_only=True)
+    #: the world sizes the finding is about on every arch it names, as its message states them ("raises at world
+    #: sizes 2, 4, 6, 8", "world sizes 9-15 have no config"), for whoever acts on them; () where it names none
+    world_sizes: tuple[int, ...] = field(default=(), kw_only=True)
 
     def __post_init__(self) -> None:
         if self.code not in KINDS:  # a finding without a code, or one without its entry in the registry, is a bug

@@ -172,18 +172,22 @@ def _on_pcie(r: Release) -> None:
     if r.default.reading.choice is None:
         return  # without the dispatcher, what SGLang picks there is not read (S107 says so)
     by: dict[str, list[str]] = {}
+    sizes: dict[str, tuple[int, ...]] = {}  # the world sizes each text names
     for arch, table in r.pcie().items():
+        plans = [p for p in table.plans if p.mode == "eager" and p.bands]
         parts = [
             f"{'/'.join(dict.fromkeys(c for b in p.bands for c in b.candidates if c != FALLBACK))} at world "
             f"size {p.world_size} up to {format_size(p.bands[-1].upto) if p.bands[-1].upto else 'any size'}"
-            for p in table.plans
-            if p.mode == "eager" and p.bands
+            for p in plans
         ]
-        by.setdefault("; ".join(parts) or "no custom all-reduce at any world size", []).append(arch)
+        runs = "; ".join(parts) or "no custom all-reduce at any world size"
+        by.setdefault(runs, []).append(arch)
+        sizes[runs] = tuple(p.world_size for p in plans)
     where = r.default.reading.choice
     source = where.where(where.dispatch.node if where.dispatch else None)
     for runs, archs in by.items():
-        r._add("S108", "note", source, ", ".join(sorted(archs, key=arch_order)), pcie_message(runs))
+        arch = ", ".join(sorted(archs, key=arch_order))
+        r._add("S108", "note", source, arch, pcie_message(runs), world_sizes=sizes[runs])
 
 
 def _raises(r: Release, everything: list[ArchFound]) -> None:
@@ -202,6 +206,7 @@ def _raises(r: Release, everything: list[ArchFound]) -> None:
             archs,
             f"{classes[sizes[0]]}.__init__ raises ({what}) at {_world_sizes(sizes)}, which the communicator "
             "admits: SGLang logs 'Setup Custom allreduce failed' and runs nccl there",
+            world_sizes=sizes,
         )
 
 
@@ -216,7 +221,7 @@ def _holes(r: Release, everything: list[ArchFound]) -> None:
             per_arch[found.arch] = [s.world_size for s in found.sized if s.status == "off" and s.world_size < max(on)]
             lines[found.arch] = r._first_row(found)
     for archs, sizes in group_archs(per_arch):
-        r._add("E201", "warning", r._where(lines[archs.split(", ")[0]]), archs, holes_message(sizes))
+        r._add("E201", "warning", r._where(lines[archs.split(", ")[0]]), archs, holes_message(sizes), world_sizes=sizes)
 
 
 def _clipped(r: Release, everything: list[ArchFound]) -> None:
@@ -271,6 +276,7 @@ def _multicast(r: Release, everything: list[ArchFound]) -> None:
             archs,
             f"rows ask for multicast two-shot (a non-empty mc range) at {_world_sizes(sizes)}, where "
             "num_mc_blocks is None: multicast never runs there",
+            world_sizes=sizes,
         )
 
 
@@ -296,6 +302,7 @@ def _unreachable(r: Release, everything: list[ArchFound]) -> None:
             r.files.communicator.path,
             arch,
             f"{text}: it never runs; at {_world_sizes(sorted(set(sizes)))}",
+            world_sizes=sorted(set(sizes)),
         )
 
 
@@ -358,6 +365,7 @@ def _opt_in(r: Release, everything: list[ArchFound]) -> None:
             archs,
             f"{DISPATCH} picks SGLang's legacy {LEGACY} at {_world_sizes(sizes)}, where v2 declines the group: "
             f"{LEGACY_KERNEL} runs there (what its should_custom_ar admits), not v2's algorithms",
+            world_sizes=sizes,
         )
 
 

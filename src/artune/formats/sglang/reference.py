@@ -317,7 +317,8 @@ def findings() -> tuple[Finding, ...]:
                 clipped.setdefault(arch, []).append(plan.world_size)
                 modes.add(plan.mode)
     out = [
-        Finding(ORIGIN, archs, checks.holes_message(sizes), code="E201") for archs, sizes in checks.group_archs(holes)
+        Finding(ORIGIN, archs, checks.holes_message(sizes), code="E201", world_sizes=tuple(sizes))
+        for archs, sizes in checks.group_archs(holes)
     ]
     if clipped:
         where = checks.clipped_where(clipped, modes)
@@ -332,6 +333,11 @@ def findings() -> tuple[Finding, ...]:
         archs, message = checks.served_message(served)
         out.append(Finding(ORIGIN, archs, message, severity="note", code="S104"))
     runs = f"{LEGACY_KERNEL} at world size {sglang.LEGACY_PCIE_WORLD_SIZE} up to {format_size(sglang.LEGACY_MAX_SIZE)}"
-    out.append(Finding(ORIGIN, ", ".join(everything), checks.pcie_message(runs), severity="note", code="S108"))
+    pcie = (sglang.LEGACY_PCIE_WORLD_SIZE,)
+    out.append(
+        Finding(
+            ORIGIN, ", ".join(everything), checks.pcie_message(runs), severity="note", code="S108", world_sizes=pcie
+        )
+    )
     out += checks.rack_findings(ORIGIN, dict(refs.tables), refs.default, "")
     return tuple(out)

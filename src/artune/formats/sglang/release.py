@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -302,9 +302,29 @@ class Release:
     # ---------------------------------------------------------------- findings
 
     def _add(
-        self, code: str, severity: str, source: str, arch: str, message: str, world_size: int | None = None
+        self,
+        code: str,
+        severity: str,
+        source: str,
+        arch: str,
+        message: str,
+        world_size: int | None = None,
+        world_sizes: Sequence[int] = (),
     ) -> None:
-        self.findings.append(Finding(self.origin, arch, message, world_size, None, source, severity, code=code))
+        """One finding; ``world_sizes`` those its message names (``Finding.world_sizes``)."""
+        self.findings.append(
+            Finding(
+                self.origin,
+                arch,
+                message,
+                world_size,
+                None,
+                source,
+                severity,
+                code=code,
+                world_sizes=tuple(world_sizes),
+            )
+        )
 
     def _where(self, line: int) -> str:
         return f"{self.rows_file.path}:{line}"

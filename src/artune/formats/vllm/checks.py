@@ -52,6 +52,7 @@ def _findings(
             f"{d.release} has no per-arch tables (no {CUSTOM_AR}): on every arch it runs {default_path(d)}",
             severity="note",
             code="V101",
+            world_sizes=d.custom_ar_sizes(),
         )
         return
     for arch, (parent, equal, total) in copies.items():
@@ -96,7 +97,9 @@ def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     seen.add(error)
                     table = MULTIMEM if MULTIMEM in error else CUSTOM_AR
                     where = ws if f"world size {ws}" in error else None
-                    sink.add(figures.line(table, arch), arch, error, where, severity="error", code="E202")
+                    line = figures.line(table, arch)
+                    named = (where,) if where else ()
+                    sink.add(line, arch, error, where, severity="error", code="E202", world_sizes=named)
     if figures.multimem is not None:
         for arch, sizes in figures.multimem.items():
             if arch not in figures.symm_mem:
@@ -180,6 +183,7 @@ def _no_path(figures: Figures, d: Dispatch, where: str, sink: FindingSink) -> No
         "*",
         f"{text}{f' (also {others})' if others else ''}: vLLM sends every size to nccl there, silently",
         code="E201",
+        world_sizes=common,
     )
 
 
@@ -278,7 +282,8 @@ def _rack_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             )
         sizes = network_errors(d, arch)
         if sizes:
-            sink.add(figures.line(SYMM_MEM, arch), arch, network_error(d, sizes), severity="error", code="N103")
+            message = network_error(d, sizes)
+            sink.add(figures.line(SYMM_MEM, arch), arch, message, severity="error", code="N103", world_sizes=sizes)
     for arch, ws, nodes in figures.fi_mnnvl or {}:
         if nodes > 1 and (arch, ws, 1) not in (figures.fi_mnnvl or {}):
             fusion = (figures.fi_fusion or {}).get(arch, {}).get(ws)

@@ -331,9 +331,14 @@ def build(
         said = {(arch, f.world_size) for f in raised for arch in f.arch.split(", ")}
         kept = [f for f in imported.findings if f.code != "E202" or (f.arch, f.world_size) not in said]
         # the rules' holes (E201) say nccl runs there; where the code raises instead, E203 is the answer
-        sizes = _sizes({f.world_size for f in raised if f.world_size is not None})
+        instead = {f.world_size for f in raised if f.world_size is not None}
+        sizes = _sizes(instead)
         kept = [
-            replace(f, message=f"{f.message}; except at world sizes {sizes}, where vLLM raises instead (E203)")
+            replace(
+                f,
+                message=f"{f.message}; except at world sizes {sizes}, where vLLM raises instead (E203)",
+                world_sizes=tuple(sorted({*f.world_sizes, *instead})),
+            )
             if f.code == "E201"
             else f
             for f in kept
@@ -452,6 +457,7 @@ def _raised(evaluation: Evaluation, archs: list[str], name: str, table: str) -> 
                 severity="error",
                 multicast=multicast,
                 code="E203",
+                world_sizes=(ws,),
             )
         )
     return tuple(out)

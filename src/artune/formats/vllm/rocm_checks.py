@@ -90,6 +90,7 @@ def _raises(evaluation: Evaluation, table: str) -> list[Finding]:
                 source=where if what else "",
                 severity="error",
                 code="V110",
+                world_sizes=tuple(sizes),
             )
         )
     return out
@@ -124,9 +125,18 @@ def _where(name: str, lines: dict[tuple[str, int], int], row: tuple[str, int] | 
     return f"{name}:{line or lines.get(('', 0), 1)}"
 
 
-def _row(table: str, row: tuple[str, int], message: str, code: str, name: str, lines: dict[Any, int]) -> Finding:
-    """A warning about one ``_QR_MIN_SIZE`` row, at its line."""
-    return Finding(table, QR_ARCHS, message, row[1], source=_where(name, lines, row), code=code)
+def _row(
+    table: str,
+    row: tuple[str, int],
+    message: str,
+    code: str,
+    name: str,
+    lines: dict[Any, int],
+    world_sizes: tuple[int, ...] = (),
+) -> Finding:
+    """A warning about one ``_QR_MIN_SIZE`` row, at its line (``world_sizes``: those its message names)."""
+    where = _where(name, lines, row)
+    return Finding(table, QR_ARCHS, message, row[1], source=where, code=code, world_sizes=world_sizes)
 
 
 def _never(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, table: str, cast: bool) -> list[Finding]:
@@ -149,7 +159,7 @@ def _never(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, t
                 f"(the {format_size(QR_MAX_SIZE)} that ops.qr_max_size() returns) or more, so the level is on "
                 "and takes no message below it" + (f" ({cast_note})" if dtype == "bfloat16" and cast_note else "")
             )
-            out.append(_row(table, (dtype, ws), message, "V111", name, lines))
+            out.append(_row(table, (dtype, ws), message, "V111", name, lines, (ws,)))
     return out
 
 
@@ -175,6 +185,7 @@ def _missing(
                     source=_where(name, lines, None),
                     severity="error",
                     code="V112",
+                    world_sizes=tuple(lacking),
                 )
             )
     return out
