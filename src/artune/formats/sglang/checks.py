@@ -83,6 +83,11 @@ def clipped_where(per_arch: dict[str, list[int]], modes: set[str]) -> str:
     return where + (f" ({next(iter(modes))} mode)" if len(modes) == 1 else "")
 
 
+def clipped_args(per_arch: dict[str, list[int]], modes: set[str]) -> tuple[str, ...]:
+    """``("9.0 ws 2-8", "10.0, 10.7 ws 2-8, 16", "graph")``: where rows are clipped, as ``Finding.args``."""
+    return tuple(f"{archs} ws {_ranges(sizes)}" for archs, sizes in group_archs(per_arch)) + tuple(sorted(modes))
+
+
 def clipped_message(workspace: int, where: str) -> str:
     """Rows the default workspace clips (``where``: ``clipped_where``)."""
     return (
@@ -147,7 +152,8 @@ def rack_findings(origin: str, tables: dict[str, Table], default: Table | None, 
         + " runs nccl"
     )
     archs = ", ".join(dict.fromkeys(a for g in (groups, network) for names, _ in g for a in names.split(", ")))
-    return [Finding(origin, archs, message, None, None, source, "note", code="N111")]
+    args = (listed(groups), listed(network))
+    return [Finding(origin, archs, message, None, None, source, "note", code="N111", args=args)]
 
 
 def collect(r: Release) -> tuple[Finding, ...]:
@@ -187,7 +193,7 @@ def _on_pcie(r: Release) -> None:
     source = where.where(where.dispatch.node if where.dispatch else None)
     for runs, archs in by.items():
         arch = ", ".join(sorted(archs, key=arch_order))
-        r._add("S108", "note", source, arch, pcie_message(runs), world_sizes=sizes[runs])
+        r._add("S108", "note", source, arch, pcie_message(runs), world_sizes=sizes[runs], args=(runs,))
 
 
 def _raises(r: Release, everything: list[ArchFound]) -> None:
@@ -207,6 +213,7 @@ def _raises(r: Release, everything: list[ArchFound]) -> None:
             f"{classes[sizes[0]]}.__init__ raises ({what}) at {_world_sizes(sizes)}, which the communicator "
             "admits: SGLang logs 'Setup Custom allreduce failed' and runs nccl there",
             world_sizes=sizes,
+            args=(classes[sizes[0]], what),
         )
 
 
@@ -240,6 +247,7 @@ def _clipped(r: Release, everything: list[ArchFound]) -> None:
         return
     where = clipped_where(per_arch, modes)
     archs = ", ".join(sorted(per_arch, key=arch_order))
+    clipped = clipped_args(per_arch, modes)
     if r.files.configs is None:
         r._add(
             "S102",
@@ -248,9 +256,10 @@ def _clipped(r: Release, everything: list[ArchFound]) -> None:
             archs,
             "the 16MiB pull buffer (CustomAllReduceV2.__init__'s max_pull_size default) ends custom all-reduce: "
             f"nccl runs above it, where the rows write a custom algorithm for every size{where}",
+            args=clipped,
         )
         return
-    r._add("E301", "warning", r._where(first), archs, clipped_message(r.workspace, where))
+    r._add("E301", "warning", r._where(first), archs, clipped_message(r.workspace, where), args=(r.workspace, *clipped))
 
 
 def _multicast(r: Release, everything: list[ArchFound]) -> None:
@@ -303,6 +312,7 @@ def _unreachable(r: Release, everything: list[ArchFound]) -> None:
             arch,
             f"{text}: it never runs; at {_world_sizes(sorted(set(sizes)))}",
             world_sizes=sorted(set(sizes)),
+            args=(text,),
         )
 
 
@@ -312,7 +322,8 @@ def _served(r: Release) -> None:
         if arch not in r.copies:  # a copy has configs of its own: the copied-rows warning says so
             by.setdefault(twin, []).append(arch)
     if by:
-        r._add("S104", "note", r._where(_dispatch_line(r)), *served_message(by))
+        served = tuple(f"{arch}: {twin}" for twin, arches in by.items() for arch in arches)
+        r._add("S104", "note", r._where(_dispatch_line(r)), *served_message(by), args=served)
 
 
 def _dispatch_line(r: Release) -> int:
@@ -355,6 +366,7 @@ def _opt_in(r: Release, everything: list[ArchFound]) -> None:
             "all",
             f"custom all-reduce v2 is off by default in this release (SGLang takes it when `{test}`): by "
             f"default SGLang runs its legacy {LEGACY}, which these tables describe ({LEGACY_KERNEL})",
+            args=(test,),
         )
         return
     for archs, sizes in group_archs(legacy):
@@ -382,6 +394,7 @@ def _spans(outcome: Outcome) -> list[tuple[int, int | None, tuple[str, ...]]]:
 
 __all__ = [
     "arch_order",
+    "clipped_args",
     "clipped_message",
     "clipped_where",
     "collect",

@@ -310,8 +310,9 @@ class Release:
         message: str,
         world_size: int | None = None,
         world_sizes: Sequence[int] = (),
+        args: Sequence[str | int | float] = (),
     ) -> None:
-        """One finding; ``world_sizes`` those its message names (``Finding.world_sizes``)."""
+        """One finding; ``world_sizes`` those its message names, ``args`` what it is written from (``Finding``)."""
         self.findings.append(
             Finding(
                 self.origin,
@@ -323,6 +324,7 @@ class Release:
                 severity,
                 code=code,
                 world_sizes=tuple(world_sizes),
+                args=tuple(args),
             )
         )
 
@@ -347,6 +349,7 @@ class Release:
                 self._where(min(x for x in lines(mine) if x) if any(lines(mine)) else 1),
                 arch,
                 f"{arch} = {twin} in {total} of {total} world sizes: measured, or inherited?",
+                args=(twin, total),
             )
 
 

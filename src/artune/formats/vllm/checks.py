@@ -53,6 +53,7 @@ def _findings(
             severity="note",
             code="V101",
             world_sizes=d.custom_ar_sizes(),
+            args=(default_path(d),),
         )
         return
     for arch, (parent, equal, total) in copies.items():
@@ -62,6 +63,7 @@ def _findings(
             arch,
             f"{arch} = {parent} in {equal} of {total} tables: measured, or inherited?{fi}",
             code="E101",
+            args=(parent, equal, total, fi),
         )
     _raises(figures, d, sink)
     _unused_rows(figures, d, sink)
@@ -99,7 +101,7 @@ def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     where = ws if f"world size {ws}" in error else None
                     line = figures.line(table, arch)
                     named = (where,) if where else ()
-                    sink.add(line, arch, error, where, severity="error", code="E202", world_sizes=named)
+                    sink.add(line, arch, error, where, severity="error", code="E202", world_sizes=named, args=(error,))
     if figures.multimem is not None:
         for arch, sizes in figures.multimem.items():
             if arch not in figures.symm_mem:
@@ -109,6 +111,7 @@ def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     f"{arch} is in {MULTIMEM} but not in {SYMM_MEM}: torch symmetric memory is disabled at "
                     f"start-up on {arch}, so the multimem list is never used (the two tables must stay in step)",
                     code="V102",
+                    args=tuple(sizes),
                 )
                 continue
             unused = [ws for ws in sizes if ws not in figures.symm_mem[arch]]
@@ -118,6 +121,7 @@ def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     arch,
                     f"{MULTIMEM}[{arch!r}] lists world sizes {unused} that {SYMM_MEM} does not: never used",
                     code="V102",
+                    args=tuple(unused),
                 )
 
 
@@ -130,6 +134,7 @@ def _unused_rows(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             f"VLLM_ALLREDUCE_USE_SYMM_MEM is off by default in {d.release}: neither {SYMM_MEM} nor {CUSTOM_AR} "
             f"is used with default settings (custom_ar keeps its {format_size(d.custom_ar_max)} default)",
             code="V103",
+            args=(d.custom_ar_max,),
         )
         return
     lonely = [
@@ -145,6 +150,7 @@ def _unused_rows(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             f"{CUSTOM_AR} rows never used: a row applies only where torch symmetric memory starts, and "
             f"{SYMM_MEM} has no row for {', '.join(lonely)} (custom_ar keeps {format_size(d.custom_ar_max)} there)",
             code="V103",
+            args=(*lonely, d.custom_ar_max),
         )
 
 
@@ -164,6 +170,7 @@ def _capped(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             f"custom_ar rows above {format_size(d.custom_ar_max)} are capped by CustomAllreduce's default max_size "
             f"({rows}): sizes from {format_size(d.custom_ar_max)} go to the next path",
             code="E301",
+            args=(d.custom_ar_max, rows),
         )
 
 
@@ -184,6 +191,7 @@ def _no_path(figures: Figures, d: Dispatch, where: str, sink: FindingSink) -> No
         f"{text}{f' (also {others})' if others else ''}: vLLM sends every size to nccl there, silently",
         code="E201",
         world_sizes=common,
+        args=(others,),
     )
 
 
@@ -210,6 +218,7 @@ def _never_run(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             f"{table} rows that never run with vLLM's defaults: {by} takes every size they hold first, for the 2-D "
             f"fp16/bf16/fp32 inputs it takes ({where})",
             code="V104",
+            args=(table, by, where),
         )
 
 
@@ -225,6 +234,7 @@ def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     "clipped by its workspace",
                     ws,
                     code="E301",
+                    args=(mb, cap),
                 )
     if figures.fi_world_sizes is not None:
         for arch, rows in (figures.fi_fusion or {}).items():
@@ -237,6 +247,7 @@ def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                         f"{figures.fi_world_sizes}",
                         ws,
                         code="V105",
+                        args=tuple(figures.fi_world_sizes),
                     )
     orphans = [
         (arch, ws, nodes)
@@ -252,6 +263,7 @@ def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             f"{FI_MNNVL} rows never used: FlashInfer's all-reduce starts only where {FI_FUSION} has a row "
             f"for the arch and world size ({keys})",
             code="V105",
+            args=(keys,),
         )
 
 
@@ -279,6 +291,8 @@ def _rack_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                 "size and node count across hosts, and every one across hosts joined over a network, runs nccl",
                 severity="note",
                 code="N101",
+                # where and on how many hosts: a release that runs other algorithms there is no new note
+                args=tuple(f"ws={ws} on {', '.join(map(str, hosts))} hosts" for (ws, _n), hosts in grouped.items()),
             )
         sizes = network_errors(d, arch)
         if sizes:
@@ -296,6 +310,7 @@ def _rack_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                 ws,
                 code="N102",
                 hosts=nodes,
+                args=(nodes, one_host),
             )
 
 

@@ -458,6 +458,7 @@ def _raised(evaluation: Evaluation, archs: list[str], name: str, table: str) -> 
                 multicast=multicast,
                 code="E203",
                 world_sizes=(ws,),
+                args=(outcome.kind, what or raises, when, *only),
             )
         )
     return tuple(out)
@@ -549,7 +550,7 @@ def dtype_findings(path: str, settings: Mapping[str, str] | None = None) -> tupl
     for dtype in OTHER_DTYPES:
         other = read_vllm(path, settings, dtype)
         out += [
-            replace(f, message=f"{f.message} (for {dtype} messages)")
+            replace(f, message=f"{f.message} (for {dtype} messages)", args=(*f.args, dtype))
             for f in other.findings
             if f.code == "E203" and (f.arch, f.world_size) not in raised
         ]
@@ -573,6 +574,7 @@ def dtype_findings(path: str, settings: Mapping[str, str] | None = None) -> tupl
                     "bfloat16's",
                     severity="note",
                     code="V120",
+                    args=(dtype, *moved),
                 )
             )
     return tuple(out)
@@ -646,6 +648,7 @@ def _unexplained(keys: set[Any], d: Dispatch, first: str) -> tuple[Finding, ...]
             source=first,
             severity="note",
             code="V106",
+            args=tuple(places),
         ),
     )
 

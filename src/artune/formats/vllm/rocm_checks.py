@@ -91,6 +91,7 @@ def _raises(evaluation: Evaluation, table: str) -> list[Finding]:
                 severity="error",
                 code="V110",
                 world_sizes=tuple(sizes),
+                args=(under, what or message),
             )
         )
     return out
@@ -133,10 +134,13 @@ def _row(
     name: str,
     lines: dict[Any, int],
     world_sizes: tuple[int, ...] = (),
+    args: tuple[str | int, ...] = (),
 ) -> Finding:
-    """A warning about one ``_QR_MIN_SIZE`` row, at its line (``world_sizes``: those its message names)."""
+    """A warning about one ``_QR_MIN_SIZE`` row, at its line (``world_sizes``: those its message names; ``args``:
+    what it is written from besides the row's dtype)."""
     where = _where(name, lines, row)
-    return Finding(table, QR_ARCHS, message, row[1], source=where, code=code, world_sizes=world_sizes)
+    found = (row[0], *args)
+    return Finding(table, QR_ARCHS, message, row[1], source=where, code=code, world_sizes=world_sizes, args=found)
 
 
 def _never(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, table: str, cast: bool) -> list[Finding]:
@@ -186,6 +190,7 @@ def _missing(
                     severity="error",
                     code="V112",
                     world_sizes=tuple(lacking),
+                    args=(dtype,),
                 )
             )
     return out
@@ -206,7 +211,7 @@ def _copied(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, 
                     f"_QR_MIN_SIZE row ({dtype}, {ws}) equals the {same[0]} row at world size {ws}: the kernels "
                     "differ by dtype (bf16 is slower), so measured, or copied?"
                 )
-                out.append(_row(table, (dtype, ws), message, "V113", name, lines))
+                out.append(_row(table, (dtype, ws), message, "V113", name, lines, (ws,), (same[0],)))
     return out
 
 
@@ -224,7 +229,7 @@ def _clipped(rows: dict[Any, Any], cap: int, lines: dict[tuple[str, int], int], 
                 f"minimum of the _QR_MIN_SIZE row ({dtype}, {ws}) at {', '.join(clipped)}: the cap clips "
                 "those levels away at that world size (no message is both above the minimum and below the cap)"
             )
-            out.append(_row(table, (dtype, ws), message, "V114", name, lines))
+            out.append(_row(table, (dtype, ws), message, "V114", name, lines, (), (cap,)))
     return out
 
 
