@@ -38,8 +38,6 @@ from artune.table.types import MODES, NVLinkDomain, Table
 if TYPE_CHECKING:
     from artune.formats.sglang.release import ArchFound, Release
 
-_LOCATION = re.compile(r"^(.*?:\d+): ")
-
 
 def _ranges(values: list[int]) -> str:
     """``[9, 10, 11, 16]`` -> ``"9-11, 16"``."""
@@ -198,13 +196,12 @@ def _on_pcie(r: Release) -> None:
 
 def _raises(r: Release, everything: list[ArchFound]) -> None:
     per_arch = {a.arch: [s.world_size for s in a.sized if s.status == "raises"] for a in everything}
-    errors = {s.world_size: s.error for a in everything for s in a.sized if s.status == "raises"}
+    errors = {s.world_size: (s.where, s.error) for a in everything for s in a.sized if s.status == "raises"}
     classes = {s.world_size: s.cls for a in everything for s in a.sized if s.status == "raises"}
     for archs, sizes in group_archs(per_arch):
-        error = errors[sizes[0]]
-        match = _LOCATION.match(error)
-        source = match.group(1) if match else r.files.communicator.path
-        what = re.sub(r"^KeyError \S+ in ", "KeyError in ", error[match.end() :] if match else error)
+        where, error = errors[sizes[0]]
+        source = where or r.files.communicator.path
+        what = re.sub(r"^KeyError \S+ in ", "KeyError in ", error)  # the key is a world size: the sizes say which
         r._add(
             "E202",
             "error",
