@@ -430,7 +430,7 @@ def _raised(evaluation: Evaluation, archs: list[str], name: str, table: str) -> 
             modes = {mode for _m, mode, _o in seen}
             key = (
                 ws,
-                seen[0][2].raises,
+                seen[0][2].raised,
                 next(iter(multicasts)) if len(multicasts) == 1 else None,
                 next(iter(modes)) if len(modes) == 1 else None,
             )
@@ -438,10 +438,10 @@ def _raised(evaluation: Evaluation, archs: list[str], name: str, table: str) -> 
             outcomes[key] = seen[0][2]
     out = []
     for key in sorted(found, key=lambda k: (k[0], k[1], str(k[2]), str(k[3]))):
-        ws, raises, multicast, mode = key
+        ws, _raised, multicast, mode = key
         outcome = outcomes[key]
-        where, _sep, what = raises.partition(": ")
-        place = where.rsplit("/", 1)[-1] if what else "its dispatch"
+        where, what = outcome.where, outcome.raises
+        place = where.rsplit("/", 1)[-1] if where else "its dispatch"
         when = "it fails at start-up" if outcome.at_start else "its first all-reduce fails"
         only = [f"with NVLink multicast {'on' if multicast else 'off'}"] if multicast is not None else []
         only += [f"in {mode} mode"] if mode is not None else []
@@ -449,16 +449,16 @@ def _raised(evaluation: Evaluation, archs: list[str], name: str, table: str) -> 
             Finding(
                 table,
                 ", ".join(found[key]),
-                f"{engine} raises {outcome.kind or 'an error'} at world size {ws} ({place}: {what or raises}): "
+                f"{engine} raises {outcome.kind or 'an error'} at world size {ws} ({place}: {what}): "
                 f"{when}" + (f" ({', '.join(only)} only)" if only else ""),
                 ws,
                 mode,
-                source=where if what else "",
+                source=where,
                 severity="error",
                 multicast=multicast,
                 code="E203",
                 world_sizes=(ws,),
-                args=(outcome.kind, what or raises, when, *only),
+                args=(outcome.kind, what, when, *only),
             )
         )
     return tuple(out)

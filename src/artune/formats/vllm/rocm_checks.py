@@ -78,20 +78,19 @@ def _raises(evaluation: Evaluation, table: str) -> list[Finding]:
         sizes = sorted(ws for ws, hosts, rack in reading.at_start if hosts == 1 and not rack)
         if not sizes:
             continue
-        message = reading.raises[(sizes[0], 1, False)]
-        where, _sep, what = message.partition(": ")
+        raised = reading.raises[(sizes[0], 1, False)]
         out.append(
             Finding(
                 table,
                 gfx,
                 f"vLLM raises at start-up on ROCm at world sizes {', '.join(map(str, sizes))}: under {under}, "
-                f"{what or message}",
+                f"{raised.raises}",
                 sizes[0] if len(sizes) == 1 else None,
-                source=where if what else "",
+                source=raised.where,
                 severity="error",
                 code="V110",
                 world_sizes=tuple(sizes),
-                args=(under, what or message),
+                args=(under, raised.raises),
             )
         )
     return out
