@@ -35,7 +35,9 @@ from artune.table.types import MODES, Band, Mode, Plan, Provenance, ShapePlan, T
 
 @dataclass(frozen=True)
 class Finding:
-    """One problem in a table."""
+    """One problem in a table: its code, its place (table, arch, world size, mode, hosts, machine, ``source``),
+    the data whoever acts on it reads (``world_sizes``, ``args``), and ``message``, written for a person from
+    that data and never parsed back (``tests/test_layers.py`` holds that)."""
 
     table: str
     arch: str
