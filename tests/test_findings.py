@@ -196,3 +196,16 @@ def test_selected_and_parse_codes() -> None:
     assert parse_codes(None, "--select") == ()
     with pytest.raises(ArtuneError):
         parse_codes("T9", "--select")
+
+
+def test_the_review_matches_findings_by_their_fields_not_their_words() -> None:
+    """The same finding in another release: the same code, place, world sizes and args, whatever its message
+    says and wherever its file and line are; other args or world sizes make another finding."""
+    from dataclasses import replace
+
+    from artune.review.build import _key
+
+    found = Finding("t", "9.0", "rows above 8MiB are capped in vLLM 0.33.0", code="E301", world_sizes=(2, 4), args=(8,))
+    assert _key(found) == _key(replace(found, message="rows above 8MiB capped (vLLM 0.34.0)", source="x.py:9"))
+    assert _key(found) != _key(replace(found, args=(16,)))
+    assert _key(found) != _key(replace(found, world_sizes=(2,)))
