@@ -15,7 +15,15 @@ from collections.abc import Mapping
 from artune.formats.engine import FindingSink
 from artune.formats.vllm.figures import CUSTOM_AR, FI_FUSION, FI_MNNVL, FI_ONESHOT, MULTIMEM, SYMM_MEM, Figures
 from artune.formats.vllm.rack import network_error, network_errors, rack_topologies
-from artune.formats.vllm.rules import SYMM_NAMES, Dispatch, default_path, paths, planned_archs, world_sizes
+from artune.formats.vllm.rules import (
+    SYMM_NAMES,
+    Dispatch,
+    RowError,
+    default_path,
+    paths,
+    planned_archs,
+    world_sizes,
+)
 from artune.sizes import format_size
 from artune.table.check import Finding, _ranges, copied_archs, shadowed_rules
 
@@ -92,16 +100,18 @@ def _mb(value: float | None) -> str:
 
 def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
     for arch in planned_archs(d):
-        seen: set[str] = set()
+        seen: set[RowError] = set()
         for ws in world_sizes(d, arch):
             for error in paths(d, arch, ws).errors:
                 if error not in seen:  # the multimem KeyError is the arch's, not one world size's
                     seen.add(error)
-                    table = MULTIMEM if MULTIMEM in error else CUSTOM_AR
-                    where = ws if f"world size {ws}" in error else None
-                    line = figures.line(table, arch)
+                    line = figures.line(MULTIMEM if error.multimem else CUSTOM_AR, arch)
+                    where = error.world_size
                     named = (where,) if where else ()
-                    sink.add(line, arch, error, where, severity="error", code="E202", world_sizes=named, args=(error,))
+                    message = error.message
+                    sink.add(
+                        line, arch, message, where, severity="error", code="E202", world_sizes=named, args=(message,)
+                    )
     if figures.multimem is not None:
         for arch, sizes in figures.multimem.items():
             if arch not in figures.symm_mem:
