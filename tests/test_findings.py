@@ -96,6 +96,33 @@ def test_an_unregistered_code_is_refused() -> None:
         Finding("t", "x86_64", "message", code="Z999")
 
 
+def test_a_code_is_required() -> None:
+    with pytest.raises(TypeError, match="code"):
+        Finding("t", "x86_64", "message")  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="''"):
+        Finding("t", "x86_64", "message", code="")
+
+
+def test_every_finding_made_in_src_names_its_code() -> None:
+    """Each ``Finding(...)`` in src/ passes ``code=``, and a literal one is in the registry."""
+    calls = 0
+    for path in (ROOT / "src" / "artune").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "Finding":
+                calls += 1
+                code = next((k.value for k in node.keywords if k.arg == "code"), None)
+                assert code is not None, f"{path.relative_to(ROOT)}:{node.lineno}: Finding(...) without code="
+                if isinstance(code, ast.Constant):
+                    assert code.value in KINDS, f"{path.relative_to(ROOT)}:{node.lineno}: {code.value!r}"
+    assert calls > 20
+
+
+def test_every_entry_has_its_docs_text() -> None:
+    for code, kind in KINDS.items():
+        assert kind.code == code and kind.title.strip() and kind.meaning.strip() and kind.fix.strip(), code
+        assert code in kind.example, f"{code}: its example line names another code"
+
+
 def _all_findings(tmp_path: Path) -> list[Finding]:
     found: list[Finding] = []
     for name, text in (("dirty.toml", DIRTY), ("holes.toml", HOLES)):
@@ -169,3 +196,16 @@ def test_selected_and_parse_codes() -> None:
     assert parse_codes(None, "--select") == ()
     with pytest.raises(ArtuneError):
         parse_codes("T9", "--select")
+
+
+def test_the_review_matches_findings_by_their_fields_not_their_words() -> None:
+    """The same finding in another release: the same code, place, world sizes and args, whatever its message
+    says and wherever its file and line are; other args or world sizes make another finding."""
+    from dataclasses import replace
+
+    from artune.review.build import _key
+
+    found = Finding("t", "9.0", "rows above 8MiB are capped in vLLM 0.33.0", code="E301", world_sizes=(2, 4), args=(8,))
+    assert _key(found) == _key(replace(found, message="rows above 8MiB capped (vLLM 0.34.0)", source="x.py:9"))
+    assert _key(found) != _key(replace(found, args=(16,)))
+    assert _key(found) != _key(replace(found, world_sizes=(2,)))

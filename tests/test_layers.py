@@ -372,3 +372,61 @@ def test_the_vocabulary_check_sees_a_map_written_again() -> None:
         [1],
         [],
     ]
+
+
+#: what a regular expression does with a text (``re.search(P, x)``, ``PATTERN.sub(r, x)``)
+_PATTERN_CALLS = frozenset({"search", "match", "fullmatch", "findall", "finditer", "sub", "subn", "split"})
+#: what takes a text apart
+_TEXT_CALLS = frozenset(
+    {"split", "rsplit", "partition", "rpartition", "startswith", "endswith", "find", "rfind", "index", "rindex"}
+    | {"count", "removeprefix", "removesuffix", "splitlines"}
+)
+
+
+def _reads_message(node: ast.AST) -> bool:
+    """Whether ``node`` is, or is made from, a ``.message`` (a finding's, or a question's made from one)."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "message" for n in ast.walk(node))
+
+
+def _message_parses(source: str) -> list[int]:
+    """The lines of ``source`` that read data back out of a ``.message``: a regular expression over it, a
+    string method that takes it apart, or ``... in X.message`` (a membership test over a set of messages is
+    no parse, and neither is a message written from another: an f-string, ``replace(f, message=...)``)."""
+    out: list[int] = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            args = [*node.args, *(k.value for k in node.keywords)]
+            pattern = node.func.attr in _PATTERN_CALLS and any(_reads_message(a) for a in args)
+            if pattern or (node.func.attr in _TEXT_CALLS and _reads_message(node.func.value)):
+                out.append(node.lineno)
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn)) for op in node.ops):
+            texts = [c for c in node.comparators if not isinstance(c, (ast.Set, ast.SetComp, ast.List, ast.ListComp))]
+            if any(_reads_message(c) for c in texts):
+                out.append(node.lineno)
+    return sorted(set(out))
+
+
+def test_no_module_parses_a_finding_back_from_its_text() -> None:
+    """A finding carries its data as fields (``Finding.world_sizes``, ``code``, ``arch``, ``source``): whoever
+    acts on it reads the field, never the prose the producer wrote for a person."""
+    found = [
+        f"{path.relative_to(SRC)}:{line}"
+        for path in SRC.joinpath("artune").rglob("*.py")
+        for line in _message_parses(path.read_text(encoding="utf-8"))
+    ]
+    assert not found, f"a finding's text parsed back (read a field of the finding instead): {found}"
+
+
+def test_the_message_check_sees_what_it_forbids() -> None:
+    source = """
+sizes = re.search(r"at world sizes? ([\\d, ]+):", f.message)
+data = _DATA.findall(_FILE.sub("", rename(finding.message)))
+where, _, what = found.message.partition(": ")
+named = [a for a in asked if f"`{a.switch}` set" in question.message]
+first = q.message.split(";")[0]
+kept = [f for f in found if f.message in seen]
+said = f"{f.message}; except at world sizes 4"
+again = replace(f, message=f"{f.message} (for float16 messages)")
+known = {f.message for f in found}
+"""
+    assert _message_parses(source) == [2, 3, 4, 5, 6]

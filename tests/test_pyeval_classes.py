@@ -119,6 +119,19 @@ def test_what_the_file_raises_still_propagates_with_a_hook() -> None:
         interp.call(interp.globals.values["f"], [5], {})
 
 
+def test_a_raise_carries_its_place_apart_from_what_it_says() -> None:
+    """Who reports a raise takes its file and line from ``where``, never by splitting its text."""
+    interp = _run("def f(n):\n    assert n > 0\n    return {1: 2}[n]\n")
+    with pytest.raises(Raised) as raised:
+        interp.call(interp.globals.values["f"], [5], {})
+    err = raised.value
+    assert (err.kind, err.where, err.what) == ("KeyError", "c.py:3", "KeyError 5 in {1: 2}[n]")
+    assert str(err) == "c.py:3: KeyError 5 in {1: 2}[n]"
+    with pytest.raises(Raised) as raised:
+        interp.call(interp.globals.values["f"], [0], {})
+    assert raised.value.where == "c.py:2" and raised.value.what == "assert failed: n > 0"
+
+
 def test_a_constructor_still_stops_at_its_first_outside_call_with_a_hook() -> None:
     source = (
         "from outside import alloc\n"

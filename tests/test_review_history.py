@@ -182,14 +182,15 @@ def test_the_seed_pull_request_asks_only_about_what_it_changes() -> None:
 
 def test_an_answer_answers_on_the_platforms_own_arch() -> None:
     """A finding with no world size is answered by what AFTER runs on its arch, not by printing it again; a
-    ROCm finding's answer names the gfx arch, never a CUDA one; a finding that names world sizes in its text is
-    explained at one of them."""
+    ROCm finding's answer names the gfx arch, never a CUDA one; a finding that names world sizes (its field, not
+    its text) is explained at one of them."""
     from artune.review.questions import AnswerContext, ranked
     from artune.review.types import Question
 
     ctx = AnswerContext("vllm==0.27.0", "vllm", (), (), {"9.0": (2, 4, 8), "10.0": (2, 4)})
     rocm = Question("warning", "vllm/q.py:55", "gfx94*, gfx95*", "ws 8", "QuickReduce never runs", "V111", (8,))
-    raises = Question("error", "x.py:1", "9.0", "", "raises KeyError at world sizes 9-16", "E202")
+    sizes = tuple(range(9, 17))
+    raises = Question("error", "x.py:1", "9.0", "", "raises KeyError at world sizes 9-16", "E202", named=sizes)
     clipped = Question("warning", "x.py:2", "*", "", "rows above 8MiB capped", "E301")
     answers = {q.code: q.answer for q in ranked([rocm, raises, clipped], [], [], ctx)}
     assert answers["V111"] == "artune explain --table vllm==0.27.0 --arch gfx942 --world-size 8 --size 1MiB"

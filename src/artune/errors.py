@@ -64,11 +64,14 @@ class Unsupported(TableError):
 
 class Raised(Unsupported):
     """The interpreted code raised (a missing dict key, a failed assert; in C++ ``throws`` or ``undefined``
-    behaviour); ``kind`` names it."""
+    behaviour); ``kind`` names it, ``what`` says it, ``where`` is its "file:line" where known (the text reads
+    ``where: what``)."""
 
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
+    def __init__(self, kind: str, what: str, where: str = "") -> None:
+        super().__init__(f"{where}: {what}" if where else what)
         self.kind = kind
+        self.what = what
+        self.where = where
 
 
 class OutsideCall(Unsupported):

@@ -113,6 +113,7 @@ def coverage_notes(table: Table) -> list[Finding]:
             severity="note",
             hosts=plan.hosts,
             code="T401",
+            args=(plan.origin,),
         )
         for plan in table.plans
         if plan.origin
@@ -134,6 +135,7 @@ def caveat_findings(tables: list[Table]) -> list[Finding]:
             caveat.world_sizes[0] if len(caveat.world_sizes) == 1 else None,
             source=caveat.where,
             code="E401" if caveat.kind is CaveatKind.UNEVALUATED else "E402",
+            args=(caveat.function, caveat.detail, caveat.assumed),
         )
         for caveat, where in archs.items()
     ]

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 from collections import Counter
 from collections.abc import Sequence
@@ -335,8 +334,7 @@ def _refuse_where_it_raises(findings: Any, args: argparse.Namespace, named: Any 
             )
     gfx = rocm.gfx_arch(args.arch) if args.arch else None
     for found in findings:
-        sizes = re.search(r"at world sizes? ([\d, ]+):", found.message) if found.code == "V110" else None
-        if sizes and found.arch == gfx and args.hosts == 1 and str(args.world_size) in sizes.group(1).split(", "):
+        if found.code == "V110" and found.arch == gfx and args.hosts == 1 and args.world_size in found.world_sizes:
             raise ArtuneError(
                 f"explain: {found.message} ({found.source or found.table}); the engine does not start there, so "
                 "no all-reduce runs"

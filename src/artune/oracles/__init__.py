@@ -11,7 +11,6 @@ this package).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -107,20 +106,10 @@ def decide_all(tables: TableSet, probes: Sequence[Probe], raising: Sequence[Find
     from artune.table.decide import decide
 
     resolved = {arch: tables.resolve(arch) for arch in {p.arch for p in probes}}
-    # N103 names the world sizes it raises at: "... at world sizes 2, 4, 6, 8: ..."
-    raises = {
-        (f.arch, int(ws))
-        for f in raising
-        if f.code == "N103" and (found := re.search(r"at world sizes? ([\d, ]+):", f.message))
-        for ws in found.group(1).split(", ")
-    }
-    # V110 names the world sizes where the release raises at start-up on one host of an AMD arch
-    raises_here = {
-        (f.arch, int(ws))
-        for f in raising
-        if f.code == "V110" and (found := re.search(r"at world sizes? ([\d, ]+):", f.message))
-        for ws in found.group(1).split(", ")
-    }
+    # N103: the world sizes where the release raises at start-up across hosts joined over a network
+    raises = {(f.arch, ws) for f in raising if f.code == "N103" for ws in f.world_sizes}
+    # V110: the world sizes where the release raises at start-up on one host of an AMD arch
+    raises_here = {(f.arch, ws) for f in raising if f.code == "V110" for ws in f.world_sizes}
     # E203: the engine's own code raises on one host of a CUDA arch (an arch no table names reads "default")
     raised = [f for f in raising if f.code == "E203"]
 

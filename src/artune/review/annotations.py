@@ -50,7 +50,17 @@ def question_of(finding: Finding) -> Question:
     sizes = (finding.world_size,) if finding.world_size is not None else ()
     modes = (finding.mode,) if finding.mode else ()
     where = finding.source or finding.table
-    return Question(finding.severity, where, finding.arch, scope.strip(), finding.message, finding.code, sizes, modes)
+    return Question(
+        finding.severity,
+        where,
+        finding.arch,
+        scope.strip(),
+        finding.message,
+        finding.code,
+        sizes,
+        modes,
+        named=finding.world_sizes,
+    )
 
 
 def checkout_path(where: str, cwd: Path | None = None) -> tuple[str, int | None]:

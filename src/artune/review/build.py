@@ -13,7 +13,6 @@ rows with the cost model (``artune.review.regret``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
@@ -353,48 +352,40 @@ def coverage(found: Sequence[tuple[str, Table, Table]]) -> tuple[Coverage, ...]:
 
 # ------------------------------------------------------------------ questions
 
-_FILE = re.compile(r"[^\s`(]+\.(py|h|hpp|cuh|cu|cpp|cc|toml|json)(:\d+)?")
-#: a release's version (``0.33.0``, ``0.5.10.post1``), named in a finding's text: not the finding's data
-_VERSION = re.compile(r"\b\d+\.\d+\.\d+(?:\.?(?:post|rc|dev)?\d+)*\b")
-#: what a finding says, as data: the code it names (in backticks) and its figures (sizes, world sizes, arches)
-_DATA = re.compile(r"`[^`]+`|\b\d+(?:\.\d+)?(?:\s?[KMG]i?B\b)?")
-
 
 def findings(source: Source) -> list[Finding]:
     """What ``artune check`` prints for the source (``artune.sources.source_findings``)."""
     return source_findings(source)
 
 
-def _key(finding: Finding, rename: Callable[[str], str]) -> tuple:
-    """A finding by its code, its place (arch, world size, hosts, mode, machine) and its data (the figures and
-    the engine's names it states), so that a finding is the same finding across releases: not by its words
-    (a word added is no new finding), its file and line (lines shift, files move) or a release's version."""
-    text = _VERSION.sub("", _FILE.sub("", rename(finding.message)))
-    data = tuple(_DATA.findall(text))
+def _key(finding: Finding) -> tuple:
+    """A finding by its code, its place (arch, world size, hosts, mode, machine) and its data (the world sizes
+    it names and the values it is written from: ``Finding.args``), so that a finding is the same finding across
+    releases: not by its words, its file and line (lines shift, files move) or a release's version."""
     place = (finding.arch, finding.world_size, finding.hosts, finding.mode, finding.multicast)
-    return (finding.code or finding.severity, *place, data)
+    return (finding.code, *place, finding.world_sizes, finding.args)
 
 
 def _questions(items: Sequence[Finding], rename: Callable[[str], str]) -> tuple[Question, ...]:
     """One question per message and place, its world sizes and modes merged; arches with the same merged."""
     rows = _group(
         (
-            (f.severity, rename(f.source or f.table), f.arch, f.hosts, rename(f.message), f.code),
+            (f.severity, rename(f.source or f.table), f.arch, f.hosts, rename(f.message), f.code, f.world_sizes),
             f.world_size or 0,
             f.mode or "",
         )
         for f in items
     )
     by_arch: dict[tuple, list[str]] = {}
-    for (severity, where, arch, hosts, message, code), sizes, modes in rows:
+    for (severity, where, arch, hosts, message, code, named), sizes, modes in rows:
         scope = f"ws {world_sizes(s for s in sizes if s)}" if any(sizes) else ""
         scope += f" across {hosts} hosts" if hosts > 1 else ""
         scope += f" ({', '.join(m for m in modes if m)})" if any(modes) else ""
         at = (tuple(s for s in sizes if s), tuple(m for m in modes if m))
-        by_arch.setdefault((severity, where, scope.strip(), message, code, at), []).append(arch)
+        by_arch.setdefault((severity, where, scope.strip(), message, code, at, named), []).append(arch)
     out = [
-        Question(sev, where, ", ".join(archs), scope, message, code, *at)
-        for (sev, where, scope, message, code, at), archs in by_arch.items()
+        Question(sev, where, ", ".join(archs), scope, message, code, *at, named=named)
+        for (sev, where, scope, message, code, at, named), archs in by_arch.items()
     ]
     return tuple(sorted(out, key=lambda q: (_SEVERITY.get(q.severity, 3), q.where, q.arch)))
 
@@ -406,12 +397,12 @@ def split_findings(
     before: Opened, after: Opened
 ) -> tuple[tuple[Question, ...], tuple[Question, ...], tuple[Question, ...], tuple[Question, ...]]:
     """``(new questions, not introduced here, resolved, new notes)``: AFTER's findings against BEFORE's."""
-    had = {_key(f, before.rename) for f in findings(before.source)}
+    had = {_key(f) for f in findings(before.source)}
     now = findings(after.source)
-    has = {_key(f, after.rename) for f in now}
-    new = [f for f in now if _key(f, after.rename) not in had]
-    old = [f for f in now if _key(f, after.rename) in had and not f.note]
-    gone = [f for f in findings(before.source) if _key(f, before.rename) not in has and not f.note]
+    has = {_key(f) for f in now}
+    new = [f for f in now if _key(f) not in had]
+    old = [f for f in now if _key(f) in had and not f.note]
+    gone = [f for f in findings(before.source) if _key(f) not in has and not f.note]
 
     listed = _questions
     return (

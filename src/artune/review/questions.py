@@ -19,7 +19,6 @@ kind. A new kind of question is an entry in each.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -55,20 +54,9 @@ class AnswerContext:
         return first if first in self.planned else next(iter(self.planned), first)
 
 
-_SIZES = re.compile(r"\bworld sizes? ((?:\d+(?:-\d+)?(?:, | and )?)+)")
-
-
 def world_sizes_named(question: Question) -> set[int]:
-    """The world sizes a question is about: its own, else those its message names ("world sizes 9-15")."""
-    if question.world_sizes:
-        return set(question.world_sizes)
-    found: set[int] = set()
-    for match in _SIZES.finditer(question.message):
-        for part in re.split(r", | and ", match.group(1)):
-            lo, _, hi = part.partition("-")
-            if lo.isdigit():
-                found.update(range(int(lo), int(hi or lo) + 1))
-    return found
+    """The world sizes a question is about: its own, else those its finding names ("world sizes 9-15")."""
+    return set(question.world_sizes or question.named)
 
 
 def _tune(arch: str, world_sizes: Sequence[int]) -> str:
@@ -103,7 +91,7 @@ def _benchmark(question: Question, ctx: AnswerContext) -> str:
     the question names set, where it names one)."""
     arch = question.arch.split(", ")[0]
     asked = [a for a in ctx.asks if a.arch == arch and a.commands]
-    named = [a for a in asked if a.switch and f"`{a.switch}` set" in question.message]
+    named = [a for a in asked if a.switch and a.switch == question.switch]
     asked = named or [a for a in asked if not a.switch] or asked
     mine = [a for a in asked if a.world_size in question.world_sizes] or asked
     if not mine:
@@ -205,7 +193,7 @@ def _unmeasured(asks: Sequence[EvidenceQuestion]) -> list[Question]:
             f"{first.where}, and Measurements asked for holds the command for each"
         )
         sizes = tuple(dict.fromkeys(a.world_size for a in found))
-        out.append(Question("warning", "", ", ".join(arches), "", message, code, sizes))
+        out.append(Question("warning", "", ", ".join(arches), "", message, code, sizes, switch=switch))
     return out
 
 

@@ -143,6 +143,8 @@ class Question:
     world_sizes: tuple[int, ...] = ()  # the world sizes of ``scope``, where it names them...
     modes: tuple[str, ...] = ()  # ...and its modes
     answer: str = ""  # the command that answers it (a shell line), where one does
+    named: tuple[int, ...] = ()  # the world sizes its finding names (``Finding.world_sizes``), beside ``scope``'s
+    switch: str = ""  # the switch a moved range's question is asked under (X111, X112), where one is
 
 
 @dataclass(frozen=True)

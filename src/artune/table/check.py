@@ -24,7 +24,7 @@ hosts, ``hier_shm`` on one host) is flagged.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from artune.catalog import SPECS, Conditions
 from artune.findings import KINDS
@@ -35,7 +35,9 @@ from artune.table.types import MODES, Band, Mode, Plan, Provenance, ShapePlan, T
 
 @dataclass(frozen=True)
 class Finding:
-    """One problem in a table."""
+    """One problem in a table: its code, its place (table, arch, world size, mode, hosts, machine, ``source``),
+    the data whoever acts on it reads (``world_sizes``, ``args``), and ``message``, written for a person from
+    that data and never parsed back (``tests/test_layers.py`` holds that)."""
 
     table: str
     arch: str
@@ -48,11 +50,19 @@ class Finding:
     severity: str = "warning"
     hosts: int = 1
     multicast: bool | None = None  # the plan's machine (Plan.multicast); None: any
-    #: the finding's kind, stable across releases, as a linter's rule codes are (``check --ignore CODE``)
-    code: str = ""
+    #: the finding's kind, stable across releases, as a linter's rule codes are (``check --ignore CODE``);
+    #: required, and one that ``artune.findings.KINDS`` holds, with its docs text
+    code: str = field(kw_only=True)
+    #: the world sizes the finding is about on every arch it names, as its message states them ("raises at world
+    #: sizes 2, 4, 6, 8", "world sizes 9-15 have no config"), for whoever acts on them; () where it names none
+    world_sizes: tuple[int, ...] = field(default=(), kw_only=True)
+    #: the values its message is written from beyond its place and world sizes (the arch an arch copies, the
+    #: sizes a cap clips, the algorithms a rule never reaches), never a release's version nor a file's line:
+    #: with the code and the place, what makes it the same finding in another release (``artune review``)
+    args: tuple[str | int | float, ...] = field(default=(), kw_only=True)
 
     def __post_init__(self) -> None:
-        if self.code and self.code not in KINDS:  # a code without its entry in the registry is a bug here
+        if self.code not in KINDS:  # a finding without a code, or one without its entry in the registry, is a bug
             raise ValueError(f"finding code {self.code!r} is not in artune.findings.KINDS")
 
     @property
@@ -71,8 +81,7 @@ class Finding:
         if self.mode is not None:
             where += f" mode={self.mode}"
         # a finding in an engine's file names the file and line instead of the table; the code after the severity
-        kind = f"{self.severity} {self.code}" if self.code else self.severity
-        return f"{self.source or self.table}: {kind}: {where}: {self.message}"
+        return f"{self.source or self.table}: {self.severity} {self.code}: {where}: {self.message}"
 
 
 def raises_at(
@@ -107,7 +116,9 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
     """
     findings: list[Finding] = []
 
-    def add(code: str, message: str, plan: Plan | None = None, note: bool = False) -> None:
+    def add(
+        code: str, message: str, args: Args = (), plan: Plan | None = None, note: bool = False, sizes: Sizes = ()
+    ) -> None:
         ws, mode = (plan.world_size, plan.mode) if plan else (None, None)
         findings.append(
             Finding(
@@ -120,6 +131,8 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
                 hosts=plan.hosts if plan else 1,
                 multicast=plan.multicast if plan else None,
                 code=code,
+                args=args,
+                world_sizes=sizes,
             )
         )
 
@@ -129,61 +142,69 @@ def check_table(table: Table, max_world_size: int | None = None) -> list[Finding
     source = table.provenance
     if own and source.source == "inherited":
         origin = f" from arch {source.inherited_from}" if source.inherited_from else ""
-        add("T301", f"figures inherited{origin}, not measured on this arch; run 'artune tune' on this hardware")
+        message = f"figures inherited{origin}, not measured on this arch; run 'artune tune' on this hardware"
+        add("T301", message, (source.inherited_from or "",))
     elif source.source == "modelled":
         add(
             "M101",
             f"{modelled_summary(source)}; 'artune verify' or 'artune tune' on this hardware measures it",
+            (modelled_summary(source),),
             note=True,
         )
     for plan in table.plans:
         if plan.provenance is not None and plan.provenance.source == "modelled":
-            add("M101", f"plan {modelled_summary(plan.provenance)}", plan, note=True)
-        for code, message in _plan_findings(table, plan):
-            add(code, message, plan)
+            add("M101", f"plan {modelled_summary(plan.provenance)}", (modelled_summary(plan.provenance),), plan, True)
+        for code, message, args in _plan_findings(table, plan):
+            add(code, message, args, plan)
     for shape in table.shape_plans:
-        for code, message in _shape_plan_findings(shape):
-            add(code, message)
+        for code, message, args in _shape_plan_findings(shape):
+            add(code, message, args)
     # an engine's table has no plan where the engine runs its process group (its rules say so, and its
     # reader reports those world sizes once, with the file and line): not a hole in the table
-    for code, message in _coverage_findings(table, max_world_size) if own and not table.by_shape else ():
-        add(code, message)
+    for code, message, args, sizes in _coverage_findings(table, max_world_size) if own and not table.by_shape else ():
+        add(code, message, args, sizes=sizes)
     return findings
 
 
-def _plan_findings(table: Table, plan: Plan) -> list[tuple[str, str]]:
-    """``(code, message)`` per finding in one plan."""
-    out: list[tuple[str, str]] = []
+#: what a finding's message is written from (``Finding.args``), and the world sizes it names
+Args = tuple[str | int | float, ...]
+Sizes = tuple[int, ...]
+
+
+def _plan_findings(table: Table, plan: Plan) -> list[tuple[str, str, Args]]:
+    """``(code, message, args)`` per finding in one plan."""
+    out: list[tuple[str, str, Args]] = []
     if table.platform.kind == "cpu" and plan.mode != "eager":
-        out.append(("T108", f"mode {Mode(plan.mode).value!r} on a CPU table; CPU has only 'eager'"))
+        out.append(("T108", f"mode {Mode(plan.mode).value!r} on a CPU table; CPU has only 'eager'", (plan.mode,)))
     if plan.provenance is not None and plan.provenance.source == "inherited":
-        out.append(("T301", f"plan figures are {plan.provenance.source}, not measured"))
+        out.append(("T301", f"plan figures are {plan.provenance.source}, not measured", ()))
     out += _band_findings(plan.bands, format_bound)
     for name in plan.algorithms:
         spec = SPECS.get(name)
         if spec is None:
-            out.append(("T103", f"unknown algorithm {name!r}; known: {', '.join(sorted(SPECS))}"))
+            out.append(("T103", f"unknown algorithm {name!r}; known: {', '.join(sorted(SPECS))}", (name,)))
             continue
         have = plan.params_for(name)
         for key in spec.required_params:
             if key not in have:
-                out.append(("T104", f"{name} needs parameter {key!r} and has none (it will be skipped)"))
+                out.append(("T104", f"{name} needs parameter {key!r} and has none (it will be skipped)", (name, key)))
         allowed = spec.conditions.world_sizes
         if allowed is not None and plan.world_size not in allowed:
-            out.append(("T105", f"{name} never runs at world_size={plan.world_size} (only {sorted(allowed)})"))
+            message = f"{name} never runs at world_size={plan.world_size} (only {sorted(allowed)})"
+            out.append(("T105", message, (name, *sorted(allowed))))
         if (why := spec.topology_unmet(plan.hosts)) is not None:
-            out.append(("T106", f"{name} {why} (it will never be available for this plan)"))
+            out.append(("T106", f"{name} {why} (it will never be available for this plan)", (name, why)))
         if (why := spec.kind_unmet(table.platform.kind)) is not None:
-            out.append(("T109", f"{name} {why} (a {table.platform} table: it will never be available)"))
+            out.append(("T109", f"{name} {why} (a {table.platform} table: it will never be available)", (name, why)))
     for name, _values in plan.params:
         if name not in SPECS:
-            out.append(("T107", f"params for unknown algorithm {name!r}"))
+            out.append(("T107", f"params for unknown algorithm {name!r}", (name,)))
     return out
 
 
-def _band_findings(bands: tuple[Band, ...], bound: Callable[[int], str]) -> list[tuple[str, str]]:
+def _band_findings(bands: tuple[Band, ...], bound: Callable[[int], str]) -> list[tuple[str, str, Args]]:
     """T101 (a band that covers nothing) and T102 (an algorithm twice in a band); ``bound`` writes a bound."""
-    out: list[tuple[str, str]] = []
+    out: list[tuple[str, str, Args]] = []
     previous = -1
     for i, band in enumerate(bands, start=1):
         if band.upto is not None:  # an open-ended band (only the last) always extends the one before
@@ -193,26 +214,32 @@ def _band_findings(bands: tuple[Band, ...], bound: Callable[[int], str]) -> list
                         "T101",
                         f"band {i} (upto {bound(band.upto)}) does not extend band {i - 1} "
                         f"(upto {bound(previous)}): bands out of order or overlapping, it covers no size",
+                        (i, band.upto, previous),
                     )
                 )
             previous = max(previous, band.upto)
         if len(set(band.candidates)) != len(band.candidates):
-            out.append(("T102", f"band {i} lists an algorithm twice: {list(band.candidates)}"))
+            out.append(("T102", f"band {i} lists an algorithm twice: {list(band.candidates)}", (i, *band.candidates)))
     return out
 
 
-def _shape_plan_findings(plan: ShapePlan) -> list[tuple[str, str]]:
-    """``(code, message)`` per finding in one shape plan (its bands count tokens)."""
-    out = [(code, f"{plan.label}: {message}") for code, message in _band_findings(plan.bands, str)]
+def _shape_plan_findings(plan: ShapePlan) -> list[tuple[str, str, Args]]:
+    """``(code, message, args)`` per finding in one shape plan (its bands count tokens)."""
+    out = [
+        (code, f"{plan.label}: {message}", (plan.label, *args))
+        for code, message, args in _band_findings(plan.bands, str)
+    ]
     for name in plan.algorithms:
         if name not in SPECS:
-            out.append(("T103", f"{plan.label}: unknown algorithm {name!r}; known: {', '.join(sorted(SPECS))}"))
+            message = f"{plan.label}: unknown algorithm {name!r}; known: {', '.join(sorted(SPECS))}"
+            out.append(("T103", message, (plan.label, name)))
     return out
 
 
-def _coverage_findings(table: Table, max_world_size: int | None) -> list[tuple[str, str]]:
-    """``(code, message)`` per world size or mode a table of artune's rules leaves without a plan."""
-    out: list[tuple[str, str]] = []
+def _coverage_findings(table: Table, max_world_size: int | None) -> list[tuple[str, str, Args, Sizes]]:
+    """``(code, message, args, world sizes)`` per world size or mode a table of artune's rules leaves without a
+    plan."""
+    out: list[tuple[str, str, Args, Sizes]] = []
     single = [p for p in table.plans if p.hosts == 1]
     for hosts in sorted({p.hosts for p in table.plans} - {1}):
         have = {p.world_size for p in table.plans if p.hosts == hosts}
@@ -222,10 +249,12 @@ def _coverage_findings(table: Table, max_world_size: int | None) -> list[tuple[s
                 (
                     "T201",
                     f"hosts={hosts}: no plan for world sizes {_ranges(holes)} (between {min(have)} and {max(have)})",
+                    (hosts,),
+                    tuple(holes),
                 )
             )
     if not single:
-        return [("T203", "table has no single-host plans" if table.plans else "table has no plans")]
+        return [("T203", "table has no single-host plans" if table.plans else "table has no plans", (), ())]
     modes = [m for m in MODES if any(p.mode == m for p in single)]
     sizes = {p.world_size for p in single}
     top = max(max(sizes), max_world_size or 0)
@@ -233,10 +262,12 @@ def _coverage_findings(table: Table, max_world_size: int | None) -> list[tuple[s
         have = {p.world_size for p in single if p.mode == mode}
         holes = [ws for ws in range(2, top + 1) if ws not in have]
         if holes:
-            out.append(("T201", f"mode={mode}: no plan for world sizes {_ranges(holes)} (up to {top})"))
+            message = f"mode={mode}: no plan for world sizes {_ranges(holes)} (up to {top})"
+            out.append(("T201", message, (mode,), tuple(holes)))
         lacking = sorted(sizes - have)
         if lacking and len(modes) > 1:
-            out.append(("T202", f"mode={mode} missing for world sizes {_ranges(lacking)} that other modes plan"))
+            message = f"mode={mode} missing for world sizes {_ranges(lacking)} that other modes plan"
+            out.append(("T202", message, (mode,), tuple(lacking)))
     return out
 
 

@@ -158,7 +158,7 @@ class Evaluator:
             try:
                 container[key] = value
             except IndexError as err:
-                raise Raised("IndexError", f"{self.filename}:{target.lineno}: {err}") from None
+                raise Raised("IndexError", str(err), f"{self.filename}:{target.lineno}") from None
         elif isinstance(target, ast.Attribute) and not self.restricted:
             owner = self.eval(target.value, scope)
             if not isinstance(owner, Namespace):
@@ -213,7 +213,7 @@ class Evaluator:
         if not ok:
             message = f"arithmetic on {type(left).__name__} and {type(right).__name__}"
             if _none_misused((left, right)):
-                raise Raised("TypeError", f"{self.filename}:{getattr(node, 'lineno', '?')}: {message}")
+                raise Raised("TypeError", message, f"{self.filename}:{getattr(node, 'lineno', '?')}")
             raise self.fail(node, message)
         if op in (operator.lshift, operator.pow, operator.mul) and too_big(op, left, right):
             raise self.fail(node, "result too large for a table value")
@@ -385,7 +385,7 @@ class Evaluator:
                 return container[key]
             except KeyError:
                 raise Raised(
-                    "KeyError", f"{self.filename}:{node.lineno}: KeyError {key!r} in {ast.unparse(node)}"
+                    "KeyError", f"KeyError {key!r} in {ast.unparse(node)}", f"{self.filename}:{node.lineno}"
                 ) from None
             except (IndexError, TypeError) as err:
                 raise self.fail(node, f"{type(err).__name__}: {err}") from None
@@ -477,7 +477,7 @@ class Evaluator:
                 return getattr(owner, name)
         if owner is None:
             where = f"{self.filename}:{node.lineno}"
-            raise Raised("AttributeError", f"{where}: 'NoneType' object has no attribute {name!r}")
+            raise Raised("AttributeError", f"'NoneType' object has no attribute {name!r}", where)
         if self.opaque_calls:
             return Opaque(f"{type(owner).__name__}.{name}")  # a method of a value the evaluator does not model
         raise self.fail(node, f"attribute '{name}' of {type(owner).__name__} is not supported")
@@ -581,10 +581,10 @@ class Evaluator:
                     raise self.fail(node, str(err)) from None  # a builtin's refusal, at the line that asked
                 raise
             except KeyError as err:
-                raise Raised("KeyError", f"{self.filename}:{getattr(node, 'lineno', '?')}: KeyError {err}") from None
+                raise Raised("KeyError", f"KeyError {err}", f"{self.filename}:{getattr(node, 'lineno', '?')}") from None
             except TypeError as err:
                 if builtin and _none_misused((*args, *kwargs.values())):  # max(None, 4): the file's own error
-                    raise Raised("TypeError", f"{self.filename}:{getattr(node, 'lineno', '?')}: {err}") from None
+                    raise Raised("TypeError", str(err), f"{self.filename}:{getattr(node, 'lineno', '?')}") from None
                 raise self.fail(node, f"TypeError: {err}") from None
             except Exception as err:
                 raise self.fail(node, f"{type(err).__name__}: {err}") from None
@@ -642,7 +642,7 @@ class Evaluator:
             return value
         if len(args) > 2:
             return args[2]
-        raise Raised("AttributeError", f"{self.filename}:{getattr(node, 'lineno', '?')}: no attribute {name!r}")
+        raise Raised("AttributeError", f"no attribute {name!r}", f"{self.filename}:{getattr(node, 'lineno', '?')}")
 
     def run_body(self, func: Function, frame: Scope) -> Any:
         """The value of a call of ``func`` with its parameters bound in ``frame`` (a lambda's body here)."""

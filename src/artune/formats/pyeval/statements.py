@@ -278,11 +278,11 @@ class Interpreter(Evaluator):
         elif isinstance(stmt, ast.Assert):
             if not self.eval(stmt.test, scope):
                 raise Raised(
-                    "AssertionError", f"{self.filename}:{stmt.lineno}: assert failed: {ast.unparse(stmt.test)}"
+                    "AssertionError", f"assert failed: {ast.unparse(stmt.test)}", f"{self.filename}:{stmt.lineno}"
                 )
         elif isinstance(stmt, ast.Raise):
             what = ast.unparse(stmt.exc) if stmt.exc is not None else "raise"
-            raise Raised(what.split("(")[0], f"{self.filename}:{stmt.lineno}: the file raises {what[:80]}")
+            raise Raised(what.split("(")[0], f"the file raises {what[:80]}", f"{self.filename}:{stmt.lineno}")
         elif isinstance(stmt, ast.Global):
             scope.global_names.update(stmt.names)
         elif isinstance(stmt, ast.Pass):
@@ -347,7 +347,7 @@ class Interpreter(Evaluator):
 
         def inside(value: Any) -> None:
             if entered:
-                raise Raised("RuntimeError", f"{self.filename}:{item.context_expr.lineno}: generator didn't stop")
+                raise Raised("RuntimeError", "generator didn't stop", f"{self.filename}:{item.context_expr.lineno}")
             entered.append(True)
             if item.optional_vars is not None:
                 self.assign(item.optional_vars, value, scope)
@@ -359,7 +359,7 @@ class Interpreter(Evaluator):
         finally:
             self._yields.pop()
         if not entered:
-            raise Raised("RuntimeError", f"{self.filename}:{item.context_expr.lineno}: generator didn't yield")
+            raise Raised("RuntimeError", "generator didn't yield", f"{self.filename}:{item.context_expr.lineno}")
 
     def enter(self, manager: values.Generator, body: Callable[[Any], Any]) -> Any:
         """``with manager as value: body(value)`` for a reader: a context manager of the file (``capture()``) run

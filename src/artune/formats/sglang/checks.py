@@ -38,8 +38,6 @@ from artune.table.types import MODES, NVLinkDomain, Table
 if TYPE_CHECKING:
     from artune.formats.sglang.release import ArchFound, Release
 
-_LOCATION = re.compile(r"^(.*?:\d+): ")
-
 
 def _ranges(values: list[int]) -> str:
     """``[9, 10, 11, 16]`` -> ``"9-11, 16"``."""
@@ -81,6 +79,11 @@ def clipped_where(per_arch: dict[str, list[int]], modes: set[str]) -> str:
     """``"; at 9.0 ws 2-8; 10.0, 10.7 ws 2-8, 16"``: where rows are clipped, arches with equal sizes merged."""
     where = "; at " + "; ".join(f"{archs} ws {_ranges(sizes)}" for archs, sizes in group_archs(per_arch))
     return where + (f" ({next(iter(modes))} mode)" if len(modes) == 1 else "")
+
+
+def clipped_args(per_arch: dict[str, list[int]], modes: set[str]) -> tuple[str, ...]:
+    """``("9.0 ws 2-8", "10.0, 10.7 ws 2-8, 16", "graph")``: where rows are clipped, as ``Finding.args``."""
+    return tuple(f"{archs} ws {_ranges(sizes)}" for archs, sizes in group_archs(per_arch)) + tuple(sorted(modes))
 
 
 def clipped_message(workspace: int, where: str) -> str:
@@ -147,7 +150,8 @@ def rack_findings(origin: str, tables: dict[str, Table], default: Table | None, 
         + " runs nccl"
     )
     archs = ", ".join(dict.fromkeys(a for g in (groups, network) for names, _ in g for a in names.split(", ")))
-    return [Finding(origin, archs, message, None, None, source, "note", code="N111")]
+    args = (listed(groups), listed(network))
+    return [Finding(origin, archs, message, None, None, source, "note", code="N111", args=args)]
 
 
 def collect(r: Release) -> tuple[Finding, ...]:
@@ -172,29 +176,32 @@ def _on_pcie(r: Release) -> None:
     if r.default.reading.choice is None:
         return  # without the dispatcher, what SGLang picks there is not read (S107 says so)
     by: dict[str, list[str]] = {}
+    sizes: dict[str, tuple[int, ...]] = {}  # the world sizes each text names
     for arch, table in r.pcie().items():
+        plans = [p for p in table.plans if p.mode == "eager" and p.bands]
         parts = [
             f"{'/'.join(dict.fromkeys(c for b in p.bands for c in b.candidates if c != FALLBACK))} at world "
             f"size {p.world_size} up to {format_size(p.bands[-1].upto) if p.bands[-1].upto else 'any size'}"
-            for p in table.plans
-            if p.mode == "eager" and p.bands
+            for p in plans
         ]
-        by.setdefault("; ".join(parts) or "no custom all-reduce at any world size", []).append(arch)
+        runs = "; ".join(parts) or "no custom all-reduce at any world size"
+        by.setdefault(runs, []).append(arch)
+        sizes[runs] = tuple(p.world_size for p in plans)
     where = r.default.reading.choice
     source = where.where(where.dispatch.node if where.dispatch else None)
     for runs, archs in by.items():
-        r._add("S108", "note", source, ", ".join(sorted(archs, key=arch_order)), pcie_message(runs))
+        arch = ", ".join(sorted(archs, key=arch_order))
+        r._add("S108", "note", source, arch, pcie_message(runs), world_sizes=sizes[runs], args=(runs,))
 
 
 def _raises(r: Release, everything: list[ArchFound]) -> None:
     per_arch = {a.arch: [s.world_size for s in a.sized if s.status == "raises"] for a in everything}
-    errors = {s.world_size: s.error for a in everything for s in a.sized if s.status == "raises"}
+    errors = {s.world_size: (s.where, s.error) for a in everything for s in a.sized if s.status == "raises"}
     classes = {s.world_size: s.cls for a in everything for s in a.sized if s.status == "raises"}
     for archs, sizes in group_archs(per_arch):
-        error = errors[sizes[0]]
-        match = _LOCATION.match(error)
-        source = match.group(1) if match else r.files.communicator.path
-        what = re.sub(r"^KeyError \S+ in ", "KeyError in ", error[match.end() :] if match else error)
+        where, error = errors[sizes[0]]
+        source = where or r.files.communicator.path
+        what = re.sub(r"^KeyError \S+ in ", "KeyError in ", error)  # the key is a world size: the sizes say which
         r._add(
             "E202",
             "error",
@@ -202,6 +209,8 @@ def _raises(r: Release, everything: list[ArchFound]) -> None:
             archs,
             f"{classes[sizes[0]]}.__init__ raises ({what}) at {_world_sizes(sizes)}, which the communicator "
             "admits: SGLang logs 'Setup Custom allreduce failed' and runs nccl there",
+            world_sizes=sizes,
+            args=(classes[sizes[0]], what),
         )
 
 
@@ -216,7 +225,7 @@ def _holes(r: Release, everything: list[ArchFound]) -> None:
             per_arch[found.arch] = [s.world_size for s in found.sized if s.status == "off" and s.world_size < max(on)]
             lines[found.arch] = r._first_row(found)
     for archs, sizes in group_archs(per_arch):
-        r._add("E201", "warning", r._where(lines[archs.split(", ")[0]]), archs, holes_message(sizes))
+        r._add("E201", "warning", r._where(lines[archs.split(", ")[0]]), archs, holes_message(sizes), world_sizes=sizes)
 
 
 def _clipped(r: Release, everything: list[ArchFound]) -> None:
@@ -235,6 +244,7 @@ def _clipped(r: Release, everything: list[ArchFound]) -> None:
         return
     where = clipped_where(per_arch, modes)
     archs = ", ".join(sorted(per_arch, key=arch_order))
+    clipped = clipped_args(per_arch, modes)
     if r.files.configs is None:
         r._add(
             "S102",
@@ -243,9 +253,10 @@ def _clipped(r: Release, everything: list[ArchFound]) -> None:
             archs,
             "the 16MiB pull buffer (CustomAllReduceV2.__init__'s max_pull_size default) ends custom all-reduce: "
             f"nccl runs above it, where the rows write a custom algorithm for every size{where}",
+            args=clipped,
         )
         return
-    r._add("E301", "warning", r._where(first), archs, clipped_message(r.workspace, where))
+    r._add("E301", "warning", r._where(first), archs, clipped_message(r.workspace, where), args=(r.workspace, *clipped))
 
 
 def _multicast(r: Release, everything: list[ArchFound]) -> None:
@@ -271,6 +282,7 @@ def _multicast(r: Release, everything: list[ArchFound]) -> None:
             archs,
             f"rows ask for multicast two-shot (a non-empty mc range) at {_world_sizes(sizes)}, where "
             "num_mc_blocks is None: multicast never runs there",
+            world_sizes=sizes,
         )
 
 
@@ -296,6 +308,8 @@ def _unreachable(r: Release, everything: list[ArchFound]) -> None:
             r.files.communicator.path,
             arch,
             f"{text}: it never runs; at {_world_sizes(sorted(set(sizes)))}",
+            world_sizes=sorted(set(sizes)),
+            args=(text,),
         )
 
 
@@ -305,7 +319,8 @@ def _served(r: Release) -> None:
         if arch not in r.copies:  # a copy has configs of its own: the copied-rows warning says so
             by.setdefault(twin, []).append(arch)
     if by:
-        r._add("S104", "note", r._where(_dispatch_line(r)), *served_message(by))
+        served = tuple(f"{arch}: {twin}" for twin, arches in by.items() for arch in arches)
+        r._add("S104", "note", r._where(_dispatch_line(r)), *served_message(by), args=served)
 
 
 def _dispatch_line(r: Release) -> int:
@@ -348,6 +363,7 @@ def _opt_in(r: Release, everything: list[ArchFound]) -> None:
             "all",
             f"custom all-reduce v2 is off by default in this release (SGLang takes it when `{test}`): by "
             f"default SGLang runs its legacy {LEGACY}, which these tables describe ({LEGACY_KERNEL})",
+            args=(test,),
         )
         return
     for archs, sizes in group_archs(legacy):
@@ -358,6 +374,7 @@ def _opt_in(r: Release, everything: list[ArchFound]) -> None:
             archs,
             f"{DISPATCH} picks SGLang's legacy {LEGACY} at {_world_sizes(sizes)}, where v2 declines the group: "
             f"{LEGACY_KERNEL} runs there (what its should_custom_ar admits), not v2's algorithms",
+            world_sizes=sizes,
         )
 
 
@@ -374,6 +391,7 @@ def _spans(outcome: Outcome) -> list[tuple[int, int | None, tuple[str, ...]]]:
 
 __all__ = [
     "arch_order",
+    "clipped_args",
     "clipped_message",
     "clipped_where",
     "collect",

@@ -104,12 +104,10 @@ class Choice:
         try:
             result = self.interp.call(self.dispatch, [], {p: args[p] for p in params if p in args})
         except Raised as err:  # GroupCoordinator catches it: no custom all-reduce, nccl; said, never silent
-            place, _sep, what = str(err).partition(": ")
             self.report(
                 DISPATCH,
-                place if what and ":" in place else self.where(node),
-                f"raises {err.kind} ({what or err}): SGLang's GroupCoordinator catches it and builds no custom "
-                "all-reduce",
+                err.where or self.where(node),
+                f"raises {err.kind} ({err.what}): SGLang's GroupCoordinator catches it and builds no custom all-reduce",
                 "no custom all-reduce (nccl), as SGLang runs",
             )
             return Chosen("", node.lineno)

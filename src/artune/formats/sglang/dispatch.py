@@ -126,6 +126,7 @@ class Sized:
     written: Any = None
     error: str = ""
     cls: str = CLASS
+    where: str = ""  # the "file:line" of ``error``, where the evaluator knows it
 
 
 @dataclass(frozen=True)
@@ -296,7 +297,7 @@ class ArchReading:
         try:
             status, line, name = self.comm.run_until_outside(init, [me, GROUP, device()])
         except Raised as err:
-            return Sized(world_size, "raises", None, error=str(err))
+            return Sized(world_size, "raises", None, error=err.what, where=err.where)
         except Unsupported as err:  # what the hook cannot step over: a signature artune cannot call, the budget
             self.unverified(f"{CLASS}.__init__", f"the call ended with: {err}", "v2 is off (nccl)", init.node.lineno)
             return Sized(world_size, "off", None)
@@ -314,7 +315,7 @@ class ArchReading:
         try:
             written = self.written_config(world_size)
         except Raised as err:
-            return Sized(world_size, "raises", line, error=str(err))
+            return Sized(world_size, "raises", line, error=err.what, where=err.where)
         except TableError as err:  # no configs where artune looks for them
             self.unverified(f"{CLASS}.__init__", str(err), "v2 is off (nccl)", line)
             return Sized(world_size, "off", line)
@@ -332,7 +333,7 @@ class ArchReading:
         try:
             status, line, _name = self.choice.interp.run_until_outside(init, [me, GROUP, device()])
         except Raised as err:
-            return Sized(world_size, "raises", None, error=str(err), cls=LEGACY)
+            return Sized(world_size, "raises", None, error=err.what, cls=LEGACY, where=err.where)
         except Unsupported as err:
             where = self.choice.where(init.node)
             self._report(f"{LEGACY}.__init__", where, f"the call ended with: {err}", "it is off (nccl)")

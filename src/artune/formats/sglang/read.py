@@ -217,6 +217,7 @@ def _findings(source: SourceFile, found: dict[str, Configs], default: Configs, s
                 f"world sizes {', '.join(map(str, holes))} have no config: custom all-reduce v2 is disabled "
                 "there and every size goes to nccl",
                 code="E201",
+                world_sizes=tuple(holes),
             )
         for ws, cfg in sorted(configs.items()):
             for mode, rules in (("graph", cfg.graph), ("eager", cfg.eager)):

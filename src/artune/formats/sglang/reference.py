@@ -317,12 +317,14 @@ def findings() -> tuple[Finding, ...]:
                 clipped.setdefault(arch, []).append(plan.world_size)
                 modes.add(plan.mode)
     out = [
-        Finding(ORIGIN, archs, checks.holes_message(sizes), code="E201") for archs, sizes in checks.group_archs(holes)
+        Finding(ORIGIN, archs, checks.holes_message(sizes), code="E201", world_sizes=tuple(sizes))
+        for archs, sizes in checks.group_archs(holes)
     ]
     if clipped:
         where = checks.clipped_where(clipped, modes)
         archs = ", ".join(sorted(clipped, key=checks.arch_order))
-        out.append(Finding(ORIGIN, archs, checks.clipped_message(WORKSPACE, where), code="E301"))
+        args = (WORKSPACE, *checks.clipped_args(clipped, modes))
+        out.append(Finding(ORIGIN, archs, checks.clipped_message(WORKSPACE, where), code="E301", args=args))
     served: dict[str, list[str]] = {}
     for (major, minor), _sms in sglang.PROBES:
         arch = f"{major}.{minor}"
@@ -330,8 +332,20 @@ def findings() -> tuple[Finding, ...]:
             served.setdefault(sglang.arch_configs(major, minor), []).append(arch)
     if served:
         archs, message = checks.served_message(served)
-        out.append(Finding(ORIGIN, archs, message, severity="note", code="S104"))
+        args = tuple(f"{arch}: {twin}" for twin, arches in served.items() for arch in arches)
+        out.append(Finding(ORIGIN, archs, message, severity="note", code="S104", args=args))
     runs = f"{LEGACY_KERNEL} at world size {sglang.LEGACY_PCIE_WORLD_SIZE} up to {format_size(sglang.LEGACY_MAX_SIZE)}"
-    out.append(Finding(ORIGIN, ", ".join(everything), checks.pcie_message(runs), severity="note", code="S108"))
+    pcie = (sglang.LEGACY_PCIE_WORLD_SIZE,)
+    out.append(
+        Finding(
+            ORIGIN,
+            ", ".join(everything),
+            checks.pcie_message(runs),
+            severity="note",
+            code="S108",
+            world_sizes=pcie,
+            args=(runs,),
+        )
+    )
     out += checks.rack_findings(ORIGIN, dict(refs.tables), refs.default, "")
     return tuple(out)

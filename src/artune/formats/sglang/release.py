@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
@@ -304,9 +304,31 @@ class Release:
     # ---------------------------------------------------------------- findings
 
     def _add(
-        self, code: str, severity: str, source: str, arch: str, message: str, world_size: int | None = None
+        self,
+        code: str,
+        severity: str,
+        source: str,
+        arch: str,
+        message: str,
+        world_size: int | None = None,
+        world_sizes: Sequence[int] = (),
+        args: Sequence[str | int | float] = (),
     ) -> None:
-        self.findings.append(Finding(self.origin, arch, message, world_size, None, source, severity, code=code))
+        """One finding; ``world_sizes`` those its message names, ``args`` what it is written from (``Finding``)."""
+        self.findings.append(
+            Finding(
+                self.origin,
+                arch,
+                message,
+                world_size,
+                None,
+                source,
+                severity,
+                code=code,
+                world_sizes=tuple(world_sizes),
+                args=tuple(args),
+            )
+        )
 
     def _where(self, line: int) -> str:
         return f"{self.rows_file.path}:{line}"
@@ -329,6 +351,7 @@ class Release:
                 self._where(min(x for x in lines(mine) if x) if any(lines(mine)) else 1),
                 arch,
                 f"{arch} = {twin} in {total} of {total} world sizes: measured, or inherited?",
+                args=(twin, total),
             )
 
 

@@ -97,7 +97,9 @@ def _gaps(header: LookupHeader, name: str, arch: str, gaps: list[Gap]) -> list[F
             f"{'/'.join(fusions)}: the engine's own code has no strategy ({why}) at {shown}{more}: artune has no "
             "plan there; does the caller ever ask it?"
         )
-        out.append(Finding(name, arch, message, source=where, code="R110"))
+        out.append(
+            Finding(name, arch, message, source=where, code="R110", args=("/".join(fusions), why, *map(str, ranges)))
+        )
     return out
 
 
@@ -107,9 +109,16 @@ def _range(bounds: tuple[int, int | None]) -> str:
 
 
 def _finding(
-    header: LookupHeader, name: str, code: str, arch: str, message: str, line: int, ws: int | None = None
+    header: LookupHeader,
+    name: str,
+    code: str,
+    arch: str,
+    message: str,
+    line: int,
+    ws: int | None = None,
+    args: tuple[str | int, ...] = (),
 ) -> Finding:
-    return Finding(name, arch, message, ws, None, header.where(line), "warning", code=code)
+    return Finding(name, arch, message, ws, None, header.where(line), "warning", code=code, args=args)
 
 
 def _mapped_sms(header: LookupHeader, name: str) -> list[Finding]:
@@ -121,7 +130,7 @@ def _mapped_sms(header: LookupHeader, name: str) -> list[Finding]:
         if mapped != sm and mapped in header.grids:
             rule = [r for r in header.sm_rules if r.applies(sm)][-1]
             message = f"{gpu} (SM {sm}) runs the SM{mapped} table: measured on {gpu}, or inherited?"
-            out.append(_finding(header, name, "R101", arch, message, rule.line))
+            out.append(_finding(header, name, "R101", arch, message, rule.line, args=(sm, mapped)))
     return out
 
 
@@ -137,10 +146,10 @@ def _rows_read_elsewhere(header: LookupHeader, name: str, arch: str, grid: Strat
                 f"TP {ws} is out of range (the table has TP rows up to {tp.row(rows - 1)}): "
                 f"every message runs {header.fallback}"
             )
-            out.append(_finding(header, name, "R102", arch, message, tp.line, ws))
+            out.append(_finding(header, name, "R102", arch, message, tp.line, ws, (tp.row(rows - 1),)))
         elif tp.row(index) != ws:
             message = f"TP {ws} reads the TP={tp.row(index)} row (truncated log2): measured at TP {ws}?"
-            out.append(_finding(header, name, "R102", arch, message, tp.line, ws))
+            out.append(_finding(header, name, "R102", arch, message, tp.line, ws, (tp.row(index),)))
     plane = grid.root.items[0]
     count = len(plane.items[0].items) if hasattr(plane, "items") and plane.items else 0  # type: ignore[union-attr]
     for size, model in HIDDEN_SIZES.items():
@@ -150,16 +159,16 @@ def _rows_read_elsewhere(header: LookupHeader, name: str, arch: str, grid: Strat
                 f"hidden {size}{model} is out of range (rows up to {hidden.row(count - 1)}): "
                 f"every message runs {header.fallback}"
             )
-            out.append(_finding(header, name, "R103", arch, message, hidden.line))
+            out.append(_finding(header, name, "R103", arch, message, hidden.line, args=(size, hidden.row(count - 1))))
         elif hidden.row(index) != size:
             message = f"hidden {size}{model} reads the {hidden.row(index)} row (truncated log2)"
-            out.append(_finding(header, name, "R103", arch, message, hidden.line))
+            out.append(_finding(header, name, "R103", arch, message, hidden.line, args=(size, hidden.row(index))))
     lengths = {len(row.items) for row in grid.rows().values()}
     message = (
         f"tokens from {tokens.row(min(lengths))} up are beyond the table: {header.fallback} "
         "for every message of that many tokens, whatever its size"
     )
-    out.append(_finding(header, name, "R104", arch, message, tokens.line))
+    out.append(_finding(header, name, "R104", arch, message, tokens.line, args=(tokens.row(min(lengths)),)))
     return out
 
 
@@ -198,6 +207,7 @@ def _planes(header: LookupHeader, enums: Enums, name: str, arch: str, grid: Stra
                     f"{', '.join(map(str, tp_rows))}: the fused kernels never run for it; {why}",
                     source=header.where(lines[b]),
                     code="R105",
+                    args=(_fusion_names(header, b), *tp_rows),
                 )
             )
     return out
@@ -239,6 +249,7 @@ def _flips(header: LookupHeader, enums: Enums, name: str, arch: str, grid: Strat
                 None,
                 header.where(rows[0][2]),
                 code="R107",
+                args=(_fusion_names(header, b), *(f"hidden {h}: {text}" for h, text, _line in rows)),
             )
         )
     return out
@@ -273,6 +284,7 @@ def _capped(header: LookupHeader, enums: Enums, name: str, arch: str, grid: Stra
             None,
             header.where(lines[ws]),
             code="R108",
+            args=(header.workspace.cap(ws), *found),
         )
         for ws, found in sorted(hits.items())
     ]
@@ -298,6 +310,7 @@ def _constants(header: LookupHeader, name: str, arch: str, grid: StrategyGrid) -
                     f"{'/'.join(map(str, sorted(have)))} entries: which is right?",
                     source=header.where(line),
                     code="R106",
+                    args=(constant, value, *sorted(have)),
                 )
             )
     return out

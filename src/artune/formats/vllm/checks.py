@@ -15,7 +15,15 @@ from collections.abc import Mapping
 from artune.formats.engine import FindingSink
 from artune.formats.vllm.figures import CUSTOM_AR, FI_FUSION, FI_MNNVL, FI_ONESHOT, MULTIMEM, SYMM_MEM, Figures
 from artune.formats.vllm.rack import network_error, network_errors, rack_topologies
-from artune.formats.vllm.rules import SYMM_NAMES, Dispatch, default_path, paths, planned_archs, world_sizes
+from artune.formats.vllm.rules import (
+    SYMM_NAMES,
+    Dispatch,
+    RowError,
+    default_path,
+    paths,
+    planned_archs,
+    world_sizes,
+)
 from artune.sizes import format_size
 from artune.table.check import Finding, _ranges, copied_archs, shadowed_rules
 
@@ -52,6 +60,8 @@ def _findings(
             f"{d.release} has no per-arch tables (no {CUSTOM_AR}): on every arch it runs {default_path(d)}",
             severity="note",
             code="V101",
+            world_sizes=d.custom_ar_sizes(),
+            args=(default_path(d),),
         )
         return
     for arch, (parent, equal, total) in copies.items():
@@ -61,6 +71,7 @@ def _findings(
             arch,
             f"{arch} = {parent} in {equal} of {total} tables: measured, or inherited?{fi}",
             code="E101",
+            args=(parent, equal, total, fi),
         )
     _raises(figures, d, sink)
     _unused_rows(figures, d, sink)
@@ -89,14 +100,18 @@ def _mb(value: float | None) -> str:
 
 def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
     for arch in planned_archs(d):
-        seen: set[str] = set()
+        seen: set[RowError] = set()
         for ws in world_sizes(d, arch):
             for error in paths(d, arch, ws).errors:
                 if error not in seen:  # the multimem KeyError is the arch's, not one world size's
                     seen.add(error)
-                    table = MULTIMEM if MULTIMEM in error else CUSTOM_AR
-                    where = ws if f"world size {ws}" in error else None
-                    sink.add(figures.line(table, arch), arch, error, where, severity="error", code="E202")
+                    line = figures.line(MULTIMEM if error.multimem else CUSTOM_AR, arch)
+                    where = error.world_size
+                    named = (where,) if where else ()
+                    message = error.message
+                    sink.add(
+                        line, arch, message, where, severity="error", code="E202", world_sizes=named, args=(message,)
+                    )
     if figures.multimem is not None:
         for arch, sizes in figures.multimem.items():
             if arch not in figures.symm_mem:
@@ -106,6 +121,7 @@ def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     f"{arch} is in {MULTIMEM} but not in {SYMM_MEM}: torch symmetric memory is disabled at "
                     f"start-up on {arch}, so the multimem list is never used (the two tables must stay in step)",
                     code="V102",
+                    args=tuple(sizes),
                 )
                 continue
             unused = [ws for ws in sizes if ws not in figures.symm_mem[arch]]
@@ -115,6 +131,7 @@ def _raises(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     arch,
                     f"{MULTIMEM}[{arch!r}] lists world sizes {unused} that {SYMM_MEM} does not: never used",
                     code="V102",
+                    args=tuple(unused),
                 )
 
 
@@ -127,6 +144,7 @@ def _unused_rows(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             f"VLLM_ALLREDUCE_USE_SYMM_MEM is off by default in {d.release}: neither {SYMM_MEM} nor {CUSTOM_AR} "
             f"is used with default settings (custom_ar keeps its {format_size(d.custom_ar_max)} default)",
             code="V103",
+            args=(d.custom_ar_max,),
         )
         return
     lonely = [
@@ -142,6 +160,7 @@ def _unused_rows(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             f"{CUSTOM_AR} rows never used: a row applies only where torch symmetric memory starts, and "
             f"{SYMM_MEM} has no row for {', '.join(lonely)} (custom_ar keeps {format_size(d.custom_ar_max)} there)",
             code="V103",
+            args=(*lonely, d.custom_ar_max),
         )
 
 
@@ -161,6 +180,7 @@ def _capped(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             f"custom_ar rows above {format_size(d.custom_ar_max)} are capped by CustomAllreduce's default max_size "
             f"({rows}): sizes from {format_size(d.custom_ar_max)} go to the next path",
             code="E301",
+            args=(d.custom_ar_max, rows),
         )
 
 
@@ -180,6 +200,8 @@ def _no_path(figures: Figures, d: Dispatch, where: str, sink: FindingSink) -> No
         "*",
         f"{text}{f' (also {others})' if others else ''}: vLLM sends every size to nccl there, silently",
         code="E201",
+        world_sizes=common,
+        args=(others,),
     )
 
 
@@ -206,6 +228,7 @@ def _never_run(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             f"{table} rows that never run with vLLM's defaults: {by} takes every size they hold first, for the 2-D "
             f"fp16/bf16/fp32 inputs it takes ({where})",
             code="V104",
+            args=(table, by, where),
         )
 
 
@@ -221,6 +244,7 @@ def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                     "clipped by its workspace",
                     ws,
                     code="E301",
+                    args=(mb, cap),
                 )
     if figures.fi_world_sizes is not None:
         for arch, rows in (figures.fi_fusion or {}).items():
@@ -233,6 +257,7 @@ def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                         f"{figures.fi_world_sizes}",
                         ws,
                         code="V105",
+                        args=tuple(figures.fi_world_sizes),
                     )
     orphans = [
         (arch, ws, nodes)
@@ -248,6 +273,7 @@ def _fi_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
             f"{FI_MNNVL} rows never used: FlashInfer's all-reduce starts only where {FI_FUSION} has a row "
             f"for the arch and world size ({keys})",
             code="V105",
+            args=(keys,),
         )
 
 
@@ -275,10 +301,13 @@ def _rack_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                 "size and node count across hosts, and every one across hosts joined over a network, runs nccl",
                 severity="note",
                 code="N101",
+                # where and on how many hosts: a release that runs other algorithms there is no new note
+                args=tuple(f"ws={ws} on {', '.join(map(str, hosts))} hosts" for (ws, _n), hosts in grouped.items()),
             )
         sizes = network_errors(d, arch)
         if sizes:
-            sink.add(figures.line(SYMM_MEM, arch), arch, network_error(d, sizes), severity="error", code="N103")
+            message = network_error(d, sizes)
+            sink.add(figures.line(SYMM_MEM, arch), arch, message, severity="error", code="N103", world_sizes=sizes)
     for arch, ws, nodes in figures.fi_mnnvl or {}:
         if nodes > 1 and (arch, ws, 1) not in (figures.fi_mnnvl or {}):
             fusion = (figures.fi_fusion or {}).get(arch, {}).get(ws)
@@ -291,6 +320,7 @@ def _rack_findings(figures: Figures, d: Dispatch, sink: FindingSink) -> None:
                 ws,
                 code="N102",
                 hosts=nodes,
+                args=(nodes, one_host),
             )
 
 

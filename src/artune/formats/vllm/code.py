@@ -89,13 +89,19 @@ class Met:
 @dataclass(frozen=True)
 class Decisions:
     """What vLLM does on one machine in one mode: ``pieces`` (first size, the paths that take it in vLLM's
-    order) in size order, each running up to the next; or ``raises``, where building the communicator or its
-    first all-reduce raises."""
+    order) in size order, each running up to the next; or ``raises``, what it raises where building the
+    communicator or its first all-reduce raises, at ``where`` ("file:line", where the evaluator knows it)."""
 
     pieces: tuple[tuple[int, tuple[str, ...]], ...] = ()
     raises: str = ""
     at_start: bool = False  # the raise is the communicator's construction (else its first all-reduce)
     kind: str = ""  # what the release raises (``KeyError``, ``AssertionError``), where it raises
+    where: str = ""
+
+    @property
+    def raised(self) -> str:
+        """The raise as the evaluator says it: ``where: what``."""
+        return f"{self.where}: {self.raises}" if self.where else self.raises
 
 
 class ReleaseCode:
@@ -260,7 +266,7 @@ class ReleaseCode:
                 cls, [group], {"device": device, "device_group": group, "unique_name": "tp:0"}
             )
         except Raised as err:
-            built = Decisions(raises=str(err), at_start=True, kind=err.kind)
+            built = Decisions(raises=err.what, at_start=True, kind=err.kind, where=err.where)
         except Unsupported as err:  # what the evaluator cannot follow where no statement can be passed over
             self._unfollowed("CudaCommunicator.__init__", err, "no communicator is built: every size runs nccl")
             built = Decisions(((0, ("nccl",)),))
@@ -279,7 +285,7 @@ class ReleaseCode:
         as declined, until a kernel launches outside any branch (pynccl: the fallback)."""
         comm = self.communicator(machine)
         if isinstance(comm, Decisions):
-            raise Raised(comm.kind or "RuntimeError", comm.raises)
+            raise Raised(comm.kind or "RuntimeError", comm.raises, comm.where)
         assert self.main is not None
         _found, method = comm.attribute("all_reduce")
         if not isinstance(method, BoundMethod):
@@ -362,7 +368,7 @@ class ReleaseCode:
                 for rep in todo:
                     answers[rep] = self.ask(machine, rep, graph)
         except Raised as err:
-            return Decisions(raises=str(err), kind=err.kind)
+            return Decisions(raises=err.what, kind=err.kind, where=err.where)
         pieces: list[tuple[int, tuple[str, ...]]] = []
         cuts = _cuts(flips)
         for start, rep in zip(cuts, _representatives(cuts), strict=True):

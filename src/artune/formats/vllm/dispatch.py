@@ -69,7 +69,7 @@ class ArchPlans:
     """One arch's plans as the code decides them, and where the release raises instead of deciding."""
 
     plans: list[Plan] = field(default_factory=list)
-    raises: dict[tuple[int, int, bool], str] = field(default_factory=dict)  # (ws, hosts, rack) -> message
+    raises: dict[tuple[int, int, bool], Decisions] = field(default_factory=dict)  # (ws, hosts, rack) -> the raise
     at_start: set[tuple[int, int, bool]] = field(default_factory=set)  # of ``raises``: building the communicator
     #: on one host, each machine and mode where vLLM raises: ``(world size, multicast, mode)`` -> what it raises
     raised: dict[tuple[int, bool, str], Decisions] = field(default_factory=dict)
@@ -97,7 +97,7 @@ class Evaluation:
         outcome = self.release.outcome(machine, mode)
         if outcome.raises:
             where = (machine.world_size, machine.hosts, machine.rack)
-            reading.raises.setdefault(where, outcome.raises)
+            reading.raises.setdefault(where, outcome)
             if outcome.at_start:
                 reading.at_start.add(where)
             if machine.hosts == 1:

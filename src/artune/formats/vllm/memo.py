@@ -85,11 +85,11 @@ def load(path: Path) -> dict[str, Any] | None:
 
 
 def outcomes(data: dict[str, Any]) -> list[tuple[GpuGroup, str, frozenset[str], Any]]:
-    """Each kept outcome: ``(group, mode, facts, (pieces, raises, at_start, kind))``."""
+    """Each kept outcome: ``(group, mode, facts, (pieces, raises, at_start, kind, where))``."""
     out = []
     for item in data.get("outcomes", []):
         pieces = tuple((start, tuple(names)) for start, names in item["pieces"])
-        kept = (pieces, item["raises"], item["at_start"], item.get("kind", ""))
+        kept = (pieces, item["raises"], item["at_start"], item.get("kind", ""), item.get("where", ""))
         out.append((_machine(item["machine"]), item["mode"], frozenset(item["facts"]), kept))
     return out
 
@@ -129,6 +129,7 @@ def save(
                 "raises": outcome.raises,
                 "at_start": outcome.at_start,
                 "kind": outcome.kind,
+                "where": outcome.where,
             }
             for machine, mode, facts, outcome in found
         ],

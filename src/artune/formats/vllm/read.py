@@ -331,9 +331,14 @@ def build(
         said = {(arch, f.world_size) for f in raised for arch in f.arch.split(", ")}
         kept = [f for f in imported.findings if f.code != "E202" or (f.arch, f.world_size) not in said]
         # the rules' holes (E201) say nccl runs there; where the code raises instead, E203 is the answer
-        sizes = _sizes({f.world_size for f in raised if f.world_size is not None})
+        instead = {f.world_size for f in raised if f.world_size is not None}
+        sizes = _sizes(instead)
         kept = [
-            replace(f, message=f"{f.message}; except at world sizes {sizes}, where vLLM raises instead (E203)")
+            replace(
+                f,
+                message=f"{f.message}; except at world sizes {sizes}, where vLLM raises instead (E203)",
+                world_sizes=tuple(sorted({*f.world_sizes, *instead})),
+            )
             if f.code == "E201"
             else f
             for f in kept
@@ -425,7 +430,7 @@ def _raised(evaluation: Evaluation, archs: list[str], name: str, table: str) -> 
             modes = {mode for _m, mode, _o in seen}
             key = (
                 ws,
-                seen[0][2].raises,
+                seen[0][2].raised,
                 next(iter(multicasts)) if len(multicasts) == 1 else None,
                 next(iter(modes)) if len(modes) == 1 else None,
             )
@@ -433,10 +438,10 @@ def _raised(evaluation: Evaluation, archs: list[str], name: str, table: str) -> 
             outcomes[key] = seen[0][2]
     out = []
     for key in sorted(found, key=lambda k: (k[0], k[1], str(k[2]), str(k[3]))):
-        ws, raises, multicast, mode = key
+        ws, _raised, multicast, mode = key
         outcome = outcomes[key]
-        where, _sep, what = raises.partition(": ")
-        place = where.rsplit("/", 1)[-1] if what else "its dispatch"
+        where, what = outcome.where, outcome.raises
+        place = where.rsplit("/", 1)[-1] if where else "its dispatch"
         when = "it fails at start-up" if outcome.at_start else "its first all-reduce fails"
         only = [f"with NVLink multicast {'on' if multicast else 'off'}"] if multicast is not None else []
         only += [f"in {mode} mode"] if mode is not None else []
@@ -444,14 +449,16 @@ def _raised(evaluation: Evaluation, archs: list[str], name: str, table: str) -> 
             Finding(
                 table,
                 ", ".join(found[key]),
-                f"{engine} raises {outcome.kind or 'an error'} at world size {ws} ({place}: {what or raises}): "
+                f"{engine} raises {outcome.kind or 'an error'} at world size {ws} ({place}: {what}): "
                 f"{when}" + (f" ({', '.join(only)} only)" if only else ""),
                 ws,
                 mode,
-                source=where if what else "",
+                source=where,
                 severity="error",
                 multicast=multicast,
                 code="E203",
+                world_sizes=(ws,),
+                args=(outcome.kind, what, when, *only),
             )
         )
     return tuple(out)
@@ -543,7 +550,7 @@ def dtype_findings(path: str, settings: Mapping[str, str] | None = None) -> tupl
     for dtype in OTHER_DTYPES:
         other = read_vllm(path, settings, dtype)
         out += [
-            replace(f, message=f"{f.message} (for {dtype} messages)")
+            replace(f, message=f"{f.message} (for {dtype} messages)", args=(*f.args, dtype))
             for f in other.findings
             if f.code == "E203" and (f.arch, f.world_size) not in raised
         ]
@@ -567,6 +574,7 @@ def dtype_findings(path: str, settings: Mapping[str, str] | None = None) -> tupl
                     "bfloat16's",
                     severity="note",
                     code="V120",
+                    args=(dtype, *moved),
                 )
             )
     return tuple(out)
@@ -640,6 +648,7 @@ def _unexplained(keys: set[Any], d: Dispatch, first: str) -> tuple[Finding, ...]
             source=first,
             severity="note",
             code="V106",
+            args=tuple(places),
         ),
     )
 

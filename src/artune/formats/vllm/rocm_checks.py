@@ -78,18 +78,19 @@ def _raises(evaluation: Evaluation, table: str) -> list[Finding]:
         sizes = sorted(ws for ws, hosts, rack in reading.at_start if hosts == 1 and not rack)
         if not sizes:
             continue
-        message = reading.raises[(sizes[0], 1, False)]
-        where, _sep, what = message.partition(": ")
+        raised = reading.raises[(sizes[0], 1, False)]
         out.append(
             Finding(
                 table,
                 gfx,
                 f"vLLM raises at start-up on ROCm at world sizes {', '.join(map(str, sizes))}: under {under}, "
-                f"{what or message}",
+                f"{raised.raises}",
                 sizes[0] if len(sizes) == 1 else None,
-                source=where if what else "",
+                source=raised.where,
                 severity="error",
                 code="V110",
+                world_sizes=tuple(sizes),
+                args=(under, raised.raises),
             )
         )
     return out
@@ -124,9 +125,21 @@ def _where(name: str, lines: dict[tuple[str, int], int], row: tuple[str, int] | 
     return f"{name}:{line or lines.get(('', 0), 1)}"
 
 
-def _row(table: str, row: tuple[str, int], message: str, code: str, name: str, lines: dict[Any, int]) -> Finding:
-    """A warning about one ``_QR_MIN_SIZE`` row, at its line."""
-    return Finding(table, QR_ARCHS, message, row[1], source=_where(name, lines, row), code=code)
+def _row(
+    table: str,
+    row: tuple[str, int],
+    message: str,
+    code: str,
+    name: str,
+    lines: dict[Any, int],
+    world_sizes: tuple[int, ...] = (),
+    args: tuple[str | int, ...] = (),
+) -> Finding:
+    """A warning about one ``_QR_MIN_SIZE`` row, at its line (``world_sizes``: those its message names; ``args``:
+    what it is written from besides the row's dtype)."""
+    where = _where(name, lines, row)
+    found = (row[0], *args)
+    return Finding(table, QR_ARCHS, message, row[1], source=where, code=code, world_sizes=world_sizes, args=found)
 
 
 def _never(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, table: str, cast: bool) -> list[Finding]:
@@ -149,7 +162,7 @@ def _never(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, t
                 f"(the {format_size(QR_MAX_SIZE)} that ops.qr_max_size() returns) or more, so the level is on "
                 "and takes no message below it" + (f" ({cast_note})" if dtype == "bfloat16" and cast_note else "")
             )
-            out.append(_row(table, (dtype, ws), message, "V111", name, lines))
+            out.append(_row(table, (dtype, ws), message, "V111", name, lines, (ws,)))
     return out
 
 
@@ -175,6 +188,8 @@ def _missing(
                     source=_where(name, lines, None),
                     severity="error",
                     code="V112",
+                    world_sizes=tuple(lacking),
+                    args=(dtype,),
                 )
             )
     return out
@@ -195,7 +210,7 @@ def _copied(rows: dict[Any, Any], lines: dict[tuple[str, int], int], name: str, 
                     f"_QR_MIN_SIZE row ({dtype}, {ws}) equals the {same[0]} row at world size {ws}: the kernels "
                     "differ by dtype (bf16 is slower), so measured, or copied?"
                 )
-                out.append(_row(table, (dtype, ws), message, "V113", name, lines))
+                out.append(_row(table, (dtype, ws), message, "V113", name, lines, (ws,), (same[0],)))
     return out
 
 
@@ -213,7 +228,7 @@ def _clipped(rows: dict[Any, Any], cap: int, lines: dict[tuple[str, int], int], 
                 f"minimum of the _QR_MIN_SIZE row ({dtype}, {ws}) at {', '.join(clipped)}: the cap clips "
                 "those levels away at that world size (no message is both above the minimum and below the cap)"
             )
-            out.append(_row(table, (dtype, ws), message, "V114", name, lines))
+            out.append(_row(table, (dtype, ws), message, "V114", name, lines, (), (cap,)))
     return out
 
 

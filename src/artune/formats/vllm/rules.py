@@ -143,13 +143,24 @@ def _bound(name: str, limit: int, inclusive: bool) -> SizeRule:
 
 
 @dataclass(frozen=True)
+class RowError:
+    """Where vLLM's rows make it raise instead of deciding: ``message`` says what, ``world_size`` the one it is
+    about (``None``: the arch's, every world size), ``multimem`` whether the multimem list is the cause (else
+    custom_ar's rows)."""
+
+    message: str
+    world_size: int | None
+    multimem: bool = False
+
+
+@dataclass(frozen=True)
 class Paths:
     """vLLM's first-match rules for one arch and world size: as it runs them, as its files write them, and why."""
 
     run: tuple[SizeRule, ...]
     written: tuple[SizeRule, ...]
     notes: tuple[str, ...]
-    errors: tuple[str, ...] = ()  # where vLLM raises instead of deciding
+    errors: tuple[RowError, ...] = ()  # where vLLM raises instead of deciding
 
 
 def paths(d: Dispatch, arch: str, world_size: int, multicast: bool = True, hosts: int = 1) -> Paths:
@@ -159,7 +170,7 @@ def paths(d: Dispatch, arch: str, world_size: int, multicast: bool = True, hosts
     run: dict[str, list[SizeRule]] = {}
     written: dict[str, list[SizeRule]] = {}
     notes: list[str] = []
-    errors: list[str] = []
+    errors: list[RowError] = []
     fi = _flashinfer_path(d, arch, world_size, multicast, hosts)
     if fi is not None:
         run["flashinfer_ar"] = [_bound("flashinfer_ar", fi[1], d.fi_inclusive)]
@@ -203,7 +214,7 @@ def _custom_ar_starts(d: Dispatch, arch: str, world_size: int, multicast: bool, 
 
 
 def _custom_ar_limit(
-    d: Dispatch, arch: str, world_size: int, symm_up: bool, notes: list[str], errors: list[str]
+    d: Dispatch, arch: str, world_size: int, symm_up: bool, notes: list[str], errors: list[RowError]
 ) -> tuple[int, int | None]:
     """custom_ar's bound as it runs, and its row (``None``: no row), with the notes on why they differ."""
     row = d.custom_ar.get(arch, {}).get(world_size)
@@ -211,10 +222,11 @@ def _custom_ar_limit(
     limit = d.custom_ar_max
     if uses_row and arch in d.custom_ar:
         if row is None and not d.custom_ar_checks_ws:
-            errors.append(
+            message = (
                 f"{arch} has a CUSTOM_ALL_REDUCE_MAX_SIZES row without world size {world_size}: CustomAllreduce "
                 "raises KeyError at start-up"
             )
+            errors.append(RowError(message, world_size))
         elif row is not None:
             limit = min(row, d.custom_ar_max)
             if row > d.custom_ar_max:
@@ -240,14 +252,15 @@ def _custom_ar_limit(
     return limit, row
 
 
-def _symm_rule(d: Dispatch, arch: str, world_size: int, errors: list[str]) -> SizeRule | None:
+def _symm_rule(d: Dispatch, arch: str, world_size: int, errors: list[RowError]) -> SizeRule | None:
     """Torch symmetric memory's rule where it started (multimem or two-shot), or ``None`` where vLLM raises."""
     limit = d.symm_mem[arch][world_size]
     if d.multimem is not None and arch not in d.multimem:
-        errors.append(
+        message = (
             f"{arch} is in SYMM_MEM_ALL_REDUCE_MAX_SIZES but not in _WORLD_SIZES_MULTIMEM: SymmMemCommunicator "
             "raises KeyError on its first all-reduce"
         )
+        errors.append(RowError(message, None, multimem=True))
         return None
     multimem = d.multimem is not None and world_size in d.multimem[arch]  # unknown: two-shot
     return _bound(SYMM_NAMES[0] if multimem else SYMM_NAMES[1], limit, d.symm_inclusive)
