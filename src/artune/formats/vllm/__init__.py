@@ -1,1 +1,64 @@
-"""vllm."""
+"""vLLM: its communicators' dispatch read from a checkout or a release, its size tables written back.
+
+``ENGINE`` is what vLLM gives artune (``artune.formats.engine.EnginePlugin``);
+its members import the reading code when first called.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from artune import rocm
+from artune.formats.engine import EngineImport, EnginePlugin, Oracle
+from artune.formats.vllm.code import FILES
+
+if TYPE_CHECKING:
+    from artune.formats.export import Export
+    from artune.table.check import Finding
+    from artune.table.types import Table
+
+
+def _read(path: str) -> EngineImport:
+    from artune.formats.vllm.read import read_vllm
+
+    return read_vllm(path)
+
+
+def _read_under(path: str, switches: Mapping[str, str], dtype: str, arch: str) -> EngineImport:
+    """On an AMD arch its ROCm tables alone (the communicators it starts there under ``switches``)."""
+    from artune.formats.vllm.read import read_vllm, rocm_tables
+
+    return rocm_tables(path, switches, dtype) if rocm.is_gfx(arch) else read_vllm(path, switches, dtype)
+
+
+def _dtype_findings(path: str) -> tuple[Finding, ...]:
+    from artune.formats.vllm.read import dtype_findings
+
+    return dtype_findings(path)
+
+
+def _write(tables: Sequence[Table], command: str, arch: str | None, standalone: bool) -> Export:
+    from artune.formats.vllm.write import export_vllm
+
+    return export_vllm(list(tables), command)
+
+
+def _oracle() -> Oracle:
+    from artune.oracles.vllm import ORACLE
+
+    return ORACLE
+
+
+ENGINE = EnginePlugin(
+    name="vllm",
+    label="vLLM",
+    read=_read,
+    files=FILES,
+    write=_write,
+    writes_sets=True,
+    read_under=_read_under,
+    dtype_findings=_dtype_findings,
+    oracle=_oracle,
+    code_prefix="V",
+)
