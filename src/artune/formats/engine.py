@@ -16,6 +16,7 @@ from artune.table.priority import SizeRule
 if TYPE_CHECKING:
     from artune.formats.export import Export
     from artune.formats.fingerprints import Evaluated
+    from artune.review.types import BenchCommand
     from artune.table.types import Table
 
 
@@ -154,12 +155,17 @@ class EnginePlugin:
     #: the writer takes every table of a set at once (one file holds every arch); False: one table
     writes_sets: bool = False
     #: the reader under the engine's switches: ``(path, switches, dtype, arch)`` -> its tables as its code runs
-    #: with those environment variables set, for messages of ``dtype`` on ``arch`` (``explain --env``); None:
-    #: its reading does not change with switches
+    #: with those environment variables set, for messages of ``dtype`` (``explain --env``, the review's switch
+    #: readings); ``arch`` the arch asked about ("" for every arch's), where an AMD arch may get the ROCm tables
+    #: alone. None: its reading does not change with switches
     read_under: Callable[[str, Mapping[str, str], str, str], EngineImport] | None = None
     #: where its code decides differently for the messages' other dtypes than the reading's (findings, from the
     #: path ``read`` takes); None: its reading does not depend on the dtype (``explain --dtype`` reads it once)
     dtype_findings: Callable[[str], Sequence[Finding]] | None = None
+    #: its benchmark commands that would measure moved ranges: ``(arch, world_size, ranges, hosts, stem)`` ->
+    #: the commands, ``ranges`` as ``(mode, lo, hi)`` and ``stem`` the output files' path without an extension
+    #: (``artune.review.benchmarks``); None: artune's own tuner measures its tables
+    bench: Callable[[str, int, Sequence[tuple[str, int, int | None]], int, str], Sequence[BenchCommand]] | None = None
     #: the oracle (``Oracle``), loaded when ``verify-engine`` runs; None: its code cannot be run beside the reading
     oracle: Callable[[], Oracle] | None = None
     #: the first letter of its own findings' codes (``artune.findings.PREFIXES``); "" for none

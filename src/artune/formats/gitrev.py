@@ -104,7 +104,10 @@ def revision_tree(path: str, rev: str, members: Sequence[str]) -> Iterator[Revis
     wanted = [prefix or "."] if given.is_file() else [prefix + m for m in members]
     recursive = [] if given.is_file() else ["-r"]
     listed = _git(top, "ls-tree", *recursive, "-z", "--name-only", "--full-tree", commit, "--", *wanted)
-    files = [name for name in listed.decode().split("\0") if name.endswith((".py", ".h"))]
+    # a file named (a member, or the one given) comes as it is; a folder's files come where they are source
+    named = {*wanted, *([f"{prefix}{given.name}"] if given.is_file() else [])}
+    listed_names = [name for name in listed.decode().split("\0") if name]
+    files = [name for name in listed_names if name in named or name.endswith((".py", ".h"))]
     if not files:
         raise TableError(f"--base {rev}: {path} has none of the engine's files at that revision ({', '.join(wanted)})")
     if given.is_file() and f"{prefix}{given.name}" not in files:

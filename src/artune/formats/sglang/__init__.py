@@ -15,6 +15,7 @@ from artune.formats.sglang.read import FILES
 
 if TYPE_CHECKING:
     from artune.formats.export import Export
+    from artune.review.types import BenchCommand
     from artune.table.types import Table
 
 
@@ -37,6 +38,20 @@ def _write(tables: Sequence[Table], command: str, arch: str | None, standalone: 
     return export_sglang(tables[0], command, arch, standalone)
 
 
+def _bench(
+    arch: str, world_size: int, ranges: Sequence[tuple[str, int, int | None]], hosts: int, stem: str
+) -> tuple[BenchCommand, ...]:
+    """SGLang's custom all-reduce benchmark times what the installed SGLang runs (graph mode), not each
+    algorithm: on one host artune's tuner times every algorithm its rows name, in both modes, beside it."""
+    from artune.review.benchmarks import artune_command, modes_of, sglang_command, spans
+
+    if hosts > 1:  # artune's tuner times one host's ranks: across hosts, the engine's benchmark answers
+        return (sglang_command(world_size, spans(ranges), stem + ".txt", hosts),)
+    graph = spans([r for r in ranges if r[0] == "graph"])
+    ours = artune_command(world_size, modes_of(ranges), f"artune-evidence/{arch}-ws{world_size}-artune")
+    return (*([sglang_command(world_size, graph, stem + ".txt")] if graph else []), ours)
+
+
 def _oracle() -> Oracle:
     from artune.oracles.sglang import ORACLE
 
@@ -50,6 +65,7 @@ ENGINE = EnginePlugin(
     files=FILES,
     write=_write,
     read_under=_read_under,
+    bench=_bench,
     oracle=_oracle,
     code_prefix="S",
 )

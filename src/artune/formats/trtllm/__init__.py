@@ -20,6 +20,7 @@ from artune.formats.trtllm.read import FILES
 
 if TYPE_CHECKING:
     from artune.formats.export import Export
+    from artune.review.types import BenchCommand
     from artune.table.types import Table
 
 
@@ -40,6 +41,15 @@ def _write(tables: Sequence[Table], command: str, arch: str | None, standalone: 
     return export_trtllm(tables[0], command, sm)
 
 
+def _bench(
+    arch: str, world_size: int, ranges: Sequence[tuple[str, int, int | None]], hosts: int, stem: str
+) -> tuple[BenchCommand, ...]:
+    """TensorRT-LLM's all-reduce microbenchmark per mode, as CSV."""
+    from artune.review.benchmarks import modes_of, spans, trtllm_commands
+
+    return tuple(trtllm_commands(world_size, modes_of(ranges), spans(ranges), stem + ".csv"))
+
+
 def _oracle() -> Oracle:
     from artune.oracles.trtllm import ORACLE
 
@@ -52,6 +62,7 @@ ENGINE = EnginePlugin(
     read=_read,
     files=FILES,
     write=_write,
+    bench=_bench,
     oracle=_oracle,
     code_prefix="R",
 )

@@ -15,6 +15,7 @@ from artune.formats.vllm.code import FILES
 
 if TYPE_CHECKING:
     from artune.formats.export import Export
+    from artune.review.types import BenchCommand
     from artune.table.check import Finding
     from artune.table.types import Table
 
@@ -44,6 +45,15 @@ def _write(tables: Sequence[Table], command: str, arch: str | None, standalone: 
     return export_vllm(list(tables), command)
 
 
+def _bench(
+    arch: str, world_size: int, ranges: Sequence[tuple[str, int, int | None]], hosts: int, stem: str
+) -> tuple[BenchCommand, ...]:
+    """vLLM's device-communicator benchmark over the ranges' probes (it times CUDA graphs), as JSON."""
+    from artune.review.benchmarks import spans, vllm_command
+
+    return (vllm_command(world_size, spans(ranges), stem + ".json", hosts),)
+
+
 def _oracle() -> Oracle:
     from artune.oracles.vllm import ORACLE
 
@@ -59,6 +69,7 @@ ENGINE = EnginePlugin(
     writes_sets=True,
     read_under=_read_under,
     dtype_findings=_dtype_findings,
+    bench=_bench,
     oracle=_oracle,
     code_prefix="V",
 )
