@@ -453,9 +453,8 @@ STILL_NAMING_AN_ENGINE = frozenset(
         "artune.evidence.best",
         "artune.evidence.kernels",
         "artune.evidence.read",
-        # the readers' shared parts: releases' members, published references, git's checkout prefix
+        # the readers' shared parts: releases' members, git's checkout prefix
         "artune.formats.gitrev",
-        "artune.formats.references",
         "artune.formats.releases",
         # the review: benchmark commands, switches, causes, where a question is placed
         "artune.review.annotations",

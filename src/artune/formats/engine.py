@@ -20,6 +20,10 @@ if TYPE_CHECKING:
     from artune.table.types import Table
 
 
+def _none() -> tuple[Finding, ...]:
+    return ()
+
+
 @dataclass(frozen=True)
 class EngineImport:
     """An engine's tables read from its files, with findings that name the file and line."""
@@ -162,6 +166,10 @@ class EnginePlugin:
     #: where its code decides differently for the messages' other dtypes than the reading's (findings, from the
     #: path ``read`` takes); None: its reading does not depend on the dtype (``explain --dtype`` reads it once)
     dtype_findings: Callable[[str], Sequence[Finding]] | None = None
+    #: its published tables, bundled (``reference:NAME``): what it decides, keyed by arch; None: none bundled
+    reference: Callable[[], TableSet] | None = None
+    #: what ``check`` finds in them: the findings of the release they reproduce (default: none)
+    reference_findings: Callable[[], tuple[Finding, ...]] = _none
     #: its benchmark commands that would measure moved ranges: ``(arch, world_size, ranges, hosts, stem)`` ->
     #: the commands, ``ranges`` as ``(mode, lo, hi)`` and ``stem`` the output files' path without an extension
     #: (``artune.review.benchmarks``); None: artune's own tuner measures its tables

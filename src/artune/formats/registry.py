@@ -115,6 +115,12 @@ class Names(Sequence[str]):
     def __getitem__(self, index: int) -> str:  # type: ignore[override]
         return self._names()[index]
 
+    def __eq__(self, other: object) -> bool:
+        """Equal to the tuple of the same names (what these views were before engines could register)."""
+        return self._names() == (tuple(other) if isinstance(other, (Names, tuple)) else other)
+
+    __hash__ = None  # type: ignore[assignment]  # it changes as engines register
+
     def __repr__(self) -> str:
         return repr(self._names())
 

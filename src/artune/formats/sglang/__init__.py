@@ -16,6 +16,8 @@ from artune.formats.sglang.read import FILES
 if TYPE_CHECKING:
     from artune.formats.export import Export
     from artune.review.types import BenchCommand
+    from artune.table.check import Finding
+    from artune.table.family import TableSet
     from artune.table.types import Table
 
 
@@ -52,6 +54,18 @@ def _bench(
     return (*([sglang_command(world_size, graph, stem + ".txt")] if graph else []), ours)
 
 
+def _reference() -> TableSet:
+    from artune.formats.sglang.reference import table_set
+
+    return table_set()
+
+
+def _reference_findings() -> tuple[Finding, ...]:
+    from artune.formats.sglang.reference import findings
+
+    return findings()
+
+
 def _oracle() -> Oracle:
     from artune.oracles.sglang import ORACLE
 
@@ -65,6 +79,8 @@ ENGINE = EnginePlugin(
     files=FILES,
     write=_write,
     read_under=_read_under,
+    reference=_reference,
+    reference_findings=_reference_findings,
     bench=_bench,
     oracle=_oracle,
     code_prefix="S",

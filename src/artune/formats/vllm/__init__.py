@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from artune.formats.export import Export
     from artune.review.types import BenchCommand
     from artune.table.check import Finding
+    from artune.table.family import TableSet
     from artune.table.types import Table
 
 
@@ -54,6 +55,18 @@ def _bench(
     return (vllm_command(world_size, spans(ranges), stem + ".json", hosts),)
 
 
+def _reference() -> TableSet:
+    from artune.formats.vllm.reference import table_set
+
+    return table_set()
+
+
+def _reference_findings() -> tuple[Finding, ...]:
+    from artune.formats.vllm.reference import findings
+
+    return findings()
+
+
 def _oracle() -> Oracle:
     from artune.oracles.vllm import ORACLE
 
@@ -69,6 +82,8 @@ ENGINE = EnginePlugin(
     writes_sets=True,
     read_under=_read_under,
     dtype_findings=_dtype_findings,
+    reference=_reference,
+    reference_findings=_reference_findings,
     bench=_bench,
     oracle=_oracle,
     code_prefix="V",
