@@ -453,9 +453,6 @@ STILL_NAMING_AN_ENGINE = frozenset(
         "artune.evidence.best",
         "artune.evidence.kernels",
         "artune.evidence.read",
-        # the readers' shared parts: releases' members, git's checkout prefix
-        "artune.formats.gitrev",
-        "artune.formats.releases",
         # the review: benchmark commands, switches, causes, where a question is placed
         "artune.review.annotations",
         "artune.review.asks",

@@ -153,6 +153,11 @@ class EnginePlugin:
     read: Callable[[str], EngineImport] | None
     #: the files of a checkout the reader looks for, relative to its root (what ``review --base`` takes from git)
     files: tuple[str, ...]
+    #: the files of its released wheel artune reads (a folder ends with ``/``): ``NAME==VERSION`` downloads the
+    #: wheel of the package ``NAME`` once and keeps these (``artune.formats.releases``); (): no release is read
+    wheel: tuple[str, ...] = ()
+    #: the folder its package sits in within its repository but not in its wheel (SGLang's ``python/``); ""
+    checkout_prefix: str = ""
     #: the writer: ``(tables, command, arch, standalone)`` -> paste-ready text in the engine's shape (``arch``:
     #: what ``export --arch`` named; ``standalone``: a whole file, not a fragment); None: no ``export --to``
     write: Callable[[Sequence[Table], str, str | None, bool], Export] | None = None

@@ -18,7 +18,9 @@ An engine registered under a name artune already has replaces it.
 
 from __future__ import annotations
 
+import functools
 import importlib
+import sys
 from collections.abc import Iterator, Mapping, Sequence
 from importlib.metadata import entry_points
 
@@ -56,6 +58,12 @@ def unregister(name: str) -> None:
 
 def _entry_points() -> dict[str, str]:
     """The ``artune.engines`` entry points installed: name -> ``module:attribute``."""
+    return _installed(tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=4)
+def _installed(path: tuple[str, ...]) -> dict[str, str]:
+    """The entry points found on ``path`` (sys.path), read once per path: every table source asks."""
     return {point.name: point.value for point in entry_points(group=GROUP)}
 
 

@@ -78,6 +78,16 @@ ENGINE = EnginePlugin(
     label="vLLM",
     read=_read,
     files=FILES,
+    wheel=(
+        "vllm/distributed/device_communicators/",
+        "vllm/distributed/parallel_state.py",
+        "vllm/envs.py",
+        "vllm/platforms/cuda.py",
+        "vllm/config/parallel.py",
+        "vllm/config/compilation.py",  # PassConfig.default_fi_allreduce_fusion_max_size_mb: FlashInfer's bound
+        "vllm/compilation/collective_fusion.py",
+        "vllm/compilation/passes/fusion/allreduce_rms_fusion.py",
+    ),
     write=_write,
     writes_sets=True,
     read_under=_read_under,
