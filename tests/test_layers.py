@@ -453,9 +453,7 @@ STILL_NAMING_AN_ENGINE = frozenset(
         "artune.evidence.best",
         "artune.evidence.kernels",
         "artune.evidence.read",
-        # the review: benchmark commands, switches, causes, where a question is placed
-        "artune.review.annotations",
-        "artune.review.asks",
+        # the review: benchmark commands, switches, causes, the evidence's formats
         "artune.review.benchmarks",
         "artune.review.causes",
         "artune.review.evidence",

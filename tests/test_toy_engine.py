@@ -162,3 +162,13 @@ def test_an_entry_point_that_is_no_engine_is_named_with_the_fix(tmp_path: Path, 
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(TableError, match=r"entry point toy = toy_engine:FILE \(artune.engines\) is no EnginePlugin"):
         engine_reader("toy")
+
+
+def test_review_annotations_point_at_the_toy_s_table_file(changed: str, capsys) -> None:
+    """A question with no file of its own is placed at the engine's table file (``EnginePlugin.table_file``)."""
+    assert main(["review", TOY, changed, "--output-format", "sarif"]) == 1
+    log = json.loads(capsys.readouterr().out)
+    places = {
+        loc["physicalLocation"]["artifactLocation"]["uri"] for r in log["runs"][0]["results"] for loc in r["locations"]
+    }
+    assert places and all(p.endswith(toy_engine.FILE) for p in places)

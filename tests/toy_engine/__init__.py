@@ -127,6 +127,7 @@ ENGINE = EnginePlugin(
     label="Toy",
     read=read,
     files=(FILE,),
+    table_file=FILE,
     write=write,
     oracle=lambda: ORACLE,
     code_prefix="E",

@@ -158,6 +158,9 @@ class EnginePlugin:
     wheel: tuple[str, ...] = ()
     #: the folder its package sits in within its repository but not in its wheel (SGLang's ``python/``); ""
     checkout_prefix: str = ""
+    #: its table file, relative to a checkout or a release's folder: where the review places a question with no
+    #: file of its own (a workflow annotation needs one); "" for none
+    table_file: str = ""
     #: the writer: ``(tables, command, arch, standalone)`` -> paste-ready text in the engine's shape (``arch``:
     #: what ``export --arch`` named; ``standalone``: a whole file, not a fragment); None: no ``export --to``
     write: Callable[[Sequence[Table], str, str | None, bool], Export] | None = None
@@ -179,6 +182,9 @@ class EnginePlugin:
     #: the commands, ``ranges`` as ``(mode, lo, hi)`` and ``stem`` the output files' path without an extension
     #: (``artune.review.benchmarks``); None: artune's own tuner measures its tables
     bench: Callable[[str, int, Sequence[tuple[str, int, int | None]], int, str], Sequence[BenchCommand]] | None = None
+    #: its dispatch reads no mode (vLLM's): the review asks its moves in graph mode, the mode its benchmark
+    #: times, and a graph-mode measurement answers the same row in eager; False: each mode is its own
+    modeless: bool = False
     #: the oracle (``Oracle``), loaded when ``verify-engine`` runs; None: its code cannot be run beside the reading
     oracle: Callable[[], Oracle] | None = None
     #: the first letter of its own findings' codes (``artune.findings.PREFIXES``); "" for none

@@ -96,8 +96,13 @@ def engine(name: str) -> EnginePlugin:
 
 def engines(offering: str = "") -> tuple[EnginePlugin, ...]:
     """Every engine (each imported), or those that fill the optional member ``offering`` (``"read"``,
-    ``"write"``, ...)."""
-    return tuple(e for e in map(engine, names()) if not offering or getattr(e, offering) is not None)
+    ``"write"``, ``"modeless"``: not None, not False nor empty)."""
+    return tuple(e for e in map(engine, names()) if not offering or _offers(e, offering))
+
+
+def _offers(found: EnginePlugin, member: str) -> bool:
+    value = getattr(found, member)
+    return value is not None and value is not False and value != () and value != ""
 
 
 class Names(Sequence[str]):
@@ -112,7 +117,7 @@ class Names(Sequence[str]):
         return tuple(e.name for e in engines(self._offering))
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in names() and getattr(engine(name), self._offering) is not None
+        return isinstance(name, str) and name in names() and _offers(engine(name), self._offering)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._names())

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from artune import rocm
 from artune.formats.engine import EngineImport, EnginePlugin, Oracle
 from artune.formats.sglang.read import FILES
+from artune.formats.sglang.reference import SOURCE_FILE
 
 if TYPE_CHECKING:
     from artune.formats.export import Export
@@ -77,6 +78,7 @@ ENGINE = EnginePlugin(
     label="SGLang",
     read=_read,
     files=FILES,
+    table_file=SOURCE_FILE,
     wheel=("sglang/srt/distributed/", "sglang/srt/environ.py", "sglang/kernels/ops/communication/all_reduce.py"),
     checkout_prefix="python/",
     write=_write,

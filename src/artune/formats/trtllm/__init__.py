@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from artune.errors import TableError
 from artune.formats.engine import EngineImport, EnginePlugin, Oracle
-from artune.formats.trtllm.read import FILES
+from artune.formats.trtllm.read import FILES, HEADER
 
 if TYPE_CHECKING:
     from artune.formats.export import Export
@@ -61,6 +61,7 @@ ENGINE = EnginePlugin(
     label="TensorRT-LLM",
     read=_read,
     files=FILES,
+    table_file=HEADER,
     write=_write,
     bench=_bench,
     oracle=_oracle,

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from artune import rocm
 from artune.formats.engine import EngineImport, EnginePlugin, Oracle
 from artune.formats.vllm.code import FILES
+from artune.formats.vllm.reference import SOURCE_FILE
 
 if TYPE_CHECKING:
     from artune.formats.export import Export
@@ -78,6 +79,7 @@ ENGINE = EnginePlugin(
     label="vLLM",
     read=_read,
     files=FILES,
+    table_file=SOURCE_FILE,
     wheel=(
         "vllm/distributed/device_communicators/",
         "vllm/distributed/parallel_state.py",
@@ -90,6 +92,7 @@ ENGINE = EnginePlugin(
     ),
     write=_write,
     writes_sets=True,
+    modeless=True,
     read_under=_read_under,
     dtype_findings=_dtype_findings,
     reference=_reference,
