@@ -449,9 +449,8 @@ STILL_NAMING_AN_ENGINE = frozenset(
         # the command line: explain's vLLM kernel, ROCm switches and both-outcomes notes; tune's CSV
         "artune.cli.tables",
         "artune.cli.tune",
-        # the evidence: benchmark readers by format, the knob search and kernels of vLLM's rows
+        # the evidence: benchmark readers by format, the knob search of vLLM's rows
         "artune.evidence.best",
-        "artune.evidence.kernels",
         "artune.evidence.read",
         # the review: benchmark commands, switches, causes, the evidence's formats
         "artune.review.benchmarks",

@@ -182,6 +182,11 @@ class EnginePlugin:
     #: the commands, ``ranges`` as ``(mode, lo, hi)`` and ``stem`` the output files' path without an extension
     #: (``artune.review.benchmarks``); None: artune's own tuner measures its tables
     bench: Callable[[str, int, Sequence[tuple[str, int, int | None]], int, str], Sequence[BenchCommand]] | None = None
+    #: the kernel its code runs for one call of an algorithm where it picks one below its table, and why:
+    #: ``(algorithm, world_size, nbytes, multicast, forced)`` -> ``(kernel, why)`` in the catalog's kernel names
+    #: (``forced``: the kernel its users forced, vLLM's VLLM_CUSTOM_ALLREDUCE_ALGO); None for an algorithm of one
+    #: kernel or none of its own. None: its algorithms each run the one kernel the catalog names
+    kernel: Callable[[str, int, int, bool, str | None], tuple[str, str] | None] | None = None
     #: its dispatch reads no mode (vLLM's): the review asks its moves in graph mode, the mode its benchmark
     #: times, and a graph-mode measurement answers the same row in eager; False: each mode is its own
     modeless: bool = False

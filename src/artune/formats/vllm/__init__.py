@@ -68,6 +68,19 @@ def _reference_findings() -> tuple[Finding, ...]:
     return findings()
 
 
+def _kernel(
+    algorithm: str, world_size: int, nbytes: int, multicast: bool, forced: str | None
+) -> tuple[str, str] | None:
+    """Its custom all-reduce's 1-stage or 2-stage kernel (C++ decides per call), FlashInfer's backend by the
+    machine."""
+    from artune.formats.vllm.rules import custom_ar_kernel, kernel
+
+    found = kernel(algorithm, world_size, nbytes, multicast, forced)
+    if found is None:
+        return None
+    return found, custom_ar_kernel(world_size, nbytes, forced)[1] if algorithm == "custom_ar" else ""
+
+
 def _oracle() -> Oracle:
     from artune.oracles.vllm import ORACLE
 
@@ -93,6 +106,7 @@ ENGINE = EnginePlugin(
     write=_write,
     writes_sets=True,
     modeless=True,
+    kernel=_kernel,
     read_under=_read_under,
     dtype_findings=_dtype_findings,
     reference=_reference,
