@@ -130,5 +130,4 @@ ENGINE = EnginePlugin(
     table_file=FILE,
     write=write,
     oracle=lambda: ORACLE,
-    code_prefix="E",
 )
