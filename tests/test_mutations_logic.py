@@ -126,7 +126,7 @@ def test_the_engines_own_raise_is_a_finding_in_check_explain_and_verify(
 
     # verify-engine on that tree (its probes on one host, to keep the test short): it counts the raise
     kept = _slice(root, (2, 3, 4))
-    monkeypatch.setattr(oracle, "probes", lambda root, racks=True: kept)
+    monkeypatch.setattr(oracle, "ORACLE", replace(oracle.ORACLE, probes=lambda root: kept))
     status = main(["verify-engine", f"vllm:{root}", "--platform", "cuda"])
     out = capsys.readouterr()
     assert status in (0, 1) and "Traceback" not in out.out + out.err, out
