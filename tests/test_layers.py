@@ -219,11 +219,23 @@ def test_the_analysis_reads_the_runtime_only_through_the_table_and_the_records()
     assert not found, "the analysis reaches into the runtime: " + "; ".join(found)
 
 
+def _own_oracle(crossing: str) -> bool:
+    """``artune.formats.E -> artune.oracles.E``: an engine's ``EnginePlugin`` loading its own oracle, which only
+    ``verify-engine`` calls (``artune.oracles.verify.oracle``)."""
+    module, _, dep = crossing.partition(" -> ")
+    return module.startswith("artune.formats.") and dep == "artune.oracles." + module.removeprefix("artune.formats.")
+
+
 def test_only_the_command_line_runs_an_engine_s_code() -> None:
     """``artune.oracles`` executes the engines' own code; ``check``, ``explain`` and ``review`` never do, so
-    nothing in the library but the command line (``artune verify-engine``) imports it, not even by name."""
+    nothing in the library but the command line (``artune verify-engine``) imports it, not even by name; an
+    engine's ``EnginePlugin`` names its own, loaded by ``verify-engine`` alone."""
     found = _upward(None, ("oracles", *CLI))
-    found = [f for f in found if not f.split(" -> ")[0].startswith("artune.oracles") and "oracles" in f]
+    found = [
+        f
+        for f in found
+        if not f.split(" -> ")[0].startswith("artune.oracles") and "oracles" in f and not _own_oracle(f)
+    ]
     assert not found, "the library imports the oracles: " + "; ".join(found)
 
 
@@ -430,3 +442,115 @@ again = replace(f, message=f"{f.message} (for float16 messages)")
 known = {f.message for f in found}
 """
     assert _message_parses(source) == [2, 3, 4, 5, 6]
+
+
+#: the engines' names as code writes them (``nccl`` is also an algorithm's name, so NCCL's tuner plugin goes by
+#: ``nccl-tuner``)
+ENGINE_WORDS = ("vllm", "sglang", "trtllm")
+ENGINE_STRINGS = frozenset({*ENGINE_WORDS, "nccl-tuner"})
+#: where naming an engine is the point: the registry, and an engine's own files (any part of the module's name
+#: is the engine's: ``formats/vllm/``, ``oracles/sglang.py``, ``evidence/trtllm_csv.py``, ``algorithms/engines/
+#: vllm.py``)
+ENGINE_HOMES = ("artune.formats.registry",)
+
+
+def _engine_home(module: str) -> bool:
+    return module in ENGINE_HOMES or any(
+        part.startswith((*ENGINE_WORDS, "nccl")) for part in module.removeprefix("artune.").split(".")
+    )
+
+
+def _names_an_engine(source: str) -> list[str]:
+    """What in ``source`` names an engine: an import of an engine's module, an identifier with an engine's
+    name in it, or a string that is an engine's name or a table source of one (``"vllm"``, ``"vllm:"``,
+    ``"vllm=="``). Prose (a docstring, a message) is not a name."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        words: list[str] = []
+        if isinstance(node, ast.Import):
+            words = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            words = [node.module or "", *(a.name for a in node.names), *(a.asname or "" for a in node.names)]
+        elif isinstance(node, ast.Name):
+            words = [node.id]
+        elif isinstance(node, ast.Attribute):
+            words = [node.attr]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            words = [node.name]
+        elif isinstance(node, ast.arg):
+            words = [node.arg]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            value = node.value
+            source_of = (
+                value.startswith(tuple(f"{e}{s}" for e in ENGINE_WORDS for s in (":", "=="))) and " " not in value
+            )
+            if value in ENGINE_STRINGS or source_of:
+                found.append(repr(value))
+            continue
+        found += [w for w in words if any(e in w.lower() for e in ENGINE_WORDS)]
+    return found
+
+
+#: the modules that still name an engine outside its folder and the registry, each to be taught to ask the
+#: engine's ``EnginePlugin`` instead (issue #52). The list only shrinks: a module that stops naming an engine
+#: must leave it, and one not on it must not start.
+STILL_NAMING_AN_ENGINE = frozenset(
+    {
+        # the runtime: its kernels and algorithm names are the engines' (the catalog's vocabulary, by design)
+        "artune.algorithms.engines",
+        "artune.catalog",
+        "artune.table.gaps",  # the engines' gap policies: the table layer's half of #52 item 2
+        "artune.tune.shapes",  # TensorRT-LLM's shape tables tuned
+        # the cost model's published sweeps, by engine
+        "artune.costmodel.blind",
+        "artune.costmodel.calibrate",
+        "artune.costmodel.validate",
+        # the command line: explain's vLLM kernel, ROCm switches and both-outcomes notes; tune's CSV
+        "artune.cli.tables",
+        "artune.cli.tune",
+        # the evidence: benchmark readers by format, the knob search of vLLM's rows
+        "artune.evidence.best",
+        "artune.evidence.read",
+        # the review: benchmark commands, switches, causes, the evidence's formats
+        "artune.review.benchmarks",
+        "artune.review.causes",
+        "artune.review.evidence",
+        "artune.review.markdown",
+        "artune.review.switches",
+    }
+)
+
+
+def _naming_an_engine() -> dict[str, list[str]]:
+    return {
+        name: found
+        for name, path in MODULES.items()
+        if not _engine_home(name) and (found := _names_an_engine(path.read_text(encoding="utf-8")))
+    }
+
+
+def test_only_the_engines_folders_and_the_registry_name_an_engine() -> None:
+    """A fourth engine is one folder and one registry line: no other module picks an engine by its name."""
+    found = _naming_an_engine()
+    new = {m: names for m, names in found.items() if m not in STILL_NAMING_AN_ENGINE}
+    assert not new, "modules naming an engine (ask its EnginePlugin instead): " + "; ".join(
+        f"{m}: {', '.join(sorted(set(n)))}" for m, n in sorted(new.items())
+    )
+    left = sorted(STILL_NAMING_AN_ENGINE - found.keys())
+    assert not left, f"no longer naming an engine: take them off STILL_NAMING_AN_ENGINE: {left}"
+
+
+def test_the_engine_name_check_sees_what_it_forbids() -> None:
+    assert _names_an_engine('if args.to == "vllm":\n    pass') == ["'vllm'"]
+    assert _names_an_engine("from artune.formats.sglang.write import export_sglang") == [
+        "artune.formats.sglang.write",
+        "export_sglang",
+    ]
+    assert _names_an_engine("import artune.formats.trtllm") == ["artune.formats.trtllm"]
+    assert _names_an_engine('spec.startswith(("vllm:", "vllm=="))') == ["'vllm:'", "'vllm=='"]
+    assert _names_an_engine("def _vllm_kernel(table): return table.rules") == ["_vllm_kernel"]
+    assert _names_an_engine('"""vLLM and SGLang in prose."""\nx = f"{engine} reads"') == []
+    assert _names_an_engine('TARGETS = ("nccl-tuner",)\nALGORITHMS = ("nccl",)') == ["'nccl-tuner'"]
+    assert _engine_home("artune.formats.vllm.read") and _engine_home("artune.oracles.sglang")
+    assert _engine_home("artune.evidence.trtllm_csv") and _engine_home("artune.formats.registry")
+    assert not _engine_home("artune.cli.formats") and not _engine_home("artune.review.benchmarks")

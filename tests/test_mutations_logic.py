@@ -126,8 +126,8 @@ def test_the_engines_own_raise_is_a_finding_in_check_explain_and_verify(
 
     # verify-engine on that tree (its probes on one host, to keep the test short): it counts the raise
     kept = _slice(root, (2, 3, 4))
-    monkeypatch.setattr(oracle, "probes", lambda root, racks=True: kept)
-    monkeypatch.setattr(oracle, "extra_probes", lambda root: [])  # the switches' probes: a test of their own
+    # the switches' probes have a test of their own
+    monkeypatch.setattr(oracle, "ORACLE", replace(oracle.ORACLE, probes=lambda root: kept, extra_probes=None))
     status = main(["verify-engine", f"vllm:{root}", "--platform", "cuda"])
     out = capsys.readouterr()
     assert status in (0, 1) and "Traceback" not in out.out + out.err, out
@@ -417,8 +417,9 @@ def test_verify_engine_probes_each_value_of_a_switch_the_dispatch_tests(
     ]
     engine_default = oracle.engine_decisions(root, [replace(p, env=()) for p in switched])
     assert switched and "custom_ar" in engine_default and "custom_ar" not in oracle.engine_decisions(root, switched)
-    monkeypatch.setattr(oracle, "probes", lambda root, racks=True: default)
-    monkeypatch.setattr(oracle, "extra_probes", lambda root: switched)
+    monkeypatch.setattr(
+        oracle, "ORACLE", replace(oracle.ORACLE, probes=lambda root: default, extra_probes=lambda root: switched)
+    )
 
     result = verify(f"vllm:{root}", platform="cuda")
     assert result.agree, result.differences

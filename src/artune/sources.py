@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from artune import settings
 from artune.arch import parse_arch
 from artune.errors import TableError
-from artune.formats import engine_source, read_engine
+from artune.formats import engine_reader, engine_source, read_engine
 from artune.formats.references import reference_findings, reference_set
 from artune.progress import waiting
 from artune.table.bundled import cpu_default
@@ -66,10 +66,9 @@ def _open(spec: str) -> Source:
     if imported is not None:
         tables = imported.tables
         findings = imported.findings
-        if engine[0] == "vllm":  # its code read for the other dtypes it tells apart, too
-            from artune.formats.vllm.read import dtype_findings
-
-            findings = (*findings, *dtype_findings(engine[1]))
+        other_dtypes = engine_reader(engine[0]).dtype_findings  # its code read for the other dtypes it tells apart
+        if other_dtypes is not None:
+            findings = (*findings, *other_dtypes(engine[1]))
         return Source([*tables.tables.values(), *([tables.default] if tables.default else [])], tables, findings)
     if spec.startswith(REFERENCE_PREFIX):
         name = spec[len(REFERENCE_PREFIX) :]

@@ -10,19 +10,20 @@ from typing import Any
 
 from artune.cli import arch_option
 from artune.errors import TableError
+from artune.formats.registry import READABLE, WRITABLE, engine
 from artune.sizes import format_span
 from artune.sources import SOURCES, Source, open_source
 from artune.table.diff import diff_tables
 from artune.table.io import dump_table, dumps_table
 from artune.table.types import MODES, Table
 
-TARGETS = ("vllm", "sglang", "nccl-tuner", "trtllm")
+TARGETS = WRITABLE
 
 
 def register(commands: Any) -> None:
     """Add the import, export and diff sub-commands to the parser."""
     imp = commands.add_parser("import", help="read an engine's table file into artune TOML (provenance: published)")
-    imp.add_argument("engine", choices=("vllm", "sglang", "trtllm"))
+    imp.add_argument("engine", choices=READABLE)
     imp.add_argument("path", metavar="PATH", help="the engine's checkout, or its table file")
     imp.add_argument("--out", metavar="DIR", help="write one TOML per arch here (default: print them)")
     imp.set_defaults(run=run_import)
@@ -85,7 +86,7 @@ def _export_tables(source: Source, arch: str | None, target: str) -> list[Table]
     if arch:
         assert source.table_set is not None
         return [source.table_set.resolve(arch)]
-    if target == "vllm" and source.table_set is not None:
+    if engine(target).writes_sets and source.table_set is not None:
         return list(source.table_set.tables.values())
     raise TableError(f"the source holds {len(source.tables)} tables; pick one with --arch (or SOURCE@ARCH)")
 
@@ -95,26 +96,9 @@ def run_export(args: argparse.Namespace) -> int:
     source = open_source(args.table)
     tables = _export_tables(source, args.arch, args.to)
     command = _command(args)
-    if args.to == "vllm":
-        from artune.formats.vllm.write import export_vllm
-
-        out = export_vllm(tables, command)
-    elif args.to == "sglang":
-        from artune.formats.sglang.write import export_sglang
-
-        out = export_sglang(tables[0], command, args.arch, args.standalone)
-    elif args.to == "trtllm":
-        from artune.formats.trtllm.read import sm_of
-        from artune.formats.trtllm.write import export_trtllm
-
-        sm = sm_of(tables[0].platform.arch)
-        if sm is None or not tables[0].by_shape:
-            raise TableError(f"{tables[0].name}: --to trtllm needs a shape table for a CUDA arch (e.g. 9.0)")
-        out = export_trtllm(tables[0], command, sm)
-    else:
-        from artune.formats.nccl.write import export_nccl
-
-        out = export_nccl(tables[0], command)
+    write = engine(args.to).write
+    assert write is not None  # --to's choices are the engines that write
+    out = write(tables, command, args.arch, args.standalone)
     print(out.text, end="")
     for note in out.dropped:
         print(f"artune export: projection: {note}", file=sys.stderr)

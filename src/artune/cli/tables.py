@@ -266,8 +266,8 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
         if not args.arch:
             raise ArtuneError("explain: --reference needs --arch, e.g. --arch 10.7")
         return _same_vendor(reference_set(args.reference).resolve(args.arch), args.arch, args.reference)
-    if args.env or (args.dtype and args.arch and args.table.startswith(("vllm:", "vllm=="))):
-        return _under_env(args)  # vLLM's code read for the message's dtype (and --env's switches)
+    if args.env or (args.dtype and args.arch and _reads_dtypes(args.table)):
+        return _under_env(args)  # the engine's code read for the message's dtype (and --env's switches)
     source = open_source(args.table)
     if source.table_set is not None and len(source.tables) > 1:
         if not args.arch:
@@ -277,16 +277,28 @@ def _resolve_for_explain(args: argparse.Namespace) -> Table:
     return source.tables[0]
 
 
+def _reads_dtypes(table: str | None) -> bool:
+    """Whether ``table`` is an engine's whose code decides per dtype (``explain --dtype`` reads it for one)."""
+    from artune.formats import engine_reader
+    from artune.formats.registry import READABLE
+
+    engine = next((e for e in READABLE if table and table.startswith((f"{e}:", f"{e}=="))), None)
+    return engine is not None and engine_reader(engine).dtype_findings is not None
+
+
 def _engine_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
-    """``explain --env``: the vLLM or SGLang source's folder and the variables set; an error naming the fix
-    otherwise."""
-    from artune.formats import engine_source
+    """``explain --env``: the source's folder (an engine's that reads under switches) and the variables set; an
+    error naming the fix otherwise."""
+    from artune.formats import engine_reader, engine_source
+    from artune.formats.registry import engines
 
     found = engine_source(args.table) if args.table else None
-    if found is None or found[0] not in ("vllm", "sglang"):
+    if found is None or engine_reader(found[0]).read_under is None:
+        first, *others = engines("read_under")
+        also = f" (or {' or '.join(e.label + chr(39) + 's' for e in others)})" if others else ""
+        versions = ", ".join(f"{e.name}==VERSION" for e in (first, *others))
         raise ArtuneError(
-            "explain: --env sets a vLLM release's switches (or an SGLang release's); give --table vllm==VERSION, "
-            "sglang==VERSION or ENGINE:PATH"
+            f"explain: --env sets a {first.label} release's switches{also}; give --table {versions} or ENGINE:PATH"
         )
     pairs = {}
     for item in args.env or ():
@@ -299,24 +311,18 @@ def _engine_env(args: argparse.Namespace) -> tuple[str, dict[str, str]]:
 
 def _under_env(args: argparse.Namespace) -> Table:
     """The table the engine's own code runs for ``--arch`` with ``--env``'s variables set (ROCm: its tables
-    alone); vLLM's read for ``--dtype``'s messages."""
-    from artune.formats.vllm.read import read_vllm, rocm_tables
+    alone), read for ``--dtype``'s messages."""
+    from artune.formats import engine_reader, engine_source
 
     if not args.arch:
         raise ArtuneError("explain: --env needs --arch, e.g. --arch gfx942")
     path, pairs = _engine_env(args)
-    if args.table.startswith("sglang"):
-        from artune.formats.sglang import read as sglang
-
-        reading = sglang.rocm_tables(path, pairs) if rocm.is_gfx(args.arch) else sglang.read_sglang(path, pairs)
-        return reading.tables.resolve(args.arch)
-    dtype = args.dtype or "bfloat16"
-    if rocm.is_gfx(args.arch):
-        reading = rocm_tables(path, pairs, dtype)
-        _refuse_where_it_raises(reading.findings, args)
-        return reading.tables.resolve(args.arch)
-    reading = read_vllm(path, pairs, dtype)
-    _refuse_where_it_raises(reading.findings, args, reading.tables.tables)
+    found = engine_source(args.table)
+    assert found is not None  # _engine_env refused any other table
+    read_under = engine_reader(found[0]).read_under
+    assert read_under is not None
+    reading = read_under(path, pairs, args.dtype or "bfloat16", args.arch)
+    _refuse_where_it_raises(reading.findings, args, () if rocm.is_gfx(args.arch) else reading.tables.tables)
     return reading.tables.resolve(args.arch)
 
 

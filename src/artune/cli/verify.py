@@ -47,13 +47,13 @@ def register(commands: Any) -> None:
 
 def run_verify(args: argparse.Namespace) -> int:
     """Print the verification; 0 when every probe agrees, 1 otherwise."""
-    from artune.oracles.verify import RUNS, oracle, source, verify
+    from artune.oracles.verify import oracle, source, verify
 
     found = source(args.source)
-    oracle(found.engine)  # one that cannot run says so before the first line claims it will
+    runs = oracle(found.engine)  # one that cannot run says so before the first line claims it will
     print(
-        f"artune verify-engine executes {RUNS[found.engine]} from {args.source} in a stand-in world "
-        f"(artune.oracles.{found.engine}); check, explain and review never do.",
+        f"artune verify-engine executes {runs.runs} from {args.source} in a stand-in world "
+        f"({runs.probes.__module__}); check, explain and review never do.",
         file=sys.stderr if args.format == "json" else sys.stdout,
         flush=True,
     )

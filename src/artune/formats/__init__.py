@@ -9,58 +9,58 @@ writes NCCL's tuner-plugin format. Shared by all of them: ``pyeval`` (the
 Python subset the readers interpret, never run), ``files``, ``gitrev``,
 ``releases`` and ``engine``. ``artune.formats.trtllm`` reads
 TensorRT-LLM's C++ lookup-table header (``trtllm:PATH``). A table source
-``vllm:PATH``, ``sglang:PATH`` or ``trtllm:PATH`` is accepted wherever a table
-is; ``READERS`` is where an engine is registered.
+``ENGINE:PATH`` (or a release, ``ENGINE==VERSION``) is accepted wherever a
+table is, for every engine that reads; each engine's folder holds its
+``ENGINE`` (``artune.formats.engine.EnginePlugin``), and
+``artune.formats.registry`` is where engines are found and registered.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Iterator, Mapping
 
 from artune.errors import Raised, TableError, Unsupported
 from artune.formats import limits
-from artune.formats.engine import EngineImport
-from artune.formats.sglang import read as sglang_read
-from artune.formats.trtllm import read as trtllm_read
-from artune.formats.vllm import read as vllm_read
+from artune.formats.engine import EngineImport, EnginePlugin
+from artune.formats.registry import READABLE, engine, register
 
 
-@dataclass(frozen=True)
-class EngineReader:
-    """One engine's reader: how ``ENGINE:PATH`` is read, and which files of a checkout it looks for."""
+class _Readers(Mapping[str, EnginePlugin]):
+    """The engines that read, by name: a view of the registry (``artune.formats.registry``)."""
 
-    name: str
-    read: Callable[[str], EngineImport]
-    files: tuple[str, ...]
+    def __getitem__(self, name: str) -> EnginePlugin:
+        if name not in READABLE:
+            raise KeyError(name)
+        return engine(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(READABLE)
+
+    def __len__(self) -> int:
+        return len(READABLE)
 
 
-READERS: dict[str, EngineReader] = {
-    reader.name: reader
-    for reader in (
-        EngineReader("vllm", vllm_read.read_vllm, vllm_read.FILES),
-        EngineReader("sglang", sglang_read.read_sglang, sglang_read.FILES),
-        EngineReader("trtllm", trtllm_read.read_trtllm, trtllm_read.FILES),
-    )
-}
-ENGINES = tuple(READERS)
+#: the engines that read (``ENGINE:PATH``), by name, and their names: views of the registry, so an engine
+#: registered later is in them
+READERS: Mapping[str, EnginePlugin] = _Readers()
+ENGINES = READABLE
 _SUBSET = (
     "artune reads engine files without running them, in the Python subset artune.formats.pyeval documents: "
     "point it at the engine's own table file, or report the construct with the file"
 )
 
 
-def engine_reader(engine: str) -> EngineReader:
-    """The registered reader of ``engine``; ``TableError`` naming the known engines otherwise."""
-    reader = READERS.get(engine)
-    if reader is None:
-        raise TableError(f"{engine}: unknown engine; known: {', '.join(ENGINES)}")
-    return reader
+def engine_reader(name: str) -> EnginePlugin:
+    """The registered engine ``name`` that reads; ``TableError`` naming the known ones otherwise."""
+    if name not in READABLE:
+        raise TableError(f"{name}: unknown engine; known: {', '.join(READABLE)}")
+    return engine(name)
 
 
 def read_engine(engine: str, path: str) -> EngineImport:
     """Read ``engine``'s tables from ``path`` (a checkout or the table file); ``TableError`` when it cannot."""
     read = engine_reader(engine).read
+    assert read is not None  # engine_reader returns engines that read
     limits.reading(path)
     try:
         return read(path)
@@ -89,4 +89,13 @@ def engine_source(spec: str) -> tuple[str, str] | None:
     return None
 
 
-__all__ = ["ENGINES", "READERS", "EngineImport", "EngineReader", "engine_reader", "engine_source", "read_engine"]
+__all__ = [
+    "ENGINES",
+    "READERS",
+    "EngineImport",
+    "EnginePlugin",
+    "engine_reader",
+    "engine_source",
+    "read_engine",
+    "register",
+]

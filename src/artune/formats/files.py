@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from artune.errors import TableError
-from artune.formats.releases import display_path
+from artune.formats.cache import display_path
 
 MAX_SOURCE_BYTES = 4 << 20
 REFUSED = "E422"  # a path artune will not read: outside its tree, or not a regular file

@@ -7,10 +7,10 @@ a temporary folder laid out like the checkout, and the normal reader reads
 that folder: one reader, whichever side. The work tree, the index and the
 checked-out branch are never touched.
 
-Which files: the registered readers' files (``artune.formats.READERS``) and the release members
-(``artune.formats.releases.MEMBERS``), each with and without SGLang
-checkouts' ``python/`` prefix (wheels have none), so that whatever the
-reader looks for at the base is there if the base has it.
+Which files: the engine's reader's files and its wheel's (``EnginePlugin.files``, ``.wheel``), each
+with and without the folder its package sits in within its repository (``EnginePlugin.checkout_prefix``:
+SGLang's ``python/``; wheels have none), so that whatever the reader looks for at the base is there if the
+base has it.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from pathlib import Path, PurePosixPath
 from artune.errors import TableError
 
 GIT_TIMEOUT_S = 60
-_CHECKOUT_PREFIX = "python/"  # SGLang's package sits under python/ in its repository, not in its wheel
 
 
 @dataclass(frozen=True)
@@ -49,13 +48,13 @@ class RevisionTree:
 def engine_members(engine: str) -> tuple[str, ...]:
     """Every file or folder (ending ``/``) an engine's reader may look for, relative to a checkout."""
     from artune.formats import engine_reader
-    from artune.formats.releases import MEMBERS
 
-    names = (*engine_reader(engine).files, *MEMBERS.get(engine, ()))
+    plugin = engine_reader(engine)
+    prefix = plugin.checkout_prefix
     out: list[str] = []
-    for name in names:
-        bare = name.removeprefix(_CHECKOUT_PREFIX)
-        out += [bare, _CHECKOUT_PREFIX + bare] if engine == "sglang" else [bare]
+    for name in (*plugin.files, *plugin.wheel):
+        bare = name.removeprefix(prefix) if prefix else name
+        out += [bare, prefix + bare] if prefix else [bare]
     return tuple(dict.fromkeys(out))
 
 
@@ -104,7 +103,10 @@ def revision_tree(path: str, rev: str, members: Sequence[str]) -> Iterator[Revis
     wanted = [prefix or "."] if given.is_file() else [prefix + m for m in members]
     recursive = [] if given.is_file() else ["-r"]
     listed = _git(top, "ls-tree", *recursive, "-z", "--name-only", "--full-tree", commit, "--", *wanted)
-    files = [name for name in listed.decode().split("\0") if name.endswith((".py", ".h"))]
+    # a file named (a member, or the one given) comes as it is; a folder's files come where they are source
+    named = {*wanted, *([f"{prefix}{given.name}"] if given.is_file() else [])}
+    listed_names = [name for name in listed.decode().split("\0") if name]
+    files = [name for name in listed_names if name in named or name.endswith((".py", ".h"))]
     if not files:
         raise TableError(f"--base {rev}: {path} has none of the engine's files at that revision ({', '.join(wanted)})")
     if given.is_file() and f"{prefix}{given.name}" not in files:

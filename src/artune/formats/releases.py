@@ -3,7 +3,7 @@
 A release is what users run, so it is what artune must read: ``artune check
 sglang==0.5.23`` downloads the wheel from the package registry once
 (``pip download --no-deps``), keeps only the files that hold the engine's
-all-reduce dispatch (``MEMBERS``), and reads them as it reads a checkout.
+all-reduce dispatch (its ``EnginePlugin.wheel``), and reads them as it reads a checkout.
 Nothing from the wheel is run. The unpacked files are cached under
 ``$ARTUNE_RELEASES_DIR``, by default ``releases`` in artune's cache (``artune.settings.cache_root``:
 ``$ARTUNE_CACHE_DIR``, ``$XDG_CACHE_HOME/artune``, ``~/.cache/artune``); naming the releases' folder apart lets
@@ -12,8 +12,6 @@ tests with a private cache share one download of each release.
 
 from __future__ import annotations
 
-import os
-import re
 import shutil
 import subprocess
 import sys
@@ -22,50 +20,37 @@ import zipfile
 from pathlib import Path
 
 from artune.errors import ReleaseUnavailable, TableError
-from artune.settings import cache_root
+from artune.formats.cache import STAMP, VERSION, releases_dir
 
-# the wheel's files artune reads: the communicators, their settings and the configs they import
-MEMBERS: dict[str, tuple[str, ...]] = {
-    "vllm": (
-        "vllm/distributed/device_communicators/",
-        "vllm/distributed/parallel_state.py",
-        "vllm/envs.py",
-        "vllm/platforms/cuda.py",
-        "vllm/config/parallel.py",
-        "vllm/config/compilation.py",  # PassConfig.default_fi_allreduce_fusion_max_size_mb: FlashInfer's bound
-        "vllm/compilation/collective_fusion.py",
-        "vllm/compilation/passes/fusion/allreduce_rms_fusion.py",
-    ),
-    "sglang": (
-        "sglang/srt/distributed/",
-        "sglang/srt/environ.py",
-        "sglang/kernels/ops/communication/all_reduce.py",
-    ),
-    # FlashInfer's MNNVL all-reduce workspace, the one vLLM's FlashInfer path asks whether a call fits
-    # (is_buffer_size_sufficient): the vLLM oracle runs it; it is no table source
+#: packages an engine's oracle runs beside its release, which are no table source: name -> the wheel's files
+#: artune reads (an engine's own are its ``EnginePlugin.wheel``). FlashInfer's MNNVL all-reduce workspace is
+#: the one vLLM's FlashInfer path asks whether a call fits (is_buffer_size_sufficient): the vLLM oracle runs it
+COMPANIONS: dict[str, tuple[str, ...]] = {
     "flashinfer-python": (
         "flashinfer/comm/trtllm_mnnvl_ar.py",
         "flashinfer/comm/workspace_base.py",
         "flashinfer/comm/mnnvl.py",
     ),
 }
-_NOT_SOURCES = frozenset({"flashinfer-python"})
-_VERSION = re.compile(r"^[0-9][0-9A-Za-z.+!-]*$")
 DOWNLOAD_TIMEOUT_S = 900
 
 
-def releases_dir() -> Path:
-    """Where unpacked releases are cached (``ARTUNE_RELEASES_DIR``, default ``releases`` in the cache root,
-    ``artune.settings.cache_root``)."""
-    return Path(os.environ.get("ARTUNE_RELEASES_DIR") or cache_root() / "releases")
+def members(name: str) -> tuple[str, ...]:
+    """The wheel's files artune reads of package ``name`` (an engine's release, or a companion's); () where it
+    reads none."""
+    from artune.formats.registry import engine, names
+
+    if name in COMPANIONS:
+        return COMPANIONS[name]
+    return engine(name).wheel if name in names() else ()
 
 
 def release_spec(spec: str) -> tuple[str, str] | None:
     """``("sglang", "0.5.23")`` for ``"sglang==0.5.23"``; ``None`` for any other table name."""
     engine, sep, version = spec.partition("==")
-    if not sep or engine not in MEMBERS or engine in _NOT_SOURCES:
+    if not sep or engine in COMPANIONS or not members(engine):
         return None
-    if not _VERSION.match(version):
+    if not VERSION.match(version):
         raise TableError(f"{spec}: {version!r} is not a release version; give one such as {engine}==0.5.23")
     return engine, version
 
@@ -77,20 +62,24 @@ def fetch_release(engine: str, version: str) -> Path:
     be downloaded. The folder is filled in a temporary sibling and renamed
     into place, so a download cut short leaves nothing that looks complete.
     """
-    if engine not in MEMBERS:
-        raise TableError(f"{engine}: no released wheels known; known: {', '.join(MEMBERS)}")
+    wanted = members(engine)
+    if not wanted:
+        from artune.formats.registry import engines
+
+        known = [*(e.name for e in engines("read") if e.wheel), *COMPANIONS]
+        raise TableError(f"{engine}: no released wheels known; known: {', '.join(known)}")
     target = releases_dir() / f"{engine}-{version}"
-    stamp = "\n".join(MEMBERS[engine]) + "\n"  # a copy made for fewer members is made again
-    if target.is_dir() and _read(target / "MEMBERS") == stamp:
+    stamp = "\n".join(wanted) + "\n"  # a copy made for fewer members is made again
+    if target.is_dir() and _read(target / STAMP) == stamp:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{engine}-{version}-", dir=target.parent) as work:
         wheel = _download(engine, version, Path(work) / "wheel")
         unpacked = Path(work) / "files"
-        _unpack(wheel, MEMBERS[engine], unpacked)
+        _unpack(wheel, wanted, unpacked)
         (unpacked / "WHEEL").write_text(wheel.name + "\n")
-        (unpacked / "MEMBERS").write_text(stamp)
-        if target.is_dir() and _read(target / "MEMBERS") == stamp:
+        (unpacked / STAMP).write_text(stamp)
+        if target.is_dir() and _read(target / STAMP) == stamp:
             return target  # another process finished first: its copy is as good as ours, and may be in use
         if target.is_dir():
             target.rename(Path(work) / "stale")  # removed with the temporary folder
@@ -141,15 +130,3 @@ def _unpack(wheel: Path, members: tuple[str, ...], into: Path) -> None:
                     shutil.copyfileobj(src, dst)
     except zipfile.BadZipFile as err:
         raise TableError(f"{wheel.name}: not a readable wheel ({err})") from err
-
-
-def display_path(path: Path) -> str:
-    """``sglang==0.5.23/sglang/srt/...`` for a file of a cached release; the path as given otherwise."""
-    root = releases_dir()
-    try:
-        relative = path.resolve().relative_to(root.resolve())
-    except (ValueError, OSError):
-        return str(path)
-    head, *rest = relative.parts
-    engine, _, version = head.partition("-")
-    return f"{engine}=={version}/{'/'.join(rest)}" if rest and engine in MEMBERS else str(path)

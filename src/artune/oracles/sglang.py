@@ -57,6 +57,7 @@ from unittest import mock
 
 from artune import rocm
 from artune.errors import OracleGap
+from artune.formats.engine import Oracle
 from artune.formats.fingerprints import Evaluated
 from artune.formats.vllm.world import AITER_MAX_SIZE, AITER_WORLD_SIZES, QR_MAX_SIZE, QUICK_LEVELS
 from artune.oracles import MODES, RACK_TOPOLOGIES, Probe, decide_all, read_decisions
@@ -932,6 +933,19 @@ def evaluated(root: Path) -> list[Evaluated]:
     if (_files(root) / QUICK).is_file():  # and what the ROCm probes' readings ran, under each of their settings
         found += [e for env in rocm_envs() for e in rocm_evaluated(str(_files(root)), dict(env))]
     return sorted({(e.function, e.fingerprint): e for e in found}.values(), key=lambda e: e.function)
+
+
+ORACLE = Oracle(
+    runs="SGLang's own dispatch code (its communicator's Python, run on stand-ins for GPUs and kernels)",
+    releases=RELEASES,
+    probes=probes,
+    engine_decisions=engine_decisions,
+    artune_decisions=artune_decisions,
+    extra_probes=extra_probes,
+    unprobed=unprobed,
+    topology=topology,
+    evaluated=evaluated,
+)
 
 
 def main(argv: list[str]) -> int:

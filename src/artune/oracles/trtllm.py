@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from artune.errors import OracleGap, OracleUnavailable
+from artune.formats.engine import Oracle
 from artune.formats.fingerprints import Evaluated
 from artune.oracles import RAISES
 
@@ -252,3 +253,13 @@ def within_workspace(root: Path, probes: Sequence[ShapeProbe]) -> list[bool]:
     if not caps:
         return [True] * len(probes)
     return [p.nbytes <= next(b for most, b in caps if most is None or p.tp <= most) for p in probes]
+
+
+ORACLE = Oracle(
+    runs="TensorRT-LLM's own selectStrategyLookUpTable, compiled with g++",
+    releases=RELEASES,
+    probes=probes,
+    engine_decisions=engine_decisions,
+    artune_decisions=artune_decisions,
+    evaluated=evaluated,
+)

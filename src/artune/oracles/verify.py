@@ -1,23 +1,8 @@
 """An engine's own dispatch code against artune's reading of it, probe by probe: ``artune verify-engine``.
 
 ``verify(SOURCE)`` takes ``ENGINE==VERSION`` (a release, downloaded once) or
-``ENGINE:PATH`` (a checkout or a file) and hands it to the engine's oracle
-module, ``artune.oracles.<engine>``, which provides (duck-typed, no base
-class):
-
-- ``RELEASES``: the released versions the release matrix walks;
-- ``probes(root)``: every call to decide, each with a ``topology`` (a name
-  such as ``"1 host"``, ``"4 hosts rack"``) and a readable ``str()``;
-- ``engine_decisions(root, probes)``: what the engine's own code runs for
-  each, in a stand-in world (``OracleGap`` where it asks what the stand-ins
-  do not hold, ``OracleUnavailable`` where a tool is missing);
-- ``artune_decisions(root, probes)``: artune's reading of the same source;
-- optionally ``extra_probes(root)``: probes added to ``probes(root)`` for the command (SGLang's ROCm ones,
-  kept out of ``probes(root)``, whose other callers expect CUDA's alone; vLLM's under its switches' values);
-- optionally ``unprobed(root)``: what the probes leave out, each with why (a switch value the oracle cannot
-  run), which the command prints;
-- ``evaluated(root)``: the dispatch functions that reading evaluated,
-  fingerprinted (what ``--record`` keeps).
+``ENGINE:PATH`` (a checkout or a file) and hands it to the engine's oracle,
+``artune.formats.engine.Oracle``, which its ``EnginePlugin`` loads.
 
 The answers are compared element by element and counted per topology. Once
 every probe of a release agrees, ``record=True`` keeps its fingerprints in
@@ -27,27 +12,18 @@ only a verification run writes that file.
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from artune import rocm
 from artune.errors import TableError
-from artune.formats import ENGINES, fingerprints
+from artune.formats import ENGINES, engine_reader, fingerprints
+from artune.formats.engine import Oracle
 from artune.formats.releases import fetch_release, release_spec
 
-#: what each engine's oracle runs, as the command's first line says it
-RUNS = {
-    "vllm": "vLLM's own dispatch code (its communicators' Python, run on stand-ins for GPUs, torch and FlashInfer)",
-    "sglang": "SGLang's own dispatch code (its communicator's Python, run on stand-ins for GPUs and kernels)",
-    "trtllm": "TensorRT-LLM's own selectStrategyLookUpTable, compiled with g++",
-}
-REQUIRED = ("probes", "engine_decisions", "artune_decisions")
 #: the platforms a run can be limited to: a probe is on ROCm when its arch is a gfx arch
 PLATFORMS = ("cuda", "rocm")
 
@@ -111,23 +87,16 @@ def source(spec: str) -> EngineSource:
     return EngineSource(engine, Path(path), spec)
 
 
-def oracle(engine: str) -> ModuleType:
-    """``artune.oracles.<engine>``, with the interface above; ``TableError`` naming what it lacks."""
-    module = importlib.import_module(f"artune.oracles.{engine}")
-    missing = [name for name in REQUIRED if not callable(getattr(module, name, None))]
-    probes = getattr(module, "probes", None)
-    if callable(probes) and list(inspect.signature(probes).parameters)[:1] != ["root"]:
-        missing.append("probes(root)")  # an oracle that has not taken up the interface yet
-    if missing:
-        raise TableError(
-            f"artune.oracles.{engine} has no {', '.join(missing)}: verify-engine cannot run {engine}'s code yet"
-        )
-    return module
+def oracle(engine: str) -> Oracle:
+    """The engine's oracle; ``TableError`` where the engine offers none."""
+    found = engine_reader(engine)
+    if found.oracle is None:
+        raise TableError(f"{engine}: {found.label} offers no oracle: verify-engine cannot run {found.label}'s code")
+    return found.oracle()
 
 
-def _topology(module: ModuleType, probe: Any) -> str:
-    name = getattr(module, "topology", None)
-    return str(name(probe)) if callable(name) else str(probe.topology)
+def _topology(module: Oracle, probe: Any) -> str:
+    return str(module.topology(probe)) if module.topology is not None else str(probe.topology)
 
 
 def _order(name: str) -> tuple[int, int]:
@@ -152,13 +121,13 @@ def verify(spec: str, record: bool = False, keep: int = 10, platform: str | None
     module = oracle(found.engine)
     start = time.perf_counter()
     probes = list(module.probes(found.root))
-    extra = getattr(module, "extra_probes", None)  # probes kept out of probes(root), whose callers expect one platform
-    probes += list(extra(found.root)) if callable(extra) else []
+    # probes kept out of probes(root), whose callers expect one platform
+    probes += list(module.extra_probes(found.root)) if module.extra_probes is not None else []
     if platform is not None:
         probes = [p for p in probes if rocm.is_gfx(str(getattr(p, "arch", ""))) == (platform == "rocm")]
         if not probes:
             raise TableError(f"{spec}: has no {platform} probes (its code has no {platform} path artune reads)")
-    left_out = getattr(module, "unprobed", None)  # what the probes leave out (on CUDA), said beside the counts
+    left_out = module.unprobed  # what the probes leave out (on CUDA), said beside the counts
     theirs = list(module.engine_decisions(found.root, probes))
     ours = list(module.artune_decisions(found.root, probes))
     counts: Counter[str] = Counter()
@@ -182,15 +151,14 @@ def verify(spec: str, record: bool = False, keep: int = 10, platform: str | None
         differ,
         time.perf_counter() - start,
         engine_answers=dict(Counter(str(a) for a in theirs)),
-        unprobed=tuple(left_out(found.root)) if callable(left_out) and platform != "rocm" else (),
+        unprobed=tuple(left_out(found.root)) if left_out is not None and platform != "rocm" else (),
     )
     if record and result.agree:
-        evaluated = getattr(module, "evaluated", None)
-        if not callable(evaluated):
-            raise TableError(f"artune.oracles.{found.engine} has no evaluated(): nothing to record")
-        path = fingerprints.record(found.engine, found.version, evaluated(found.root))
+        if module.evaluated is None:
+            raise TableError(f"{found.engine}'s oracle evaluates no dispatch function: nothing to record")
+        path = fingerprints.record(found.engine, found.version, module.evaluated(found.root))
         result = Verification(**{**result.__dict__, "recorded": str(path)})
     return result
 
 
-__all__ = ["PLATFORMS", "RUNS", "EngineSource", "Verification", "oracle", "source", "verify"]
+__all__ = ["PLATFORMS", "EngineSource", "Verification", "oracle", "source", "verify"]

@@ -70,6 +70,7 @@ import torch
 
 from artune import rocm
 from artune.errors import OracleGap
+from artune.formats.engine import Oracle
 from artune.formats.fingerprints import Evaluated
 from artune.formats.vllm.world import AITER_MAX_SIZE, AITER_WORLD_SIZES, QR_MAX_SIZE, QUICK_LEVELS
 from artune.oracles import MODES, RAISES, ROW, TOPOLOGIES, Probe, decide_all
@@ -1145,3 +1146,16 @@ def evaluated(root: Path) -> list[Evaluated]:
     from artune.formats.vllm.read import evaluated as read_evaluated
 
     return read_evaluated(str(root))
+
+
+ORACLE = Oracle(
+    runs="vLLM's own dispatch code (its communicators' Python, run on stand-ins for GPUs, torch and FlashInfer)",
+    releases=RELEASES,
+    probes=probes,
+    engine_decisions=engine_decisions,
+    artune_decisions=artune_decisions,
+    extra_probes=extra_probes,
+    unprobed=unprobed,
+    topology=topology,
+    evaluated=evaluated,
+)

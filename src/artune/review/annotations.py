@@ -154,25 +154,24 @@ def table_file(spec: str) -> str:
     """The engine's table file in the table source ``spec`` (``vllm==0.27.0``, ``vllm:PATH``, ``sglang:PATH``,
     ``trtllm:PATH``), as artune labels a file: where a question with no place of its own is placed. "" where
     ``spec`` is no engine's source."""
+    from artune.formats.registry import READABLE, engine
     from artune.formats.releases import release_spec
-    from artune.formats.sglang.reference import SOURCE_FILE as SGLANG
-    from artune.formats.trtllm.read import HEADER
-    from artune.formats.vllm.reference import SOURCE_FILE as VLLM
 
-    files = {"vllm": VLLM, "sglang": SGLANG, "trtllm": HEADER}
     head = spec.rpartition("@")[0] if "@" in spec else spec
     try:
         release = release_spec(head)
     except ArtuneError:
         release = None
     if release is not None:
-        return f"{head}/{files[release[0]]}"
-    engine, sep, root = head.partition(":")
-    if not (sep and engine in files and root):
+        return f"{head}/{engine(release[0]).table_file}"
+    name, sep, root = head.partition(":")
+    if not (sep and name in READABLE and root and engine(name).table_file):
         return ""
     if Path(root).is_file():
         return root
-    layouts = [files[engine], f"python/{files[engine]}"]  # a wheel's, an SGLang checkout's
+    plugin = engine(name)
+    # a wheel's layout, a checkout's (SGLang's package under python/)
+    layouts = [plugin.table_file, *([plugin.checkout_prefix + plugin.table_file] if plugin.checkout_prefix else [])]
     found = next((rel for rel in layouts if (Path(root) / rel).is_file()), layouts[0])
     return os.path.normpath(os.path.join(root, found))
 

@@ -19,12 +19,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from artune.formats.registry import Names
 from artune.review.benchmarks import commands, reach
 from artune.review.types import EvidenceQuestion, Move, Question, RegretEvidence
 from artune.table.types import MODES
 
 #: the engines whose dispatch reads no mode: their moves are asked in graph mode, as their benchmarks time them
-MODELESS = frozenset({"vllm"})
+MODELESS = Names("modeless")
 
 
 @dataclass(frozen=True)

@@ -179,18 +179,22 @@ def commands(
     (``ARCH-wsN-hH-ENGINE.EXT`` across H hosts): the review reads the arch
     of an evidence file from that name.
     """
-    spans = sorted({(lo, hi) for _, lo, hi in ranges}, key=lambda r: r[0])
-    modes = tuple(m for m in MODES if any(mode == m for mode, _, _ in ranges))
+    from artune.formats.registry import engine as plugin
+    from artune.formats.registry import names
+
     across = f"-h{hosts}" if hosts > 1 else ""
     stem = f"artune-evidence/{arch}-ws{world_size}{across}-{engine or 'artune'}"
-    if engine == "vllm":
-        return (vllm_command(world_size, spans, stem + ".json", hosts),)
-    if engine == "sglang":
-        graph = sorted({(lo, hi) for mode, lo, hi in ranges if mode == "graph"}, key=lambda r: r[0])
-        if hosts > 1:  # artune's tuner times one host's ranks: across hosts, the engine's benchmark answers
-            return (sglang_command(world_size, spans, stem + ".txt", hosts),)
-        ours = artune_command(world_size, modes, f"artune-evidence/{arch}-ws{world_size}-artune")
-        return (*([sglang_command(world_size, graph, stem + ".txt")] if graph else []), ours)
-    if engine == "trtllm":
-        return tuple(trtllm_commands(world_size, modes, spans, stem + ".csv"))
-    return (artune_command(world_size, modes, stem),)
+    bench = plugin(engine).bench if engine in names() else None
+    if bench is not None:
+        return tuple(bench(arch, world_size, ranges, hosts, stem))
+    return (artune_command(world_size, modes_of(ranges), stem),)
+
+
+def spans(ranges: Sequence[tuple[str, int, int | None]]) -> list[Range]:
+    """The byte ranges of ``(mode, lo, hi)`` ranges, each once, by their start."""
+    return sorted({(lo, hi) for _, lo, hi in ranges}, key=lambda r: r[0])
+
+
+def modes_of(ranges: Sequence[tuple[str, int, int | None]]) -> tuple[str, ...]:
+    """The modes ``(mode, lo, hi)`` ranges name, in ``MODES``' order."""
+    return tuple(m for m in MODES if any(mode == m for mode, _, _ in ranges))

@@ -77,7 +77,9 @@ class Reader:
         if settings not in self._cache:
             from artune.formats import engine_reader
 
-            imported = engine_reader(self.engine).read(self.path, dict(settings))  # type: ignore[call-arg]
+            read_under = engine_reader(self.engine).read_under
+            assert read_under is not None  # a Reader is made for an engine that reads under switches
+            imported = read_under(self.path, dict(settings), "bfloat16", "")
             found = imported.tables
             tables = [*found.tables.values(), *([found.default] if found.default else [])]
             self._cache[settings] = Source(tables, found, imported.findings)
