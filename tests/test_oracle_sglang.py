@@ -91,6 +91,24 @@ def test_verify_engine_probes_each_switch_the_dispatch_tests_and_memory_saver_gr
     assert oracle.topology(probes[0]).startswith("1 host SGLANG_")
 
 
+def test_memory_saver_graphs_run_eager_where_the_release_keeps_the_switch_as_tms_cudagraph() -> None:
+    """0.5.16 has no ``_is_graph_mode_supported``: its v2 class keeps the switch as ``self.tms_cudagraph``, and
+    ``capture()`` sets ``_graph_mode_allowed = not self.tms_cudagraph``. By construction a graph-captured call
+    under ``SGLANG_MEMORY_SAVER_CUDA_GRAPH=1`` then runs what an eager one does (1shot_push at 9.0 ws=3,
+    1.25 MiB, where graph mode's rows say 2shot_pull), and artune's reading answers the same."""
+    root = release("0.5.16")
+    saver = (("SGLANG_MEMORY_SAVER_CUDA_GRAPH", "1"),)
+    probes = [
+        p
+        for p in oracle.switch_probes(root)
+        if p.env == saver and p.arch == "9.0" and p.hosts == 1 and p.world_size == 3
+    ]
+    engine = oracle.engine_decisions(root, probes)
+    assert oracle.artune_decisions(root, probes) == engine
+    answers = dict(zip(((p.mode, p.multicast, p.nbytes) for p in probes), engine, strict=True))
+    assert answers[("graph", True, 1310736)] == answers[("eager", True, 1310736)] == "1shot_push"
+
+
 def test_the_legacy_class_runs_where_v2_declines_as_the_release_picks_it() -> None:
     """0.5.23 with SGLANG_OPT_USE_CUSTOM_ALL_REDUCE_V2=0: the legacy class's own gates, as the release runs them."""
     root = release("0.5.23")

@@ -159,8 +159,11 @@ class Release:
         found = ArchFound(arch, reading, reading.supported())
         for sized in found.sized:
             if sized.status == "on":
-                # graph capture off (SGLANG_MEMORY_SAVER_CUDA_GRAPH): graph-captured calls run the eager path
-                graph_ok = sized.comm is None or sized.comm.values.get("_is_graph_mode_supported") is not False
+                # graph capture off (SGLANG_MEMORY_SAVER_CUDA_GRAPH): graph-captured calls run the eager path;
+                # releases before _is_graph_mode_supported keep the switch as tms_cudagraph, which capture() reads
+                values = sized.comm.values if sized.comm is not None else {}
+                graph_ok = values.get("_is_graph_mode_supported") is not False
+                graph_ok = graph_ok and values.get("tms_cudagraph") is not True
                 for mode in MODES:
                     found.outcomes[(sized.world_size, mode)] = reading.outcome(sized, mode == "graph" and graph_ok)
         return found
